@@ -1,0 +1,10 @@
+"""ConsumeFunction: receive, ack, change invisible duration, look up."""
+
+from cirrusmq_api.app import create_app
+from cirrusmq_api.routes import consume
+
+app = create_app(consume.router)
+
+
+def lambda_handler(event: dict, context: object) -> dict:
+    return app.resolve(event, context)

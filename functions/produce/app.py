@@ -1,0 +1,10 @@
+"""ProduceFunction: appends message batches."""
+
+from cirrusmq_api.app import create_app
+from cirrusmq_api.routes import produce
+
+app = create_app(produce.router)
+
+
+def lambda_handler(event: dict, context: object) -> dict:
+    return app.resolve(event, context)

@@ -1,0 +1,70 @@
+"""Between the broker's model and the wire schemas (base64 bodies live here)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from cirrusmq_broker.errors import InvalidMessage
+from cirrusmq_broker.model import ReceivedMessage, StoredMessage, Topic
+from cirrusmq_broker.services.produce import MessageInput
+
+from .schemas import MessageBody, MessageIn, ReceivedMessageBody, TopicBody
+
+
+def decode_body(text: str, position: int) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidMessage(f"message {position}: body is not valid base64") from exc
+
+
+def message_input(message: MessageIn, position: int) -> MessageInput:
+    return MessageInput(
+        body=decode_body(message.body, position),
+        message_id=message.message_id,
+        tag=message.tag,
+        keys=tuple(message.keys),
+        properties=message.properties,
+        message_group=message.message_group,
+        born_timestamp=message.born_timestamp,
+    )
+
+
+def topic_body(topic: Topic) -> dict:
+    return TopicBody(
+        name=topic.name,
+        queues=topic.queues,
+        message_type=topic.message_type.value,
+        retention_hours=topic.retention_hours,
+        created_timestamp=topic.created_timestamp,
+    ).model_dump()
+
+
+def message_fields(message: StoredMessage) -> dict:
+    return {
+        "message_id": message.message_id,
+        "topic": message.topic,
+        "queue": message.queue,
+        "offset": message.offset,
+        "body": base64.b64encode(message.body).decode(),
+        "tag": message.tag,
+        "keys": list(message.keys),
+        "properties": message.properties,
+        "message_group": message.message_group,
+        "born_timestamp": message.born_timestamp,
+        "stored_timestamp": message.stored_timestamp,
+    }
+
+
+def message_body(message: StoredMessage) -> MessageBody:
+    return MessageBody(**message_fields(message))
+
+
+def received_body(received: ReceivedMessage) -> ReceivedMessageBody:
+    return ReceivedMessageBody(
+        **message_fields(received.message),
+        receipt_handle=received.receipt_handle,
+        delivery_attempt=received.delivery_attempt,
+        invisible_until=received.invisible_until,
+    )

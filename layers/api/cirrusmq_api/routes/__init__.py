@@ -1,0 +1,1 @@
+"""Routers by permission boundary: admin (topics, groups, meta), produce, consume."""

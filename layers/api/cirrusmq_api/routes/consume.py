@@ -1,0 +1,52 @@
+"""Receiving, acking, changing invisible duration, and looking messages up."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from cirrusmq_broker.container import current_broker
+
+from ..convert import message_body, received_body
+from ..schemas import (
+    AckRequest,
+    AckResponse,
+    ChangeInvisibleRequest,
+    ChangeInvisibleResponse,
+    MessageBody,
+    ReceiveRequest,
+    ReceiveResponse,
+)
+
+router = APIGatewayHttpRouter()
+
+
+@router.get("/v1/topics/<topic>/messages/<message_id>", summary="Look a message up by id")
+def lookup_message(topic: str, message_id: str) -> MessageBody:
+    return message_body(current_broker().consume.lookup(topic, message_id))
+
+
+@router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
+def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
+    received = current_broker().consume.receive(
+        group,
+        request.topic,
+        filter_expression=request.filter,
+        max_messages=request.max_messages,
+        invisible_seconds=request.invisible_seconds,
+        wait_seconds=request.wait_seconds,
+    )
+    return ReceiveResponse(messages=[received_body(r) for r in received])
+
+
+@router.post("/v1/groups/<group>/ack", summary="Ack received messages (all or nothing)")
+def ack(group: str, request: AckRequest) -> AckResponse:
+    return AckResponse(acked=current_broker().consume.ack(group, request.receipt_handles))
+
+
+@router.post("/v1/groups/<group>/invisible", summary="Change a message's invisible duration")
+def change_invisible(group: str, request: ChangeInvisibleRequest) -> ChangeInvisibleResponse:
+    received = current_broker().consume.change_invisible(
+        group, request.receipt_handle, request.invisible_seconds
+    )
+    return ChangeInvisibleResponse(
+        receipt_handle=received.receipt_handle, invisible_until=received.invisible_until
+    )

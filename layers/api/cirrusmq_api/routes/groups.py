@@ -1,0 +1,22 @@
+"""Consumer group inspection."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from cirrusmq_broker.container import current_broker
+
+from ..schemas import GroupBody, GroupQueueBody
+
+router = APIGatewayHttpRouter()
+
+
+@router.get("/v1/groups/<group>", summary="Describe a consumer group: offsets and lag per queue")
+def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> GroupBody:
+    statuses = current_broker().consume.describe_group(group, topic)
+    return GroupBody(
+        group=group,
+        queues=[GroupQueueBody(**vars(s), lag=s.lag) for s in statuses],
+    )

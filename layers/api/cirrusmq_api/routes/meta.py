@@ -1,0 +1,36 @@
+"""Health and the OpenAPI document (covering every route of every function)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from cirrusmq_broker import __version__
+
+from ..schemas import HealthBody
+
+router = APIGatewayHttpRouter()
+
+
+@router.get("/v1/health", summary="Liveness")
+def health() -> HealthBody:
+    return HealthBody(status="ok", version=__version__)
+
+
+@router.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)
+def openapi() -> Response:
+    return Response(200, content_types.APPLICATION_JSON, openapi_document())
+
+
+@functools.cache
+def openapi_document() -> str:
+    from ..app import create_app
+    from . import consume, groups, produce, topics
+
+    app = create_app(topics.router, groups.router, router, produce.router, consume.router)
+    schema = app.get_openapi_json_schema(
+        title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
+    )
+    return schema if isinstance(schema, str) else json.dumps(schema)

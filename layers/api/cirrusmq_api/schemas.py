@@ -1,0 +1,148 @@
+"""Wire schemas (JSON) of the v1 API; they also produce the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from cirrusmq_broker import limits
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Stable error code, e.g. TopicNotFound.")
+    message: str
+    details: dict | None = None
+
+
+class CreateTopicRequest(Strict):
+    name: str
+    queues: int = Field(limits.DEFAULT_QUEUES, ge=limits.MIN_QUEUES, le=limits.MAX_QUEUES)
+    message_type: Literal["NORMAL", "FIFO", "DELAY", "TRANSACTION"] = "NORMAL"
+    retention_hours: int = Field(
+        limits.DEFAULT_RETENTION_HOURS,
+        ge=limits.MIN_RETENTION_HOURS,
+        le=limits.MAX_RETENTION_HOURS,
+    )
+
+
+class TopicBody(BaseModel):
+    name: str
+    queues: int
+    message_type: str
+    retention_hours: int
+    created_timestamp: int
+
+
+class QueueOffsetsBody(BaseModel):
+    queue: int
+    min_offset: int
+    max_offset: int = Field(description="Next offset to be written (exclusive).")
+
+
+class TopicDescriptionBody(TopicBody):
+    queue_offsets: list[QueueOffsetsBody]
+
+
+class TopicListBody(BaseModel):
+    topics: list[TopicBody]
+
+
+class MessageIn(Strict):
+    body: str = Field(description="Base64 (standard alphabet) message body, 1 byte to 4 MiB.")
+    message_id: str | None = Field(None, description="Client-made id; generated when absent.")
+    tag: str | None = None
+    keys: list[str] = Field(default_factory=list)
+    properties: dict[str, str] = Field(default_factory=dict)
+    message_group: str | None = Field(None, description="Sharding key: one queue per group.")
+    born_timestamp: int | None = Field(None, ge=0, description="Producer's clock, ms.")
+
+
+class SendRequest(Strict):
+    producer_id: str | None = Field(None, min_length=1, max_length=limits.MAX_PRODUCER_ID_CHARS)
+    sequence: int | None = Field(None, ge=0)
+    messages: list[MessageIn]
+
+
+class SendReceiptBody(BaseModel):
+    message_id: str
+    queue: int
+    offset: int
+
+
+class SendResponse(BaseModel):
+    receipts: list[SendReceiptBody]
+    duplicate: bool = Field(description="True when this producer id + sequence was stored before.")
+
+
+class MessageBody(BaseModel):
+    message_id: str
+    topic: str
+    queue: int
+    offset: int
+    body: str = Field(description="Base64 body.")
+    tag: str | None
+    keys: list[str]
+    properties: dict[str, str]
+    message_group: str | None
+    born_timestamp: int
+    stored_timestamp: int
+
+
+class ReceivedMessageBody(MessageBody):
+    receipt_handle: str
+    delivery_attempt: int
+    invisible_until: int
+
+
+class ReceiveRequest(Strict):
+    topic: str
+    filter: str = "*"
+    max_messages: int = limits.DEFAULT_RECEIVE_MESSAGES
+    invisible_seconds: int = limits.DEFAULT_INVISIBLE_SECONDS
+    wait_seconds: float = 0
+
+
+class ReceiveResponse(BaseModel):
+    messages: list[ReceivedMessageBody]
+
+
+class AckRequest(Strict):
+    receipt_handles: list[str]
+
+
+class AckResponse(BaseModel):
+    acked: int
+
+
+class ChangeInvisibleRequest(Strict):
+    receipt_handle: str
+    invisible_seconds: int
+
+
+class ChangeInvisibleResponse(BaseModel):
+    receipt_handle: str
+    invisible_until: int
+
+
+class GroupQueueBody(BaseModel):
+    topic: str
+    queue: int
+    committed_offset: int
+    cursor: int
+    max_offset: int
+    lag: int
+    inflight: int
+
+
+class GroupBody(BaseModel):
+    group: str
+    queues: list[GroupQueueBody]
+
+
+class HealthBody(BaseModel):
+    status: str
+    version: str

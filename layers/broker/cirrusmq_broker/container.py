@@ -1,0 +1,121 @@
+"""Builds the broker's services from settings, once per process (Lambda container)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .receipts import ReceiptSigner
+from .services.admin import AdminService
+from .services.batch_reader import BatchReader
+from .services.consume import ConsumeService
+from .services.janitor import JanitorService
+from .services.produce import ProduceService
+from .services.topic_catalog import TopicCatalog
+from .settings import Settings
+from .storage.appends import BatchAppender
+from .storage.batch_objects import BatchObjectStore
+from .storage.clients import aws_client
+from .storage.group_states import GroupStateStore
+from .storage.log_index import LogIndex
+from .storage.message_ids import MessageIdIndex
+from .storage.producers import ProducerRecords
+from .storage.topics import TopicStore
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class Broker:
+    """The services one process serves; their stores are built lazily on first use."""
+
+    settings: Settings
+    clock: Callable[[], int] = now_ms
+    """Milliseconds since the epoch; tests pass a fake one."""
+
+    @functools.cached_property
+    def _dynamodb(self):  # noqa: ANN202
+        return aws_client("dynamodb", self.settings)
+
+    @functools.cached_property
+    def topic_store(self) -> TopicStore:
+        return TopicStore(self._dynamodb, self.settings.topics_table)
+
+    @functools.cached_property
+    def catalog(self) -> TopicCatalog:
+        return TopicCatalog(self.topic_store)
+
+    @functools.cached_property
+    def index(self) -> LogIndex:
+        return LogIndex(self._dynamodb, self.settings.log_index_table)
+
+    @functools.cached_property
+    def objects(self) -> BatchObjectStore:
+        return BatchObjectStore(aws_client("s3", self.settings), self.settings.bucket)
+
+    @functools.cached_property
+    def states(self) -> GroupStateStore:
+        return GroupStateStore(self._dynamodb, self.settings.groups_table)
+
+    @functools.cached_property
+    def message_ids(self) -> MessageIdIndex:
+        return MessageIdIndex(self._dynamodb, self.settings.message_ids_table)
+
+    @functools.cached_property
+    def producers(self) -> ProducerRecords:
+        return ProducerRecords(self._dynamodb, self.settings.producers_table)
+
+    @functools.cached_property
+    def admin(self) -> AdminService:
+        return AdminService(
+            store=self.topic_store, catalog=self.catalog, index=self.index, clock=self.clock
+        )
+
+    @functools.cached_property
+    def produce(self) -> ProduceService:
+        return ProduceService(
+            topics=self.catalog,
+            objects=self.objects,
+            appender=BatchAppender(self._dynamodb, self.index, self.producers),
+            producers=self.producers,
+            message_ids=self.message_ids,
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def consume(self) -> ConsumeService:
+        return ConsumeService(
+            topics=self.catalog,
+            index=self.index,
+            reader=BatchReader(self.objects),
+            states=self.states,
+            message_ids=self.message_ids,
+            signer=ReceiptSigner(self.settings.receipt_secret),
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def janitor(self) -> JanitorService:
+        return JanitorService(
+            topics=self.topic_store,
+            index=self.index,
+            objects=self.objects,
+            states=self.states,
+            orphan_grace_seconds=self.settings.orphan_grace_seconds,
+            clock=self.clock,
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def broker_for(settings: Settings) -> Broker:
+    """The process-wide broker for these settings."""
+    return Broker(settings)
+
+
+def current_broker() -> Broker:
+    """The broker configured by this process's environment."""
+    return broker_for(Settings.from_env())

@@ -1,0 +1,112 @@
+"""The broker's error root and its stable codes.
+
+Every error carries a stable ``code``, the HTTP status the API maps it to and whether a
+client may retry it. The HTTP layer maps them in one place; services only raise them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class BrokerError(Exception):
+    """Root of every error the broker reports to a caller."""
+
+    code: ClassVar[str] = "InternalError"
+    http_status: ClassVar[int] = 500
+    retriable: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class InvalidRequest(BrokerError):
+    code, http_status, retriable = "InvalidRequest", 400, False
+
+
+class InvalidTopicName(InvalidRequest):
+    code = "InvalidTopicName"
+
+
+class InvalidGroupName(InvalidRequest):
+    code = "InvalidGroupName"
+
+
+class InvalidMessage(InvalidRequest):
+    code = "InvalidMessage"
+
+
+class TooManyMessages(InvalidRequest):
+    code = "TooManyMessages"
+
+
+class MessageGroupRequired(InvalidRequest):
+    code = "MessageGroupRequired"
+
+
+class InvalidFilterExpression(InvalidRequest):
+    code = "InvalidFilterExpression"
+
+
+class InvalidDuration(InvalidRequest):
+    code = "InvalidDuration"
+
+
+class InvalidReceiptHandle(InvalidRequest):
+    code = "InvalidReceiptHandle"
+
+
+class ForeignReceiptHandle(InvalidRequest):
+    code = "ForeignReceiptHandle"
+
+
+class ReceiptHandleExpired(InvalidRequest):
+    code = "ReceiptHandleExpired"
+
+
+class NotFound(BrokerError):
+    code, http_status, retriable = "NotFound", 404, False
+
+
+class TopicNotFound(NotFound):
+    code = "TopicNotFound"
+
+
+class MessageNotFound(NotFound):
+    code = "MessageNotFound"
+
+
+class Conflict(BrokerError):
+    code, http_status, retriable = "Conflict", 409, False
+
+
+class TopicAlreadyExists(Conflict):
+    code = "TopicAlreadyExists"
+
+
+class TopicBeingDeleted(Conflict):
+    code = "TopicBeingDeleted"
+
+
+class IdempotencyConflict(Conflict):
+    code = "IdempotencyConflict"
+
+
+class MessageTooLarge(BrokerError):
+    code, http_status, retriable = "MessageTooLarge", 413, False
+
+
+class RequestTooLarge(BrokerError):
+    code, http_status, retriable = "RequestTooLarge", 413, False
+
+
+class Throttled(BrokerError):
+    code, http_status, retriable = "Throttled", 429, True
+
+
+class Busy(BrokerError):
+    """Contention on a queue's tail or a group's state did not settle in time."""
+
+    code, http_status, retriable = "Busy", 503, True

@@ -1,0 +1,32 @@
+"""Tag filter expressions: ``*`` (everything) or ``TagA || TagB``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidFilterExpression
+from .validation import TAG_FORBIDDEN
+
+
+@dataclass(frozen=True)
+class TagFilter:
+    """A parsed filter: ``tags`` is None for ``*``."""
+
+    tags: frozenset[str] | None
+
+    @classmethod
+    def parse(cls, expression: str | None) -> TagFilter:
+        """Parse ``*``, an empty expression (same as ``*``) or ``A || B || C``."""
+        text = (expression or "*").strip()
+        if text in ("", "*"):
+            return cls(None)
+        tags = [part.strip() for part in text.split("||")]
+        if any(not tag or tag == "*" or TAG_FORBIDDEN.search(tag) for tag in tags):
+            raise InvalidFilterExpression(
+                f"invalid filter expression {expression[:200]!r}: use '*' or 'TagA || TagB'"
+            )
+        return cls(frozenset(tags))
+
+    def matches(self, tag: str | None) -> bool:
+        """Whether a message with ``tag`` passes (untagged messages pass only ``*``)."""
+        return self.tags is None or (tag is not None and tag in self.tags)

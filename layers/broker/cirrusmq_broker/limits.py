@@ -1,0 +1,29 @@
+"""Explicit limits of the service (documented in docs/http-api.md)."""
+
+from __future__ import annotations
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""A message body: 1 byte to 4 MiB."""
+MAX_REQUEST_BYTES = 6 * 1024 * 1024
+"""A request or a response: at most 6 MiB (Lambda's synchronous payload limit)."""
+MAX_MESSAGES_PER_SEND = 1000
+MAX_RECEIVE_MESSAGES = 1000
+DEFAULT_RECEIVE_MESSAGES = 32
+MIN_INVISIBLE_SECONDS = 10
+MAX_INVISIBLE_SECONDS = 12 * 3600
+DEFAULT_INVISIBLE_SECONDS = 60
+MAX_WAIT_SECONDS = 20
+MAX_ACK_HANDLES = 1000
+MIN_QUEUES, MAX_QUEUES, DEFAULT_QUEUES = 1, 64, 8
+MIN_RETENTION_HOURS, MAX_RETENTION_HOURS, DEFAULT_RETENTION_HOURS = 1, 2160, 72
+MAX_INFLIGHT_PER_QUEUE = 10_000
+"""Delivered but unsettled messages per (group, queue): beyond it the queue waits for acks."""
+MAX_TAG_CHARS = 128
+MAX_KEYS = 32
+MAX_KEY_CHARS = 128
+MAX_PROPERTIES = 64
+MAX_PROPERTY_CHARS = 1024
+MAX_MESSAGE_ID_CHARS = 128
+MAX_PRODUCER_ID_CHARS = 128
+IDEMPOTENCY_WINDOW_SECONDS = 7 * 24 * 3600
+"""How long a producer id + sequence is remembered."""

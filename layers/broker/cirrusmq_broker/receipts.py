@@ -1,0 +1,79 @@
+"""Receipt handles: what a consumer gets per delivered message and hands back to ack.
+
+A handle names the group, topic, queue, offset and the lease the message was delivered
+under, and is signed with HMAC-SHA256 so a consumer cannot forge one. Staleness (the lease
+was replaced by a redelivery) is decided against the group state, not here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+
+from .errors import InvalidReceiptHandle
+
+_SIGNATURE_BYTES = 16
+
+
+@dataclass(frozen=True)
+class ReceiptHandle:
+    """The decoded content of a receipt handle."""
+
+    group: str
+    topic: str
+    queue: int
+    offset: int
+    lease_id: str
+    delivery_attempt: int
+    invisible_until: int
+
+
+class ReceiptSigner:
+    """Encodes and verifies receipt handles with one secret."""
+
+    def __init__(self, secret: str) -> None:
+        if len(secret) < 16:
+            raise RuntimeError("the receipt signing secret must have at least 16 characters")
+        self._key = secret.encode()
+
+    def encode(self, handle: ReceiptHandle) -> str:
+        payload = json.dumps(
+            [
+                handle.group,
+                handle.topic,
+                handle.queue,
+                handle.offset,
+                handle.lease_id,
+                handle.delivery_attempt,
+                handle.invisible_until,
+            ],
+            separators=(",", ":"),
+        ).encode()
+        return f"{_b64(payload)}.{_b64(self._sign(payload))}"
+
+    def decode(self, text: str) -> ReceiptHandle:
+        """Verify and decode; raises InvalidReceiptHandle for anything forged or corrupt."""
+        try:
+            payload_text, signature_text = text.split(".")
+            payload = _unb64(payload_text)
+            signature = _unb64(signature_text)
+        except (ValueError, TypeError) as exc:
+            raise InvalidReceiptHandle("malformed receipt handle") from exc
+        if not hmac.compare_digest(signature, self._sign(payload)):
+            raise InvalidReceiptHandle("receipt handle signature does not match")
+        group, topic, queue, offset, lease_id, attempt, invisible_until = json.loads(payload)
+        return ReceiptHandle(group, topic, queue, offset, lease_id, attempt, invisible_until)
+
+    def _sign(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -1,0 +1,1 @@
+"""Broker services: produce, consume, admin, janitor. Protocol-agnostic."""

@@ -1,0 +1,231 @@
+"""Produce: validate a batch, write one object per queue touched, append it to the log."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ulid import ULID
+
+from .. import limits
+from ..codec import encode_batch
+from ..errors import (
+    IdempotencyConflict,
+    InvalidMessage,
+    MessageGroupRequired,
+    MessageTooLarge,
+    TooManyMessages,
+)
+from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
+from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch
+from ..storage.batch_objects import BatchObjectStore, object_key
+from ..storage.message_ids import MessageIdIndex, MessageLocation
+from ..storage.producers import ProducerRecord, ProducerRecords
+from ..validation import (
+    check_keys,
+    check_message_group,
+    check_message_id,
+    check_properties,
+    check_tag,
+)
+from .topic_catalog import TopicCatalog
+
+
+@dataclass(frozen=True)
+class MessageInput:
+    """One message of a send request, as decoded from the wire (not yet validated)."""
+
+    body: bytes
+    message_id: str | None = None
+    tag: str | None = None
+    keys: Sequence[str] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    message_group: str | None = None
+    born_timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class SendResult:
+    receipts: list[SendReceipt]
+    duplicate: bool
+    """True when the producer id + sequence was stored before: nothing was stored now."""
+
+
+class ProduceService:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        objects: BatchObjectStore,
+        appender: BatchAppender,
+        producers: ProducerRecords,
+        message_ids: MessageIdIndex,
+        clock: Callable[[], int],
+    ) -> None:
+        self._topics = topics
+        self._objects = objects
+        self._appender = appender
+        self._producers = producers
+        self._message_ids = message_ids
+        self._clock = clock
+        self._round_robin: dict[str, itertools.count[int]] = {}
+        self._lock = threading.Lock()
+        self._uploads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="batch-put")
+
+    def send(
+        self, topic_name: str, inputs: Sequence[MessageInput], stamp: ProducerStamp | None = None
+    ) -> SendResult:
+        """Store a batch; with a stamp, a repeated request returns the original receipts."""
+        topic = self._topics.active(topic_name)
+        now = self._clock()
+        messages = self._validate(topic, inputs, now)
+        digest = _digest(inputs)
+        by_queue = self._route(topic, messages)
+
+        keys = {q: object_key(topic.name, q, now) for q in by_queue}
+        payloads = {
+            q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
+        }
+        list(
+            self._uploads.map(
+                lambda q: self._objects.put(
+                    keys[q], payloads[q], retention_hours=topic.retention_hours
+                ),
+                list(by_queue),
+            )
+        )
+        batches = [
+            PendingBatch(
+                topic.name,
+                q,
+                keys[q],
+                len(ms),
+                len(payloads[q]),
+                min(m.born_timestamp for m in ms),
+                max(m.born_timestamp for m in ms),
+            )
+            for q, ms in by_queue.items()
+        ]
+
+        def receipts_for(bases: dict[int, int]) -> list[SendReceipt]:
+            positions = {q: itertools.count(bases[q]) for q in by_queue}
+            placed = {
+                m.message_id: (q, next(positions[q])) for q, ms in by_queue.items() for m in ms
+            }
+            return [SendReceipt(m.message_id, *placed[m.message_id]) for m in messages]
+
+        retention_expiry = now // 1000 + topic.retention_hours * 3600
+        try:
+            bases = self._appender.append(
+                batches,
+                stamp=stamp,
+                build_record=lambda bases: ProducerRecord(digest, tuple(receipts_for(bases))),
+                expires_at=retention_expiry,
+                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+            )
+        except AlreadyRecorded:
+            assert stamp is not None
+            return self._replay(topic, stamp, digest, retention_expiry)
+        receipts = receipts_for(bases)
+        self._index_ids(topic, receipts, retention_expiry)
+        return SendResult(receipts, duplicate=False)
+
+    def _replay(
+        self, topic: Topic, stamp: ProducerStamp, digest: str, expires_at: int
+    ) -> SendResult:
+        record = self._producers.get(stamp)
+        if record is None:  # expired between the failed put and this read
+            raise IdempotencyConflict("the producer sequence was used before and has expired")
+        if record.digest != digest:
+            raise IdempotencyConflict(
+                f"producer {stamp.producer_id!r} sequence {stamp.sequence} was already used "
+                "for a different batch"
+            )
+        receipts = list(record.receipts)
+        # The first attempt may have crashed before indexing the ids: (re)write them.
+        self._index_ids(topic, receipts, expires_at)
+        return SendResult(receipts, duplicate=True)
+
+    def _index_ids(self, topic: Topic, receipts: list[SendReceipt], expires_at: int) -> None:
+        self._message_ids.put_many(
+            [MessageLocation(r.message_id, topic.name, r.queue, r.offset) for r in receipts],
+            expires_at=expires_at,
+        )
+
+    def _validate(self, topic: Topic, inputs: Sequence[MessageInput], now: int) -> list[NewMessage]:
+        if not 1 <= len(inputs) <= limits.MAX_MESSAGES_PER_SEND:
+            raise TooManyMessages(
+                f"a send carries 1-{limits.MAX_MESSAGES_PER_SEND} messages, got {len(inputs)}"
+            )
+        messages, seen = [], set()
+        for position, raw in enumerate(inputs):
+            if not raw.body:
+                raise InvalidMessage(f"message {position}: the body is empty")
+            if len(raw.body) > limits.MAX_BODY_BYTES:
+                raise MessageTooLarge(
+                    f"message {position}: body of {len(raw.body)} bytes is over "
+                    f"{limits.MAX_BODY_BYTES} bytes"
+                )
+            message_id = check_message_id(raw.message_id) if raw.message_id else str(ULID())
+            if message_id in seen:
+                raise InvalidMessage(f"message {position}: duplicate message id {message_id!r}")
+            seen.add(message_id)
+            group = check_message_group(raw.message_group) if raw.message_group else None
+            if topic.message_type is MessageType.FIFO and group is None:
+                raise MessageGroupRequired(
+                    f"message {position}: topic {topic.name!r} is FIFO; set message_group"
+                )
+            messages.append(
+                NewMessage(
+                    message_id=message_id,
+                    body=raw.body,
+                    tag=check_tag(raw.tag) if raw.tag is not None else None,
+                    keys=check_keys(list(raw.keys)),
+                    properties=check_properties(raw.properties),
+                    message_group=group,
+                    born_timestamp=raw.born_timestamp or now,
+                )
+            )
+        return messages
+
+    def _route(self, topic: Topic, messages: list[NewMessage]) -> dict[int, list[NewMessage]]:
+        """Grouped messages by hash of their group; the rest together to one round-robin queue."""
+        by_queue: dict[int, list[NewMessage]] = {}
+        ungrouped_queue: int | None = None
+        for message in messages:
+            if message.message_group is not None:
+                queue = zlib.crc32(message.message_group.encode()) % topic.queues
+            else:
+                if ungrouped_queue is None:
+                    ungrouped_queue = self._next_queue(topic)
+                queue = ungrouped_queue
+            by_queue.setdefault(queue, []).append(message)
+        return by_queue
+
+    def _next_queue(self, topic: Topic) -> int:
+        with self._lock:
+            counter = self._round_robin.setdefault(
+                topic.name, itertools.count(random.randrange(topic.queues))
+            )
+            return next(counter) % topic.queues
+
+
+def _digest(inputs: Sequence[MessageInput]) -> str:
+    """A fingerprint of the request, to tell a retry from a reuse of the same sequence."""
+    h = hashlib.sha256()
+    for m in inputs:
+        h.update(hashlib.sha256(m.body).digest())
+        h.update(
+            json.dumps(
+                [m.message_id, m.tag, list(m.keys), sorted(m.properties.items()), m.message_group],
+                separators=(",", ":"),
+            ).encode()
+        )
+    return h.hexdigest()

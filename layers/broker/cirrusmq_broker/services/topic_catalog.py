@@ -1,0 +1,39 @@
+"""Active topics, cached briefly so the hot paths do not read the topics table per call."""
+
+from __future__ import annotations
+
+import threading
+
+from cachetools import TTLCache
+
+from ..errors import TopicNotFound
+from ..model import Topic, TopicStatus
+from ..storage.topics import TopicStore
+from ..validation import check_topic_name
+
+TOPIC_CACHE_SECONDS = 30
+"""A deleted topic is purged only after this (plus the longest handler timeout)."""
+
+
+class TopicCatalog:
+    def __init__(self, store: TopicStore) -> None:
+        self._store = store
+        self._cache: TTLCache[str, Topic] = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS)
+        self._lock = threading.Lock()
+
+    def active(self, name: str) -> Topic:
+        """The active topic ``name``; TopicNotFound otherwise."""
+        check_topic_name(name)
+        with self._lock:
+            topic = self._cache.get(name)
+        if topic is None:
+            topic = self._store.get(name)
+            if topic is None or topic.status is not TopicStatus.ACTIVE:
+                raise TopicNotFound(f"topic {name!r} does not exist")
+            with self._lock:
+                self._cache[name] = topic
+        return topic
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._cache.pop(name, None)

@@ -1,0 +1,58 @@
+"""Broker configuration, read from the Lambda environment (names set in template.yaml)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV_PREFIX = "CIRRUSMQ_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the broker's resources are and how to reach them."""
+
+    topics_table: str
+    """DynamoDB table of topic definitions."""
+    log_index_table: str
+    """DynamoDB table: one item per stored batch, keyed by queue and base offset."""
+    groups_table: str
+    """DynamoDB table: one consumer-group state item per (group, topic, queue)."""
+    producers_table: str
+    """DynamoDB table: idempotency records (producer id + sequence)."""
+    message_ids_table: str
+    """DynamoDB table: message id → stored location."""
+    bucket: str
+    """S3 bucket holding the Parquet batch objects."""
+    receipt_secret: str = ""
+    """HMAC key for receipt handles (consume side only)."""
+    orphan_grace_seconds: int = 300
+    """Batch objects without an index item are swept once older than this."""
+    aws_endpoint_url: str | None = None
+    """Endpoint override (the local stack's moto server); None on AWS."""
+    aws_region: str | None = None
+    """Region override; None uses the environment's default."""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        """Read the settings from ``CIRRUSMQ_*`` environment variables."""
+        env = dict(os.environ if env is None else env)
+
+        def get(name: str, default: str | None = None) -> str:
+            value = env.get(ENV_PREFIX + name, default)
+            if value is None:
+                raise RuntimeError(f"environment variable {ENV_PREFIX}{name} is not set")
+            return value
+
+        return cls(
+            topics_table=get("TOPICS_TABLE"),
+            log_index_table=get("LOG_INDEX_TABLE"),
+            groups_table=get("GROUPS_TABLE"),
+            producers_table=get("PRODUCERS_TABLE"),
+            message_ids_table=get("MESSAGE_IDS_TABLE"),
+            bucket=get("BUCKET"),
+            receipt_secret=get("RECEIPT_SECRET", ""),
+            orphan_grace_seconds=int(get("ORPHAN_GRACE_SECONDS", "300")),
+            aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
+            aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,
+        )

@@ -1,0 +1,75 @@
+"""Batch objects in S3: immutable Parquet files, one per produce request and queue."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from ulid import ULID
+
+RETENTION_TAG = "cirrusmq-retention-days"
+RETENTION_TIERS_DAYS = (1, 2, 3, 7, 14, 30, 90)
+"""Must match the bucket's lifecycle rules in template.yaml."""
+TOPICS_PREFIX = "topics/"
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    size: int
+    last_modified: dt.datetime
+
+
+def object_key(topic: str, queue: int, stored_timestamp: int) -> str:
+    """Hive-style key: ``topics/topic=<t>/queue=<q>/dt=<yyyy-mm-dd>/<ulid>.parquet``."""
+    day = dt.datetime.fromtimestamp(stored_timestamp / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
+    return f"{topic_prefix(topic)}queue={queue}/dt={day}/{ULID()}.parquet"
+
+
+def topic_prefix(topic: str) -> str:
+    return f"{TOPICS_PREFIX}topic={topic}/"
+
+
+def retention_tier_days(retention_hours: int) -> int:
+    """The smallest lifecycle tier that keeps an object at least ``retention_hours``."""
+    days = -(-retention_hours // 24)
+    return next((tier for tier in RETENTION_TIERS_DAYS if tier >= days), RETENTION_TIERS_DAYS[-1])
+
+
+class BatchObjectStore:
+    """Writes, reads, lists and deletes batch objects."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self._bucket = bucket
+
+    def put(self, key: str, data: bytes, *, retention_hours: int) -> None:
+        """Write a new object; it is immutable from then on (If-None-Match: *)."""
+        self._client.put_object(
+            Bucket=self._bucket,
+            Key=key,
+            Body=data,
+            ContentType="application/vnd.apache.parquet",
+            IfNoneMatch="*",
+            Tagging=urlencode({RETENTION_TAG: retention_tier_days(retention_hours)}),
+        )
+
+    def get(self, key: str) -> bytes:
+        return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+
+    def list(self, prefix: str) -> Iterator[StoredObject]:
+        paginator = self._client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                yield StoredObject(obj["Key"], obj["Size"], obj["LastModified"])
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start : start + 1000]
+            self._client.delete_objects(
+                Bucket=self._bucket,
+                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+            )

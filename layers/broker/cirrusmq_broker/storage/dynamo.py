@@ -1,0 +1,60 @@
+"""Small helpers shared by the DynamoDB stores: item (de)serialisation, error reading."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+BATCH_WRITE_LIMIT = 25
+"""AWS's limit; moto accepts more, so it is enforced here."""
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_item(values: dict[str, Any]) -> dict[str, Any]:
+    """Plain values → DynamoDB attribute values (None values are left out)."""
+    return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB attribute values → plain values (numbers as int where integral)."""
+    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return {_plain(v) for v in value}
+    return value
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """Per-item reasons of a cancelled transaction ('None' where the item was fine)."""
+    reasons = exc.response.get("CancellationReasons") or []
+    return [str(reason.get("Code", "None")) for reason in reasons]
+
+
+def batch_write(client: Any, table: str, requests: list[dict[str, Any]]) -> None:
+    """batch_write_item with AWS's real limit (25) and a retry of unprocessed items."""
+    if len(requests) > BATCH_WRITE_LIMIT:
+        raise ValueError(f"at most {BATCH_WRITE_LIMIT} requests per batch_write_item")
+    pending = {table: requests}
+    for _ in range(8):
+        response = client.batch_write_item(RequestItems=pending)
+        pending = response.get("UnprocessedItems") or {}
+        if not pending:
+            return
+    raise RuntimeError(f"batch_write_item left {len(pending[table])} items unprocessed")

@@ -1,0 +1,188 @@
+"""Consumer group state (GroupsTable): one item per (group, topic, queue).
+
+Receive rewrites the item with a version check (optimistic concurrency); ack is a single
+conditional ``ADD`` of offsets to the acked set, so it never needs a read first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ..group_state import GroupQueueState, Lease
+from ..model import stream_id
+from .dynamo import error_code, from_item, to_item
+
+not_stored_yet = "attribute_not_exists(group_name)"
+unchanged_since_read = "version = :version"
+
+
+@dataclass(frozen=True)
+class AckRequest:
+    """Offsets to ack in one state item, by the lease each was delivered under."""
+
+    topic: str
+    queue: int
+    offsets_by_lease: dict[str, list[int]]
+
+
+class GroupStateStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def load(self, group: str, topic: str, queues: Iterable[int]) -> dict[int, GroupQueueState]:
+        """Consistent read of the states of ``queues`` (absent ones start fresh)."""
+        wanted = list(queues)
+        states = {q: GroupQueueState(group, topic, q) for q in wanted}
+        keys = [to_item({"group_name": group, "stream": stream_id(topic, q)}) for q in wanted]
+        for start in range(0, len(keys), 100):
+            pending: dict[str, Any] = {
+                self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}
+            }
+            while pending:
+                response = self._client.batch_get_item(RequestItems=pending)
+                for item in response["Responses"].get(self._table, []):
+                    state = _state(from_item(item))
+                    states[state.queue] = state
+                pending = response.get("UnprocessedKeys") or {}
+        return states
+
+    def load_one(self, group: str, topic: str, queue: int) -> GroupQueueState:
+        return self.load(group, topic, [queue])[queue]
+
+    def save(self, state: GroupQueueState) -> bool:
+        """Write ``state`` if nobody changed it since it was read; False if somebody did."""
+        condition, values = (
+            (not_stored_yet, {})
+            if state.version == 0
+            else (unchanged_since_read, {":version": state.version})
+        )
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=to_item(_values(state, version=state.version + 1)),
+                ConditionExpression=condition,
+                **({"ExpressionAttributeValues": to_item(values)} if values else {}),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        state.version += 1
+        return True
+
+    def ack(self, group: str, requests: list[AckRequest]) -> bool:
+        """Add the offsets to the acked sets, all or nothing; False if any lease is stale.
+
+        A lease is live while its entry exists; offsets below ``committed`` are settled
+        already, so acking them again succeeds.
+        """
+        updates = [self._ack_update(group, request) for request in requests]
+        try:
+            if len(updates) == 1:
+                self._client.update_item(**updates[0])
+            else:
+                self._client.transact_write_items(TransactItems=[{"Update": u} for u in updates])
+        except ClientError as exc:
+            if error_code(exc) in (
+                "ConditionalCheckFailedException",
+                "TransactionCanceledException",
+            ):
+                return False
+            raise
+        return True
+
+    def list_group(self, group: str) -> list[GroupQueueState]:
+        states: list[GroupQueueState] = []
+        paginator = self._client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="group_name = :g",
+            ExpressionAttributeValues=to_item({":g": group}),
+            ConsistentRead=True,
+        ):
+            states.extend(_state(from_item(item)) for item in page["Items"])
+        return states
+
+    def delete_topic_states(self, topic: str) -> int:
+        """Delete every group's state on ``topic`` (used when a topic is purged)."""
+        deleted = 0
+        paginator = self._client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            IndexName="by_topic",
+            KeyConditionExpression="topic = :t",
+            ExpressionAttributeValues=to_item({":t": topic}),
+        ):
+            for item in page["Items"]:
+                key = {k: item[k] for k in ("group_name", "stream")}
+                self._client.delete_item(TableName=self._table, Key=key)
+                deleted += 1
+        return deleted
+
+    def _ack_update(self, group: str, request: AckRequest) -> dict[str, Any]:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":one": 1}
+        conditions = ["attribute_exists(group_name)"]
+        offsets: set[int] = set()
+        for i, (lease_id, lease_offsets) in enumerate(sorted(request.offsets_by_lease.items())):
+            names[f"#l{i}"] = lease_id
+            values[f":m{i}"] = max(lease_offsets)
+            conditions.append(f"(attribute_exists(leases.#l{i}) OR committed > :m{i})")
+            offsets.update(lease_offsets)
+        values[":acked"] = offsets
+        return {
+            "TableName": self._table,
+            "Key": to_item(
+                {"group_name": group, "stream": stream_id(request.topic, request.queue)}
+            ),
+            "UpdateExpression": "ADD acked :acked, version :one",
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": to_item(values),
+        }
+
+
+def _values(state: GroupQueueState, *, version: int) -> dict[str, Any]:
+    return {
+        "group_name": state.group,
+        "stream": stream_id(state.topic, state.queue),
+        "topic": state.topic,
+        "queue": state.queue,
+        "committed": state.committed,
+        "cursor": state.cursor,
+        "cursor_base": state.cursor_base,
+        "version": version,
+        "acked": set(state.acked) or None,
+        "leases": {
+            lease.lease_id: {
+                "s": lease.start,
+                "e": lease.end,
+                "d": lease.deadline,
+                "a": lease.attempt,
+                **({"m": set(lease.moved)} if lease.moved else {}),
+            }
+            for lease in state.leases.values()
+        },
+    }
+
+
+def _state(v: dict[str, Any]) -> GroupQueueState:
+    return GroupQueueState(
+        group=v["group_name"],
+        topic=v["topic"],
+        queue=v["queue"],
+        committed=v["committed"],
+        cursor=v["cursor"],
+        cursor_base=v["cursor_base"],
+        leases={
+            lid: Lease(lid, raw["s"], raw["e"], raw["d"], raw["a"], frozenset(raw.get("m", ())))
+            for lid, raw in v.get("leases", {}).items()
+        },
+        acked=set(v.get("acked", ())),
+        version=v["version"],
+    )

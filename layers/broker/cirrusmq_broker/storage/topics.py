@@ -1,0 +1,106 @@
+"""Topic definitions (TopicsTable: one item per topic name)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ..errors import TopicAlreadyExists, TopicBeingDeleted
+from ..model import MessageType, Topic, TopicStatus
+from .dynamo import error_code, from_item, to_item
+
+not_yet_created = "attribute_not_exists(topic)"
+still_active = "attribute_exists(topic) AND #status = :active"
+
+
+class TopicStore:
+    """Creates, reads, lists and retires topic items."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def create(self, topic: Topic) -> None:
+        """Store a new topic; TopicAlreadyExists / TopicBeingDeleted if the name is taken."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=to_item(_to_values(topic)),
+                ConditionExpression=not_yet_created,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            old = exc.response.get("Item")
+            if old and from_item(old).get("status") == TopicStatus.DELETING.value:
+                raise TopicBeingDeleted(
+                    f"topic {topic.name!r} is being deleted; create it again in a minute"
+                ) from exc
+            raise TopicAlreadyExists(f"topic {topic.name!r} already exists") from exc
+
+    def get(self, name: str, *, consistent: bool = False) -> Topic | None:
+        """The topic, whatever its status; None if there is no such item."""
+        item = self._client.get_item(
+            TableName=self._table, Key=to_item({"topic": name}), ConsistentRead=consistent
+        ).get("Item")
+        return _from_values(from_item(item)) if item else None
+
+    def list(self) -> list[Topic]:
+        """Every topic item (any status), sorted by name."""
+        topics: list[Topic] = []
+        for page in self._client.get_paginator("scan").paginate(TableName=self._table):
+            topics.extend(_from_values(from_item(item)) for item in page["Items"])
+        return sorted(topics, key=lambda t: t.name)
+
+    def mark_deleting(self, name: str, *, now: int) -> bool:
+        """Retire an active topic; False if it was not active."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"topic": name}),
+                UpdateExpression="SET #status = :deleting, deleted_timestamp = :now",
+                ConditionExpression=still_active,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":deleting": TopicStatus.DELETING.value,
+                        ":active": TopicStatus.ACTIVE.value,
+                        ":now": now,
+                    }
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def remove(self, name: str) -> None:
+        """Delete the item (after its data was purged)."""
+        self._client.delete_item(TableName=self._table, Key=to_item({"topic": name}))
+
+
+def _to_values(topic: Topic) -> dict[str, Any]:
+    return {
+        "topic": topic.name,
+        "queues": topic.queues,
+        "message_type": topic.message_type.value,
+        "retention_hours": topic.retention_hours,
+        "created_timestamp": topic.created_timestamp,
+        "status": topic.status.value,
+        "deleted_timestamp": topic.deleted_timestamp,
+    }
+
+
+def _from_values(values: dict[str, Any]) -> Topic:
+    return Topic(
+        name=values["topic"],
+        queues=values["queues"],
+        message_type=MessageType(values["message_type"]),
+        retention_hours=values["retention_hours"],
+        created_timestamp=values["created_timestamp"],
+        status=TopicStatus(values.get("status", TopicStatus.ACTIVE.value)),
+        deleted_timestamp=values.get("deleted_timestamp"),
+    )

@@ -1,0 +1,70 @@
+"""Unit fixtures: the broker's stores on in-process moto, tables built from template.yaml."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.settings import Settings
+from cirrusmq_local.resolver import Resolver, resolve_parameters
+from cirrusmq_local.resources import create_resources
+from cirrusmq_local.template import load_template
+from moto import mock_aws
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+class FakeClock:
+    """Milliseconds since the epoch, moved by hand."""
+
+    def __init__(self, start_ms: int = 1_790_000_000_000) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def settings(aws: None) -> Settings:
+    template = load_template(TEMPLATE)
+    resolver = Resolver(template, resolve_parameters(template))
+    names = create_resources(
+        boto3.client("dynamodb", region_name="us-east-1"),
+        boto3.client("s3", region_name="us-east-1"),
+        template,
+        resolver,
+    )
+    return Settings(
+        topics_table=names["TopicsTable"],
+        log_index_table=names["LogIndexTable"],
+        groups_table=names["GroupsTable"],
+        producers_table=names["ProducersTable"],
+        message_ids_table=names["MessageIdsTable"],
+        bucket=names["MessageBucket"],
+        receipt_secret="unit-test-secret-0123456789abcdef",
+        aws_region="us-east-1",
+    )
+
+
+@pytest.fixture
+def broker(settings: Settings, clock: FakeClock) -> Broker:
+    return Broker(settings, clock)
