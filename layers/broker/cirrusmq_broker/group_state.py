@@ -77,12 +77,22 @@ class GroupQueueState:
 
     # ------------------------------------------------------------------ changing
     def compact(self) -> None:
-        """Advance ``committed``, drop settled leases and acked offsets below it."""
-        self.committed = self.settled_offset()
+        """Advance ``committed``; trim leases and acked offsets below it, drop settled leases."""
+        self.committed = committed = self.settled_offset()
+        trimmed = (
+            replace(
+                lease, start=committed, moved=frozenset(o for o in lease.moved if o >= committed)
+            )
+            if lease.start < committed
+            else lease
+            for lease in self.leases.values()
+        )
+        self.acked = {o for o in self.acked if o >= committed}
         self.leases = {
-            lid: lease for lid, lease in self.leases.items() if lease.unsettled(self.acked)
+            lease.lease_id: lease
+            for lease in trimmed
+            if lease.start < lease.end and lease.unsettled(self.acked)
         }
-        self.acked = {o for o in self.acked if o >= self.committed}
 
     def skip_to(self, offset: int) -> None:
         """Jump the cursor over offsets that no longer exist (retention expired them)."""

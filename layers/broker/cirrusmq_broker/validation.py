@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from . import limits
-from .errors import InvalidGroupName, InvalidMessage, InvalidTopicName
+from .errors import InvalidGroupName, InvalidMessage, InvalidRequest, InvalidTopicName
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,127}$")
 MESSAGE_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -69,3 +69,11 @@ def check_message_group(group: str) -> str:
     if not group or len(group) > limits.MAX_KEY_CHARS:
         raise InvalidMessage(f"a message group has 1-{limits.MAX_KEY_CHARS} characters")
     return group
+
+
+def check_producer_id(producer_id: str) -> str:
+    if not MESSAGE_ID_PATTERN.match(producer_id):
+        raise InvalidRequest(
+            f"invalid producer id {producer_id[:140]!r}: 1-128 characters of A-Z a-z 0-9 _ . : -"
+        )
+    return producer_id

@@ -32,6 +32,7 @@ from ..validation import (
     check_keys,
     check_message_group,
     check_message_id,
+    check_producer_id,
     check_properties,
     check_tag,
 )
@@ -84,12 +85,14 @@ class ProduceService:
     ) -> SendResult:
         """Store a batch; with a stamp, a repeated request returns the original receipts."""
         topic = self._topics.active(topic_name)
+        if stamp is not None:
+            check_producer_id(stamp.producer_id)
         now = self._clock()
-        messages = self._validate(topic, inputs, now)
+        messages = self._validate(topic, inputs, now, stamp)
         digest = _digest(inputs)
-        by_queue = self._route(topic, messages)
-
-        keys = {q: object_key(topic.name, q, now) for q in by_queue}
+        by_queue = self._route(topic, messages, stamp)
+        name = f"{stamp.producer_id}-{stamp.sequence}" if stamp else None
+        keys = {q: object_key(topic.name, q, now, name) for q in by_queue}
         payloads = {
             q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
         }
@@ -159,7 +162,13 @@ class ProduceService:
             expires_at=expires_at,
         )
 
-    def _validate(self, topic: Topic, inputs: Sequence[MessageInput], now: int) -> list[NewMessage]:
+    def _validate(
+        self,
+        topic: Topic,
+        inputs: Sequence[MessageInput],
+        now: int,
+        stamp: ProducerStamp | None,
+    ) -> list[NewMessage]:
         if not 1 <= len(inputs) <= limits.MAX_MESSAGES_PER_SEND:
             raise TooManyMessages(
                 f"a send carries 1-{limits.MAX_MESSAGES_PER_SEND} messages, got {len(inputs)}"
@@ -173,7 +182,11 @@ class ProduceService:
                     f"message {position}: body of {len(raw.body)} bytes is over "
                     f"{limits.MAX_BODY_BYTES} bytes"
                 )
-            message_id = check_message_id(raw.message_id) if raw.message_id else str(ULID())
+            message_id = (
+                check_message_id(raw.message_id)
+                if raw.message_id
+                else _generated_id(stamp, position)
+            )
             if message_id in seen:
                 raise InvalidMessage(f"message {position}: duplicate message id {message_id!r}")
             seen.add(message_id)
@@ -195,8 +208,14 @@ class ProduceService:
             )
         return messages
 
-    def _route(self, topic: Topic, messages: list[NewMessage]) -> dict[int, list[NewMessage]]:
-        """Grouped messages by hash of their group; the rest together to one round-robin queue."""
+    def _route(
+        self, topic: Topic, messages: list[NewMessage], stamp: ProducerStamp | None
+    ) -> dict[int, list[NewMessage]]:
+        """Grouped messages by hash of their group; the rest together to one queue.
+
+        That queue is round-robin, or for a stamped request a hash of the stamp, so a retry
+        of it routes exactly as the first attempt did.
+        """
         by_queue: dict[int, list[NewMessage]] = {}
         ungrouped_queue: int | None = None
         for message in messages:
@@ -204,7 +223,11 @@ class ProduceService:
                 queue = zlib.crc32(message.message_group.encode()) % topic.queues
             else:
                 if ungrouped_queue is None:
-                    ungrouped_queue = self._next_queue(topic)
+                    ungrouped_queue = (
+                        zlib.crc32(f"{stamp.producer_id}#{stamp.sequence}".encode()) % topic.queues
+                        if stamp
+                        else self._next_queue(topic)
+                    )
                 queue = ungrouped_queue
             by_queue.setdefault(queue, []).append(message)
         return by_queue
@@ -215,6 +238,11 @@ class ProduceService:
                 topic.name, itertools.count(random.randrange(topic.queues))
             )
             return next(counter) % topic.queues
+
+
+def _generated_id(stamp: ProducerStamp | None, position: int) -> str:
+    """A broker-made id; for a stamped request the same on every retry."""
+    return f"{stamp.producer_id}.{stamp.sequence}.{position}" if stamp else str(ULID())
 
 
 def _digest(inputs: Sequence[MessageInput]) -> str:

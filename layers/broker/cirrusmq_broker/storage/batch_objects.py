@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from botocore.exceptions import ClientError
 from ulid import ULID
 
 RETENTION_TAG = "cirrusmq-retention-days"
@@ -23,10 +24,14 @@ class StoredObject:
     last_modified: dt.datetime
 
 
-def object_key(topic: str, queue: int, stored_timestamp: int) -> str:
-    """Hive-style key: ``topics/topic=<t>/queue=<q>/dt=<yyyy-mm-dd>/<ulid>.parquet``."""
+def object_key(topic: str, queue: int, stored_timestamp: int, name: str | None = None) -> str:
+    """Hive-style key: ``topics/topic=<t>/queue=<q>/dt=<yyyy-mm-dd>/<name>.parquet``.
+
+    ``name`` defaults to a ULID; a stamped request uses ``<producer id>-<sequence>`` so that
+    its retry finds the object already written instead of writing a second one.
+    """
     day = dt.datetime.fromtimestamp(stored_timestamp / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
-    return f"{topic_prefix(topic)}queue={queue}/dt={day}/{ULID()}.parquet"
+    return f"{topic_prefix(topic)}queue={queue}/dt={day}/{name or ULID()}.parquet"
 
 
 def topic_prefix(topic: str) -> str:
@@ -46,16 +51,22 @@ class BatchObjectStore:
         self._client = client
         self._bucket = bucket
 
-    def put(self, key: str, data: bytes, *, retention_hours: int) -> None:
-        """Write a new object; it is immutable from then on (If-None-Match: *)."""
-        self._client.put_object(
-            Bucket=self._bucket,
-            Key=key,
-            Body=data,
-            ContentType="application/vnd.apache.parquet",
-            IfNoneMatch="*",
-            Tagging=urlencode({RETENTION_TAG: retention_tier_days(retention_hours)}),
-        )
+    def put(self, key: str, data: bytes, *, retention_hours: int) -> bool:
+        """Write a new, immutable object; False if ``key`` exists already (If-None-Match)."""
+        try:
+            self._client.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=data,
+                ContentType="application/vnd.apache.parquet",
+                IfNoneMatch="*",
+                Tagging=urlencode({RETENTION_TAG: retention_tier_days(retention_hours)}),
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                return False
+            raise
+        return True
 
     def get(self, key: str) -> bytes:
         return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()

@@ -1,0 +1,22 @@
+"""Small helpers shared by the broker unit tests."""
+
+from __future__ import annotations
+
+import boto3
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.services.produce import MessageInput
+
+
+def send(broker: Broker, topic: str, *bodies: bytes, **fields) -> list:
+    return broker.produce.send(topic, [MessageInput(b, **fields) for b in bodies]).receipts
+
+
+def object_keys(broker: Broker) -> list[str]:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    listed = s3.list_objects_v2(Bucket=broker.settings.bucket).get("Contents", [])
+    return [o["Key"] for o in listed]
+
+
+def index_items(broker: Broker) -> list[dict]:
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    return ddb.scan(TableName=broker.settings.log_index_table)["Items"]

@@ -1,0 +1,150 @@
+"""Consume on in-process moto with a fake clock: fairness, filters, leases, acks."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from cirrusmq_broker.errors import (
+    ForeignReceiptHandle,
+    InvalidDuration,
+    InvalidReceiptHandle,
+    MessageNotFound,
+    ReceiptHandleExpired,
+)
+from cirrusmq_broker.services.produce import MessageInput
+from helpers import send
+
+
+def fill_queues(broker, topic: str, per_queue: list[int]) -> None:
+    broker.admin.create_topic(topic, queues=len(per_queue))
+    for queue, count in enumerate(per_queue):
+        group = next(g for g in (f"k{i}" for i in range(1000)) if _queue_of(g, len(per_queue)) == queue)
+        if count:
+            broker.produce.send(topic, [MessageInput(b"m", message_group=group)] * count)
+
+
+def _queue_of(group: str, queues: int) -> int:
+    import zlib
+
+    return zlib.crc32(group.encode()) % queues
+
+
+def test_receive_shares_max_messages_fairly_across_queues(broker):
+    fill_queues(broker, "t", [10, 10, 10, 10])
+    got = broker.consume.receive("g", "t", max_messages=8)
+    assert sorted(m.message.queue for m in got) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_busy_queue_does_not_starve_a_quiet_one(broker):
+    fill_queues(broker, "t", [200, 1])
+    for _ in range(3):
+        got = broker.consume.receive("g", "t", max_messages=10)
+        if any(m.message.queue == 1 for m in got):
+            break
+    else:
+        pytest.fail("queue 1 never served")
+    assert len(got) == 10
+
+
+def test_filtered_out_messages_are_skipped_and_committed(broker):
+    broker.admin.create_topic("t", queues=1)
+    for tag in ["A", "B", "A", "C"]:
+        send(broker, "t", tag.encode(), tag=tag)
+    got = broker.consume.receive("g", "t", filter_expression="B || C", max_messages=10)
+    assert [m.message.tag for m in got] == ["B", "C"]
+    broker.consume.ack("g", [m.receipt_handle for m in got])
+    [status] = broker.consume.describe_group("g")
+    assert (status.committed_offset, status.cursor, status.lag, status.inflight) == (4, 4, 0, 0)
+    assert broker.consume.receive("g", "t", filter_expression="B || C") == []
+
+
+def test_unacked_message_comes_back_after_invisible_duration(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [first] = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert first.delivery_attempt == 1
+    clock.advance(9.9)
+    assert broker.consume.receive("g", "t") == []
+    clock.advance(0.2)
+    [again] = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert again.delivery_attempt == 2 and again.message.offset == first.message.offset
+    with pytest.raises(ReceiptHandleExpired):
+        broker.consume.ack("g", [first.receipt_handle])
+    assert broker.consume.ack("g", [again.receipt_handle]) == 1
+    assert broker.consume.ack("g", [again.receipt_handle]) == 1  # acking twice is fine
+    clock.advance(60)
+    assert broker.consume.receive("g", "t") == []
+
+
+def test_ack_is_all_or_nothing(broker, clock):
+    fill_queues(broker, "t", [1, 1])  # two queues, so two leases
+    got = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert len(got) == 2
+    clock.advance(11)
+    again = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    stale = next(m for m in got if m.message.offset == again[0].message.offset and m.message.queue == again[0].message.queue)
+    fresh = next(m for m in got if m is not stale)
+    with pytest.raises(ReceiptHandleExpired) as err:
+        broker.consume.ack("g", [fresh.receipt_handle, stale.receipt_handle])
+    assert err.value.details["receipt_handles"] == [stale.receipt_handle]
+    assert sum(s.inflight for s in broker.consume.describe_group("g")) == 2  # nothing acked
+
+
+def test_foreign_and_forged_handles(broker):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g1", "t")
+    with pytest.raises(ForeignReceiptHandle):
+        broker.consume.ack("g2", [m.receipt_handle])
+    with pytest.raises(InvalidReceiptHandle):
+        broker.consume.ack("g1", [m.receipt_handle[:-2] + "AA"])
+    assert broker.consume.describe_group("g1")[0].inflight == 1
+
+
+def test_change_invisible_duration_postpones_redelivery(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y")
+    got = broker.consume.receive("g", "t", invisible_seconds=10)
+    changed = broker.consume.change_invisible("g", got[0].receipt_handle, 100)
+    clock.advance(11)
+    again = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert [m.message.body for m in again] == [b"y"]
+    assert broker.consume.ack("g", [changed.receipt_handle]) == 1
+    with pytest.raises(ReceiptHandleExpired):
+        broker.consume.change_invisible("g", changed.receipt_handle, 100)
+    with pytest.raises(InvalidDuration):
+        broker.consume.change_invisible("g", again[0].receipt_handle, 5)
+
+
+def test_groups_consume_independently(broker):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    assert len(broker.consume.receive("g1", "t")) == 1
+    assert len(broker.consume.receive("g2", "t")) == 1
+
+
+def test_response_stays_under_the_byte_budget(broker):
+    broker.admin.create_topic("t", queues=1)
+    for _ in range(3):
+        send(broker, "t", b"x" * (3 * 1024 * 1024))
+    assert len(broker.consume.receive("g", "t", max_messages=3)) == 1
+
+
+def test_long_poll_returns_when_a_message_arrives(broker):
+    broker.admin.create_topic("t", queues=1)
+    threading.Timer(0.3, lambda: send(broker, "t", b"late")).start()
+    got = broker.consume.receive("g", "t", wait_seconds=5)
+    assert [m.message.body for m in got] == [b"late"]
+
+
+def test_lookup_by_message_id(broker):
+    broker.admin.create_topic("t", queues=2)
+    [receipt] = broker.produce.send("t", [MessageInput(b"hello", message_id="id-1", keys=("k",))]).receipts
+    found = broker.consume.lookup("t", "id-1")
+    assert (found.body, found.offset, found.queue, found.keys) == (b"hello", receipt.offset, receipt.queue, ("k",))
+    with pytest.raises(MessageNotFound):
+        broker.consume.lookup("t", "id-2")
+    broker.admin.create_topic("other")
+    with pytest.raises(MessageNotFound):
+        broker.consume.lookup("other", "id-1")
