@@ -7,13 +7,13 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
 from ..convert import topic_body
-from ..schemas import CreateTopicRequest, TopicDescriptionBody, TopicListBody
+from ..schemas import CreateTopicRequest, TopicBody, TopicDescriptionBody, TopicListBody
 
 router = APIGatewayHttpRouter()
 
 
 @router.post("/v1/topics", summary="Create a topic", responses={201: {"description": "Created"}})
-def create_topic(request: CreateTopicRequest) -> Response:
+def create_topic(request: CreateTopicRequest) -> Response[TopicBody]:
     topic = current_broker().admin.create_topic(
         request.name,
         queues=request.queues,
@@ -38,6 +38,6 @@ def describe_topic(topic: str) -> TopicDescriptionBody:
 
 
 @router.delete("/v1/topics/<topic>", summary="Delete a topic (its data is purged later)")
-def delete_topic(topic: str) -> Response:
+def delete_topic(topic: str):  # noqa: ANN201 (204, no body)
     current_broker().admin.delete_topic(topic)
     return Response(204, None, body=None)
