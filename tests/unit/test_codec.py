@@ -7,7 +7,9 @@ from cirrusmq_broker.model import NewMessage, ProducerStamp
 
 def test_round_trip_keeps_every_field():
     messages = [
-        NewMessage("id-1", b"\x00binary\xff", "TagA", ("k1", "k2"), {"p": "v"}, "g1", 1_700_000_000_123),
+        NewMessage(
+            "id-1", b"\x00binary\xff", "TagA", ("k1", "k2"), {"p": "v"}, "g1", 1_700_000_000_123
+        ),
         NewMessage("id-2", b"x", None, (), {}, None, 1_700_000_000_124),
     ]
     data = encode_batch(messages, stored_timestamp=1_700_000_000_999, stamp=ProducerStamp("p", 7))
@@ -17,12 +19,20 @@ def test_round_trip_keeps_every_field():
     assert [(m.offset, m.queue, m.topic) for m in decoded] == [(40, 3, "t"), (41, 3, "t")]
     first, second = decoded
     assert (first.message_id, first.body, first.tag, first.keys) == (
-        "id-1", b"\x00binary\xff", "TagA", ("k1", "k2"),
+        "id-1",
+        b"\x00binary\xff",
+        "TagA",
+        ("k1", "k2"),
     )
     assert first.properties == {"p": "v"} and first.message_group == "g1"
     assert first.born_timestamp == 1_700_000_000_123
     assert first.stored_timestamp == 1_700_000_000_999
-    assert (second.tag, second.keys, second.properties, second.message_group) == (None, (), {}, None)
+    assert (second.tag, second.keys, second.properties, second.message_group) == (
+        None,
+        (),
+        {},
+        None,
+    )
 
 
 def test_object_is_zstd_parquet_with_versioned_schema():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from broker_helpers import send
 from cirrusmq_broker.errors import (
     ForeignReceiptHandle,
     InvalidDuration,
@@ -13,13 +14,14 @@ from cirrusmq_broker.errors import (
     ReceiptHandleExpired,
 )
 from cirrusmq_broker.services.produce import MessageInput
-from helpers import send
 
 
 def fill_queues(broker, topic: str, per_queue: list[int]) -> None:
     broker.admin.create_topic(topic, queues=len(per_queue))
     for queue, count in enumerate(per_queue):
-        group = next(g for g in (f"k{i}" for i in range(1000)) if _queue_of(g, len(per_queue)) == queue)
+        group = next(
+            g for g in (f"k{i}" for i in range(1000)) if _queue_of(g, len(per_queue)) == queue
+        )
         if count:
             broker.produce.send(topic, [MessageInput(b"m", message_group=group)] * count)
 
@@ -83,7 +85,11 @@ def test_ack_is_all_or_nothing(broker, clock):
     assert len(got) == 2
     clock.advance(11)
     again = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
-    stale = next(m for m in got if m.message.offset == again[0].message.offset and m.message.queue == again[0].message.queue)
+    stale = next(
+        m
+        for m in got
+        if m.message.offset == again[0].message.offset and m.message.queue == again[0].message.queue
+    )
     fresh = next(m for m in got if m is not stale)
     with pytest.raises(ReceiptHandleExpired) as err:
         broker.consume.ack("g", [fresh.receipt_handle, stale.receipt_handle])
@@ -140,9 +146,16 @@ def test_long_poll_returns_when_a_message_arrives(broker):
 
 def test_lookup_by_message_id(broker):
     broker.admin.create_topic("t", queues=2)
-    [receipt] = broker.produce.send("t", [MessageInput(b"hello", message_id="id-1", keys=("k",))]).receipts
+    [receipt] = broker.produce.send(
+        "t", [MessageInput(b"hello", message_id="id-1", keys=("k",))]
+    ).receipts
     found = broker.consume.lookup("t", "id-1")
-    assert (found.body, found.offset, found.queue, found.keys) == (b"hello", receipt.offset, receipt.queue, ("k",))
+    assert (found.body, found.offset, found.queue, found.keys) == (
+        b"hello",
+        receipt.offset,
+        receipt.queue,
+        ("k",),
+    )
     with pytest.raises(MessageNotFound):
         broker.consume.lookup("t", "id-2")
     broker.admin.create_topic("other")

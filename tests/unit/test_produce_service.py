@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from broker_helpers import index_items, object_keys, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     IdempotencyConflict,
@@ -15,7 +16,6 @@ from cirrusmq_broker.errors import (
 from cirrusmq_broker.limits import MAX_BODY_BYTES
 from cirrusmq_broker.model import ProducerStamp
 from cirrusmq_broker.services.produce import MessageInput
-from helpers import index_items, object_keys, send
 
 
 def test_ungrouped_batch_goes_to_one_queue_as_one_object(broker):
@@ -25,7 +25,9 @@ def test_ungrouped_batch_goes_to_one_queue_as_one_object(broker):
     assert [r.offset for r in receipts] == [0, 1, 2]
     assert len(object_keys(broker)) == 1 and len(index_items(broker)) == 1
     key = object_keys(broker)[0]
-    assert key.startswith(f"topics/topic=t/queue={receipts[0].queue}/dt=") and key.endswith(".parquet")
+    assert key.startswith(f"topics/topic=t/queue={receipts[0].queue}/dt=") and key.endswith(
+        ".parquet"
+    )
 
 
 def test_message_groups_route_by_hash_one_object_per_queue(broker):
@@ -104,3 +106,11 @@ def test_fifo_topic_requires_message_group(broker):
 def test_unknown_topic(broker):
     with pytest.raises(TopicNotFound):
         broker.produce.send("nope", [MessageInput(b"x")])
+
+
+def test_same_stamp_on_another_topic_is_a_conflict(broker):
+    broker.admin.create_topic("t1")
+    broker.admin.create_topic("t2")
+    broker.produce.send("t1", [MessageInput(b"a")], ProducerStamp("p", 1))
+    with pytest.raises(IdempotencyConflict):
+        broker.produce.send("t2", [MessageInput(b"a")], ProducerStamp("p", 1))

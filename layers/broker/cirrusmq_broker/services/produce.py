@@ -89,7 +89,7 @@ class ProduceService:
             check_producer_id(stamp.producer_id)
         now = self._clock()
         messages = self._validate(topic, inputs, now, stamp)
-        digest = _digest(inputs)
+        digest = _digest(topic.name, inputs)
         by_queue = self._route(topic, messages, stamp)
         name = f"{stamp.producer_id}-{stamp.sequence}" if stamp else None
         keys = {q: object_key(topic.name, q, now, name) for q in by_queue}
@@ -245,9 +245,9 @@ def _generated_id(stamp: ProducerStamp | None, position: int) -> str:
     return f"{stamp.producer_id}.{stamp.sequence}.{position}" if stamp else str(ULID())
 
 
-def _digest(inputs: Sequence[MessageInput]) -> str:
+def _digest(topic: str, inputs: Sequence[MessageInput]) -> str:
     """A fingerprint of the request, to tell a retry from a reuse of the same sequence."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(topic.encode())
     for m in inputs:
         h.update(hashlib.sha256(m.body).digest())
         h.update(
