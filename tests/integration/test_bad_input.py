@@ -1,0 +1,188 @@
+"""Every kind of bad input gets a 4xx with a stable code, and stores or changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from api_helpers import ack, b64, make_topic, max_offsets, object_keys, receive, send
+
+BIG_BODY = b64(b"x" * (4 * 1024 * 1024 + 1))
+ONE = [{"body": b64(b"x")}]
+
+
+def send_case(messages=None, **extra):
+    return ("POST", "/v1/topics/{topic}/messages", {"messages": messages or ONE, **extra})
+
+
+def receive_case(**fields):
+    return ("POST", "/v1/groups/grp/receive", {"topic": "{topic}", **fields})
+
+
+CASES = {
+    # names and unknown things
+    "create-invalid-name": ("POST", "/v1/topics", {"name": "bad name!"}, 400, "InvalidTopicName"),
+    "create-too-long-name": ("POST", "/v1/topics", {"name": "x" * 128}, 400, "InvalidTopicName"),
+    "create-bad-type": (
+        "POST",
+        "/v1/topics",
+        {"name": "ok", "message_type": "BOGUS"},
+        400,
+        "InvalidRequest",
+    ),
+    "create-zero-queues": (
+        "POST",
+        "/v1/topics",
+        {"name": "ok", "queues": 0},
+        400,
+        "InvalidRequest",
+    ),
+    "create-existing": ("POST", "/v1/topics", {"name": "{topic}"}, 409, "TopicAlreadyExists"),
+    "send-invalid-topic": (
+        "POST",
+        "/v1/topics/bad%21name/messages",
+        {"messages": ONE},
+        400,
+        "InvalidTopicName",
+    ),
+    "send-unknown-topic": (
+        "POST",
+        "/v1/topics/nope-404/messages",
+        {"messages": ONE},
+        404,
+        "TopicNotFound",
+    ),
+    "describe-unknown": ("GET", "/v1/topics/nope-404", None, 404, "TopicNotFound"),
+    "delete-unknown": ("DELETE", "/v1/topics/nope-404", None, 404, "TopicNotFound"),
+    "lookup-unknown-id": ("GET", "/v1/topics/{topic}/messages/none", None, 404, "MessageNotFound"),
+    "unknown-route": ("GET", "/v1/nothing-here", None, 404, "RouteNotFound"),
+    "wrong-method": ("PUT", "/v1/topics", {}, 405, "MethodNotAllowed"),
+    # message bodies and batches
+    "empty-body": (*send_case([{"body": ""}]), 400, "InvalidMessage"),
+    "bad-base64": (*send_case([{"body": "%%%not base64"}]), 400, "InvalidMessage"),
+    "oversize-body": (*send_case([{"body": BIG_BODY}]), 413, "MessageTooLarge"),
+    "oversize-request": (*send_case([{"body": BIG_BODY[:3_000_000]}] * 3), 413, "RequestTooLarge"),
+    "no-messages": (
+        "POST",
+        "/v1/topics/{topic}/messages",
+        {"messages": []},
+        400,
+        "TooManyMessages",
+    ),
+    "too-many-messages": (*send_case([{"body": "eA=="}] * 1001), 400, "TooManyMessages"),
+    "bad-tag": (*send_case([{"body": "eA==", "tag": "a b"}]), 400, "InvalidMessage"),
+    "bad-message-id": (*send_case([{"body": "eA==", "message_id": "a/b"}]), 400, "InvalidMessage"),
+    "duplicate-ids": (
+        *send_case([{"body": "eA==", "message_id": "d"}, {"body": "eA==", "message_id": "d"}]),
+        400,
+        "InvalidMessage",
+    ),
+    "unknown-field": (*send_case([{"body": "eA==", "colour": "red"}]), 400, "InvalidRequest"),
+    "wrong-type": (*send_case([{"body": 42}]), 400, "InvalidRequest"),
+    "sequence-without-producer": (*send_case(ONE, sequence=1), 400, "InvalidRequest"),
+    "bad-producer-id": (*send_case(ONE, producer_id="a b", sequence=1), 400, "InvalidRequest"),
+    "negative-sequence": (*send_case(ONE, producer_id="p", sequence=-1), 400, "InvalidRequest"),
+    # receive parameters
+    "receive-invalid-group": (
+        "POST",
+        "/v1/groups/bad%20group/receive",
+        {"topic": "{topic}"},
+        400,
+        "InvalidGroupName",
+    ),
+    "receive-unknown-topic": (*receive_case(topic="nope-404"), 404, "TopicNotFound"),
+    "receive-invisible-too-short": (*receive_case(invisible_seconds=9), 400, "InvalidDuration"),
+    "receive-invisible-too-long": (*receive_case(invisible_seconds=43_201), 400, "InvalidDuration"),
+    "receive-wait-too-long": (*receive_case(wait_seconds=21), 400, "InvalidDuration"),
+    "receive-negative-wait": (*receive_case(wait_seconds=-1), 400, "InvalidDuration"),
+    "receive-zero-messages": (*receive_case(max_messages=0), 400, "InvalidRequest"),
+    "receive-too-many-messages": (*receive_case(max_messages=1001), 400, "InvalidRequest"),
+    "receive-bad-filter": (*receive_case(filter="A ||"), 400, "InvalidFilterExpression"),
+    "receive-missing-topic": ("POST", "/v1/groups/grp/receive", {}, 400, "InvalidRequest"),
+    # ack and invisible
+    "ack-forged": (
+        "POST",
+        "/v1/groups/grp/ack",
+        {"receipt_handles": ["forged.handle"]},
+        400,
+        "InvalidReceiptHandle",
+    ),
+    "ack-empty": ("POST", "/v1/groups/grp/ack", {"receipt_handles": []}, 400, "InvalidRequest"),
+    "ack-too-many": (
+        "POST",
+        "/v1/groups/grp/ack",
+        {"receipt_handles": ["x"] * 1001},
+        400,
+        "InvalidRequest",
+    ),
+    "invisible-forged": (
+        "POST",
+        "/v1/groups/grp/invisible",
+        {"receipt_handle": "x.y", "invisible_seconds": 30},
+        400,
+        "InvalidReceiptHandle",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_topic(cirrusmq_stack) -> str:
+    import httpx
+
+    with httpx.Client(base_url=cirrusmq_stack.endpoint) as client:
+        make_topic(client, "bad-input-target", queues=2)
+    return "bad-input-target"
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_bad_input_is_refused_and_stores_nothing(api, cirrusmq_stack, shared_topic, case):
+    method, path, body, status, code = case
+    path = path.replace("{topic}", shared_topic)
+    if isinstance(body, dict):
+        body = {k: shared_topic if v == "{topic}" else v for k, v in body.items()}
+    response = api.request(method, path, json=body)
+    assert response.status_code == status, response.text
+    error = response.json()
+    assert error["code"] == code and error["message"]
+    assert max_offsets(api, shared_topic) == [0, 0]
+    assert object_keys(cirrusmq_stack, shared_topic) == []
+    assert "grp" not in [g for g in api.get("/v1/groups/grp").json()["queues"]]
+
+
+def test_malformed_json(api, shared_topic):
+    response = api.post(
+        f"/v1/topics/{shared_topic}/messages",
+        content=b'{"messages": [',
+        headers={"content-type": "application/json"},
+    )
+    assert (response.status_code, response.json()["code"]) == (400, "InvalidRequest")
+    assert max_offsets(api, shared_topic) == [0, 0]
+
+
+def test_foreign_receipt_handle_changes_nothing(api, topic_name):
+    make_topic(api, topic_name, queues=1)
+    send(api, topic_name, {"body": b64(b"x")})
+    got = receive(api, "owner", topic_name)
+    response = ack(api, "intruder", got)
+    assert (response.status_code, response.json()["code"]) == (400, "ForeignReceiptHandle")
+    invisible = api.post(
+        "/v1/groups/intruder/invisible",
+        json={"receipt_handle": got[0]["receipt_handle"], "invisible_seconds": 30},
+    )
+    assert (invisible.status_code, invisible.json()["code"]) == (400, "ForeignReceiptHandle")
+    [queue] = api.get("/v1/groups/owner").json()["queues"]
+    assert queue["inflight"] == 1
+    assert api.get("/v1/groups/intruder").json()["queues"] == []
+
+
+def test_fifo_topic_needs_message_group(api, topic_name):
+    make_topic(api, topic_name, message_type="FIFO", queues=2)
+    response = api.post(f"/v1/topics/{topic_name}/messages", json={"messages": ONE})
+    assert (response.status_code, response.json()["code"]) == (400, "MessageGroupRequired")
+    assert max_offsets(api, topic_name) == [0, 0]
+
+
+def test_openapi_and_health(api):
+    spec = api.get("/v1/openapi.json").json()
+    assert spec["openapi"].startswith("3.")
+    assert "/v1/topics/{topic}/messages" in spec["paths"]
+    assert "/v1/groups/{group}/receive" in spec["paths"]
+    assert api.get("/v1/health").json()["status"] == "ok"
