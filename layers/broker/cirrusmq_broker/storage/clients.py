@@ -11,8 +11,8 @@ from botocore.config import Config
 
 from ..settings import Settings
 
-CallObserver = Callable[[str, str], None]
-"""Called with (service, operation) before every AWS call; used by the benchmarks."""
+CallObserver = Callable[[str, str, dict[str, Any]], None]
+"""Called with (service, operation, request params) before every AWS call (benchmarks)."""
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, str | None, str | None], Any] = {}
@@ -37,7 +37,7 @@ def aws_client(service: str, settings: Settings) -> Any:
             client = boto3.session.Session().client(
                 service, region_name=settings.aws_region or "us-east-1", config=_config, **extra
             )
-            client.meta.events.register("before-call.*.*", _notify)
+            client.meta.events.register("before-parameter-build.*.*", _notify)
             _clients[key] = client
         return client
 
@@ -48,6 +48,6 @@ def observe_calls(observer: CallObserver) -> Callable[[], None]:
     return lambda: _observers.remove(observer)
 
 
-def _notify(model: Any, **_: Any) -> None:
+def _notify(model: Any, params: dict[str, Any], **_: Any) -> None:
     for observer in list(_observers):
-        observer(model.service_model.service_name, model.name)
+        observer(model.service_model.service_name, model.name, params)
