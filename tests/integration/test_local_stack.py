@@ -174,6 +174,42 @@ def echo(response: httpx.Response) -> dict[str, Any]:
     return response.json()
 
 
+# ------------------------------------------------------------------ real template
+@pytest.mark.skipif(
+    not (ROOT / "functions" / "admin" / "app.py").exists(),
+    reason="functions/admin/app.py is not written yet",
+)
+def test_real_template(cirrusmq_stack: LocalStack) -> None:
+    """The stack of template.yaml (through the pytest plugin's session fixture).
+
+    It runs first in this module, before the module's own stack starts: stacks in one process
+    share os.environ, so the session stack's handlers must not run while another is up.
+    """
+    names = cirrusmq_stack.resources
+    dynamodb = cirrusmq_stack.boto3_client("dynamodb")
+    for logical_id, table in cirrusmq_stack.template.tables.items():
+        described = dynamodb.describe_table(TableName=names[logical_id])["Table"]
+        assert described["KeySchema"] == list(table.key_schema)
+        expected_indexes = {index["IndexName"] for index in table.global_secondary_indexes}
+        actual_indexes = {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])}
+        assert actual_indexes == expected_indexes
+        ttl = dynamodb.describe_time_to_live(TableName=names[logical_id])["TimeToLiveDescription"]
+        if table.time_to_live is not None:
+            assert ttl["AttributeName"] == table.time_to_live.attribute_name
+            assert ttl["TimeToLiveStatus"] == "ENABLED"
+    s3 = cirrusmq_stack.boto3_client("s3")
+    bucket = names["MessageBucket"]
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert {rule["ID"] for rule in rules} == {
+        rule["Id"] for rule in cirrusmq_stack.template.buckets["MessageBucket"].lifecycle_rules
+    }
+    encryption = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]
+    assert encryption["Rules"][0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    response = httpx.get(f"{cirrusmq_stack.endpoint}/v1/health", timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "ok"
+
+
 # ---------------------------------------------------------------------- resources
 def test_resources_are_created_from_the_template(stack: LocalStack) -> None:
     assert dict(stack.resources) == {
@@ -412,6 +448,18 @@ def test_testing_module_explains_the_missing_extra(monkeypatch: pytest.MonkeyPat
         _ = cirrusmq.testing.LocalStack
 
 
+def test_busy_port_is_an_os_error(tmp_path: Path) -> None:
+    template = write_project(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        local = LocalStack(template, port=busy.getsockname()[1], schedules=False)
+        with pytest.raises(OSError):
+            local.start()
+    assert not local.running
+    assert "ECHO_SECRET" not in local.environment
+
+
 def test_bad_template_fails_before_starting_anything(tmp_path: Path) -> None:
     template = write_project(tmp_path)
     with pytest.raises(Exception, match="shorter than 16"):
@@ -446,35 +494,3 @@ def test_cli_dev_runs_until_interrupted(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
-
-
-# ------------------------------------------------------------------ real template
-@pytest.mark.skipif(
-    not (ROOT / "functions" / "admin" / "app.py").exists(),
-    reason="functions/admin/app.py is not written yet",
-)
-def test_real_template(cirrusmq_stack: LocalStack) -> None:
-    """The stack of template.yaml (through the pytest plugin's session fixture)."""
-    names = cirrusmq_stack.resources
-    dynamodb = cirrusmq_stack.boto3_client("dynamodb")
-    for logical_id, table in cirrusmq_stack.template.tables.items():
-        described = dynamodb.describe_table(TableName=names[logical_id])["Table"]
-        assert described["KeySchema"] == list(table.key_schema)
-        expected_indexes = {index["IndexName"] for index in table.global_secondary_indexes}
-        actual_indexes = {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])}
-        assert actual_indexes == expected_indexes
-        ttl = dynamodb.describe_time_to_live(TableName=names[logical_id])["TimeToLiveDescription"]
-        if table.time_to_live is not None:
-            assert ttl["AttributeName"] == table.time_to_live.attribute_name
-            assert ttl["TimeToLiveStatus"] == "ENABLED"
-    s3 = cirrusmq_stack.boto3_client("s3")
-    bucket = names["MessageBucket"]
-    rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
-    assert {rule["ID"] for rule in rules} == {
-        rule["Id"] for rule in cirrusmq_stack.template.buckets["MessageBucket"].lifecycle_rules
-    }
-    encryption = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]
-    assert encryption["Rules"][0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
-    response = httpx.get(f"{cirrusmq_stack.endpoint}/v1/health", timeout=30)
-    assert response.status_code == 200, response.text
-    assert response.json()["status"] == "ok"

@@ -1,0 +1,153 @@
+"""Run the template's Schedule events on timers, as EventBridge would."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cirrusmq_local.cron import CronError, CronExpression
+from cirrusmq_local.lambda_runtime import FunctionRuntime
+from cirrusmq_local.resolver import ACCOUNT_ID, REGION
+from cirrusmq_local.template import ScheduleEvent, TemplateError
+
+__all__ = ["Rate", "ScheduleRunner", "ScheduledJob", "parse_schedule"]
+
+log = logging.getLogger(__name__)
+
+_RATE = re.compile(r"^rate\(\s*(\d+)\s+(second|minute|hour|day)s?\s*\)$", re.IGNORECASE)
+_CRON = re.compile(r"^cron\((.*)\)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``rate(N unit)``: fires every ``interval``, first one ``interval`` after the start."""
+
+    interval: timedelta
+
+    def next_after(self, moment: datetime) -> datetime:
+        """The next firing time after ``moment``."""
+        return moment + self.interval
+
+
+def parse_schedule(expression: str) -> Rate | CronExpression:
+    """Parse ``rate(5 minutes)``, ``rate(1 hour)``, ``rate(30 seconds)`` (local only) or
+    ``cron(0 12 * * ? *)``; raise :class:`TemplateError` with the reason otherwise."""
+    rate = _RATE.match(expression.strip())
+    if rate:
+        amount, unit = int(rate.group(1)), rate.group(2).lower()
+        if amount < 1:
+            raise TemplateError(f"{expression}: the rate must be at least 1")
+        return Rate(timedelta(**{f"{unit}s": amount}))
+    cron = _CRON.match(expression.strip())
+    if cron:
+        try:
+            return CronExpression.parse(cron.group(1))
+        except CronError as exc:
+            raise TemplateError(f"{expression}: {exc}") from None
+    raise TemplateError(
+        f"unsupported schedule {expression!r}: use rate(N minute|minutes|hour|hours|day|days"
+        "|second|seconds) or cron(minutes hours day-of-month month day-of-week year)"
+    )
+
+
+@dataclass
+class ScheduledJob:
+    """One Schedule event of one function, with its (resolved) ``Input`` text if any."""
+
+    runtime: FunctionRuntime
+    event: ScheduleEvent
+    input_text: str | None = None
+
+    def __post_init__(self) -> None:
+        self.schedule = parse_schedule(self.event.expression)
+        if self.input_text is not None:
+            try:
+                json.loads(self.input_text)
+            except ValueError as exc:
+                raise TemplateError(
+                    f"{self.runtime.logical_id}.{self.event.event_name}: Input is not JSON: {exc}"
+                ) from None
+
+    @property
+    def rule_name(self) -> str:
+        """The EventBridge rule name (the event's ``Name`` or one derived from the function)."""
+        return self.event.name or f"{self.runtime.physical_name}-{self.event.event_name}"
+
+    def payload(self, now: datetime | None = None) -> Any:
+        """The event EventBridge delivers: the ``Input`` JSON itself when given, otherwise
+        a ``Scheduled Event``."""
+        if self.input_text is not None:
+            return json.loads(self.input_text)
+        now = now or datetime.now(UTC)
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": ACCOUNT_ID,
+            "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": REGION,
+            "resources": [f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{self.rule_name}"],
+            "detail": {},
+        }
+
+    def run(self) -> Any:
+        """Invoke the function once, synchronously; return its result."""
+        return self.runtime.invoke(self.payload())
+
+
+class ScheduleRunner:
+    """One daemon thread per enabled job; runs overlap-free per job (a late run delays the
+    next one; missed firings are skipped, not replayed)."""
+
+    def __init__(self, jobs: list[ScheduledJob]) -> None:
+        self.jobs = jobs
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Start the timers of every enabled job."""
+        self._stop.clear()
+        for job in self.jobs:
+            if not job.event.enabled:
+                continue
+            thread = threading.Thread(
+                target=self._loop,
+                args=(job,),
+                daemon=True,
+                name=f"cirrusmq-schedule-{job.runtime.logical_id}-{job.event.event_name}",
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _loop(self, job: ScheduledJob) -> None:
+        due = job.schedule.next_after(datetime.now(UTC))
+        while due is not None:
+            delay = (due - datetime.now(UTC)).total_seconds()
+            if self._stop.wait(max(0.0, delay)):
+                return
+            try:
+                job.run()
+            except BaseException:  # a dying handler must not end the timer
+                log.exception(
+                    "scheduled %s.%s failed", job.runtime.logical_id, job.event.event_name
+                )
+            now = datetime.now(UTC)
+            due = job.schedule.next_after(due)
+            if due is not None and due <= now:  # running late: skip missed firings
+                due = job.schedule.next_after(now)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the timers; wait up to ``timeout`` for a running invocation to finish."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("%s still running after stop; leaving it (daemon)", thread.name)
+        self._threads.clear()

@@ -1,0 +1,258 @@
+"""``LocalStack``: moto + the template's tables/bucket + the HTTP gateway + the schedules."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from cirrusmq.credentials import Credentials
+
+from cirrusmq_local.env import EnvironmentPatch
+from cirrusmq_local.gateway import Gateway
+from cirrusmq_local.lambda_runtime import FunctionRuntime
+from cirrusmq_local.moto import DUMMY_CREDENTIALS, REGION, MotoServer
+from cirrusmq_local.resolver import Resolver, generate_secret, resolve_parameters
+from cirrusmq_local.resources import create_resources
+from cirrusmq_local.schedules import ScheduledJob, ScheduleRunner
+from cirrusmq_local.template import Function, Template, TemplateError, load_template
+
+__all__ = ["BOOTSTRAP_ACCESS_KEY", "LocalStack", "TemplateError", "default_template_path"]
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAP_ACCESS_KEY = "local-admin"
+ENDPOINT_VAR = "CIRRUSMQ_AWS_ENDPOINT_URL"
+REGION_VAR = "CIRRUSMQ_AWS_REGION"
+
+
+def default_template_path() -> Path:
+    """``$CIRRUSMQ_TEMPLATE``, else the repository's ``template.yaml``."""
+    override = os.environ.get("CIRRUSMQ_TEMPLATE")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parent.parent.parent / "template.yaml"
+
+
+class LocalStack:
+    """The whole CirrusMQ backend on this machine, built from ``template.yaml``.
+
+    ``with LocalStack() as stack: ...`` or ``stack.start()`` / ``stack.stop()``. While it runs,
+    ``endpoint`` is the HTTP API, ``aws_endpoint`` the moto server, ``resources`` maps logical
+    ids to table/bucket names, and ``os.environ`` holds the functions' variables plus
+    ``CIRRUSMQ_AWS_ENDPOINT_URL`` / ``CIRRUSMQ_AWS_REGION`` (put back on :meth:`stop`).
+    """
+
+    def __init__(
+        self,
+        template: str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        parameters: Mapping[str, Any] | None = None,
+        schedules: bool = True,
+        stack_name: str = "local",
+        credentials: Credentials | None = None,
+        preload_handlers: bool = False,
+    ) -> None:
+        self.template_path = Path(template) if template is not None else default_template_path()
+        self.host = host
+        self._requested_port = port
+        self.parameter_overrides = dict(parameters or {})
+        self.schedules_enabled = schedules
+        self.stack_name = stack_name
+        self.preload_handlers = preload_handlers
+        self.credentials = credentials or Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
+        self.template: Template | None = None
+        self._lock = threading.RLock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._moto: MotoServer | None = None
+        self._gateway: Gateway | None = None
+        self._runner: ScheduleRunner | None = None
+        self._env: EnvironmentPatch | None = None
+        self._runtimes: dict[str, FunctionRuntime] = {}
+        self._jobs: dict[tuple[str, str], ScheduledJob] = {}
+        self._resources: dict[str, str] = {}
+        self._parameters: dict[str, str] = {}
+
+    # ------------------------------------------------------------------- state
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`start` completed and :meth:`stop` was not called since."""
+        return self._gateway is not None
+
+    def _require(self) -> None:
+        if not self.running:
+            raise RuntimeError("the local stack is not running: call start() first")
+
+    @property
+    def port(self) -> int:
+        """The HTTP API's port: the bound one while running, else the one asked for."""
+        return self._gateway.port if self._gateway is not None else self._requested_port
+
+    @property
+    def endpoint(self) -> str:
+        """Base URL of the HTTP API, e.g. ``http://127.0.0.1:54321``."""
+        self._require()
+        assert self._gateway is not None
+        return self._gateway.url
+
+    @property
+    def aws_endpoint(self) -> str:
+        """URL of the moto server (DynamoDB, S3, ...)."""
+        self._require()
+        assert self._moto is not None
+        return self._moto.url
+
+    @property
+    def resources(self) -> Mapping[str, str]:
+        """Logical id → physical name of every table and bucket."""
+        return MappingProxyType(self._resources)
+
+    @property
+    def parameters(self) -> Mapping[str, str]:
+        """The parameter values in use (including generated secrets)."""
+        return MappingProxyType(self._parameters)
+
+    @property
+    def environment(self) -> Mapping[str, str]:
+        """The variables this stack set in ``os.environ``."""
+        return MappingProxyType(self._env.values if self._env else {})
+
+    @property
+    def functions(self) -> Mapping[str, FunctionRuntime]:
+        """Logical id → the function's in-process runtime."""
+        return MappingProxyType(self._runtimes)
+
+    # --------------------------------------------------------------- lifecycle
+    def start(self) -> LocalStack:
+        """Start moto, create the resources, set the environment, serve the API."""
+        with self._lock:
+            if self.running:
+                return self
+            template = load_template(self.template_path)
+            parameters = resolve_parameters(template, self.parameter_overrides)
+            resolver = Resolver(template, parameters, stack_name=self.stack_name, region=REGION)
+            self.template, self._parameters = template, parameters
+            try:
+                self._start(template, resolver)
+            except BaseException:
+                self.stop()
+                raise
+            log.info("CirrusMQ local stack on %s (moto %s)", self.endpoint, self.aws_endpoint)
+            return self
+
+    def _start(self, template: Template, resolver: Resolver) -> None:
+        functions = [
+            fn
+            for fn in template.functions.values()
+            if fn.condition is None or resolver.condition(fn.condition)
+        ]
+        runtimes = {
+            fn.logical_id: FunctionRuntime(fn, resolver.physical_name(fn.logical_id))
+            for fn in functions
+        }
+        jobs = {
+            (fn.logical_id, event.event_name): ScheduledJob(
+                runtimes[fn.logical_id],
+                event,
+                None if event.input is None else resolver.text(event.input),
+            )
+            for fn in functions
+            for event in fn.schedules
+        }
+        self._moto = MotoServer(host="127.0.0.1").start()
+        self._resources = create_resources(
+            self.boto3_client("dynamodb"), self.boto3_client("s3"), template, resolver
+        )
+        self._env = EnvironmentPatch(self._environment(functions, resolver))
+        if EnvironmentPatch.active_count():
+            log.warning(
+                "another local stack runs in this process: handlers share os.environ, so the "
+                "newest stack's variables apply to all of them until it stops"
+            )
+        self._env.apply()
+        self._runtimes, self._jobs = runtimes, jobs
+        if self.preload_handlers:
+            for runtime in runtimes.values():
+                runtime.preload()
+        routes = [(route, runtimes[fn.logical_id]) for fn in functions for route in fn.http_routes]
+        self._gateway = Gateway(routes, host=self.host, port=self._requested_port).start()
+        if self.schedules_enabled:
+            self._runner = ScheduleRunner(list(jobs.values()))
+            self._runner.start()
+
+    def _environment(self, functions: list[Function], resolver: Resolver) -> dict[str, str]:
+        assert self._moto is not None
+        values: dict[str, str] = {}
+        for fn in functions:
+            for key, value in resolver.environment(fn).items():
+                if key in values and values[key] != value:
+                    log.warning(
+                        "%s sets %s differently from another function; handlers share one "
+                        "process environment locally, %s's value wins",
+                        fn.logical_id,
+                        key,
+                        fn.logical_id,
+                    )
+                values[key] = value
+        values[ENDPOINT_VAR] = self._moto.url
+        values[REGION_VAR] = REGION
+        return values
+
+    def stop(self) -> None:
+        """Stop schedules and gateway, put the environment back, stop moto; idempotent."""
+        with self._lock:
+            if self._runner is not None:
+                self._runner.stop()
+            if self._gateway is not None:
+                self._gateway.stop()
+            for runtime in self._runtimes.values():
+                runtime.unload()
+            if self._env is not None:
+                self._env.restore()
+            if self._moto is not None:
+                self._moto.stop()
+            self._reset()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ helpers
+    def boto3_client(self, service: str, **kwargs: Any) -> Any:
+        """A boto3 client for ``service`` on the moto server (dummy credentials, us-east-1)."""
+        if self._moto is None:
+            raise RuntimeError("the local stack is not running: call start() first")
+        import boto3
+
+        session = boto3.session.Session(region_name=REGION, **DUMMY_CREDENTIALS)
+        return session.client(service, endpoint_url=self._moto.url, **kwargs)
+
+    def invoke(self, function: str, event: Any) -> Any:
+        """Invoke a function (by logical id) in-process with ``event``; return its result."""
+        self._require()
+        if function not in self._runtimes:
+            raise KeyError(f"no function {function!r}; known: {', '.join(sorted(self._runtimes))}")
+        return self._runtimes[function].invoke(event)
+
+    def run_schedule(self, function: str, event: str) -> Any:
+        """Fire one Schedule event (function logical id + event name) now, synchronously."""
+        self._require()
+        job = self._jobs.get((function, event))
+        if job is None:
+            known = ", ".join(f"{f}/{e}" for f, e in sorted(self._jobs))
+            raise KeyError(f"no schedule {function}/{event}; known: {known or 'none'}")
+        return job.run()
+
+    def __repr__(self) -> str:
+        where = self.endpoint if self.running else "stopped"
+        return f"LocalStack({self.template_path}, {where})"

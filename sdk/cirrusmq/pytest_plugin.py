@@ -1,0 +1,46 @@
+"""pytest plugin (entry point ``pytest11``): the ``cirrusmq_stack`` fixture.
+
+``cirrusmq_stack`` is a session-wide, started :class:`cirrusmq_local.LocalStack` (schedules off
+by default: trigger them with ``cirrusmq_stack.run_schedule(...)``). Options:
+``--cirrusmq-template PATH`` (or ``$CIRRUSMQ_TEMPLATE``) and ``--cirrusmq-schedules``.
+Nothing heavy is imported unless the fixture is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from cirrusmq_local.stack import LocalStack
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cirrusmq")
+    group.addoption(
+        "--cirrusmq-template",
+        default=None,
+        help="SAM template for the cirrusmq_stack fixture (default: $CIRRUSMQ_TEMPLATE or "
+        "CirrusMQ's template.yaml).",
+    )
+    group.addoption(
+        "--cirrusmq-schedules",
+        action="store_true",
+        default=False,
+        help="Run the template's schedules on timers in the cirrusmq_stack fixture.",
+    )
+
+
+@pytest.fixture(scope="session")
+def cirrusmq_stack(request: pytest.FixtureRequest) -> Iterator[LocalStack]:
+    """A started CirrusMQ local stack, shared by the whole test session."""
+    from cirrusmq.testing import LocalStack
+
+    stack = LocalStack(
+        request.config.getoption("--cirrusmq-template"),
+        schedules=request.config.getoption("--cirrusmq-schedules"),
+    )
+    with stack:
+        yield stack
