@@ -164,3 +164,25 @@ def test_lookup_by_message_id(broker):
     broker.admin.create_topic("other")
     with pytest.raises(MessageNotFound):
         broker.consume.lookup("other", "id-1")
+
+
+class SimulatedCrash(BaseException):
+    pass
+
+
+def test_a_receive_that_dies_after_leasing_loses_nothing(broker, clock, monkeypatch):
+    """The lease is stored but the consumer never got the messages: they come back."""
+    from cirrusmq_broker.services.consume import ConsumeService
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b")
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            ConsumeService, "_received", lambda *a: (_ for _ in ()).throw(SimulatedCrash())
+        )
+        with pytest.raises(SimulatedCrash):
+            broker.consume.receive("g", "t", invisible_seconds=10)
+    assert broker.consume.receive("g", "t") == []  # leased, invisible
+    clock.advance(10)
+    again = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert [(m.message.body, m.delivery_attempt) for m in again] == [(b"a", 2), (b"b", 2)]
