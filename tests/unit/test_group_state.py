@@ -63,3 +63,11 @@ def test_inflight_counts_unsettled():
     s.lease_new(10, delivered=range(10), cursor_base=10, now=0, invisible_ms=10)
     s.acked.update({0, 5})
     assert s.inflight() == 8
+
+
+def test_change_invisible_of_a_lone_message_keeps_its_lease():
+    s = state()
+    lease = s.lease_new(1, delivered=[0], cursor_base=1, now=0, invisible_ms=10)
+    changed = s.change_invisible(lease.lease_id, 0, deadline=5000)
+    assert changed is not None and changed.lease_id == lease.lease_id
+    assert list(s.leases.values()) == [changed] and changed.deadline == 5000

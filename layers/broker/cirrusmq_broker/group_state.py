@@ -147,12 +147,19 @@ class GroupQueueState:
         return taken
 
     def change_invisible(self, lease_id: str, offset: int, *, deadline: int) -> Lease | None:
-        """Give one delivered message its own deadline; None if it is no longer leased."""
+        """Give one delivered message its own deadline; None if it is no longer leased.
+
+        A lease holding just that message gets the new deadline in place; otherwise the
+        message moves to a lease of its own.
+        """
         lease = self.leases.get(lease_id)
         if lease is None or offset in self.acked or offset in lease.moved:
             return None
         if not lease.start <= offset < lease.end:
             return None
+        if lease.unsettled(self.acked) == [offset]:
+            self.leases[lease_id] = replace(lease, deadline=deadline)
+            return self.leases[lease_id]
         self.leases[lease_id] = replace(lease, moved=lease.moved | {offset})
         single = Lease(new_lease_id(), offset, offset + 1, deadline, lease.attempt)
         self.leases[single.lease_id] = single

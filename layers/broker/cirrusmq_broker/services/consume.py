@@ -166,11 +166,15 @@ class ConsumeService:
             if wanted <= 0:
                 break
             offsets = lease.unsettled(state.acked)[:wanted]
-            messages = [m for m in map(lambda o: self._message_at(state, o), offsets) if m]
+            messages = [m for o in offsets if (m := self._message_at(state, o)) is not None]
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
-        if wanted <= 0 or state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE:
-            return plan
+        if (
+            wanted <= 0
+            or state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
+            or len(state.leases) >= limits.MAX_LEASES_PER_QUEUE
+        ):
+            return plan  # flow control: this queue waits for acks
         entries = self._index.read_from(
             state.topic, state.queue, state.cursor_base, min(100, max(wanted, 8))
         )
@@ -318,6 +322,8 @@ class ConsumeService:
         handle = self._decode_all(group, [receipt_handle])[0]
         for _ in range(SAVE_ATTEMPTS):
             state = self._states.load_one(group, handle.topic, handle.queue)
+            if len(state.leases) >= 2 * limits.MAX_LEASES_PER_QUEUE:
+                raise Busy("too many messages in flight on this queue; ack some first")
             deadline = self._clock() + invisible_seconds * 1000
             lease = state.change_invisible(handle.lease_id, handle.offset, deadline=deadline)
             if lease is None:
