@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -35,12 +36,7 @@ def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
 
     @app.exception_handler(RequestValidationError)
     def invalid_request(exc: RequestValidationError) -> Response:
-        problems = [
-            f"{'.'.join(str(p) for p in err.get('loc', ()) if p != 'body') or 'body'}: "
-            f"{err.get('msg', 'invalid')}"
-            for err in exc.errors()
-        ]
-        return error_response(400, "InvalidRequest", "; ".join(problems) or "invalid request")
+        return error_response(400, "InvalidRequest", _describe(exc.errors()))
 
     @app.not_found
     def route_not_found(_: Exception) -> Response:
@@ -63,3 +59,14 @@ def _refuse_oversize(app: APIGatewayHttpResolver, next_middleware: NextMiddlewar
         )
         return error_response(error.http_status, error.code, error.message)
     return next_middleware(app)
+
+
+def _describe(errors: Sequence[dict]) -> str:
+    """One readable line from pydantic's validation errors."""
+    if any(err.get("type") == "json_invalid" for err in errors):
+        return "the request body is not valid JSON"
+    problems = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        problems.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
