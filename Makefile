@@ -1,14 +1,14 @@
 # The two commands a new machine needs: `make dev` (start the local stack) and `make test`.
 PYTHON ?= python3
 VENV   := .venv
-STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
 .PHONY: install dev test bench lint
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e ".[dev]"
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e ".[dev]"
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
