@@ -1,0 +1,81 @@
+"""CirrusMQ Python SDK: a serverless message queue with RocketMQ 5 semantics.
+
+Example::
+
+    from cirrusmq import Credentials, Message, Producer
+
+    with Producer("http://127.0.0.1:8080", Credentials("key", "secret")) as producer:
+        receipt = producer.send(Message("orders", b"hello", tag="created"))
+
+See docs/sdk.md for the guide.
+"""
+
+from __future__ import annotations
+
+from .admin import Admin, GroupDescription, GroupQueue, QueueOffsets, Topic, TopicDescription
+from .aio import AsyncProducer, AsyncSimpleConsumer
+from .consumer import SimpleConsumer
+from .credentials import Credentials
+from .errors import (
+    BadRequestError,
+    ClientClosedError,
+    ConflictError,
+    ForbiddenError,
+    MQError,
+    NotFoundError,
+    OutboxError,
+    OutboxFullError,
+    OutboxLockedError,
+    PayloadTooLargeError,
+    ReceiptHandleExpiredError,
+    ServerError,
+    ThrottledError,
+    TransportError,
+    UnauthorizedError,
+    UnsupportedFeatureError,
+)
+from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
+from .producer import Producer
+from .push_consumer import MessageListener, PushConsumer
+from .transport import RetryPolicy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Admin",
+    "AsyncProducer",
+    "AsyncSimpleConsumer",
+    "BadRequestError",
+    "ClientClosedError",
+    "ConflictError",
+    "ConsumeResult",
+    "Credentials",
+    "FilterExpression",
+    "ForbiddenError",
+    "GroupDescription",
+    "GroupQueue",
+    "MQError",
+    "Message",
+    "MessageListener",
+    "MessageView",
+    "NotFoundError",
+    "OutboxError",
+    "OutboxFullError",
+    "OutboxLockedError",
+    "PayloadTooLargeError",
+    "Producer",
+    "PushConsumer",
+    "QueueOffsets",
+    "ReceiptHandleExpiredError",
+    "RetryPolicy",
+    "SendReceipt",
+    "ServerError",
+    "SimpleConsumer",
+    "ThrottledError",
+    "Topic",
+    "TopicDescription",
+    "TransportError",
+    "UnauthorizedError",
+    "UnsupportedFeatureError",
+    "__version__",
+]

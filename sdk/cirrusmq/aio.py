@@ -1,0 +1,456 @@
+"""asyncio clients: :class:`AsyncProducer` and :class:`AsyncSimpleConsumer`.
+
+Same semantics as :class:`~cirrusmq.producer.Producer` and
+:class:`~cirrusmq.consumer.SimpleConsumer` (the producer shares its bookkeeping,
+:class:`~cirrusmq.sender.SendState`); the I/O runs on the event loop with ``httpx.AsyncClient``.
+The SQLite outbox is called inline (a few short local transactions per batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from os import PathLike
+from urllib.parse import quote
+
+from .accumulator import Accumulator, PendingMessage
+from .consumer import (
+    MAX_WAIT_S,
+    AckRetrier,
+    ack_chunks,
+    group_path,
+    handles_of,
+    make_retrier,
+    receive_steps,
+    seconds,
+    stale_error,
+)
+from .credentials import Credentials
+from .errors import ClientClosedError, MQError, ReceiptHandleExpiredError
+from .message import FilterExpression, Message, MessageView, SendReceipt, normalize_subscriptions
+from .outbox import MemoryOutbox, Outbox, OutboxEntry, SqliteOutbox
+from .producer import new_producer_id
+from .sender import SendState, prepare, validate_options
+from .transport import AsyncTransport, RetryPolicy, Transport
+
+__all__ = ["AsyncProducer", "AsyncSimpleConsumer"]
+
+log = logging.getLogger("cirrusmq.producer")
+
+
+@dataclasses.dataclass(eq=False)
+class _Ticket:
+    message: Message
+    message_id: str
+    future: asyncio.Future[SendReceipt]
+    settled: asyncio.Event | None = None
+
+    def park(self) -> None:
+        if self.settled is not None:
+            self.settled.set()
+
+    def resolve(self, outcome: SendReceipt | BaseException) -> None:
+        if not self.future.done():
+            if isinstance(outcome, BaseException):
+                self.future.set_exception(outcome)
+            else:
+                self.future.set_result(outcome)
+        if self.settled is not None:
+            self.settled.set()
+
+    async def wait(self) -> SendReceipt:
+        assert self.settled is not None
+        await self.settled.wait()
+        if self.future.done():
+            return self.future.result()
+        return SendReceipt(self.message_id, self.message.topic, pending=True)
+
+
+class AsyncProducer:
+    """:class:`~cirrusmq.producer.Producer` on asyncio (same options, same guarantees).
+
+    ``await send(msg)`` returns the receipt; ``await send_async(msg)`` queues the message and
+    returns an ``asyncio.Future`` of it (awaiting only for room in the buffer). Use
+    ``async with`` or ``await close()``.
+    """
+
+    outbox_retry_max_s = 5.0
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None = None,
+        *,
+        linger_ms: float = 5,
+        max_batch_messages: int = 500,
+        max_batch_bytes: int = 1024 * 1024,
+        max_attempts: int = 3,
+        request_timeout_s: float = 10.0,
+        outbox_path: str | PathLike[str] | None = None,
+        outbox_max_messages: int = 100_000,
+        outbox_max_bytes: int = 256 * 1024 * 1024,
+        transport: AsyncTransport | None = None,
+    ) -> None:
+        validate_options(
+            linger_ms=linger_ms,
+            max_batch_messages=max_batch_messages,
+            max_batch_bytes=max_batch_bytes,
+            request_timeout_s=request_timeout_s,
+        )
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.producer_id = new_producer_id()
+        self.outbox_path = outbox_path
+        self.request_timeout_s = request_timeout_s
+        self._accumulator_options = (linger_ms, max_batch_messages, max_batch_bytes)
+        self._bounds = (outbox_max_messages, outbox_max_bytes)
+        self._retry = RetryPolicy(max_attempts=max_attempts)
+        self._own_transport = transport is None
+        self._transport = transport or AsyncTransport(
+            endpoint, credentials, request_timeout_s=request_timeout_s, retry=self._retry
+        )
+        self._state_name = "new"
+        self._state: SendState | None = None
+        self._changed: asyncio.Condition | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._posts: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> AsyncProducer:
+        """Open the outbox and start sending (idempotent; the first send calls it)."""
+        if self._state_name == "running":
+            return self
+        if self._state_name != "new":
+            raise ClientClosedError("the producer is closed")
+        store: Outbox = SqliteOutbox(self.outbox_path) if self.outbox_path else MemoryOutbox()
+        linger_ms, max_batch_messages, max_batch_bytes = self._accumulator_options
+        self._state = SendState(
+            producer_id=self.producer_id,
+            store=store,
+            accumulator=Accumulator(
+                linger_ms=linger_ms,
+                max_batch_messages=max_batch_messages,
+                max_batch_bytes=max_batch_bytes,
+                clock=time.monotonic,
+            ),
+            retry=self._retry,
+            max_messages=self._bounds[0],
+            max_bytes=self._bounds[1],
+            outbox_retry_max_s=self.outbox_retry_max_s,
+        )
+        self._changed = asyncio.Condition()
+        self._state_name = "running"
+        self._runner = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    async def __aenter__(self) -> AsyncProducer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def send(self, message: Message) -> SendReceipt:
+        """Send now and wait for the receipt (``pending=True`` when parked in the outbox)."""
+        (ticket,) = await self._submit([message], blocking=True)
+        return await ticket.wait()
+
+    async def send_async(self, message: Message) -> asyncio.Future[SendReceipt]:
+        """Queue ``message``; a future of its receipt."""
+        (ticket,) = await self._submit([message], blocking=False)
+        return ticket.future
+
+    async def send_batch(self, messages: Iterable[Message]) -> list[SendReceipt]:
+        """Send several messages now, together; their receipts in order."""
+        tickets = await self._submit(list(messages), blocking=True)
+        return [await t.wait() for t in tickets]
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        """Send everything buffered; wait until stored (or parked in the outbox)."""
+        if self._state_name != "running":
+            return
+        state, changed = self._state, self._changed
+        assert state is not None and changed is not None
+        async with changed:
+            state.acc.mark_urgent()
+            changed.notify_all()
+            await asyncio.wait_for(changed.wait_for(state.drained), timeout_s)
+
+    async def close(self, timeout_s: float = 30.0) -> list[Message]:
+        """Like :meth:`Producer.close <cirrusmq.producer.Producer.close>`."""
+        if self._state_name != "running":  # new, or closing/closed already
+            if self._state_name == "new":
+                if self._own_transport:
+                    await self._transport.close()
+                self._state_name = "closed"
+            return []
+        state, changed = self._state, self._changed
+        assert state is not None and changed is not None and self._runner is not None
+        self._state_name = "closing"
+        async with changed:
+            state.acc.mark_urgent()
+            changed.notify_all()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait_for(state.drained), timeout_s)
+        self._runner.cancel()
+        for task in list(self._posts):
+            task.cancel()
+        await asyncio.gather(self._runner, *self._posts, return_exceptions=True)
+        leftovers = state.leftovers()
+        self._state_name = "closed"
+        durable = state.store.durable
+        state.store.close()
+        if self._own_transport:
+            await self._transport.close()
+        unsent = []
+        for ticket in leftovers:
+            assert isinstance(ticket, _Ticket)
+            if durable:
+                ticket.resolve(SendReceipt(ticket.message_id, ticket.message.topic, pending=True))
+            else:
+                unsent.append(ticket.message)
+                ticket.resolve(ClientClosedError("the producer closed before sending this"))
+        if unsent:
+            log.warning("producer closed with %d unsent message(s)", len(unsent))
+        return unsent
+
+    async def _submit(self, messages: list[Message], *, blocking: bool) -> list[_Ticket]:
+        if self._state_name == "new":
+            await self.start()
+        loop = asyncio.get_running_loop()
+        born_ms = int(time.time() * 1000)
+        items = []
+        for message in messages:
+            message_id, wire, size = prepare(message, born_ms)
+            ticket = _Ticket(
+                message, message_id, loop.create_future(), asyncio.Event() if blocking else None
+            )
+            items.append((ticket, PendingMessage(message_id, wire, size, ticket)))
+        count, size = len(items), sum(p.size for _, p in items)
+        state, changed = self._state, self._changed
+        assert state is not None and changed is not None
+        async with changed:
+            if self._state_name != "running":
+                raise ClientClosedError("the producer is closed")
+            if not state.has_room(count, size):
+                if state.store.durable:
+                    raise state.full_error()
+                try:
+                    await asyncio.wait_for(
+                        changed.wait_for(
+                            lambda: self._state_name != "running" or state.has_room(count, size)
+                        ),
+                        self.request_timeout_s,
+                    )
+                except TimeoutError:
+                    raise state.full_error() from None
+                if self._state_name != "running":
+                    raise ClientClosedError("the producer is closed")
+            if state.add(items, urgent=blocking):
+                changed.notify_all()
+        return [t for t, _ in items]
+
+    async def _run(self) -> None:
+        state, changed = self._state, self._changed
+        assert state is not None and changed is not None
+        loop = asyncio.get_running_loop()
+        async with changed:
+            while True:
+                try:
+                    state.seal_due()
+                    for entry, policy in state.claim():
+                        task = loop.create_task(self._post(entry, policy))
+                        self._posts.add(task)
+                        task.add_done_callback(self._posts.discard)
+                except Exception:
+                    log.exception("the producer's sender failed; retrying in 1 s")
+                    timeout: float | None = 1.0
+                else:
+                    timeout = state.idle_timeout()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout)
+
+    async def _post(self, entry: OutboxEntry, policy: RetryPolicy) -> None:
+        state, changed = self._state, self._changed
+        assert state is not None and changed is not None
+        try:
+            body = await self._transport.request(
+                "POST",
+                f"/v1/topics/{quote(entry.batch.topic, safe='')}/messages",
+                content=entry.batch.payload,
+                retry=policy,
+            )
+        except MQError as error:
+            async with changed:
+                tickets = state.failed(entry, error)
+                changed.notify_all()
+            for ticket in tickets:
+                ticket.resolve(error)  # type: ignore[attr-defined]
+        else:
+            async with changed:
+                outcomes = state.stored(entry, body)
+                changed.notify_all()
+            for ticket, receipt in outcomes:
+                ticket.resolve(receipt)  # type: ignore[attr-defined]
+
+
+class AsyncSimpleConsumer:
+    """:class:`~cirrusmq.consumer.SimpleConsumer` on asyncio.
+
+    With ``outbox_path``, acks the service cannot take are kept and retried by a background
+    thread until their receipts expire (as in the threaded consumer).
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str] | Iterable[str] | None = None,
+        await_duration: float | timedelta = 20,
+        *,
+        request_timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        outbox_path: str | PathLike[str] | None = None,
+        transport: AsyncTransport | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.group = group
+        self.await_duration_s = min(seconds(await_duration), MAX_WAIT_S)
+        self._subscriptions = normalize_subscriptions(subscriptions)
+        retry = RetryPolicy(max_attempts=max_attempts)
+        self._own_transport = transport is None
+        self._transport = transport or AsyncTransport(
+            endpoint, credentials, request_timeout_s=request_timeout_s, retry=retry
+        )
+        self._retrier: AckRetrier | None = None
+        if outbox_path:
+            retry_transport = Transport(
+                endpoint, credentials, request_timeout_s=request_timeout_s, retry=retry
+            )
+            self._retrier = make_retrier(retry_transport, outbox_path)
+            self._retry_transport = retry_transport
+        self._rotation = itertools.count()
+        self._closed = False
+
+    async def __aenter__(self) -> AsyncSimpleConsumer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def subscriptions(self) -> dict[str, FilterExpression]:
+        return dict(self._subscriptions)
+
+    def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
+        """Receive from ``topic`` too (or change its filter)."""
+        self._subscriptions.update(normalize_subscriptions({topic: filter_expression}))
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop receiving from ``topic``."""
+        self._subscriptions.pop(topic, None)
+
+    async def receive(
+        self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
+    ) -> list[MessageView]:
+        """Up to ``max_message_num`` messages, waiting up to ``await_duration``."""
+        self._check_open()
+        steps = receive_steps(
+            self._subscriptions,
+            start=next(self._rotation),
+            max_messages=max_message_num,
+            invisible_s=int(seconds(invisible_duration)),
+            await_s=self.await_duration_s,
+        )
+        try:
+            _, body, wait_s = next(steps)
+            while True:
+                response = await self._transport.request(
+                    "POST",
+                    group_path(self.group, "receive"),
+                    json_body=body,
+                    timeout_s=self._transport.request_timeout_s + wait_s,
+                )
+                messages = [MessageView.from_wire(m) for m in response["messages"]]
+                _, body, wait_s = steps.send(messages)
+        except StopIteration as done:
+            return done.value
+
+    async def ack(self, message: MessageView | str) -> None:
+        """Ack one message (or receipt handle)."""
+        await self.ack_batch([message])
+
+    async def ack_batch(self, messages: Iterable[MessageView | str]) -> None:
+        """Ack messages; stale handles are reported after the others are acked."""
+        self._check_open()
+        pairs = handles_of(messages)
+        if not pairs:
+            return
+        expiry = dict(pairs)
+        steps = ack_chunks([h for h, _ in pairs])
+        try:
+            chunk = next(steps)
+            while True:
+                try:
+                    await self._transport.request(
+                        "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
+                    )
+                except ReceiptHandleExpiredError as error:
+                    chunk = steps.send(error)
+                except MQError as error:
+                    if not (error.retriable and self._retrier is not None):
+                        raise
+                    log.warning("ack unreachable (%s): %d kept for retry", error, len(chunk))
+                    self._retrier.park(self.group, [(h, expiry[h]) for h in chunk])
+                    chunk = steps.send(None)
+                else:
+                    chunk = steps.send(None)
+        except StopIteration as done:
+            if done.value:
+                raise stale_error(done.value) from None
+
+    async def change_invisible_duration(
+        self, message: MessageView, invisible_duration: float | timedelta
+    ) -> MessageView:
+        """Make ``message`` invisible for ``invisible_duration`` from now (new handle)."""
+        self._check_open()
+        if message.receipt_handle is None:
+            raise ValueError(f"message {message.message_id} was not received: it has no handle")
+        response = await self._transport.request(
+            "POST",
+            group_path(self.group, "invisible"),
+            json_body={
+                "receipt_handle": message.receipt_handle,
+                "invisible_seconds": int(seconds(invisible_duration)),
+            },
+        )
+        return dataclasses.replace(
+            message,
+            receipt_handle=response["receipt_handle"],
+            invisible_until=response["invisible_until"],
+        )
+
+    @property
+    def pending_acks(self) -> int:
+        return self._retrier.pending() if self._retrier is not None else 0
+
+    async def close(self) -> None:
+        """Release the connection pool and the outbox (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._retrier is not None:
+            await asyncio.to_thread(self._retrier.close)
+            self._retry_transport.close()
+        if self._own_transport:
+            await self._transport.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")

@@ -1,0 +1,404 @@
+"""The client commands of the ``cirrusmq`` CLI: topics, send, consume, groups.
+
+:func:`register` adds them to the application in :mod:`cirrusmq.cli`. Every command takes
+``--endpoint``, ``--access-key``, ``--secret-key`` and ``--profile`` (see :mod:`cirrusmq.config`
+for the order in which options, environment and profile file are consulted).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .admin import Admin
+from .config import ClientConfig, ConfigError, load_config
+from .consumer import SimpleConsumer
+from .errors import MQError
+from .message import FilterExpression, Message, MessageView
+from .producer import Producer
+
+__all__ = ["register"]
+
+topic_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+group_app = typer.Typer(help="Inspect consumer groups.", no_args_is_help=True)
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+Endpoint = Annotated[
+    str | None,
+    typer.Option(help="API base URL (env CIRRUSMQ_ENDPOINT).", show_default=False),
+]
+AccessKey = Annotated[
+    str | None,
+    typer.Option(help="Access key (env CIRRUSMQ_ACCESS_KEY).", show_default=False),
+]
+SecretKey = Annotated[
+    str | None,
+    typer.Option(help="Secret key (env CIRRUSMQ_SECRET_KEY).", show_default=False),
+]
+Profile = Annotated[
+    str | None,
+    typer.Option(
+        help="Profile in ~/.cirrusmq/config (env CIRRUSMQ_PROFILE; default 'default').",
+        show_default=False,
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to ``app``."""
+    app.add_typer(topic_app, name="topic")
+    app.add_typer(group_app, name="group")
+    app.command("send")(send)
+    app.command("consume")(consume)
+
+
+@contextmanager
+def _reported_errors() -> Iterator[None]:
+    """Turn SDK and configuration errors into a one-line message and exit status 1."""
+    try:
+        yield
+    except (MQError, ConfigError) as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
+
+
+def _config(
+    endpoint: str | None, access_key: str | None, secret_key: str | None, profile: str | None
+) -> ClientConfig:
+    return load_config(
+        endpoint=endpoint, access_key=access_key, secret_key=secret_key, profile=profile
+    )
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _print_json(value: Any) -> None:
+    out.print_json(json.dumps(value))
+
+
+# ---------------------------------------------------------------------------- topics
+@topic_app.command("create")
+def topic_create(
+    name: Annotated[str, typer.Argument(help="Topic name: letters, digits, '_' and '-'.")],
+    queues: Annotated[int, typer.Option(help="Number of queues (1-64).")] = 8,
+    message_type: Annotated[
+        str, typer.Option("--type", help="NORMAL, FIFO, DELAY or TRANSACTION.")
+    ] = "NORMAL",
+    retention_hours: Annotated[int, typer.Option(help="How long messages are kept.")] = 72,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Create a topic."""
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Admin(cfg.endpoint, cfg.credentials) as admin:
+            topic = admin.create_topic(
+                name,
+                queues=queues,
+                message_type=message_type.upper(),
+                retention_hours=retention_hours,
+            )
+    out.print(
+        f"created topic {topic.name}: {topic.queues} queues, {topic.message_type}, "
+        f"retention {topic.retention_hours} h"
+    )
+
+
+@topic_app.command("list")
+def topic_list(
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """List the topics."""
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Admin(cfg.endpoint, cfg.credentials) as admin:
+            topics = admin.list_topics()
+    if as_json:
+        _print_json([vars(t) for t in topics])
+        return
+    table = Table("topic", "type", "queues", "retention", "created")
+    for t in topics:
+        table.add_row(
+            t.name,
+            t.message_type,
+            str(t.queues),
+            f"{t.retention_hours} h",
+            _when(t.created_timestamp),
+        )
+    out.print(table)
+    out.print(f"{len(topics)} topic(s)")
+
+
+@topic_app.command("describe")
+def topic_describe(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Show a topic and the offsets of its queues."""
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Admin(cfg.endpoint, cfg.credentials) as admin:
+            description = admin.describe_topic(name)
+    topic = description.topic
+    if as_json:
+        _print_json({**vars(topic), "queue_offsets": [vars(q) for q in description.queue_offsets]})
+        return
+    out.print(
+        f"topic {topic.name}: {topic.message_type}, {topic.queues} queues, retention "
+        f"{topic.retention_hours} h, created {_when(topic.created_timestamp)}"
+    )
+    table = Table("queue", "min offset", "max offset", "messages")
+    for q in description.queue_offsets:
+        table.add_row(
+            str(q.queue), str(q.min_offset), str(q.max_offset), str(q.max_offset - q.min_offset)
+        )
+    out.print(table)
+    out.print(f"{description.message_count} message(s) retained")
+
+
+@topic_app.command("delete")
+def topic_delete(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Delete a topic and (in the background) its messages."""
+    if not yes:
+        typer.confirm(f"Delete topic {name} and all its messages?", abort=True)
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Admin(cfg.endpoint, cfg.credentials) as admin:
+            admin.delete_topic(name)
+    out.print(f"deleted topic {name}")
+
+
+# ---------------------------------------------------------------------------- groups
+@group_app.command("describe")
+def group_describe(
+    group: Annotated[str, typer.Argument(help="Consumer group.")],
+    topic: Annotated[str | None, typer.Option(help="Only this topic.")] = None,
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Show a consumer group's offsets, lag and in-flight messages per queue."""
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Admin(cfg.endpoint, cfg.credentials) as admin:
+            description = admin.describe_group(group, topic)
+    if as_json:
+        _print_json({"group": description.group, "queues": [vars(q) for q in description.queues]})
+        return
+    table = Table("topic", "queue", "committed", "cursor", "max offset", "lag", "in flight")
+    for q in description.queues:
+        table.add_row(
+            q.topic,
+            str(q.queue),
+            str(q.committed_offset),
+            str(q.cursor),
+            str(q.max_offset),
+            str(q.lag),
+            str(q.inflight),
+        )
+    out.print(table)
+    out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+
+
+# ---------------------------------------------------------------------------- send
+def send(
+    topic: Annotated[str, typer.Argument(help="Topic to send to.")],
+    body: Annotated[
+        str | None,
+        typer.Option(help="Message body. Without it (or with '-'): one message per stdin line."),
+    ] = None,
+    tag: Annotated[str | None, typer.Option(help="Tag of the message(s).")] = None,
+    key: Annotated[list[str] | None, typer.Option(help="A key (repeatable).")] = None,
+    group: Annotated[
+        str | None, typer.Option(help="Message group (ordering / FIFO sharding key).")
+    ] = None,
+    prop: Annotated[
+        list[str] | None,
+        typer.Option("--property", "-p", help="A property NAME=VALUE (repeatable)."),
+    ] = None,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Send a message, or one message per line of stdin (with a progress bar)."""
+    properties = {}
+    for item in prop or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--property")
+        properties[name] = value
+
+    def message(text: str) -> Message:
+        return Message(
+            topic, text, tag=tag, keys=tuple(key or ()), properties=properties, message_group=group
+        )
+
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Producer(cfg.endpoint, cfg.credentials) as producer:
+            if body is not None and body != "-":
+                receipt = producer.send(message(body))
+                out.print(
+                    f"sent {receipt.message_id} to {topic} queue {receipt.queue} "
+                    f"offset {receipt.offset}"
+                )
+                return
+            sent, failures = _send_lines(producer, message)
+    if failures:
+        err.print(
+            f"[red]{len(failures)} message(s) failed[/red], first: {escape(str(failures[0]))}"
+        )
+        raise typer.Exit(1)
+    out.print(f"sent {sent} message(s) to {topic}")
+
+
+def _send_lines(producer: Producer, message: Any) -> tuple[int, list[BaseException]]:
+    stream = typer.get_text_stream("stdin")
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    sent = 0
+    columns = (
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed} sent"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=not err.is_terminal) as progress:
+        task = progress.add_task(f"sending to {producer.endpoint}", total=None)
+
+        def done(future: Any) -> None:
+            error = future.exception()
+            if error is not None:
+                with lock:
+                    failures.append(error)
+            else:
+                progress.advance(task)
+
+        for line in stream:
+            text = line.rstrip("\r\n")
+            if not text:
+                continue  # a message body cannot be empty
+            producer.send_async(message(text)).add_done_callback(done)
+            sent += 1
+        producer.flush()
+        progress.update(task, total=sent)
+    return sent - len(failures), failures
+
+
+# ---------------------------------------------------------------------------- consume
+def consume(
+    group: Annotated[str, typer.Argument(help="Consumer group.")],
+    topic: Annotated[str, typer.Argument(help="Topic to consume.")],
+    filter_expression: Annotated[
+        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
+    ] = "*",
+    ack: Annotated[
+        bool, typer.Option("--ack", help="Ack what is printed (otherwise it comes back later).")
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep waiting for new messages (Ctrl-C stops).")
+    ] = False,
+    max_messages: Annotated[
+        int | None, typer.Option("--max", help="Stop after this many messages.")
+    ] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(help="Long-poll seconds per receive (default 20 with --follow, else 1)."),
+    ] = None,
+    invisible: Annotated[
+        int, typer.Option(help="Seconds a received message stays invisible to the group.")
+    ] = 60,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Receive messages as GROUP from TOPIC and print them (until none is left, or --follow)."""
+    await_s = wait if wait is not None else (20 if follow else 1)
+    received = 0
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        subscriptions = {topic: FilterExpression(filter_expression)}
+        with SimpleConsumer(cfg.endpoint, cfg.credentials, group, subscriptions, await_s) as c:
+            try:
+                while max_messages is None or received < max_messages:
+                    room = 32 if max_messages is None else min(32, max_messages - received)
+                    batch = c.receive(room, invisible)
+                    for m in batch:
+                        _print_message(m, as_json=as_json)
+                    if ack and batch:
+                        c.ack_batch(batch)
+                    received += len(batch)
+                    if not batch and not follow:
+                        break
+            except KeyboardInterrupt:
+                pass
+    err.print(f"{received} message(s){' acked' if ack else ''}")
+
+
+def _print_message(m: MessageView, *, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "message_id": m.message_id,
+                    "topic": m.topic,
+                    "queue": m.queue,
+                    "offset": m.offset,
+                    "tag": m.tag,
+                    "keys": list(m.keys),
+                    "properties": dict(m.properties),
+                    "message_group": m.message_group,
+                    "delivery_attempt": m.delivery_attempt,
+                    "born_timestamp": m.born_timestamp,
+                    "body": m.text,
+                }
+            )
+            + "\n"
+        )
+        sys.stdout.flush()
+        return
+    extras = [f"tag={m.tag}"] if m.tag else []
+    extras += [f"keys={','.join(m.keys)}"] if m.keys else []
+    extras += [f"group={m.message_group}"] if m.message_group else []
+    extras += [f"attempt={m.delivery_attempt}"] if m.delivery_attempt > 1 else []
+    head = f"{m.topic}[{m.queue}]@{m.offset} {m.message_id}"
+    out.print(" ".join([head, *extras, m.text]), markup=False)

@@ -1,0 +1,408 @@
+""":class:`SimpleConsumer`: receive, ack, change invisible duration — the consumer drives.
+
+Also the pieces the other consumers share: the receive plan over several subscriptions
+(:func:`receive_steps`, written once for threads and asyncio), ack chunking with stale-handle
+handling, and :class:`AckRetrier`, which keeps acks that could not reach the service and retries
+them until their receipt handles expire.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+import threading
+import time
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from datetime import timedelta
+from os import PathLike
+from typing import Any
+from urllib.parse import quote
+
+from .credentials import Credentials
+from .errors import ClientClosedError, MQError, ReceiptHandleExpiredError
+from .message import FilterExpression, MessageView, normalize_subscriptions
+from .outbox import MemoryOutbox, Outbox, SqliteOutbox
+from .transport import RetryPolicy, Transport
+
+__all__ = ["AckRetrier", "SimpleConsumer"]
+
+log = logging.getLogger("cirrusmq.consumer")
+
+MAX_ACK_HANDLES = 1000
+MAX_WAIT_S = 20
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+_UNKNOWN_EXPIRY_S = 12 * 3600
+"""How long an ack of a bare receipt handle (no ``invisible_until`` known) is retried."""
+
+ReceiveRequest = tuple[str, dict[str, Any], float]
+"""(topic, JSON body, seconds the service may wait)."""
+
+
+def seconds(value: float | timedelta) -> float:
+    """A duration given as seconds or a ``timedelta``, in seconds."""
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def group_path(group: str, action: str = "") -> str:
+    path = f"/v1/groups/{quote(group, safe='')}"
+    return f"{path}/{action}" if action else path
+
+
+def receive_steps(
+    subscriptions: Mapping[str, FilterExpression],
+    *,
+    start: int,
+    max_messages: int,
+    invisible_s: int,
+    await_s: float,
+) -> Generator[ReceiveRequest, list[MessageView], list[MessageView]]:
+    """The receive requests of one ``receive`` call, as a generator.
+
+    It yields ``(topic, body, wait_s)`` and is sent the messages each request returned. With
+    one subscription: one long poll. With several: one sweep without waiting over every topic
+    (starting from a different one each call, so none starves), and if that found nothing,
+    long polls of ``await_s / n`` seconds over them in turn until ``await_s`` is spent.
+    """
+    topics = list(subscriptions)
+    if not topics:
+        raise ValueError("no subscriptions: call subscribe(topic) first")
+    offset = start % len(topics)
+    topics = topics[offset:] + topics[:offset]
+
+    def request(topic: str, room: int, wait_s: float) -> ReceiveRequest:
+        body = {
+            "topic": topic,
+            "filter": subscriptions[topic].expression,
+            "max_messages": room,
+            "invisible_seconds": invisible_s,
+            "wait_seconds": wait_s,
+        }
+        return topic, body, wait_s
+
+    if len(topics) == 1:
+        return (yield request(topics[0], max_messages, await_s))
+    received: list[MessageView] = []
+    for topic in topics:
+        received += yield request(topic, max_messages - len(received), 0)
+        if len(received) >= max_messages:
+            return received
+    if received or await_s <= 0:
+        return received
+    slice_s = max(1.0, math.ceil(await_s / len(topics)))
+    deadline = time.monotonic() + await_s
+    for topic in itertools.cycle(topics):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0.05:
+            return received
+        received += yield request(topic, max_messages, round(min(slice_s, remaining), 3))
+        if received:
+            return received
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def handles_of(messages: Iterable[MessageView | str]) -> list[tuple[str, int]]:
+    """``(receipt_handle, expires_ms)`` of each message (a bare handle expires in 12 h)."""
+    unknown = int(time.time() * 1000) + _UNKNOWN_EXPIRY_S * 1000
+    pairs = []
+    for message in messages:
+        if isinstance(message, str):
+            pairs.append((message, unknown))
+            continue
+        if message.receipt_handle is None:
+            raise ValueError(f"message {message.message_id} was not received: it has no handle")
+        pairs.append((message.receipt_handle, message.invisible_until or unknown))
+    return pairs
+
+
+def ack_chunks(
+    handles: Sequence[str],
+) -> Generator[list[str], ReceiptHandleExpiredError | None, list[str]]:
+    """The ack requests for ``handles``, as a generator: yields a chunk of handles to ack and
+    is sent ``None`` (acked) or the :class:`ReceiptHandleExpiredError` it got; a refused chunk
+    is acked again without its stale handles. Returns the stale handles."""
+    stale: list[str] = []
+    for start in range(0, len(handles), MAX_ACK_HANDLES):
+        chunk = list(handles[start : start + MAX_ACK_HANDLES])
+        while chunk:
+            error = yield chunk
+            if error is None:
+                break
+            refused = set(error.receipt_handles) & set(chunk) or set(chunk)  # none named: all
+            stale += [h for h in chunk if h in refused]
+            chunk = [h for h in chunk if h not in refused]
+    return stale
+
+
+def stale_error(stale: list[str]) -> ReceiptHandleExpiredError:
+    return ReceiptHandleExpiredError(
+        f"{len(stale)} receipt handle(s) are stale (the message was redelivered since); "
+        "the others were acked",
+        code="ReceiptHandleExpired",
+        http_status=400,
+        details={"receipt_handles": stale},
+    )
+
+
+class AckRetrier:
+    """Retries acks that failed for want of the service, until their receipt handles expire.
+
+    Pending acks live in an :class:`~cirrusmq.outbox.Outbox` (durable with a SQLite one, so
+    they survive a restart). A background thread retries them every ``interval_s``.
+    """
+
+    def __init__(self, store: Outbox, transport: Transport, *, interval_s: float = 2.0) -> None:
+        self.store = store
+        self._transport = transport
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        if store.stats().acks:
+            self._ensure_thread()
+
+    def park(self, group: str, handles: Iterable[tuple[str, int]]) -> None:
+        """Keep ``(receipt_handle, expires_ms)`` pairs of ``group`` for retrying."""
+        self.store.add_acks(group, handles)
+        self._ensure_thread()
+
+    def pending(self) -> int:
+        """How many acks wait."""
+        return self.store.stats().acks
+
+    def retry_now(self) -> None:
+        """Wake the retry thread at once."""
+        self._wake.set()
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, name="cirrusmq-ack-retry", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.flush_once()
+            except Exception:  # pragma: no cover - keep retrying, loudly
+                log.exception("retrying pending acks failed")
+
+    def flush_once(self) -> None:
+        """Try every pending ack once."""
+        pending = self.store.claim_acks(now_ms=int(time.time() * 1000))
+        by_group: dict[str, list] = {}
+        for ack in pending:
+            by_group.setdefault(ack.group, []).append(ack)
+        for group, acks in by_group.items():
+            ids = {a.receipt_handle: a.ack_id for a in acks}
+            steps = ack_chunks(list(ids))
+            try:
+                chunk = next(steps)
+                while True:
+                    try:
+                        self._transport.request(
+                            "POST",
+                            group_path(group, "ack"),
+                            json_body={"receipt_handles": chunk},
+                            retry=_ONE_ATTEMPT,
+                        )
+                    except ReceiptHandleExpiredError as error:
+                        chunk = steps.send(error)
+                    else:
+                        self.store.remove_acks([ids[h] for h in chunk])
+                        chunk = steps.send(None)
+            except StopIteration as done:
+                if done.value:
+                    log.info("dropping %d stale pending ack(s) of %s", len(done.value), group)
+                self.store.remove_acks([ids[h] for h in done.value])
+            except MQError as error:
+                if error.retriable:
+                    self.store.release_acks([a.ack_id for a in acks])
+                else:
+                    log.error("dropping %d pending ack(s) of %s: %s", len(acks), group, error)
+                    self.store.remove_acks([a.ack_id for a in acks])
+
+    def close(self) -> None:
+        """Stop retrying (pending acks stay in a durable store)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.store.close()
+
+
+class SimpleConsumer:
+    """A consumer that receives and acks explicitly (RocketMQ 5's ``SimpleConsumer``).
+
+    ``receive`` long-polls up to ``await_duration`` seconds; each message stays invisible to the
+    group for ``invisible_duration`` seconds unless acked (then it is delivered again, with
+    ``delivery_attempt`` + 1). With ``outbox_path``, an ack that cannot reach the service is
+    kept (durably) and retried until the message's receipt expires, instead of raising.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str] | Iterable[str] | None = None,
+        await_duration: float | timedelta = 20,
+        *,
+        request_timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        outbox_path: str | PathLike[str] | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.group = group
+        self.await_duration_s = min(seconds(await_duration), MAX_WAIT_S)
+        self._subscriptions = normalize_subscriptions(subscriptions)
+        self._own_transport = transport is None
+        self._transport = transport or Transport(
+            endpoint,
+            credentials,
+            request_timeout_s=request_timeout_s,
+            retry=RetryPolicy(max_attempts=max_attempts),
+        )
+        self._retrier = make_retrier(self._transport, outbox_path) if outbox_path else None
+        self._rotation = itertools.count()
+        self._closed = False
+
+    def __enter__(self) -> SimpleConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def subscriptions(self) -> dict[str, FilterExpression]:
+        """Topic -> filter, a copy."""
+        return dict(self._subscriptions)
+
+    def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
+        """Receive from ``topic`` too (or change its filter)."""
+        self._subscriptions.update(normalize_subscriptions({topic: filter_expression}))
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop receiving from ``topic``."""
+        self._subscriptions.pop(topic, None)
+
+    def receive(
+        self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
+    ) -> list[MessageView]:
+        """Up to ``max_message_num`` messages (1-1000), waiting up to ``await_duration``."""
+        self._check_open()
+        steps = receive_steps(
+            self._subscriptions,
+            start=next(self._rotation),
+            max_messages=max_message_num,
+            invisible_s=int(seconds(invisible_duration)),
+            await_s=self.await_duration_s,
+        )
+        try:
+            topic, body, wait_s = next(steps)
+            while True:
+                response = self._transport.request(
+                    "POST",
+                    group_path(self.group, "receive"),
+                    json_body=body,
+                    timeout_s=self._transport.request_timeout_s + wait_s,
+                )
+                messages = [MessageView.from_wire(m) for m in response["messages"]]
+                topic, body, wait_s = steps.send(messages)
+        except StopIteration as done:
+            return done.value
+
+    def ack(self, message: MessageView | str) -> None:
+        """Ack one message (or receipt handle)."""
+        self.ack_batch([message])
+
+    def ack_batch(self, messages: Iterable[MessageView | str]) -> None:
+        """Ack messages (or receipt handles), 1,000 per request.
+
+        Stale handles (messages redelivered since) do not stop the others: those are acked,
+        then :class:`~cirrusmq.errors.ReceiptHandleExpiredError` lists the stale ones. With an
+        outbox, acks the service cannot take now are kept and retried (no error).
+        """
+        self._check_open()
+        pairs = handles_of(messages)
+        if not pairs:
+            return
+        expiry = dict(pairs)
+        steps = ack_chunks([h for h, _ in pairs])
+        try:
+            chunk = next(steps)
+            while True:
+                try:
+                    self._transport.request(
+                        "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
+                    )
+                except ReceiptHandleExpiredError as error:
+                    chunk = steps.send(error)
+                except MQError as error:
+                    if not (error.retriable and self._retrier is not None):
+                        raise
+                    log.warning("ack unreachable (%s): %d kept for retry", error, len(chunk))
+                    self._retrier.park(self.group, [(h, expiry[h]) for h in chunk])
+                    chunk = steps.send(None)
+                else:
+                    chunk = steps.send(None)
+        except StopIteration as done:
+            if done.value:
+                raise stale_error(done.value) from None
+
+    def change_invisible_duration(
+        self, message: MessageView, invisible_duration: float | timedelta
+    ) -> MessageView:
+        """Make ``message`` invisible for ``invisible_duration`` from now; the message with its
+        new receipt handle (the old one still acks)."""
+        self._check_open()
+        if message.receipt_handle is None:
+            raise ValueError(f"message {message.message_id} was not received: it has no handle")
+        response = self._transport.request(
+            "POST",
+            group_path(self.group, "invisible"),
+            json_body={
+                "receipt_handle": message.receipt_handle,
+                "invisible_seconds": int(seconds(invisible_duration)),
+            },
+        )
+        return dataclasses.replace(
+            message,
+            receipt_handle=response["receipt_handle"],
+            invisible_until=response["invisible_until"],
+        )
+
+    @property
+    def pending_acks(self) -> int:
+        """Acks waiting in the outbox for the service (0 without an outbox)."""
+        return self._retrier.pending() if self._retrier is not None else 0
+
+    def close(self) -> None:
+        """Release the connection pool and the outbox (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._retrier is not None:
+            self._retrier.close()
+        if self._own_transport:
+            self._transport.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+
+
+def make_retrier(transport: Transport, outbox_path: str | PathLike[str] | None) -> AckRetrier:
+    """An :class:`AckRetrier` on a SQLite outbox at ``outbox_path``, else in memory."""
+    store: Outbox = SqliteOutbox(outbox_path) if outbox_path else MemoryOutbox()
+    return AckRetrier(store, transport)

@@ -1,0 +1,166 @@
+"""The SDK's errors: one root, :class:`MQError`, and one subclass per kind of failure.
+
+Every error carries the server's stable ``code`` (``None`` when the failure happened on this
+side), the HTTP ``http_status`` (``None`` when no response arrived) and whether the call may
+be ``retriable``. Responses are mapped to these classes in one place: :func:`error_from_response`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "BadRequestError",
+    "ClientClosedError",
+    "ConflictError",
+    "ForbiddenError",
+    "MQError",
+    "NotFoundError",
+    "OutboxError",
+    "OutboxFullError",
+    "OutboxLockedError",
+    "PayloadTooLargeError",
+    "ReceiptHandleExpiredError",
+    "ServerError",
+    "ThrottledError",
+    "TransportError",
+    "UnauthorizedError",
+    "UnsupportedFeatureError",
+    "error_from_response",
+]
+
+
+class MQError(Exception):
+    """Root of every error the SDK raises."""
+
+    default_retriable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        http_status: int | None = None,
+        details: Mapping[str, Any] | None = None,
+        retriable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        """The server's stable error code, e.g. ``TopicNotFound``."""
+        self.http_status = http_status
+        """The HTTP status of the response, ``None`` when there was none."""
+        self.details: Mapping[str, Any] = dict(details or {})
+        """Extra fields the server sent along (e.g. ``receipt_handles``)."""
+        self.retriable = self.default_retriable if retriable is None else retriable
+        """Whether the same call may succeed if made again."""
+
+    def __str__(self) -> str:
+        prefix = f"[{self.code}] " if self.code else ""
+        return f"{prefix}{self.message}"
+
+
+class BadRequestError(MQError):
+    """400 (or another 4xx without its own class): the request was refused, nothing changed."""
+
+
+class ReceiptHandleExpiredError(BadRequestError):
+    """Stale receipt handles (the message was redelivered since); see ``receipt_handles``."""
+
+    @property
+    def receipt_handles(self) -> list[str]:
+        """The offending handles, as listed by the server."""
+        return list(self.details.get("receipt_handles", ()))
+
+
+class UnauthorizedError(MQError):
+    """401: missing or invalid credentials."""
+
+
+class ForbiddenError(MQError):
+    """403: the credentials may not do this."""
+
+
+class NotFoundError(MQError):
+    """404: no such topic, message or route (see ``code``)."""
+
+
+class ConflictError(MQError):
+    """409: the topic exists or is being deleted, or a producer sequence was reused."""
+
+
+class PayloadTooLargeError(MQError):
+    """413: a message body over 4 MiB or a request over 6 MiB."""
+
+
+class ThrottledError(MQError):
+    """429: too many requests; retriable."""
+
+    default_retriable = True
+
+
+class ServerError(MQError):
+    """5xx: a fault on the service side; retriable."""
+
+    default_retriable = True
+
+
+class TransportError(MQError):
+    """No usable response: connection refused or reset, timeout, malformed response."""
+
+    default_retriable = True
+
+
+class OutboxError(MQError):
+    """Root of the local outbox's errors."""
+
+
+class OutboxFullError(OutboxError):
+    """The outbox (or the in-memory send buffer) is at its message-count or size bound."""
+
+
+class OutboxLockedError(OutboxError):
+    """Another client (in this or another process) has the outbox file open."""
+
+
+class ClientClosedError(MQError):
+    """The client was closed; it accepts no more calls."""
+
+
+class UnsupportedFeatureError(MQError):
+    """The SDK or the service does not support this yet (e.g. ``delivery_timestamp``)."""
+
+
+_BY_CODE: dict[str, type[MQError]] = {
+    "ReceiptHandleExpired": ReceiptHandleExpiredError,
+}
+
+_BY_STATUS: dict[int, type[MQError]] = {
+    400: BadRequestError,
+    401: UnauthorizedError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: PayloadTooLargeError,
+    429: ThrottledError,
+}
+
+
+def error_from_response(status: int, body: Any) -> MQError:
+    """The typed error for an HTTP error response whose JSON body is ``body``."""
+    if isinstance(body, Mapping):
+        code = body.get("code") if isinstance(body.get("code"), str) else None
+        message = str(body.get("message") or f"HTTP {status}")
+        details = body.get("details") if isinstance(body.get("details"), Mapping) else None
+    else:
+        code, message, details = None, f"HTTP {status}", None
+    if code in _BY_CODE:
+        cls = _BY_CODE[code]
+    elif status in _BY_STATUS:
+        cls = _BY_STATUS[status]
+    elif status >= 500:
+        cls = ServerError
+    else:
+        cls = BadRequestError
+    return cls(message, code=code, http_status=status, details=details)

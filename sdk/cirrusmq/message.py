@@ -1,0 +1,214 @@
+"""Messages as the SDK's users see them, and their JSON wire form."""
+
+from __future__ import annotations
+
+import base64
+import enum
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from .errors import UnsupportedFeatureError
+
+__all__ = [
+    "ConsumeResult",
+    "FilterExpression",
+    "Message",
+    "MessageView",
+    "SendReceipt",
+    "new_message_id",
+]
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_TAG_EXPRESSION = re.compile(r"^\s*[^\s|*]+(\s*\|\|\s*[^\s|*]+)*\s*$")
+
+
+def new_message_id() -> str:
+    """A ULID-like id: 26 Crockford base32 characters, sortable by creation millisecond."""
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        value, digit = divmod(value, 32)
+        chars.append(_CROCKFORD[digit])
+    return "".join(reversed(chars))
+
+
+def _frozen_mapping(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to send. ``body`` may be given as ``str`` (sent as UTF-8)."""
+
+    topic: str
+    """The topic to send to."""
+    body: bytes
+    """The payload, 1 byte to 4 MiB."""
+    tag: str | None = None
+    """One tag consumers can filter on (``TagA || TagB``)."""
+    keys: tuple[str, ...] = ()
+    """Business keys (e.g. an order id)."""
+    properties: Mapping[str, str] | None = None
+    """User properties, string to string."""
+    message_group: str | None = None
+    """Sharding key: messages of one group go to one queue, in order. Required on FIFO topics."""
+    delivery_timestamp: int | None = None
+    """Deliver no earlier than this (ms since the epoch). Not supported yet: sending raises
+    :class:`~cirrusmq.errors.UnsupportedFeatureError`."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.body, str):
+            object.__setattr__(self, "body", self.body.encode())
+        elif not isinstance(self.body, bytes):
+            object.__setattr__(self, "body", bytes(self.body))
+        if isinstance(self.keys, str):
+            object.__setattr__(self, "keys", (self.keys,))
+        elif not isinstance(self.keys, tuple):
+            object.__setattr__(self, "keys", tuple(self.keys))
+        object.__setattr__(self, "properties", _frozen_mapping(self.properties))
+
+    def to_wire(self, message_id: str, born_timestamp: int) -> dict[str, Any]:
+        """The JSON form of this message in a send request."""
+        if self.delivery_timestamp is not None:
+            raise UnsupportedFeatureError(
+                "delivery_timestamp (delay messages) is not supported by the service yet"
+            )
+        wire: dict[str, Any] = {
+            "message_id": message_id,
+            "body": base64.b64encode(self.body).decode("ascii"),
+            "born_timestamp": born_timestamp,
+        }
+        if self.tag is not None:
+            wire["tag"] = self.tag
+        if self.keys:
+            wire["keys"] = list(self.keys)
+        if self.properties:
+            wire["properties"] = dict(self.properties)
+        if self.message_group is not None:
+            wire["message_group"] = self.message_group
+        return wire
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """A received (or looked-up) message."""
+
+    message_id: str
+    topic: str
+    body: bytes
+    tag: str | None
+    keys: tuple[str, ...]
+    properties: Mapping[str, str]
+    message_group: str | None
+    queue: int
+    """The queue of the topic it is stored in."""
+    offset: int
+    """Its offset in that queue."""
+    born_timestamp: int
+    """When the producer made it (ms since the epoch)."""
+    stored_timestamp: int
+    """When the service stored it (ms since the epoch)."""
+    receipt_handle: str | None = None
+    """What acks it; ``None`` for a looked-up message."""
+    delivery_attempt: int = 0
+    """1 on the first delivery to a group, then 2, 3, ..."""
+    invisible_until: int | None = None
+    """Until when (ms since the epoch) the group will not see it again unless it is acked."""
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (undecodable bytes replaced)."""
+        return self.body.decode("utf-8", errors="replace")
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> MessageView:
+        return cls(
+            message_id=data["message_id"],
+            topic=data["topic"],
+            body=base64.b64decode(data["body"]),
+            tag=data.get("tag"),
+            keys=tuple(data.get("keys") or ()),
+            properties=_frozen_mapping(data.get("properties")),
+            message_group=data.get("message_group"),
+            queue=data["queue"],
+            offset=data["offset"],
+            born_timestamp=data["born_timestamp"],
+            stored_timestamp=data["stored_timestamp"],
+            receipt_handle=data.get("receipt_handle"),
+            delivery_attempt=data.get("delivery_attempt", 0),
+            invisible_until=data.get("invisible_until"),
+        )
+
+
+@dataclass(frozen=True)
+class SendReceipt:
+    """Where a sent message was stored; ``pending`` when it waits in the outbox instead."""
+
+    message_id: str
+    """The client-made message id."""
+    topic: str
+    queue: int | None = None
+    """The queue it was stored in; ``None`` while pending."""
+    offset: int | None = None
+    """Its offset in that queue; ``None`` while pending."""
+    pending: bool = False
+    """True when the service could not be reached: the message is in the durable outbox and
+    will be sent (once, in order) when the service is back."""
+
+
+@dataclass(frozen=True)
+class FilterExpression:
+    """Which tags a subscription receives: ``*`` (all) or ``TagA || TagB``."""
+
+    expression: str = "*"
+    ALL: ClassVar[FilterExpression]
+    """Every tag (``*``)."""
+
+    def __post_init__(self) -> None:
+        text = self.expression.strip()
+        if text != "*" and not _TAG_EXPRESSION.match(text):
+            raise ValueError(f"invalid filter expression {self.expression!r}: use '*' or 'A || B'")
+        object.__setattr__(self, "expression", text)
+
+    @classmethod
+    def tags(cls, tags: Iterable[str]) -> FilterExpression:
+        """A filter accepting any of ``tags``."""
+        return cls(" || ".join(tags))
+
+    def __str__(self) -> str:
+        return self.expression
+
+
+FilterExpression.ALL = FilterExpression("*")
+
+
+class ConsumeResult(enum.Enum):
+    """What a push consumer's listener reports for a message."""
+
+    SUCCESS = "success"
+    """Processed: the message is acked."""
+    FAILURE = "failure"
+    """Not processed: the message is delivered again later (with ``delivery_attempt`` + 1)."""
+
+
+def normalize_subscriptions(
+    subscriptions: Mapping[str, FilterExpression | str] | Iterable[str] | None,
+) -> dict[str, FilterExpression]:
+    """``{topic: FilterExpression}`` from a mapping (values may be strings) or topic names."""
+    if subscriptions is None:
+        return {}
+    if isinstance(subscriptions, str):
+        subscriptions = [subscriptions]
+    if isinstance(subscriptions, Mapping):
+        items = subscriptions.items()
+    else:
+        items = ((topic, FilterExpression.ALL) for topic in subscriptions)
+    return {
+        topic: expr if isinstance(expr, FilterExpression) else FilterExpression(str(expr))
+        for topic, expr in items
+    }

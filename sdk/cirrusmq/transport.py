@@ -1,0 +1,270 @@
+"""HTTP plumbing shared by every client: base URL, JSON, error mapping, retries.
+
+:class:`Transport` (threads) and :class:`AsyncTransport` (asyncio) wrap one ``httpx`` client
+each. A call is retried with exponential backoff and jitter on transport errors, 429 and 5xx
+only (:class:`RetryPolicy`); every other error is raised at once as its typed
+:class:`~cirrusmq.errors.MQError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .credentials import Credentials
+from .errors import MQError, TransportError, error_from_response
+
+__all__ = ["AsyncTransport", "RetryPolicy", "Transport"]
+
+USER_AGENT = "cirrusmq-python/0.1.0"
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+"""Failures that prove the request never reached the service (safe to repeat anything)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a call is repeated after a retriable failure."""
+
+    max_attempts: int = 3
+    """Attempts in all, the first included (1 = no retry)."""
+    initial_backoff_ms: float = 100
+    """The wait before the first retry (before jitter)."""
+    max_backoff_ms: float = 5_000
+    """The longest wait between two attempts."""
+    multiplier: float = 2.0
+    """Growth of the wait from one retry to the next."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def backoff_s(self, retry: int, *, retry_after_s: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based): "equal jitter" backoff."""
+        ceiling = min(self.max_backoff_ms, self.initial_backoff_ms * self.multiplier ** (retry - 1))
+        delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+        if retry_after_s is not None:
+            delay = max(delay, min(retry_after_s * 1000, self.max_backoff_ms))
+        return delay / 1000
+
+
+def should_retry(error: MQError, *, idempotent: bool) -> bool:
+    """Whether ``error`` may be retried; a non-idempotent call only if it surely did nothing."""
+    if not error.retriable:
+        return False
+    if idempotent:
+        return True
+    if isinstance(error, TransportError):
+        return isinstance(error.__cause__, _NOT_SENT)
+    return error.http_status in (429, 503)
+
+
+def _retry_after(error: MQError) -> float | None:
+    value = error.details.get("retry_after_s") if error.http_status == 429 else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _decode(response: httpx.Response) -> Any:
+    """The JSON body of a successful response, or the typed error of a failed one."""
+    body: Any = None
+    if response.content:
+        try:
+            body = response.json()
+        except ValueError:
+            if response.is_success:
+                raise TransportError(
+                    f"malformed JSON in a {response.status_code} response"
+                ) from None
+    if response.is_success:
+        return body
+    error = error_from_response(response.status_code, body)
+    retry_after = response.headers.get("retry-after")
+    if retry_after is not None and retry_after.isdigit():
+        error.details = {**error.details, "retry_after_s": int(retry_after)}
+    return _Raise(error)
+
+
+@dataclass(frozen=True)
+class _Raise:
+    error: MQError
+
+
+def _transport_error(exc: httpx.HTTPError, method: str, path: str) -> TransportError:
+    kind = type(exc).__name__
+    return TransportError(f"{method} {path}: {kind}: {exc or 'no response'}")
+
+
+def _encode(json_body: Any, content: bytes | None) -> tuple[bytes | None, dict[str, str]]:
+    if content is None and json_body is None:
+        return None, {}
+    if content is None:
+        content = json.dumps(json_body, separators=(",", ":")).encode()
+    return content, {"content-type": "application/json"}
+
+
+def _client_options(
+    endpoint: str, request_timeout_s: float, event_hooks: Mapping[str, list[Callable]] | None
+) -> dict[str, Any]:
+    return {
+        "base_url": endpoint.rstrip("/"),
+        "timeout": httpx.Timeout(request_timeout_s),
+        "headers": {"user-agent": USER_AGENT, "accept": "application/json"},
+        "event_hooks": dict(event_hooks or {}),
+    }
+
+
+class Transport:
+    """A blocking HTTP client for the CirrusMQ API (thread-safe).
+
+    ``event_hooks`` and ``http_transport`` are handed to ``httpx`` (instrumentation, proxies,
+    tests). Pass one ``Transport`` to several clients to share its connection pool.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None = None,
+        *,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+        http_transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.credentials = credentials  # unused until request signing exists
+        self.request_timeout_s = request_timeout_s
+        self.retry = retry or RetryPolicy()
+        self._client = httpx.Client(
+            **_client_options(endpoint, request_timeout_s, event_hooks), transport=http_transport
+        )
+        self._closed = threading.Event()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        retry: RetryPolicy | None = None,
+        idempotent: bool = True,
+        interrupt: threading.Event | None = None,
+    ) -> Any:
+        """Make the call, retrying as the policy allows; the decoded JSON body or ``None``.
+
+        ``interrupt`` cuts a backoff wait short (the last error is raised then); without it,
+        :meth:`close` does.
+        """
+        policy = retry or self.retry
+        body, headers = _encode(json_body, content)
+        attempt = 1
+        while True:
+            try:
+                return self._once(method, path, body, headers, params, timeout_s)
+            except MQError as error:
+                if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
+                    raise
+                delay = policy.backoff_s(attempt, retry_after_s=_retry_after(error))
+                if (interrupt or self._closed).wait(delay):
+                    raise
+                attempt += 1
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        params: Mapping[str, str] | None,
+        timeout_s: float | None,
+    ) -> Any:
+        timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
+        try:
+            response = self._client.request(
+                method, path, content=body, headers=headers, params=params, timeout=timeout
+            )
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, method, path) from exc
+        except RuntimeError as exc:  # the client was closed under us
+            raise TransportError(f"{method} {path}: {exc}") from exc
+        result = _decode(response)
+        if isinstance(result, _Raise):
+            raise result.error
+        return result
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent); pending backoff waits end at once."""
+        self._closed.set()
+        self._client.close()
+
+
+class AsyncTransport:
+    """The asyncio counterpart of :class:`Transport`."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None = None,
+        *,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.credentials = credentials  # unused until request signing exists
+        self.request_timeout_s = request_timeout_s
+        self.retry = retry or RetryPolicy()
+        self._client = httpx.AsyncClient(
+            **_client_options(endpoint, request_timeout_s, event_hooks), transport=http_transport
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        retry: RetryPolicy | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """Make the call, retrying as the policy allows; the decoded JSON body or ``None``."""
+        policy = retry or self.retry
+        body, headers = _encode(json_body, content)
+        timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
+        attempt = 1
+        while True:
+            try:
+                try:
+                    response = await self._client.request(
+                        method, path, content=body, headers=headers, params=params, timeout=timeout
+                    )
+                except httpx.HTTPError as exc:
+                    raise _transport_error(exc, method, path) from exc
+                except RuntimeError as exc:
+                    raise TransportError(f"{method} {path}: {exc}") from exc
+                result = _decode(response)
+                if isinstance(result, _Raise):
+                    raise result.error
+                return result
+            except MQError as error:
+                if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
+                    raise
+                await asyncio.sleep(policy.backoff_s(attempt, retry_after_s=_retry_after(error)))
+                attempt += 1
+
+    async def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        await self._client.aclose()

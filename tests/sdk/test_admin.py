@@ -1,0 +1,90 @@
+"""Admin against the local stack: typed results, typed errors."""
+
+from __future__ import annotations
+
+import pytest
+from cirrusmq import (
+    Admin,
+    BadRequestError,
+    ConflictError,
+    Message,
+    NotFoundError,
+    Producer,
+    SimpleConsumer,
+    Topic,
+    TransportError,
+)
+
+from .conftest import unique
+
+
+def test_topic_lifecycle(admin):
+    name = unique("adm")
+    created = admin.create_topic(name, queues=3, message_type="FIFO", retention_hours=5)
+    assert isinstance(created, Topic)
+    assert (created.name, created.queues, created.message_type, created.retention_hours) == (
+        name,
+        3,
+        "FIFO",
+        5,
+    )
+    assert name in [t.name for t in admin.list_topics()]
+    described = admin.describe_topic(name)
+    assert described.topic == created
+    assert [(q.queue, q.min_offset, q.max_offset) for q in described.queue_offsets] == [
+        (0, 0, 0),
+        (1, 0, 0),
+        (2, 0, 0),
+    ]
+    assert described.message_count == 0
+    admin.delete_topic(name)
+    assert name not in [t.name for t in admin.list_topics()]
+    with pytest.raises(NotFoundError) as gone:
+        admin.describe_topic(name)
+    assert gone.value.code == "TopicNotFound"
+
+
+def test_errors_carry_code_status_and_retriable(admin, topic):
+    with pytest.raises(ConflictError) as exists:
+        admin.create_topic(topic)
+    assert (exists.value.code, exists.value.http_status, exists.value.retriable) == (
+        "TopicAlreadyExists",
+        409,
+        False,
+    )
+    with pytest.raises(BadRequestError) as bad:
+        admin.create_topic("no spaces allowed")
+    assert bad.value.code == "InvalidTopicName"
+    with pytest.raises(BadRequestError) as range_error:
+        admin.create_topic(unique("t"), queues=0)
+    assert range_error.value.code == "InvalidRequest"
+    with pytest.raises(NotFoundError):
+        admin.delete_topic(unique("missing"))
+
+
+def test_describe_group_and_get_message(endpoint, credentials, admin, topic, group):
+    with Producer(endpoint, credentials) as producer:
+        receipts = producer.send_batch([Message(topic, f"m{i}") for i in range(4)])
+    assert admin.get_message(topic, receipts[2].message_id).text == "m2"
+    with pytest.raises(NotFoundError) as missing:
+        admin.get_message(topic, "nope")
+    assert missing.value.code == "MessageNotFound"
+    with SimpleConsumer(endpoint, credentials, group, [topic], await_duration=1) as consumer:
+        received = consumer.receive(3, 60)
+        consumer.ack(received[0])
+    description = admin.describe_group(group)
+    assert description.group == group
+    assert description.inflight == 2 and description.lag == 3
+    (queue,) = [q for q in description.queues if q.max_offset]
+    assert (queue.topic, queue.max_offset, queue.cursor) == (topic, 4, 3)
+    assert admin.describe_group(group, topic=unique("other")).queues == ()
+
+
+def test_health_and_an_unreachable_endpoint(admin):
+    assert admin.health()["status"] == "ok"
+    with (
+        Admin("http://127.0.0.1:9", max_attempts=2) as nowhere,
+        pytest.raises(TransportError) as down,
+    ):
+        nowhere.list_topics()
+    assert down.value.retriable and down.value.code is None

@@ -1,0 +1,78 @@
+"""The ``cirrusmq`` client commands against the local stack (typer's test runner)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cirrusmq.cli import app
+from typer.testing import CliRunner
+
+from .conftest import unique
+
+
+@pytest.fixture
+def cli(endpoint, credentials, tmp_path, monkeypatch):
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
+    monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None, code: int = 0):
+        result = runner.invoke(app, list(args), input=input)
+        assert result.exit_code == code, result.output
+        return result
+
+    return run
+
+
+def test_topic_commands(cli):
+    name = unique("cli")
+    assert f"created topic {name}" in cli("topic", "create", name, "--queues", "2").output
+    listing = cli("topic", "list").output
+    assert name in listing and "NORMAL" in listing
+    listed = json.loads(cli("topic", "list", "--json").output)
+    assert any(t["name"] == name and t["queues"] == 2 for t in listed)
+    described = json.loads(cli("topic", "describe", name, "--json").output)
+    assert [q["queue"] for q in described["queue_offsets"]] == [0, 1]
+    assert "0 message(s) retained" in cli("topic", "describe", name).output
+    cli("topic", "delete", name, input="n\n", code=1)  # asks first
+    assert f"deleted topic {name}" in cli("topic", "delete", name, "--yes").output
+    failed = cli("topic", "describe", name, code=1)
+    assert "TopicNotFound" in failed.output
+
+
+def test_send_consume_and_describe_group(cli, topic, group):
+    sent = cli(
+        "send", topic, "--body", "hello", "--tag", "A", "--key", "k1", "--group", "g", "-p", "x=1"
+    ).output
+    assert sent.startswith("sent ") and f"to {topic}" in sent
+    lines = "".join(f"line {i}\n" for i in range(200)) + "\n"
+    assert f"sent 200 message(s) to {topic}" in cli("send", topic, input=lines).output
+    peek = cli("consume", group, topic, "--filter", "A", "--max", "1", "--wait", "0.5").output
+    assert "hello" in peek and "tag=A" in peek and "keys=k1" in peek
+    consumed = cli("consume", unique("g"), topic, "--ack", "--json", "--wait", "0.5")
+    bodies = [json.loads(line)["body"] for line in consumed.stdout.splitlines()]
+    assert sorted(bodies) == sorted(["hello", *(f"line {i}" for i in range(200))])
+    assert "201 message(s) acked" in consumed.output
+    described = json.loads(cli("group", "describe", group, "--topic", topic, "--json").output)
+    assert sum(q["inflight"] for q in described["queues"]) == 1
+    assert "lag" in cli("group", "describe", group).output
+
+
+def test_profiles_and_missing_configuration(cli, endpoint, tmp_path, monkeypatch):
+    (tmp_path / "config").write_text(
+        f'[profile.local]\nendpoint = "{endpoint}"\n'
+        '[profile.broken]\nendpoint = "http://127.0.0.1:9"\n'
+    )
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", "http://127.0.0.1:9")  # unreachable
+    monkeypatch.delenv("CIRRUSMQ_ACCESS_KEY")
+    monkeypatch.delenv("CIRRUSMQ_SECRET_KEY")
+    assert "topic(s)" in cli("topic", "list", "--profile", "local").output
+    assert "topic(s)" in cli("topic", "list", "--endpoint", endpoint).output
+    assert "ConnectError" in cli("topic", "list", code=1).output  # the environment's endpoint
+    assert "no [profile.nope]" in cli("topic", "list", "--profile", "nope", code=1).output
+    monkeypatch.delenv("CIRRUSMQ_ENDPOINT")
+    assert "no endpoint" in cli("topic", "list", code=1).output

@@ -1,0 +1,91 @@
+"""The outbox contract, on both implementations, and what only SQLite does."""
+
+from __future__ import annotations
+
+import pytest
+from cirrusmq import OutboxLockedError
+from cirrusmq.outbox import MemoryOutbox, OutboxBatch, SqliteOutbox
+
+
+def batch(topic: str, sequence: int, *ids: str) -> OutboxBatch:
+    return OutboxBatch(topic, "p-1", sequence, ids or (f"m{sequence}",), f"{{{sequence}}}".encode())
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def outbox(request, tmp_path):
+    store = MemoryOutbox() if request.param == "memory" else SqliteOutbox(tmp_path / "o.db")
+    yield store
+    store.close()
+
+
+def test_heads_are_claimed_one_per_topic_in_order(outbox):
+    a0, a1 = outbox.append(batch("a", 0)), outbox.append(batch("a", 1))
+    b0 = outbox.append(batch("b", 2))
+    heads = outbox.claim_heads()
+    assert [h.entry_id for h in heads] == [a0.entry_id, b0.entry_id]
+    assert all(h.attempts == 1 for h in heads)
+    assert outbox.claim_heads() == []  # the heads are claimed: nothing else may go
+    outbox.remove(a0.entry_id)
+    (head,) = outbox.claim_heads()
+    assert head.entry_id == a1.entry_id and head.batch == batch("a", 1)
+
+
+def test_a_released_head_stays_first_and_skipped_topics_wait(outbox):
+    a0 = outbox.append(batch("a", 0))
+    outbox.append(batch("a", 1))
+    outbox.claim_heads()
+    outbox.release(a0.entry_id)
+    assert outbox.claim_heads(skip_topics={"a"}) == []
+    (again,) = outbox.claim_heads()
+    assert again.entry_id == a0.entry_id and again.attempts == 2
+
+
+def test_stats_and_entries(outbox):
+    outbox.append(batch("a", 0, "x", "y"))
+    outbox.append(batch("b", 1))
+    outbox.add_acks("g", [("h1", 10**13)])
+    stats = outbox.stats()
+    assert (stats.batches, stats.messages, stats.acks) == (2, 3, 1)
+    assert stats.bytes == len(b"{0}") + len(b"{1}")
+    assert [e.batch.sequence for e in outbox.entries()] == [0, 1]
+    assert outbox.topic_counts() == {"a": (1, 2, 3), "b": (1, 1, 3)}
+
+
+def test_acks_expire_and_are_claimed_once(outbox):
+    outbox.add_acks("g", [("old", 1_000), ("new", 5_000)])
+    outbox.add_acks("g", [("new", 5_000)])  # kept once
+    (ack,) = outbox.claim_acks(now_ms=2_000)
+    assert (ack.group, ack.receipt_handle) == ("g", "new")
+    assert outbox.claim_acks(now_ms=2_000) == []
+    outbox.release_acks([ack.ack_id])
+    assert [a.receipt_handle for a in outbox.claim_acks(now_ms=2_000)] == ["new"]
+    outbox.remove_acks([ack.ack_id])
+    assert outbox.stats().acks == 0
+
+
+def test_sqlite_survives_reopening_and_forgets_old_claims(tmp_path):
+    path = tmp_path / "outbox.db"
+    store = SqliteOutbox(path)
+    first = store.append(batch("a", 7, "m1", "m2"))
+    store.claim_heads()  # claimed by a process that then dies...
+    store.close()
+    reopened = SqliteOutbox(path)
+    (head,) = reopened.claim_heads()  # ...so the claim is void for the next owner
+    assert head.entry_id == first.entry_id
+    assert head.batch == batch("a", 7, "m1", "m2")
+    reopened.close()
+
+
+def test_sqlite_has_one_owner_at_a_time(tmp_path):
+    path = tmp_path / "outbox.db"
+    owner = SqliteOutbox(path)
+    with pytest.raises(OutboxLockedError):
+        SqliteOutbox(path)
+    owner.close()
+    SqliteOutbox(path).close()
+
+
+def test_sqlite_uses_wal(tmp_path):
+    store = SqliteOutbox(tmp_path / "o.db")
+    assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
