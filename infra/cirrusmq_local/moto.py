@@ -1,4 +1,8 @@
-"""Run ``moto.server`` as a subprocess (its own GIL, apart from the handlers)."""
+"""Run moto's server as a subprocess (its own GIL, apart from the handlers).
+
+It runs as :mod:`cirrusmq_local.moto_serial`, one request at a time, because moto loses
+committed DynamoDB writes when a concurrent transaction fails (see that module).
+"""
 
 from __future__ import annotations
 
@@ -80,7 +84,7 @@ class MotoServer:
         env.pop("AWS_ENDPOINT_URL", None)
         self._log = tempfile.TemporaryFile(prefix="cirrusmq-moto-")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(port)],
+            [sys.executable, "-m", "cirrusmq_local.moto_serial", "-H", self.host, "-p", str(port)],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
