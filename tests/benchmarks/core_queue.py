@@ -43,7 +43,11 @@ DDB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "Batc
 
 @dataclass
 class CallCounter:
-    """Counts AWS calls by kind, and DynamoDB capacity units (items ≤ 1 KB assumed)."""
+    """Counts AWS calls by kind, and DynamoDB capacity units.
+
+    Units are a floor: one per item read or written (two per transactional write), as if
+    every item were under 1 KB (4 KB for reads); group state items can be larger.
+    """
 
     calls: collections.Counter = field(default_factory=collections.Counter)
     write_units: int = 0
@@ -56,7 +60,11 @@ class CallCounter:
                 kind = {"PutObject": "S3 PUT", "GetObject": "S3 GET"}.get(operation, "S3 other")
             elif operation in DDB_READS:
                 kind = "DynamoDB read"
-                self.read_units += 1
+                self.read_units += (
+                    sum(len(v["Keys"]) for v in params["RequestItems"].values())
+                    if operation == "BatchGetItem"
+                    else 1
+                )
             elif operation in DDB_WRITES:
                 kind = "DynamoDB write"
                 if operation == "TransactWriteItems":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from api_helpers import ack, b64, make_topic, max_offsets, object_keys, receive, send
 
@@ -80,6 +82,20 @@ CASES = {
     "sequence-without-producer": (*send_case(ONE, sequence=1), 400, "InvalidRequest"),
     "bad-producer-id": (*send_case(ONE, producer_id="a b", sequence=1), 400, "InvalidRequest"),
     "negative-sequence": (*send_case(ONE, producer_id="p", sequence=-1), 400, "InvalidRequest"),
+    "huge-sequence": (*send_case(ONE, producer_id="p", sequence=2**63), 400, "InvalidRequest"),
+    "born-after-year-9999": (
+        *send_case([{"body": "eA==", "born_timestamp": 253_402_300_800_000}]),
+        400,
+        "InvalidMessage",
+    ),
+    "newline-in-topic-name": ("POST", "/v1/topics", {"name": "x\n"}, 400, "InvalidTopicName"),
+    "group-describe-bad-topic": (
+        "GET",
+        "/v1/groups/grp?topic=bad%21",
+        None,
+        400,
+        "InvalidTopicName",
+    ),
     # receive parameters
     "receive-invalid-group": (
         "POST",
@@ -151,6 +167,27 @@ def test_malformed_json(api, shared_topic):
     response = api.post(
         f"/v1/topics/{shared_topic}/messages",
         content=b'{"messages": [',
+        headers={"content-type": "application/json"},
+    )
+    assert (response.status_code, response.json()["code"]) == (400, "InvalidRequest")
+    assert max_offsets(api, shared_topic) == [0, 0]
+
+
+def test_lone_surrogate_escape_in_json(api, shared_topic):
+    body = json.dumps({"messages": [{"body": "eA==", "tag": "\ud800"}]})  # ASCII: "\\ud800"
+    response = api.post(
+        f"/v1/topics/{shared_topic}/messages",
+        content=body.encode(),
+        headers={"content-type": "application/json"},
+    )
+    assert (response.status_code, response.json()["code"]) == (400, "InvalidMessage")
+    assert max_offsets(api, shared_topic) == [0, 0]
+
+
+def test_body_that_is_not_utf8(api, shared_topic):
+    response = api.post(
+        f"/v1/topics/{shared_topic}/messages",
+        content=b"\xff\xfe{",
         headers={"content-type": "application/json"},
     )
     assert (response.status_code, response.json()["code"]) == (400, "InvalidRequest")

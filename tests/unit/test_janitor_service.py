@@ -15,6 +15,7 @@ class SimulatedCrash(BaseException):
 
 
 def test_orphans_are_swept_after_the_grace_period_only(broker, clock, monkeypatch):
+    clock.now = _real_now()  # moto stamps objects with the real clock
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"kept")
     with monkeypatch.context() as patch:
@@ -24,7 +25,6 @@ def test_orphans_are_swept_after_the_grace_period_only(broker, clock, monkeypatc
         with pytest.raises(SimulatedCrash):
             broker.produce.send("t", [MessageInput(b"orphaned")])
     assert len(object_keys(broker)) == 2 and len(index_items(broker)) == 1
-    # moto stamps objects with the real clock; the janitor's clock decides what is old.
     clock.now = _real_now() + (broker.settings.orphan_grace_seconds - 30) * 1000
     assert broker.janitor.sweep_orphans().deleted == 0
     clock.now = _real_now() + (broker.settings.orphan_grace_seconds + 30) * 1000

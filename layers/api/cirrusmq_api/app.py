@@ -38,6 +38,10 @@ def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
     def invalid_request(exc: RequestValidationError) -> Response:
         return error_response(400, "InvalidRequest", _describe(exc.errors()))
 
+    @app.exception_handler(UnicodeDecodeError)
+    def not_text(_: UnicodeDecodeError) -> Response:
+        return error_response(400, "InvalidRequest", "the request body is not UTF-8 JSON")
+
     @app.not_found
     def route_not_found(_: Exception) -> Response:
         return error_response(404, "RouteNotFound", f"no route {app.current_event.path}")

@@ -63,7 +63,7 @@ class MessageIn(Strict):
 
 class SendRequest(Strict):
     producer_id: str | None = Field(None, min_length=1, max_length=limits.MAX_PRODUCER_ID_CHARS)
-    sequence: int | None = Field(None, ge=0)
+    sequence: int | None = Field(None, ge=0, le=2**63 - 1)
     messages: list[MessageIn]
 
 
@@ -98,12 +98,22 @@ class ReceivedMessageBody(MessageBody):
     invisible_until: int
 
 
+def documented_range(low: float, high: float) -> dict:
+    """Bounds shown in the OpenAPI document; the service checks them (with specific codes)."""
+    return {"json_schema_extra": {"minimum": low, "maximum": high}}
+
+
 class ReceiveRequest(Strict):
     topic: str
-    filter: str = "*"
-    max_messages: int = limits.DEFAULT_RECEIVE_MESSAGES
-    invisible_seconds: int = limits.DEFAULT_INVISIBLE_SECONDS
-    wait_seconds: float = 0
+    filter: str = Field("*", description="'*' or 'TagA || TagB'.")
+    max_messages: int = Field(
+        limits.DEFAULT_RECEIVE_MESSAGES, **documented_range(1, limits.MAX_RECEIVE_MESSAGES)
+    )
+    invisible_seconds: int = Field(
+        limits.DEFAULT_INVISIBLE_SECONDS,
+        **documented_range(limits.MIN_INVISIBLE_SECONDS, limits.MAX_INVISIBLE_SECONDS),
+    )
+    wait_seconds: float = Field(0, **documented_range(0, limits.MAX_WAIT_SECONDS))
 
 
 class ReceiveResponse(BaseModel):
@@ -120,7 +130,9 @@ class AckResponse(BaseModel):
 
 class ChangeInvisibleRequest(Strict):
     receipt_handle: str
-    invisible_seconds: int
+    invisible_seconds: int = Field(
+        ..., **documented_range(limits.MIN_INVISIBLE_SECONDS, limits.MAX_INVISIBLE_SECONDS)
+    )
 
 
 class ChangeInvisibleResponse(BaseModel):

@@ -58,7 +58,12 @@ def encode_batch(
 
 def decode_batch(data: bytes, *, topic: str, queue: int, base_offset: int) -> list[StoredMessage]:
     """Decode a batch object; row ``i`` is offset ``base_offset + i``."""
-    rows = pq.read_table(io.BytesIO(data)).to_pylist()
+    table = pq.read_table(io.BytesIO(data))
+    for name in ("born_timestamp", "stored_timestamp"):  # as epoch ms, never as datetimes
+        table = table.set_column(
+            table.schema.get_field_index(name), name, table[name].cast(pa.int64())
+        )
+    rows = table.to_pylist()
     return [
         StoredMessage(
             topic=topic,
@@ -70,13 +75,8 @@ def decode_batch(data: bytes, *, topic: str, queue: int, base_offset: int) -> li
             keys=tuple(row["keys"] or ()),
             properties=dict(row["properties"] or ()),
             message_group=row["message_group"],
-            born_timestamp=_millis(row["born_timestamp"]),
-            stored_timestamp=_millis(row["stored_timestamp"]),
+            born_timestamp=row["born_timestamp"],
+            stored_timestamp=row["stored_timestamp"],
         )
         for i, row in enumerate(rows)
     ]
-
-
-def _millis(value: object) -> int:
-    """pyarrow gives timestamps as aware datetimes; the model uses epoch milliseconds."""
-    return round(value.timestamp() * 1000)  # type: ignore[attr-defined]

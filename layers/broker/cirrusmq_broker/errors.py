@@ -106,6 +106,12 @@ class Throttled(BrokerError):
     code, http_status, retriable = "Throttled", 429, True
 
 
+class TooManyInflight(BrokerError):
+    """A queue holds as many unacked messages for the group as a state item can track."""
+
+    code, http_status, retriable = "TooManyInflight", 429, True
+
+
 class Busy(BrokerError):
     """Contention on a queue's tail or a group's state did not settle in time."""
 

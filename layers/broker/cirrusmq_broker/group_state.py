@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 
 def new_lease_id() -> str:
-    return secrets.token_hex(4)
+    return secrets.token_hex(8)
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,10 @@ class GroupQueueState:
                 lowest = min(lowest, pending[0])
         return lowest
 
+    def holds(self, lease_id: str, offset: int) -> bool:
+        """Whether a handle (lease, offset) may still ack: its lease is live or it settled."""
+        return bool(self.version) and (lease_id in self.leases or offset < self.committed)
+
     def expired_leases(self, now: int) -> list[Lease]:
         """Leases past their deadline with something left to deliver, oldest offsets first."""
         expired = [
@@ -74,6 +78,11 @@ class GroupQueueState:
             if lease.deadline <= now and lease.unsettled(self.acked)
         ]
         return sorted(expired, key=lambda lease: lease.start)
+
+    def _unused_id(self) -> str:
+        while (lease_id := new_lease_id()) in self.leases:
+            pass
+        return lease_id
 
     # ------------------------------------------------------------------ changing
     def compact(self) -> None:
@@ -114,7 +123,7 @@ class GroupQueueState:
         self.cursor, self.cursor_base = end, cursor_base
         if not delivered_set:
             return None
-        lease = Lease(new_lease_id(), start, end, now + invisible_ms, attempt=1)
+        lease = Lease(self._unused_id(), start, end, now + invisible_ms, attempt=1)
         self.leases[lease.lease_id] = lease
         return lease
 
@@ -128,7 +137,7 @@ class GroupQueueState:
         del self.leases[lease.lease_id]
         split = pending[count - 1] + 1 if count < len(pending) else lease.end
         taken = Lease(
-            new_lease_id(),
+            self._unused_id(),
             lease.start,
             split,
             now + invisible_ms,
@@ -139,7 +148,7 @@ class GroupQueueState:
         if split < lease.end:
             rest = replace(
                 lease,
-                lease_id=new_lease_id(),
+                lease_id=self._unused_id(),
                 start=split,
                 moved=frozenset(o for o in lease.moved if o >= split),
             )
@@ -161,6 +170,6 @@ class GroupQueueState:
             self.leases[lease_id] = replace(lease, deadline=deadline)
             return self.leases[lease_id]
         self.leases[lease_id] = replace(lease, moved=lease.moved | {offset})
-        single = Lease(new_lease_id(), offset, offset + 1, deadline, lease.attempt)
+        single = Lease(self._unused_id(), offset, offset + 1, deadline, lease.attempt)
         self.leases[single.lease_id] = single
         return single

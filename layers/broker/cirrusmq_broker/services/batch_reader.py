@@ -8,7 +8,7 @@ from cachetools import LRUCache
 
 from ..codec import decode_batch
 from ..model import IndexEntry, StoredMessage
-from ..storage.batch_objects import BatchObjectStore
+from ..storage.batch_objects import BatchObjectGone, BatchObjectStore
 
 
 class BatchReader:
@@ -20,13 +20,17 @@ class BatchReader:
         self._lock = threading.Lock()
 
     def messages(self, entry: IndexEntry) -> list[StoredMessage]:
-        """The messages of one indexed batch, offsets filled in."""
+        """The messages of one indexed batch, offsets filled in ([] once it is deleted)."""
         with self._lock:
             cached = self._cache.get(entry.object_key)
         if cached is not None:
             return cached
+        try:
+            data = self._objects.get(entry.object_key)
+        except BatchObjectGone:
+            return []  # past retention: the lifecycle rule removed it before the index TTL
         batch = decode_batch(
-            self._objects.get(entry.object_key),
+            data,
             topic=entry.topic,
             queue=entry.queue,
             base_offset=entry.base_offset,

@@ -25,6 +25,7 @@ from ..errors import (
     InvalidRequest,
     MessageNotFound,
     ReceiptHandleExpired,
+    TooManyInflight,
 )
 from ..filters import TagFilter
 from ..group_state import GroupQueueState, Lease
@@ -45,6 +46,8 @@ MAX_SCAN_PER_QUEUE = 2000
 """Messages one receive examines per queue (bounds work when a filter skips most)."""
 POLL_INTERVAL_SECONDS = 0.5
 SAVE_ATTEMPTS = 6
+MAX_ACK_QUEUES = 100
+"""An ack touching several queues is one DynamoDB transaction (at most 100 items)."""
 
 
 def wire_size(message: StoredMessage) -> int:
@@ -60,6 +63,8 @@ class QueuePlan:
     """What one queue could deliver now."""
 
     redeliveries: list[tuple[Lease, list[StoredMessage]]] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+    """Leased offsets past retention: they settle without a delivery."""
     new: list[tuple[StoredMessage, bool]] = field(default_factory=list)
     """Messages from the cursor on, with whether they pass the filter."""
     scan_end: int = 0
@@ -144,7 +149,11 @@ class ConsumeService:
             now = self._clock()
             plan = self._plan(states[q], tag_filter, wanted, now)
             count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
-            received.extend(self._take(states[q], plan, count, tag_filter, now, invisible_s * 1000))
+            try:
+                taken = self._take(states[q], plan, count, tag_filter, now, invisible_s * 1000)
+            except Busy:
+                continue  # other consumers of the group hold this queue: serve the others
+            received.extend(taken)
             bytes_left -= used
         return received
 
@@ -165,8 +174,11 @@ class ConsumeService:
         for lease in state.expired_leases(now):
             if wanted <= 0:
                 break
-            offsets = lease.unsettled(state.acked)[:wanted]
-            messages = [m for o in offsets if (m := self._message_at(state, o)) is not None]
+            looked_up = lease.unsettled(state.acked)[: wanted + 64]
+            found = self._messages_at(state, looked_up)
+            horizon = max(found) if found else looked_up[-1]
+            plan.missing += [o for o in looked_up if o not in found and o <= horizon]
+            messages = [found[o] for o in looked_up if o in found][:wanted]
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
         if (
@@ -176,14 +188,18 @@ class ConsumeService:
         ):
             return plan  # flow control: this queue waits for acks
         entries = self._index.read_from(
-            state.topic, state.queue, state.cursor_base, min(100, max(wanted, 8))
+            state.topic, state.queue, state.cursor_base, min(100, max(wanted, 8)), now_s=now // 1000
         )
         if entries and entries[0].base_offset > state.cursor:
             state.skip_to(entries[0].base_offset)  # retention removed what lay between
         plan.entries, plan.scan_end = entries, state.cursor
         room = limits.MAX_INFLIGHT_PER_QUEUE - (state.cursor - state.committed)
         for entry in entries:
-            for message in self._reader.messages(entry)[max(0, state.cursor - entry.base_offset) :]:
+            batch = self._reader.messages(entry)
+            if not batch:  # the object is past retention already: skip its offsets
+                plan.scan_end = entry.next_offset
+                continue
+            for message in batch[max(0, state.cursor - entry.base_offset) :]:
                 if wanted <= 0 or len(plan.new) >= min(MAX_SCAN_PER_QUEUE, room):
                     return plan
                 passes = tag_filter.matches(message.tag)
@@ -202,7 +218,7 @@ class ConsumeService:
         invisible_ms: int,
     ) -> list[ReceivedMessage]:
         """Lease ``share`` messages of the plan and store the state (re-planning on a race)."""
-        for _ in range(SAVE_ATTEMPTS):
+        for attempt in range(SAVE_ATTEMPTS):
             cursor_before = state.cursor
             delivered = self._apply(state, plan, share, now, invisible_ms)
             if not delivered and state.cursor == cursor_before:
@@ -210,6 +226,7 @@ class ConsumeService:
             state.compact()
             if self._states.save(state):
                 return [self._received(state, message, lease) for message, lease in delivered]
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another consumer won: back off
             state = self._states.load_one(state.group, state.topic, state.queue)
             plan = self._plan(state, tag_filter, share, self._clock())
         raise Busy(f"group {state.group!r} is contended on queue {state.queue}; retry")
@@ -219,16 +236,19 @@ class ConsumeService:
         state: GroupQueueState, plan: QueuePlan, share: int, now: int, invisible_ms: int
     ) -> list[tuple[StoredMessage, Lease]]:
         delivered: list[tuple[StoredMessage, Lease]] = []
+        state.acked.update(plan.missing)
         for lease, messages in plan.redeliveries:
-            count = min(len(messages), share - len(delivered))
-            if count <= 0:
+            room = share - len(delivered)
+            if room <= 0:
                 break
-            taken = state.redeliver(lease, count, now=now, invisible_ms=invisible_ms)
-            delivered.extend((m, taken) for m in messages[:count])
+            if messages:
+                taken = state.redeliver(
+                    lease, min(len(messages), room), now=now, invisible_ms=invisible_ms
+                )
+                delivered.extend((m, taken) for m in messages[:room])
         room = share - len(delivered)
         wanted = [m for m, passes in plan.new if passes]
-        taken_new = wanted[:room]
-        untaken = wanted[room:] if room >= 0 else wanted
+        taken_new, untaken = wanted[:room], wanted[room:]
         end = untaken[0].offset if untaken else plan.scan_end
         if end > state.cursor:
             lease = state.lease_new(
@@ -256,11 +276,23 @@ class ConsumeService:
         )
         return ReceivedMessage(message, self._signer.encode(handle), lease.attempt, lease.deadline)
 
-    def _message_at(self, state: GroupQueueState, offset: int) -> StoredMessage | None:
-        entry = self._index.entry_at(state.topic, state.queue, offset)
-        if entry is None:
-            return None
-        return self._reader.messages(entry)[offset - entry.base_offset]
+    def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
+        """The stored messages at ``offsets`` (ascending), one index read per batch."""
+        found: dict[int, StoredMessage] = {}
+        pending = list(offsets)
+        while pending:
+            entry = self._index.entry_at(state.topic, state.queue, pending[0])
+            if entry is None:
+                pending.pop(0)
+                continue
+            batch = self._reader.messages(entry)
+            for offset in pending:
+                if offset >= entry.next_offset:
+                    break
+                if offset - entry.base_offset < len(batch):
+                    found[offset] = batch[offset - entry.base_offset]
+            pending = [o for o in pending if o >= entry.next_offset]
+        return found
 
     # ================================================================ ack
     def ack(self, group: str, receipt_handles: list[str]) -> int:
@@ -275,6 +307,8 @@ class ConsumeService:
                 (handle.topic, handle.queue), AckRequest(handle.topic, handle.queue, {})
             )
             request.offsets_by_lease.setdefault(handle.lease_id, []).append(handle.offset)
+        if len(requests) > MAX_ACK_QUEUES:
+            raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
         for _ in range(SAVE_ATTEMPTS):
             if self._states.ack(group, list(requests.values())):
                 return len(handles)
@@ -304,11 +338,7 @@ class ConsumeService:
             key = (handle.topic, handle.queue)
             if key not in states:
                 states[key] = self._states.load_one(group, handle.topic, handle.queue)
-            state = states[key]
-            live = state.version and (
-                handle.lease_id in state.leases or handle.offset < state.committed
-            )
-            if not live:
+            if not states[key].holds(handle.lease_id, handle.offset):
                 stale.append(text)
         return stale
 
@@ -323,7 +353,7 @@ class ConsumeService:
         for _ in range(SAVE_ATTEMPTS):
             state = self._states.load_one(group, handle.topic, handle.queue)
             if len(state.leases) >= 2 * limits.MAX_LEASES_PER_QUEUE:
-                raise Busy("too many messages in flight on this queue; ack some first")
+                raise TooManyInflight("too many messages in flight on this queue; ack some first")
             deadline = self._clock() + invisible_seconds * 1000
             lease = state.change_invisible(handle.lease_id, handle.offset, deadline=deadline)
             if lease is None:
@@ -331,7 +361,7 @@ class ConsumeService:
                     "the receipt handle is stale: the message was acked or redelivered since"
                 )
             if self._states.save(state):
-                message = self._message_at(state, handle.offset)
+                message = self._messages_at(state, [handle.offset]).get(handle.offset)
                 if message is None:
                     raise MessageNotFound("the message is past its retention")
                 return self._received(state, message, lease)
@@ -342,13 +372,14 @@ class ConsumeService:
         """The stored message with ``message_id`` in ``topic_name``."""
         topic = self._topics.active(topic_name)
         check_message_id(message_id)
-        location = self._message_ids.get(message_id)
-        if location is None or location.topic != topic.name:
-            raise MessageNotFound(f"no message {message_id!r} in topic {topic.name!r}")
-        entry = self._index.entry_at(topic.name, location.queue, location.offset)
-        if entry is None:
-            raise MessageNotFound(f"message {message_id!r} is past its retention")
-        return self._reader.messages(entry)[location.offset - entry.base_offset]
+        location = self._message_ids.get(topic.name, message_id)
+        if location is not None:
+            entry = self._index.entry_at(topic.name, location.queue, location.offset)
+            batch = self._reader.messages(entry) if entry else []
+            position = location.offset - entry.base_offset if entry else -1
+            if 0 <= position < len(batch) and batch[position].message_id == message_id:
+                return batch[position]
+        raise MessageNotFound(f"no message {message_id!r} in topic {topic.name!r}")
 
     def describe_group(self, group: str, topic: str | None = None) -> list[GroupQueueStatus]:
         """Per queue the group consumed: committed offset, cursor, max offset, in flight."""

@@ -24,6 +24,7 @@ from .topic_catalog import TOPIC_CACHE_SECONDS
 log = logging.getLogger(__name__)
 
 KEY_PATTERN = re.compile(r"^topics/topic=(?P<topic>[^/]+)/queue=(?P<queue>\d+)/")
+DELETE_CHUNK = 1000
 PURGE_DELAY_SECONDS = TOPIC_CACHE_SECONDS + 60
 """Wait this long after a delete, so no handler still appends to the topic."""
 
@@ -76,7 +77,8 @@ class JanitorService:
         """Delete batch objects older than the grace period that no index item names."""
         cutoff = dt.datetime.fromtimestamp(self._clock() / 1000 - self._grace, tz=dt.UTC)
         indexed: dict[tuple[str, int], set[str]] = {}
-        orphans, examined = [], 0
+        orphans: list[str] = []
+        examined = deleted = 0
         for obj in self._objects.list(TOPICS_PREFIX):
             examined += 1
             match = KEY_PATTERN.match(obj.key)
@@ -87,7 +89,11 @@ class JanitorService:
                 indexed[stream] = {key for _, key in self._index.keys_of(*stream)}
             if obj.key not in indexed[stream]:
                 orphans.append(obj.key)
+            if len(orphans) >= DELETE_CHUNK:  # delete as it goes: a long sweep still progresses
+                self._objects.delete(orphans)
+                deleted, orphans = deleted + len(orphans), []
         self._objects.delete(orphans)
-        if orphans:
-            log.info("swept %d orphaned batch objects", len(orphans))
-        return SweepReport(examined, len(orphans))
+        deleted += len(orphans)
+        if deleted:
+            log.info("swept %d orphaned batch objects", deleted)
+        return SweepReport(examined, deleted)

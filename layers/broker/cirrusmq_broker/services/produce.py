@@ -35,8 +35,13 @@ from ..validation import (
     check_producer_id,
     check_properties,
     check_tag,
+    check_timestamp,
 )
 from .topic_catalog import TopicCatalog
+
+REUSE_EXISTING_OBJECT_SECONDS = 30
+"""A retry indexes the object its first attempt wrote only while it is this young: the
+orphan sweeper's grace period (at least 60 s) must not run out in between."""
 
 
 @dataclass(frozen=True)
@@ -79,43 +84,21 @@ class ProduceService:
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._lock = threading.Lock()
         self._uploads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="batch-put")
+        self._incarnations: dict[str, int] = {}
 
     def send(
         self, topic_name: str, inputs: Sequence[MessageInput], stamp: ProducerStamp | None = None
     ) -> SendResult:
         """Store a batch; with a stamp, a repeated request returns the original receipts."""
         topic = self._topics.active(topic_name)
+        self._notice_incarnation(topic)
         if stamp is not None:
             check_producer_id(stamp.producer_id)
         now = self._clock()
         messages = self._validate(topic, inputs, now, stamp)
-        digest = _digest(topic.name, inputs)
+        digest = _digest(topic.name, inputs) if stamp else ""
         by_queue = self._route(topic, messages, stamp)
-        name = f"{stamp.producer_id}-{stamp.sequence}" if stamp else None
-        keys = {q: object_key(topic.name, q, now, name) for q in by_queue}
-        payloads = {
-            q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
-        }
-        list(
-            self._uploads.map(
-                lambda q: self._objects.put(
-                    keys[q], payloads[q], retention_hours=topic.retention_hours
-                ),
-                list(by_queue),
-            )
-        )
-        batches = [
-            PendingBatch(
-                topic.name,
-                q,
-                keys[q],
-                len(ms),
-                len(payloads[q]),
-                min(m.born_timestamp for m in ms),
-                max(m.born_timestamp for m in ms),
-            )
-            for q, ms in by_queue.items()
-        ]
+        batches = self._write_batches(topic, by_queue, now, stamp, digest)
 
         def receipts_for(bases: dict[int, int]) -> list[SendReceipt]:
             positions = {q: itertools.count(bases[q]) for q in by_queue}
@@ -139,6 +122,58 @@ class ProduceService:
         receipts = receipts_for(bases)
         self._index_ids(topic, receipts, retention_expiry)
         return SendResult(receipts, duplicate=False)
+
+    def _notice_incarnation(self, topic: Topic) -> None:
+        """A topic deleted and created again starts a new log: drop the old cached tails."""
+        known = self._incarnations.setdefault(topic.name, topic.created_timestamp)
+        if known != topic.created_timestamp:
+            self._appender.forget_topic(topic.name)
+            self._incarnations[topic.name] = topic.created_timestamp
+
+    def _write_batches(
+        self,
+        topic: Topic,
+        by_queue: dict[int, list[NewMessage]],
+        now: int,
+        stamp: ProducerStamp | None,
+        digest: str,
+    ) -> list[PendingBatch]:
+        """One object per queue, written in parallel; returns them awaiting their offsets."""
+        name = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}" if stamp else None
+        payloads = {
+            q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
+        }
+        keys = self._uploads.map(
+            lambda q: self._upload(topic, q, now, name, payloads[q]), list(by_queue)
+        )
+        return [
+            PendingBatch(
+                topic.name,
+                q,
+                key,
+                len(ms),
+                len(payloads[q]),
+                min(m.born_timestamp for m in ms),
+                max(m.born_timestamp for m in ms),
+            )
+            for (q, ms), key in zip(by_queue.items(), keys, strict=True)
+        ]
+
+    def _upload(self, topic: Topic, queue: int, now: int, name: str | None, data: bytes) -> str:
+        """Write a batch object; returns its key.
+
+        A stamped request names its object after producer id, sequence and payload digest,
+        so a retry finds the object its first attempt wrote and indexes that one instead of
+        a second copy — unless that copy is old enough for the orphan sweeper to take it.
+        """
+        key = object_key(topic.name, queue, now, name)
+        if self._objects.put(key, data, retention_hours=topic.retention_hours):
+            return key
+        if self._objects.age_seconds(key) < REUSE_EXISTING_OBJECT_SECONDS:
+            return key
+        key = object_key(topic.name, queue, now)
+        self._objects.put(key, data, retention_hours=topic.retention_hours)
+        return key
 
     def _replay(
         self, topic: Topic, stamp: ProducerStamp, digest: str, expires_at: int
@@ -203,7 +238,11 @@ class ProduceService:
                     keys=check_keys(list(raw.keys)),
                     properties=check_properties(raw.properties),
                     message_group=group,
-                    born_timestamp=raw.born_timestamp or now,
+                    born_timestamp=(
+                        check_timestamp(raw.born_timestamp, f"message {position}: born_timestamp")
+                        if raw.born_timestamp is not None
+                        else now
+                    ),
                 )
             )
         return messages

@@ -67,6 +67,10 @@ class BatchAppender:
         self._producers = producers
         self._max_attempts = max_attempts
 
+    def forget_topic(self, topic: str) -> None:
+        """The topic was created again: its cached tails belong to the old log."""
+        self._index.forget_tails(topic)
+
     def append(
         self,
         batches: list[PendingBatch],

@@ -44,6 +44,10 @@ def retention_tier_days(retention_hours: int) -> int:
     return next((tier for tier in RETENTION_TIERS_DAYS if tier >= days), RETENTION_TIERS_DAYS[-1])
 
 
+class BatchObjectGone(Exception):
+    """The object was deleted (retention or a purge) since its index item was read."""
+
+
 class BatchObjectStore:
     """Writes, reads, lists and deletes batch objects."""
 
@@ -69,7 +73,17 @@ class BatchObjectStore:
         return True
 
     def get(self, key: str) -> bytes:
-        return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        try:
+            return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise BatchObjectGone(key) from exc
+            raise
+
+    def age_seconds(self, key: str) -> float:
+        """How long ago the object was written."""
+        modified = self._client.head_object(Bucket=self._bucket, Key=key)["LastModified"]
+        return (dt.datetime.now(tz=dt.UTC) - modified).total_seconds()
 
     def list(self, prefix: str) -> Iterator[StoredObject]:
         paginator = self._client.get_paginator("list_objects_v2")

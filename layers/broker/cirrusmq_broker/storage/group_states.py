@@ -16,6 +16,9 @@ from ..group_state import GroupQueueState, Lease
 from ..model import stream_id
 from .dynamo import error_code, from_item, to_item
 
+MAX_LEASE_CONDITIONS = 40
+"""Leases checked inside one ack's condition; DynamoDB caps an expression at 4 KB."""
+
 not_stored_yet = "attribute_not_exists(group_name)"
 unchanged_since_read = "version = :version"
 
@@ -81,7 +84,19 @@ class GroupStateStore:
         A lease is live while its entry exists; offsets below ``committed`` are settled
         already, so acking them again succeeds.
         """
-        updates = [self._ack_update(group, request) for request in requests]
+        updates = []
+        for request in requests:
+            if len(request.offsets_by_lease) <= MAX_LEASE_CONDITIONS:
+                updates.append(self._ack_update(group, request))
+                continue
+            # Too many leases for one condition: check them on a read, then update that version.
+            state = self.load_one(group, request.topic, request.queue)
+            if not all(
+                state.holds(lease_id, max(offsets))
+                for lease_id, offsets in request.offsets_by_lease.items()
+            ):
+                return False
+            updates.append(self._ack_update(group, request, version=state.version))
         try:
             if len(updates) == 1:
                 self._client.update_item(**updates[0])
@@ -124,16 +139,21 @@ class GroupStateStore:
                 deleted += 1
         return deleted
 
-    def _ack_update(self, group: str, request: AckRequest) -> dict[str, Any]:
+    def _ack_update(
+        self, group: str, request: AckRequest, *, version: int | None = None
+    ) -> dict[str, Any]:
         names: dict[str, str] = {}
         values: dict[str, Any] = {":one": 1}
         conditions = ["attribute_exists(group_name)"]
-        offsets: set[int] = set()
-        for i, (lease_id, lease_offsets) in enumerate(sorted(request.offsets_by_lease.items())):
-            names[f"#l{i}"] = lease_id
-            values[f":m{i}"] = max(lease_offsets)
-            conditions.append(f"(attribute_exists(leases.#l{i}) OR committed > :m{i})")
-            offsets.update(lease_offsets)
+        offsets = {o for lease_offsets in request.offsets_by_lease.values() for o in lease_offsets}
+        if version is not None:
+            conditions.append(unchanged_since_read)
+            values[":version"] = version
+        else:
+            for i, (lease_id, lease_offsets) in enumerate(sorted(request.offsets_by_lease.items())):
+                names[f"#l{i}"] = lease_id
+                values[f":m{i}"] = max(lease_offsets)
+                conditions.append(f"(attribute_exists(leases.#l{i}) OR committed > :m{i})")
         values[":acked"] = offsets
         return {
             "TableName": self._table,
@@ -142,7 +162,7 @@ class GroupStateStore:
             ),
             "UpdateExpression": "ADD acked :acked, version :one",
             "ConditionExpression": " AND ".join(conditions),
-            "ExpressionAttributeNames": names,
+            **({"ExpressionAttributeNames": names} if names else {}),
             "ExpressionAttributeValues": to_item(values),
         }
 

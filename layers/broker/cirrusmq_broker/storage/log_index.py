@@ -13,6 +13,7 @@ from ..model import IndexEntry, QueueOffsets, stream_id
 from .dynamo import batch_write, from_item, to_item
 
 not_yet_appended = "attribute_not_exists(base_offset)"
+still_retained = "expires_at > :now"
 
 
 class LogIndex:
@@ -67,13 +68,22 @@ class LogIndex:
         }
 
     # ---------------------------------------------------------------- reading
-    def read_from(self, topic: str, queue: int, base_offset: int, limit: int) -> list[IndexEntry]:
-        """Up to ``limit`` entries with base offset >= ``base_offset``, in offset order."""
+    def read_from(
+        self, topic: str, queue: int, base_offset: int, limit: int, *, now_s: int
+    ) -> list[IndexEntry]:
+        """Up to ``limit`` unexpired entries with base offset >= ``base_offset``, in order.
+
+        Entries past their retention are left out even while DynamoDB's TTL has not yet
+        deleted them (it may take up to two days).
+        """
         response = self._client.query(
             TableName=self._table,
             KeyConditionExpression="#s = :s AND base_offset >= :b",
+            FilterExpression=still_retained,
             ExpressionAttributeNames={"#s": "stream"},
-            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue), ":b": base_offset}),
+            ExpressionAttributeValues=to_item(
+                {":s": stream_id(topic, queue), ":b": base_offset, ":now": now_s}
+            ),
             Limit=limit,
             ConsistentRead=True,
         )
@@ -118,6 +128,12 @@ class LogIndex:
         ):
             found.extend((v["base_offset"], v["object_key"]) for v in map(from_item, page["Items"]))
         return found
+
+    def forget_tails(self, topic: str) -> None:
+        """Drop cached tails of ``topic`` (it was deleted and created again)."""
+        with self._lock:
+            for stream in [s for s in self._tails if s.rsplit("#", 1)[0] == topic]:
+                del self._tails[stream]
 
     def delete_entries(self, topic: str, queue: int, base_offsets: list[int]) -> None:
         stream = stream_id(topic, queue)

@@ -1,4 +1,8 @@
-"""Message id lookup (MessageIdsTable): message id → topic, queue, offset."""
+"""Message id lookup (MessageIdsTable): ``<topic>#<message id>`` → queue and offset.
+
+Keyed per topic, so one id used in two topics (or in a topic deleted and created again)
+never shadows the other; lookups still check the id found at that offset.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ class MessageIdIndex:
                 "PutRequest": {
                     "Item": to_item(
                         {
+                            "message_key": f"{loc.topic}#{loc.message_id}",
                             "message_id": loc.message_id,
                             "topic": loc.topic,
                             "queue": loc.queue,
@@ -43,9 +48,9 @@ class MessageIdIndex:
         for start in range(0, len(requests), BATCH_WRITE_LIMIT):
             batch_write(self._client, self._table, requests[start : start + BATCH_WRITE_LIMIT])
 
-    def get(self, message_id: str) -> MessageLocation | None:
+    def get(self, topic: str, message_id: str) -> MessageLocation | None:
         item = self._client.get_item(
-            TableName=self._table, Key=to_item({"message_id": message_id})
+            TableName=self._table, Key=to_item({"message_key": f"{topic}#{message_id}"})
         ).get("Item")
         if not item:
             return None
