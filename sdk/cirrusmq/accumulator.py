@@ -113,6 +113,10 @@ class Accumulator:
                 sealed.append(self._open.pop(topic))
         return sealed
 
+    def requeue(self, batches: list[OpenBatch]) -> None:
+        """Put batches taken by :meth:`due` back, first in line (their sealing failed)."""
+        self._full[:0] = batches
+
     def next_deadline(self, *, busy_topics: set[str]) -> float | None:
         """When the next open batch of an idle topic stops lingering (clock time)."""
         deadlines = [

@@ -11,32 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
+from typing import Any
 from urllib.parse import quote
 
-from .accumulator import Accumulator, PendingMessage
-from .consumer import (
-    MAX_WAIT_S,
-    AckRetrier,
-    ack_chunks,
-    group_path,
-    handles_of,
-    make_retrier,
-    receive_steps,
-    seconds,
-    stale_error,
-)
+from .accumulator import PendingMessage
+from .consumer import ConsumerBase, group_path, make_retrier, stale_error, with_new_handle
 from .credentials import Credentials
-from .errors import ClientClosedError, MQError, ReceiptHandleExpiredError
-from .message import FilterExpression, Message, MessageView, SendReceipt, normalize_subscriptions
-from .outbox import MemoryOutbox, Outbox, OutboxEntry, SqliteOutbox
+from .errors import ClientClosedError, MQError, TransportError
+from .message import FilterExpression, Message, MessageView, SendReceipt
+from .outbox import OutboxEntry
 from .producer import new_producer_id
-from .sender import SendState, prepare, validate_options
+from .sender import ProducerOptions, SendState, open_state, prepare
 from .transport import AsyncTransport, RetryPolicy, Transport
 
 __all__ = ["AsyncProducer", "AsyncSimpleConsumer"]
@@ -97,29 +87,35 @@ class AsyncProducer:
         outbox_max_bytes: int = 256 * 1024 * 1024,
         transport: AsyncTransport | None = None,
     ) -> None:
-        validate_options(
+        self.options = ProducerOptions(
             linger_ms=linger_ms,
             max_batch_messages=max_batch_messages,
             max_batch_bytes=max_batch_bytes,
+            max_attempts=max_attempts,
             request_timeout_s=request_timeout_s,
+            outbox_path=outbox_path,
+            outbox_max_messages=outbox_max_messages,
+            outbox_max_bytes=outbox_max_bytes,
         )
         self.endpoint = endpoint
         self.credentials = credentials
         self.producer_id = new_producer_id()
         self.outbox_path = outbox_path
         self.request_timeout_s = request_timeout_s
-        self._accumulator_options = (linger_ms, max_batch_messages, max_batch_bytes)
-        self._bounds = (outbox_max_messages, outbox_max_bytes)
-        self._retry = RetryPolicy(max_attempts=max_attempts)
+        self._retry = self.options.retry
         self._own_transport = transport is None
         self._transport = transport or AsyncTransport(
             endpoint, credentials, request_timeout_s=request_timeout_s, retry=self._retry
         )
+        self._transport_closed = False
         self._state_name = "new"
         self._state: SendState | None = None
         self._changed: asyncio.Condition | None = None
+        self._abort: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
         self._posts: set[asyncio.Task[None]] = set()
+        self._posting: set[int] = set()
+        """Outbox entries whose request has started and not ended yet."""
 
     async def start(self) -> AsyncProducer:
         """Open the outbox and start sending (idempotent; the first send calls it)."""
@@ -127,23 +123,11 @@ class AsyncProducer:
             return self
         if self._state_name != "new":
             raise ClientClosedError("the producer is closed")
-        store: Outbox = SqliteOutbox(self.outbox_path) if self.outbox_path else MemoryOutbox()
-        linger_ms, max_batch_messages, max_batch_bytes = self._accumulator_options
-        self._state = SendState(
-            producer_id=self.producer_id,
-            store=store,
-            accumulator=Accumulator(
-                linger_ms=linger_ms,
-                max_batch_messages=max_batch_messages,
-                max_batch_bytes=max_batch_bytes,
-                clock=time.monotonic,
-            ),
-            retry=self._retry,
-            max_messages=self._bounds[0],
-            max_bytes=self._bounds[1],
-            outbox_retry_max_s=self.outbox_retry_max_s,
+        self._state = open_state(
+            self.options, self.producer_id, self._retry, outbox_retry_max_s=self.outbox_retry_max_s
         )
         self._changed = asyncio.Condition()
+        self._abort = asyncio.Event()
         self._state_name = "running"
         self._runner = asyncio.get_running_loop().create_task(self._run())
         return self
@@ -181,31 +165,42 @@ class AsyncProducer:
             await asyncio.wait_for(changed.wait_for(state.drained), timeout_s)
 
     async def close(self, timeout_s: float = 30.0) -> list[Message]:
-        """Like :meth:`Producer.close <cirrusmq.producer.Producer.close>`."""
+        """Like :meth:`Producer.close <cirrusmq.producer.Producer.close>`: without an outbox,
+        requests still on the wire get up to ``request_timeout_s`` more; those still going
+        after that are not reported as unsent, their futures resolve when they end (while the
+        event loop runs)."""
         if self._state_name != "running":  # new, or closing/closed already
             if self._state_name == "new":
-                if self._own_transport:
-                    await self._transport.close()
                 self._state_name = "closed"
+                await self._close_transport()
             return []
-        state, changed = self._state, self._changed
-        assert state is not None and changed is not None and self._runner is not None
+        state, changed, abort = self._state, self._changed, self._abort
+        assert state is not None and changed is not None and abort is not None
+        assert self._runner is not None
         self._state_name = "closing"
         async with changed:
             state.acc.mark_urgent()
             changed.notify_all()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait_for(state.drained), timeout_s)
+        abort.set()  # no new request, no more retries
         self._runner.cancel()
-        for task in list(self._posts):
-            task.cancel()
-        await asyncio.gather(self._runner, *self._posts, return_exceptions=True)
-        leftovers = state.leftovers()
-        self._state_name = "closed"
+        await asyncio.gather(self._runner, return_exceptions=True)
         durable = state.store.durable
-        state.store.close()
-        if self._own_transport:
-            await self._transport.close()
+        posts = list(self._posts)
+        if durable:  # the outbox keeps the batches: nothing to wait for
+            for task in posts:
+                task.cancel()
+            await asyncio.gather(*posts, return_exceptions=True)
+        elif posts:  # let the requests on the wire end: their outcome is known then
+            await asyncio.wait(posts, timeout=self.request_timeout_s)
+        in_doubt = set() if durable else set(self._posting)
+        leftovers = state.leftovers(in_doubt=in_doubt)
+        self._state_name = "closed"
+        if durable:
+            state.store.close()
+        if not in_doubt:
+            await self._close_transport()  # else the last of those requests closes it
         unsent = []
         for ticket in leftovers:
             assert isinstance(ticket, _Ticket)
@@ -216,7 +211,18 @@ class AsyncProducer:
                 ticket.resolve(ClientClosedError("the producer closed before sending this"))
         if unsent:
             log.warning("producer closed with %d unsent message(s)", len(unsent))
+        if in_doubt:
+            log.warning(
+                "producer closed with %d request(s) still on the wire: their futures resolve "
+                "when the responses arrive",
+                len(in_doubt),
+            )
         return unsent
+
+    async def _close_transport(self) -> None:
+        if self._own_transport and not self._transport_closed:
+            self._transport_closed = True
+            await self._transport.close()
 
     async def _submit(self, messages: list[Message], *, blocking: bool) -> list[_Ticket]:
         if self._state_name == "new":
@@ -265,7 +271,7 @@ class AsyncProducer:
                     for entry, policy in state.claim():
                         task = loop.create_task(self._post(entry, policy))
                         self._posts.add(task)
-                        task.add_done_callback(self._posts.discard)
+                        task.add_done_callback(self._post_done)
                 except Exception:
                     log.exception("the producer's sender failed; retrying in 1 s")
                     timeout: float | None = 1.0
@@ -274,31 +280,48 @@ class AsyncProducer:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), timeout)
 
+    def _post_done(self, task: asyncio.Task[None]) -> None:
+        self._posts.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a send task failed", exc_info=task.exception())
+
     async def _post(self, entry: OutboxEntry, policy: RetryPolicy) -> None:
-        state, changed = self._state, self._changed
-        assert state is not None and changed is not None
+        state, changed, abort = self._state, self._changed, self._abort
+        assert state is not None and changed is not None and abort is not None
+        if abort.is_set():
+            return  # closing: never sent (close() reports it, or it stays in the outbox)
+        self._posting.add(entry.entry_id)
+        body: Any = None
+        error: MQError | None = None
         try:
             body = await self._transport.request(
                 "POST",
                 f"/v1/topics/{quote(entry.batch.topic, safe='')}/messages",
                 content=entry.batch.payload,
                 retry=policy,
+                interrupt=abort,
             )
-        except MQError as error:
+        except MQError as exc:
+            error = exc
+        except Exception as exc:  # a bug or a malformed exchange: retriable, never silent
+            log.exception("sending a batch to %s failed unexpectedly", entry.batch.topic)
+            error = TransportError(f"sending failed unexpectedly: {exc!r}")
+        finally:
+            self._posting.discard(entry.entry_id)
+        closed = self._state_name == "closed"
+        outcomes: list = []
+        # After close a durable outbox is shut: the batch is resent by the next producer.
+        if not (closed and state.store.durable):
             async with changed:
-                tickets = state.failed(entry, error)
+                outcomes = state.settle(entry, body=body, error=error)
                 changed.notify_all()
-            for ticket in tickets:
-                ticket.resolve(error)  # type: ignore[attr-defined]
-        else:
-            async with changed:
-                outcomes = state.stored(entry, body)
-                changed.notify_all()
-            for ticket, receipt in outcomes:
-                ticket.resolve(receipt)  # type: ignore[attr-defined]
+        for ticket, outcome in outcomes:
+            ticket.resolve(outcome)
+        if closed and not self._posting:
+            await self._close_transport()
 
 
-class AsyncSimpleConsumer:
+class AsyncSimpleConsumer(ConsumerBase):
     """:class:`~cirrusmq.consumer.SimpleConsumer` on asyncio.
 
     With ``outbox_path``, acks the service cannot take are kept and retried by a background
@@ -318,25 +341,18 @@ class AsyncSimpleConsumer:
         outbox_path: str | PathLike[str] | None = None,
         transport: AsyncTransport | None = None,
     ) -> None:
-        self.endpoint = endpoint
-        self.credentials = credentials
-        self.group = group
-        self.await_duration_s = min(seconds(await_duration), MAX_WAIT_S)
-        self._subscriptions = normalize_subscriptions(subscriptions)
+        super().__init__(endpoint, credentials, group, subscriptions, await_duration)
         retry = RetryPolicy(max_attempts=max_attempts)
         self._own_transport = transport is None
         self._transport = transport or AsyncTransport(
             endpoint, credentials, request_timeout_s=request_timeout_s, retry=retry
         )
-        self._retrier: AckRetrier | None = None
         if outbox_path:
             retry_transport = Transport(
                 endpoint, credentials, request_timeout_s=request_timeout_s, retry=retry
             )
             self._retrier = make_retrier(retry_transport, outbox_path)
             self._retry_transport = retry_transport
-        self._rotation = itertools.count()
-        self._closed = False
 
     async def __aenter__(self) -> AsyncSimpleConsumer:
         return self
@@ -344,30 +360,11 @@ class AsyncSimpleConsumer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    @property
-    def subscriptions(self) -> dict[str, FilterExpression]:
-        return dict(self._subscriptions)
-
-    def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
-        """Receive from ``topic`` too (or change its filter)."""
-        self._subscriptions.update(normalize_subscriptions({topic: filter_expression}))
-
-    def unsubscribe(self, topic: str) -> None:
-        """Stop receiving from ``topic``."""
-        self._subscriptions.pop(topic, None)
-
     async def receive(
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages, waiting up to ``await_duration``."""
-        self._check_open()
-        steps = receive_steps(
-            self._subscriptions,
-            start=next(self._rotation),
-            max_messages=max_message_num,
-            invisible_s=int(seconds(invisible_duration)),
-            await_s=self.await_duration_s,
-        )
+        steps = self._receive_plan(max_message_num, invisible_duration)
         try:
             _, body, wait_s = next(steps)
             while True:
@@ -388,12 +385,7 @@ class AsyncSimpleConsumer:
 
     async def ack_batch(self, messages: Iterable[MessageView | str]) -> None:
         """Ack messages; stale handles are reported after the others are acked."""
-        self._check_open()
-        pairs = handles_of(messages)
-        if not pairs:
-            return
-        expiry = dict(pairs)
-        steps = ack_chunks([h for h, _ in pairs])
+        expiry, steps = self._ack_plan(messages)
         try:
             chunk = next(steps)
             while True:
@@ -401,14 +393,8 @@ class AsyncSimpleConsumer:
                     await self._transport.request(
                         "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
                     )
-                except ReceiptHandleExpiredError as error:
-                    chunk = steps.send(error)
                 except MQError as error:
-                    if not (error.retriable and self._retrier is not None):
-                        raise
-                    log.warning("ack unreachable (%s): %d kept for retry", error, len(chunk))
-                    self._retrier.park(self.group, [(h, expiry[h]) for h in chunk])
-                    chunk = steps.send(None)
+                    chunk = steps.send(self._ack_failed(error, chunk, expiry))
                 else:
                     chunk = steps.send(None)
         except StopIteration as done:
@@ -419,26 +405,11 @@ class AsyncSimpleConsumer:
         self, message: MessageView, invisible_duration: float | timedelta
     ) -> MessageView:
         """Make ``message`` invisible for ``invisible_duration`` from now (new handle)."""
-        self._check_open()
-        if message.receipt_handle is None:
-            raise ValueError(f"message {message.message_id} was not received: it has no handle")
+        body = self._invisible_body(message, invisible_duration)
         response = await self._transport.request(
-            "POST",
-            group_path(self.group, "invisible"),
-            json_body={
-                "receipt_handle": message.receipt_handle,
-                "invisible_seconds": int(seconds(invisible_duration)),
-            },
+            "POST", group_path(self.group, "invisible"), json_body=body
         )
-        return dataclasses.replace(
-            message,
-            receipt_handle=response["receipt_handle"],
-            invisible_until=response["invisible_until"],
-        )
-
-    @property
-    def pending_acks(self) -> int:
-        return self._retrier.pending() if self._retrier is not None else 0
+        return with_new_handle(message, response)
 
     async def close(self) -> None:
         """Release the connection pool and the outbox (idempotent)."""
@@ -450,7 +421,3 @@ class AsyncSimpleConsumer:
             self._retry_transport.close()
         if self._own_transport:
             await self._transport.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("the consumer is closed")

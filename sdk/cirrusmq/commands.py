@@ -8,12 +8,14 @@ for the order in which options, environment and profile file are consulted).
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
-import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -288,38 +290,56 @@ def send(
     out.print(f"sent {sent} message(s) to {topic}")
 
 
-def _send_lines(producer: Producer, message: Any) -> tuple[int, list[BaseException]]:
-    stream = typer.get_text_stream("stdin")
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-    sent = 0
-    columns = (
-        SpinnerColumn(),
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed} sent"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err, transient=not err.is_terminal) as progress:
-        task = progress.add_task(f"sending to {producer.endpoint}", total=None)
+def _send_lines(
+    producer: Producer, message: Any, stream: IO[str] | None = None
+) -> tuple[int, list[BaseException]]:
+    """Send one message per non-empty line of ``stream`` (stdin); ``(sent, failures)``.
 
-        def done(future: Any) -> None:
-            error = future.exception()
-            if error is not None:
-                with lock:
-                    failures.append(error)
-            else:
+    Every future is waited for, so each failure is counted. The progress bar has a total when
+    the stream is a regular file (its lines are counted first); otherwise a spinner counts.
+    """
+    stream = stream if stream is not None else typer.get_text_stream("stdin")
+    total = _count_lines(stream)
+    columns: list[Any] = [SpinnerColumn(), TextColumn("[progress.description]{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), TextColumn("{task.completed}/{task.total} sent")]
+    else:
+        columns += [TextColumn("{task.completed} sent")]
+    columns.append(TimeElapsedColumn())
+    futures: list[Future[Any]] = []
+    with Progress(*columns, console=err, transient=not err.is_terminal) as progress:
+        task = progress.add_task(f"sending to {producer.endpoint}", total=total)
+
+        def done(future: Future[Any]) -> None:
+            if not future.cancelled() and future.exception() is None:
                 progress.advance(task)
 
         for line in stream:
             text = line.rstrip("\r\n")
             if not text:
                 continue  # a message body cannot be empty
-            producer.send_async(message(text)).add_done_callback(done)
-            sent += 1
+            future = producer.send_async(message(text))
+            future.add_done_callback(done)
+            futures.append(future)
         producer.flush()
-        progress.update(task, total=sent)
-    return sent - len(failures), failures
+        wait(futures)  # flush() may return before the last futures (and callbacks) complete
+        failures = [e for f in futures if (e := f.exception()) is not None]
+        progress.update(task, completed=len(futures) - len(failures))
+    return len(futures) - len(failures), failures
+
+
+def _count_lines(stream: IO[str]) -> int | None:
+    """The non-empty lines left in ``stream`` if it is a regular file (then rewound to where it
+    was), else ``None`` (a pipe or a terminal cannot be read twice)."""
+    try:
+        if not stream.seekable() or not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        position = stream.tell()
+    except (OSError, ValueError, AttributeError):
+        return None
+    count = sum(1 for line in stream if line.rstrip("\r\n"))
+    stream.seek(position)
+    return count
 
 
 # ---------------------------------------------------------------------------- consume

@@ -1,6 +1,7 @@
 """:class:`SimpleConsumer`: receive, ack, change invisible duration — the consumer drives.
 
-Also the pieces the other consumers share: the receive plan over several subscriptions
+Also the pieces the other consumers share: :class:`ConsumerBase` (what the threaded and the
+asyncio simple consumers have in common), the receive plan over several subscriptions
 (:func:`receive_steps`, written once for threads and asyncio), ack chunking with stale-handle
 handling, and :class:`AckRetrier`, which keeps acks that could not reach the service and retries
 them until their receipt handles expire.
@@ -26,7 +27,7 @@ from .message import FilterExpression, MessageView, normalize_subscriptions
 from .outbox import MemoryOutbox, Outbox, SqliteOutbox
 from .transport import RetryPolicy, Transport
 
-__all__ = ["AckRetrier", "SimpleConsumer"]
+__all__ = ["AckRetrier", "ConsumerBase", "SimpleConsumer"]
 
 log = logging.getLogger("cirrusmq.consumer")
 
@@ -239,13 +240,111 @@ class AckRetrier:
         self.store.close()
 
 
-class SimpleConsumer:
+class ConsumerBase:
+    """What :class:`SimpleConsumer` and :class:`~cirrusmq.aio.AsyncSimpleConsumer` share:
+    subscriptions, the receive plan, ack bookkeeping (stale handles, keeping unreachable acks)
+    and the change-invisible request. The subclasses only do the I/O."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str] | Iterable[str] | None,
+        await_duration: float | timedelta,
+    ) -> None:
+        self.endpoint = endpoint
+        self.credentials = credentials
+        self.group = group
+        self.await_duration_s = min(seconds(await_duration), MAX_WAIT_S)
+        self._subscriptions = normalize_subscriptions(subscriptions)
+        self._retrier: AckRetrier | None = None
+        self._rotation = itertools.count()
+        self._closed = False
+
+    @property
+    def subscriptions(self) -> dict[str, FilterExpression]:
+        """Topic -> filter, a copy."""
+        return dict(self._subscriptions)
+
+    def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
+        """Receive from ``topic`` too (or change its filter)."""
+        self._subscriptions.update(normalize_subscriptions({topic: filter_expression}))
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop receiving from ``topic``."""
+        self._subscriptions.pop(topic, None)
+
+    @property
+    def pending_acks(self) -> int:
+        """Acks waiting in the outbox for the service (0 without an outbox)."""
+        return self._retrier.pending() if self._retrier is not None else 0
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+
+    def _receive_plan(
+        self, max_message_num: int, invisible_duration: float | timedelta
+    ) -> Generator[ReceiveRequest, list[MessageView], list[MessageView]]:
+        self._check_open()
+        return receive_steps(
+            self._subscriptions,
+            start=next(self._rotation),
+            max_messages=max_message_num,
+            invisible_s=int(seconds(invisible_duration)),
+            await_s=self.await_duration_s,
+        )
+
+    def _ack_plan(
+        self, messages: Iterable[MessageView | str]
+    ) -> tuple[dict[str, int], Generator[list[str], ReceiptHandleExpiredError | None, list[str]]]:
+        """``(expiry by handle, ack_chunks plan)``."""
+        self._check_open()
+        pairs = handles_of(messages)
+        return dict(pairs), ack_chunks([h for h, _ in pairs])
+
+    def _ack_failed(
+        self, error: MQError, chunk: list[str], expiry: Mapping[str, int]
+    ) -> ReceiptHandleExpiredError | None:
+        """What to send the ack plan after ``error``; raises the errors it cannot handle. With
+        an outbox, acks the service cannot take now are kept for a retry."""
+        if isinstance(error, ReceiptHandleExpiredError):
+            return error
+        if not (error.retriable and self._retrier is not None):
+            raise error
+        log.warning("ack unreachable (%s): %d kept for retry", error, len(chunk))
+        self._retrier.park(self.group, [(h, expiry[h]) for h in chunk])
+        return None
+
+    def _invisible_body(
+        self, message: MessageView, invisible_duration: float | timedelta
+    ) -> dict[str, Any]:
+        self._check_open()
+        if message.receipt_handle is None:
+            raise ValueError(f"message {message.message_id} was not received: it has no handle")
+        return {
+            "receipt_handle": message.receipt_handle,
+            "invisible_seconds": int(seconds(invisible_duration)),
+        }
+
+
+def with_new_handle(message: MessageView, response: Mapping[str, Any]) -> MessageView:
+    return dataclasses.replace(
+        message,
+        receipt_handle=response["receipt_handle"],
+        invisible_until=response["invisible_until"],
+    )
+
+
+class SimpleConsumer(ConsumerBase):
     """A consumer that receives and acks explicitly (RocketMQ 5's ``SimpleConsumer``).
 
     ``receive`` long-polls up to ``await_duration`` seconds; each message stays invisible to the
     group for ``invisible_duration`` seconds unless acked (then it is delivered again, with
     ``delivery_attempt`` + 1). With ``outbox_path``, an ack that cannot reach the service is
-    kept (durably) and retried until the message's receipt expires, instead of raising.
+    kept (durably) and retried until the message's receipt expires, instead of raising; without
+    it, such an ack raises its error (nothing is kept).
     """
 
     def __init__(
@@ -261,11 +360,7 @@ class SimpleConsumer:
         outbox_path: str | PathLike[str] | None = None,
         transport: Transport | None = None,
     ) -> None:
-        self.endpoint = endpoint
-        self.credentials = credentials
-        self.group = group
-        self.await_duration_s = min(seconds(await_duration), MAX_WAIT_S)
-        self._subscriptions = normalize_subscriptions(subscriptions)
+        super().__init__(endpoint, credentials, group, subscriptions, await_duration)
         self._own_transport = transport is None
         self._transport = transport or Transport(
             endpoint,
@@ -274,8 +369,6 @@ class SimpleConsumer:
             retry=RetryPolicy(max_attempts=max_attempts),
         )
         self._retrier = make_retrier(self._transport, outbox_path) if outbox_path else None
-        self._rotation = itertools.count()
-        self._closed = False
 
     def __enter__(self) -> SimpleConsumer:
         return self
@@ -283,33 +376,13 @@ class SimpleConsumer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    @property
-    def subscriptions(self) -> dict[str, FilterExpression]:
-        """Topic -> filter, a copy."""
-        return dict(self._subscriptions)
-
-    def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
-        """Receive from ``topic`` too (or change its filter)."""
-        self._subscriptions.update(normalize_subscriptions({topic: filter_expression}))
-
-    def unsubscribe(self, topic: str) -> None:
-        """Stop receiving from ``topic``."""
-        self._subscriptions.pop(topic, None)
-
     def receive(
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages (1-1000), waiting up to ``await_duration``."""
-        self._check_open()
-        steps = receive_steps(
-            self._subscriptions,
-            start=next(self._rotation),
-            max_messages=max_message_num,
-            invisible_s=int(seconds(invisible_duration)),
-            await_s=self.await_duration_s,
-        )
+        steps = self._receive_plan(max_message_num, invisible_duration)
         try:
-            topic, body, wait_s = next(steps)
+            _, body, wait_s = next(steps)
             while True:
                 response = self._transport.request(
                     "POST",
@@ -318,7 +391,7 @@ class SimpleConsumer:
                     timeout_s=self._transport.request_timeout_s + wait_s,
                 )
                 messages = [MessageView.from_wire(m) for m in response["messages"]]
-                topic, body, wait_s = steps.send(messages)
+                _, body, wait_s = steps.send(messages)
         except StopIteration as done:
             return done.value
 
@@ -333,12 +406,7 @@ class SimpleConsumer:
         then :class:`~cirrusmq.errors.ReceiptHandleExpiredError` lists the stale ones. With an
         outbox, acks the service cannot take now are kept and retried (no error).
         """
-        self._check_open()
-        pairs = handles_of(messages)
-        if not pairs:
-            return
-        expiry = dict(pairs)
-        steps = ack_chunks([h for h, _ in pairs])
+        expiry, steps = self._ack_plan(messages)
         try:
             chunk = next(steps)
             while True:
@@ -346,14 +414,8 @@ class SimpleConsumer:
                     self._transport.request(
                         "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
                     )
-                except ReceiptHandleExpiredError as error:
-                    chunk = steps.send(error)
                 except MQError as error:
-                    if not (error.retriable and self._retrier is not None):
-                        raise
-                    log.warning("ack unreachable (%s): %d kept for retry", error, len(chunk))
-                    self._retrier.park(self.group, [(h, expiry[h]) for h in chunk])
-                    chunk = steps.send(None)
+                    chunk = steps.send(self._ack_failed(error, chunk, expiry))
                 else:
                     chunk = steps.send(None)
         except StopIteration as done:
@@ -365,27 +427,11 @@ class SimpleConsumer:
     ) -> MessageView:
         """Make ``message`` invisible for ``invisible_duration`` from now; the message with its
         new receipt handle (the old one still acks)."""
-        self._check_open()
-        if message.receipt_handle is None:
-            raise ValueError(f"message {message.message_id} was not received: it has no handle")
+        body = self._invisible_body(message, invisible_duration)
         response = self._transport.request(
-            "POST",
-            group_path(self.group, "invisible"),
-            json_body={
-                "receipt_handle": message.receipt_handle,
-                "invisible_seconds": int(seconds(invisible_duration)),
-            },
+            "POST", group_path(self.group, "invisible"), json_body=body
         )
-        return dataclasses.replace(
-            message,
-            receipt_handle=response["receipt_handle"],
-            invisible_until=response["invisible_until"],
-        )
-
-    @property
-    def pending_acks(self) -> int:
-        """Acks waiting in the outbox for the service (0 without an outbox)."""
-        return self._retrier.pending() if self._retrier is not None else 0
+        return with_new_handle(message, response)
 
     def close(self) -> None:
         """Release the connection pool and the outbox (idempotent)."""
@@ -396,10 +442,6 @@ class SimpleConsumer:
             self._retrier.close()
         if self._own_transport:
             self._transport.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("the consumer is closed")
 
 
 def make_retrier(transport: Transport, outbox_path: str | PathLike[str] | None) -> AckRetrier:

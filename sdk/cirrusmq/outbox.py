@@ -10,6 +10,8 @@ A small storage contract, :class:`Outbox`, with two implementations:
 
 A stored batch is the exact JSON request, with its producer id and sequence, so that resending
 it (even from another process) is idempotent: the service stores it once.
+Batches that were never claimed (so never sent) may be merged into their topic's head
+(:meth:`Outbox.followers`, :meth:`Outbox.merge`); a batch once claimed is resent unchanged.
 """
 
 from __future__ import annotations
@@ -105,6 +107,17 @@ class Outbox(ABC):
         """
 
     @abstractmethod
+    def followers(self, head: OutboxEntry, *, limit: int) -> list[OutboxEntry]:
+        """Up to ``limit`` batches of ``head``'s topic stored right behind it, oldest first,
+        stopping at the first one ever claimed."""
+
+    @abstractmethod
+    def merge(self, head: OutboxEntry, batch: OutboxBatch, absorbed: Sequence[int]) -> OutboxEntry:
+        """In one step: ``head`` (claimed) now holds ``batch``, and the ``absorbed`` batches are
+        gone. ``head`` keeps its place (and claim): the merged batch is still its topic's head.
+        """
+
+    @abstractmethod
     def release(self, entry_id: int) -> None:
         """Give a claimed batch back (it stays the head of its topic)."""
 
@@ -178,6 +191,28 @@ class MemoryOutbox(Outbox):
                 self._claimed.add(head.entry_id)
                 claimed.append(head)
             return claimed
+
+    def followers(self, head: OutboxEntry, *, limit: int) -> list[OutboxEntry]:
+        with self._lock:
+            found: list[OutboxEntry] = []
+            for entry in self._batches.values():
+                if len(found) >= limit:
+                    break
+                if entry.entry_id <= head.entry_id or entry.batch.topic != head.batch.topic:
+                    continue
+                if entry.attempts or entry.entry_id in self._claimed:
+                    break
+                found.append(entry)
+            return found
+
+    def merge(self, head: OutboxEntry, batch: OutboxBatch, absorbed: Sequence[int]) -> OutboxEntry:
+        with self._lock:
+            merged = OutboxEntry(head.entry_id, batch, head.attempts)
+            self._batches[head.entry_id] = merged  # same key: same place
+            for entry_id in absorbed:
+                self._batches.pop(entry_id, None)
+                self._claimed.discard(entry_id)
+            return merged
 
     def release(self, entry_id: int) -> None:
         with self._lock:
@@ -346,6 +381,39 @@ class SqliteOutbox(Outbox):
                 [(e.entry_id,) for e in claimed],
             )
             return [OutboxEntry(e.entry_id, e.batch, e.attempts + 1) for e in claimed]
+
+    def followers(self, head: OutboxEntry, *, limit: int) -> list[OutboxEntry]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT entry_id, topic, producer_id, sequence, message_ids, payload, attempts,"
+                " claimed FROM batches WHERE topic = ? AND entry_id > ? ORDER BY entry_id LIMIT ?",
+                (head.batch.topic, head.entry_id, limit),
+            ).fetchall()
+        found: list[OutboxEntry] = []
+        for *row, claimed in rows:
+            entry = _entry(tuple(row))
+            if entry.attempts or claimed:
+                break
+            found.append(entry)
+        return found
+
+    def merge(self, head: OutboxEntry, batch: OutboxBatch, absorbed: Sequence[int]) -> OutboxEntry:
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE batches SET producer_id = ?, sequence = ?, message_ids = ?,"
+                " message_count = ?, payload = ?, size = ? WHERE entry_id = ?",
+                (
+                    batch.producer_id,
+                    batch.sequence,
+                    json.dumps(batch.message_ids),
+                    len(batch.message_ids),
+                    batch.payload,
+                    len(batch.payload),
+                    head.entry_id,
+                ),
+            )
+            db.executemany("DELETE FROM batches WHERE entry_id = ?", [(i,) for i in absorbed])
+        return OutboxEntry(head.entry_id, batch, head.attempts)
 
     def release(self, entry_id: int) -> None:
         with self._transaction() as db:

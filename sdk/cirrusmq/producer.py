@@ -17,14 +17,15 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from os import PathLike
+from typing import Any
 from urllib.parse import quote
 
-from .accumulator import Accumulator, PendingMessage
+from .accumulator import PendingMessage
 from .credentials import Credentials
-from .errors import ClientClosedError, MQError
+from .errors import ClientClosedError, MQError, TransportError
 from .message import Message, SendReceipt
-from .outbox import MemoryOutbox, Outbox, OutboxEntry, SqliteOutbox
-from .sender import SendState, prepare, validate_options
+from .outbox import OutboxEntry
+from .sender import ProducerOptions, SendState, open_state, prepare
 from .transport import RetryPolicy, Transport
 
 __all__ = ["Producer"]
@@ -64,12 +65,13 @@ class Producer:
     retried ``max_attempts`` times with exponential backoff and jitter, always with the same
     producer id + sequence and client-made message ids: a retry never stores twice.
 
-    With ``outbox_path``, a message the service cannot take (connection refused, timeout, 5xx
-    after the retries) waits in a SQLite outbox and is resent later, in order, exactly once:
-    ``send`` then returns a receipt with ``pending=True`` (it does not raise) and
-    ``send_async``'s future stays pending until the message is stored. A new producer on the
-    same path resumes what an earlier one (even a killed process) left behind. The outbox holds
-    at most ``outbox_max_messages`` / ``outbox_max_bytes``: beyond, sends raise
+    With ``outbox_path``, every accepted message is written to a SQLite outbox within about
+    ``linger_ms`` (even while its topic has a request in flight), and a message the service
+    cannot take (connection refused, timeout, 5xx after the retries) waits there and is resent
+    later, in order, exactly once: ``send`` then returns a receipt with ``pending=True`` (it
+    does not raise) and ``send_async``'s future stays pending until the message is stored. A new
+    producer on the same path resumes what an earlier one (even a killed process) left behind.
+    The outbox holds at most ``outbox_max_messages`` / ``outbox_max_bytes``: beyond, sends raise
     :class:`~cirrusmq.errors.OutboxFullError`. Without an outbox the same bounds apply to the
     in-memory buffer, and a send waits up to ``request_timeout_s`` for room before raising it.
     """
@@ -92,11 +94,15 @@ class Producer:
         outbox_max_bytes: int = 256 * 1024 * 1024,
         transport: Transport | None = None,
     ) -> None:
-        validate_options(
+        self.options = ProducerOptions(
             linger_ms=linger_ms,
             max_batch_messages=max_batch_messages,
             max_batch_bytes=max_batch_bytes,
+            max_attempts=max_attempts,
             request_timeout_s=request_timeout_s,
+            outbox_path=outbox_path,
+            outbox_max_messages=outbox_max_messages,
+            outbox_max_bytes=outbox_max_bytes,
         )
         self.endpoint = endpoint
         self.credentials = credentials
@@ -104,24 +110,20 @@ class Producer:
         """This producer's id: with the sequence, it makes every send request idempotent."""
         self.outbox_path = outbox_path
         self.request_timeout_s = request_timeout_s
-        self._options = {
-            "linger_ms": linger_ms,
-            "max_batch_messages": max_batch_messages,
-            "max_batch_bytes": max_batch_bytes,
-            "max_messages": outbox_max_messages,
-            "max_bytes": outbox_max_bytes,
-        }
-        self._retry = RetryPolicy(max_attempts=max_attempts)
+        self._retry = self.options.retry
         self._own_transport = transport is None
         self._transport = transport or Transport(
             endpoint, credentials, request_timeout_s=request_timeout_s, retry=self._retry
         )
+        self._transport_closed = False
         self._cond = threading.Condition()
         self._abort = threading.Event()
         self._state_name = "new"  # new -> running -> closing -> closed
         self._state: SendState | None = None
         self._thread: threading.Thread | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._posting: set[int] = set()
+        """Outbox entries whose request has started and not ended yet."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Producer:
@@ -134,20 +136,10 @@ class Producer:
                 return self
             if self._state_name != "new":
                 raise ClientClosedError("the producer is closed")
-            store: Outbox = SqliteOutbox(self.outbox_path) if self.outbox_path else MemoryOutbox()
-            o = self._options
-            self._state = SendState(
-                producer_id=self.producer_id,
-                store=store,
-                accumulator=Accumulator(
-                    linger_ms=o["linger_ms"],
-                    max_batch_messages=o["max_batch_messages"],
-                    max_batch_bytes=o["max_batch_bytes"],
-                    clock=time.monotonic,
-                ),
-                retry=self._retry,
-                max_messages=o["max_messages"],
-                max_bytes=o["max_bytes"],
+            self._state = open_state(
+                self.options,
+                self.producer_id,
+                self._retry,
                 outbox_retry_max_s=self.outbox_retry_max_s,
             )
             if self._state.buffered_messages:
@@ -173,15 +165,21 @@ class Producer:
 
         With an outbox, whatever is still unsent stays in it, for the next producer on that
         path (waiting futures get receipts with ``pending=True``); the result is empty. It does
-        not wait for a service found unreachable. Without an outbox, the unsent messages are
-        returned (and logged) and their futures fail with
-        :class:`~cirrusmq.errors.ClientClosedError`.
+        not wait for a service found unreachable.
+
+        Without an outbox, requests still on the wire after ``timeout_s`` get up to
+        ``request_timeout_s`` more to end (without further retries). The result lists the
+        messages surely not sent (their futures fail with
+        :class:`~cirrusmq.errors.ClientClosedError`): sending them again cannot duplicate
+        them. Messages whose request is still on the wire after that are *not* listed — the
+        service may have stored them —: their futures (and blocking ``send`` calls) resolve
+        when the response arrives, with the receipt or the typed error.
         """
         with self._cond:
             if self._state_name != "running":  # new, or closing/closed already
                 if self._state_name == "new":
-                    self._close_transport()
                     self._state_name = "closed"
+                    self._close_transport()
                 return []
             state = self._state
             assert state is not None
@@ -194,17 +192,24 @@ class Producer:
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
-            self._abort.set()
+            self._abort.set()  # no new request, no more retries
             self._cond.notify_all()
         assert self._thread is not None and self._executor is not None
         self._thread.join()
-        self._executor.shutdown(wait=False, cancel_futures=True)
-        with self._cond:
-            leftovers = state.leftovers()
-            self._state_name = "closed"
+        self._executor.shutdown(wait=False)  # queued posts see the abort and do nothing
         durable = state.store.durable
-        state.store.close()
-        self._close_transport()
+        with self._cond:
+            if not durable:  # let the requests on the wire end: their outcome is known then
+                deadline = time.monotonic() + self.request_timeout_s
+                while self._posting and (remaining := deadline - time.monotonic()) > 0:
+                    self._cond.wait(remaining)
+            in_doubt = set() if durable else set(self._posting)
+            leftovers = state.leftovers(in_doubt=in_doubt)
+            self._state_name = "closed"
+        if durable:
+            state.store.close()
+        if not in_doubt:
+            self._close_transport()  # else the last of those requests closes it
         unsent: list[Message] = []
         for ticket in leftovers:
             assert isinstance(ticket, _Ticket)
@@ -216,11 +221,20 @@ class Producer:
                 _resolve(ticket, ClientClosedError("the producer closed before sending this"))
         if unsent:
             log.warning("producer closed with %d unsent message(s)", len(unsent))
+        if in_doubt:
+            log.warning(
+                "producer closed with %d request(s) still on the wire: their futures resolve "
+                "when the responses arrive",
+                len(in_doubt),
+            )
         return unsent
 
     def _close_transport(self) -> None:
-        if self._own_transport:
-            self._transport.close()
+        with self._cond:
+            if self._transport_closed or not self._own_transport:
+                return
+            self._transport_closed = True
+        self._transport.close()
 
     # ------------------------------------------------------------------ sending
     def send(self, message: Message) -> SendReceipt:
@@ -248,7 +262,11 @@ class Producer:
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Send every buffered message now; wait until each is stored (or, with an outbox,
-        parked in it because the service is unreachable). ``TimeoutError`` on timeout."""
+        parked in it because the service is unreachable). ``TimeoutError`` on timeout.
+
+        The futures of the stored messages may still be completing (on the sender's threads)
+        when it returns: wait on the futures themselves to see every outcome.
+        """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
             if self._state_name != "running":
@@ -299,7 +317,8 @@ class Producer:
                 try:
                     state.seal_due()
                     for entry, policy in state.claim():
-                        self._executor.submit(self._post, entry, policy)
+                        post = self._executor.submit(self._post, entry, policy)
+                        post.add_done_callback(_log_failure)
                 except Exception:  # a storage fault must not stop the sender for good
                     log.exception("the producer's sender failed; retrying in 1 s")
                     self._cond.wait(1.0)
@@ -309,6 +328,12 @@ class Producer:
     def _post(self, entry: OutboxEntry, policy: RetryPolicy) -> None:
         state = self._state
         assert state is not None
+        with self._cond:
+            if self._abort.is_set():
+                return  # closing: never sent (close() reports it, or it stays in the outbox)
+            self._posting.add(entry.entry_id)
+        body: Any = None
+        error: MQError | None = None
         try:
             body = self._transport.request(
                 "POST",
@@ -317,22 +342,29 @@ class Producer:
                 retry=policy,
                 interrupt=self._abort,
             )
-        except MQError as error:
-            with self._cond:
-                if self._state_name == "closed":
-                    return
-                tickets = state.failed(entry, error)
-                self._cond.notify_all()
-            for ticket in tickets:
-                _resolve(ticket, error)  # type: ignore[arg-type]
-        else:
-            with self._cond:
-                if self._state_name == "closed":
-                    return  # still in the outbox: the next producer resends it (a duplicate)
-                outcomes = state.stored(entry, body)
-                self._cond.notify_all()
-            for ticket, receipt in outcomes:
-                _resolve(ticket, receipt)  # type: ignore[arg-type]
+        except MQError as exc:
+            error = exc
+        except Exception as exc:  # a bug or a malformed exchange: retriable, never silent
+            log.exception("sending a batch to %s failed unexpectedly", entry.batch.topic)
+            error = TransportError(f"sending failed unexpectedly: {exc!r}")
+        outcomes: list = []
+        with self._cond:
+            self._posting.discard(entry.entry_id)
+            closed = self._state_name == "closed"
+            last = closed and not self._posting
+            # After close a durable outbox is shut: the batch is resent by the next producer.
+            if not (closed and state.store.durable):
+                outcomes = state.settle(entry, body=body, error=error)
+            self._cond.notify_all()
+        for ticket, outcome in outcomes:
+            _resolve(ticket, outcome)
+        if last:
+            self._close_transport()
+
+
+def _log_failure(post: Future[None]) -> None:
+    if not post.cancelled() and post.exception() is not None:
+        log.error("a send task failed", exc_info=post.exception())
 
 
 def _resolve(ticket: _Ticket, outcome: SendReceipt | BaseException) -> None:

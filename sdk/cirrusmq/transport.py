@@ -207,6 +207,18 @@ class Transport:
         self._client.close()
 
 
+async def _interrupted(interrupt: asyncio.Event | None, delay_s: float) -> bool:
+    """Wait ``delay_s``; True if ``interrupt`` was set meanwhile (or before)."""
+    if interrupt is None:
+        await asyncio.sleep(delay_s)
+        return False
+    try:
+        await asyncio.wait_for(interrupt.wait(), delay_s)
+    except TimeoutError:
+        return False
+    return True
+
+
 class AsyncTransport:
     """The asyncio counterpart of :class:`Transport`."""
 
@@ -239,8 +251,12 @@ class AsyncTransport:
         timeout_s: float | None = None,
         retry: RetryPolicy | None = None,
         idempotent: bool = True,
+        interrupt: asyncio.Event | None = None,
     ) -> Any:
-        """Make the call, retrying as the policy allows; the decoded JSON body or ``None``."""
+        """Make the call, retrying as the policy allows; the decoded JSON body or ``None``.
+
+        ``interrupt`` cuts a backoff wait short (the last error is raised then).
+        """
         policy = retry or self.retry
         body, headers = _encode(json_body, content)
         timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
@@ -262,7 +278,9 @@ class AsyncTransport:
             except MQError as error:
                 if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
                     raise
-                await asyncio.sleep(policy.backoff_s(attempt, retry_after_s=_retry_after(error)))
+                delay = policy.backoff_s(attempt, retry_after_s=_retry_after(error))
+                if await _interrupted(interrupt, delay):
+                    raise
                 attempt += 1
 
     async def close(self) -> None:

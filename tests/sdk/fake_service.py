@@ -21,6 +21,10 @@ class FakeService:
         self.hold.set()
         self.fail_next: list[tuple[int, str]] = []
         """(status, code) answers for the next requests."""
+        self.crash_next = 0
+        """The next requests raise a ValueError (not an HTTP error: a bug, say)."""
+        self.arrived = 0
+        """Requests that reached the handler (also those held or failed)."""
         self.requests: list[dict] = []
         self.stored: dict[str, list[dict]] = defaultdict(list)
         self._seen: dict[tuple[str, int], dict] = {}
@@ -30,10 +34,15 @@ class FakeService:
         return httpx.MockTransport(self.handle)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        with self._lock:
+            self.arrived += 1
         self.hold.wait(10)
         if self.down:
             raise httpx.ConnectError("connection refused", request=request)
         with self._lock:
+            if self.crash_next:
+                self.crash_next -= 1
+                raise ValueError("injected: not an HTTP error")
             if self.fail_next:
                 status, code = self.fail_next.pop(0)
                 return httpx.Response(status, json={"code": code, "message": "injected"})

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cirrusmq import OutboxLockedError
+from cirrusmq.accumulator import OpenBatch, PendingMessage, encode_request
 from cirrusmq.outbox import MemoryOutbox, OutboxBatch, SqliteOutbox
+from cirrusmq.sender import merged_payload, messages_json
 
 
 def batch(topic: str, sequence: int, *ids: str) -> OutboxBatch:
@@ -89,3 +93,57 @@ def test_sqlite_uses_wal(tmp_path):
     store = SqliteOutbox(tmp_path / "o.db")
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
+
+
+def test_followers_are_the_never_claimed_batches_behind_a_head(outbox):
+    a0 = outbox.append(batch("a", 0))
+    outbox.append(batch("b", 1))
+    a2, a3, a4 = (outbox.append(batch("a", i)) for i in (2, 3, 4))
+    (head, _) = outbox.claim_heads()
+    assert head.entry_id == a0.entry_id
+    assert [f.entry_id for f in outbox.followers(head, limit=10)] == [
+        a2.entry_id,
+        a3.entry_id,
+        a4.entry_id,
+    ]
+    assert [f.entry_id for f in outbox.followers(head, limit=2)] == [a2.entry_id, a3.entry_id]
+    outbox.remove(a0.entry_id)
+    (again,) = outbox.claim_heads(skip_topics={"b"})  # a2 is claimed now: it may be sent
+    outbox.release(again.entry_id)
+    assert outbox.followers(head, limit=10) == []  # ...so nothing behind a0 is merged past it
+
+
+def test_merge_replaces_the_head_in_place_and_drops_the_absorbed(outbox):
+    a0 = outbox.append(batch("a", 0))
+    a1, a2 = outbox.append(batch("a", 1)), outbox.append(batch("a", 2))
+    outbox.append(batch("b", 3))
+    (head, _) = outbox.claim_heads()
+    merged_batch = OutboxBatch("a", "p-2", 9, ("m0", "m1", "m2"), b"{merged}")
+    merged = outbox.merge(head, merged_batch, [a1.entry_id, a2.entry_id])
+    assert (merged.entry_id, merged.batch, merged.attempts) == (a0.entry_id, merged_batch, 1)
+    assert [e.batch.sequence for e in outbox.entries()] == [9, 3]
+    assert outbox.claim_heads() == []  # still claimed
+    outbox.release(a0.entry_id)
+    (again,) = outbox.claim_heads(skip_topics={"b"})
+    assert again.batch == merged_batch and again.attempts == 2
+    assert outbox.topic_counts()["a"] == (1, 3, len(b"{merged}"))
+
+
+def test_merged_requests_are_what_encode_request_would_make():
+    messages = [{"message_id": f"m{i}", "body": "eA==", "tag": 'a",b'} for i in range(5)]
+    first = OpenBatch("t", 0.0, [PendingMessage(m["message_id"], m, 0) for m in messages[:2]])
+    second = OpenBatch("t", 0.0, [PendingMessage(m["message_id"], m, 0) for m in messages[2:]])
+    parts = [
+        messages_json(encode_request("p-1", 0, first)),
+        messages_json(encode_request("p-1", 1, second)),
+    ]
+    merged = merged_payload("p-9", 7, parts)
+    whole = OpenBatch("t", 0.0, first.messages + second.messages)
+    assert merged == encode_request("p-9", 7, whole)
+    other_layout = json.dumps(
+        {"messages": messages[:2], "sequence": 1, "producer_id": "x"}
+    ).encode()
+    assert (
+        json.loads(merged_payload("p", 1, [messages_json(other_layout)]))["messages"]
+        == messages[:2]
+    )

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 import time
 
+import cirrusmq.producer as producer_module
+import httpx
 import pytest
 from cirrusmq import (
     AsyncProducer,
@@ -87,14 +91,70 @@ def test_without_outbox_an_unreachable_service_raises():
 
 
 def test_close_reports_what_it_could_not_send_in_time():
+    # The request on the wire gets request_timeout_s to end: its outcome is known then, and
+    # only the message that never left is reported (its resend cannot duplicate anything).
     service = FakeService()
-    service.hold.clear()  # the service hangs
-    p = producer(service)
-    future = p.send_async(Message("t", "stuck"))
-    unsent = p.close(timeout_s=0.2)
+    service.hold.clear()  # the service hangs...
+    p = producer(service, request_timeout_s=5)
+    on_the_wire = p.send_async(Message("t", "on the wire"))
+    wait_until(lambda: service.arrived == 1)
+    queued = p.send_async(Message("t", "queued"))  # behind it: never sent
+    threading.Timer(0.3, service.hold.set).start()  # ...and answers after a while
+    unsent = p.close(timeout_s=0.1)
+    assert [m.body for m in unsent] == [b"queued"]
+    assert isinstance(queued.exception(timeout=1), ClientClosedError)
+    assert on_the_wire.result(timeout=0).offset == 0
+    assert service.bodies("t") == ["on the wire"]
+
+
+def test_a_request_still_on_the_wire_after_close_resolves_its_future_later(monkeypatch):
+    service = FakeService()
+    service.hold.clear()
+    made: list[Transport] = []
+
+    def owned_transport(endpoint, credentials, **options):  # the producer makes (and owns) it
+        made.append(Transport(endpoint, credentials, http_transport=service.transport(), **options))
+        return made[-1]
+
+    monkeypatch.setattr(producer_module, "Transport", owned_transport)
+    p = Producer("http://fake", request_timeout_s=0.2)
+    future = p.send_async(Message("t", "slow"))
+    wait_until(lambda: service.arrived == 1)
+    assert p.close(timeout_s=0.1) == []  # not reported as unsent: it may be stored
+    assert not future.done() and not made[0]._closed.is_set()
     service.hold.set()
-    assert [m.body for m in unsent] == [b"stuck"]
-    assert isinstance(future.exception(timeout=1), ClientClosedError)
+    assert future.result(timeout=5).offset == 0
+    assert service.bodies("t") == ["slow"]
+    wait_until(made[0]._closed.is_set)  # closed by the request that ended last
+
+
+def test_async_close_does_not_report_a_request_on_the_wire_as_unsent():
+    service = FakeService()
+
+    async def scenario() -> None:
+        arrived, answer = asyncio.Event(), asyncio.Event()
+
+        async def handler(request: httpx.Request) -> httpx.Response:
+            arrived.set()
+            await answer.wait()
+            return service.handle(request)
+
+        transport = AsyncTransport(
+            "http://fake", retry=FAST, http_transport=httpx.MockTransport(handler)
+        )
+        p = AsyncProducer("http://fake", transport=transport, request_timeout_s=0.2)
+        slow = await p.send_async(Message("t", "slow"))
+        await arrived.wait()
+        queued = await p.send_async(Message("t", "queued"))
+        unsent = await p.close(timeout_s=0.05)
+        assert [m.body for m in unsent] == [b"queued"]
+        assert isinstance(queued.exception(), ClientClosedError)
+        assert not slow.done()
+        answer.set()
+        assert (await asyncio.wait_for(slow, 5)).offset == 0
+
+    asyncio.run(scenario())
+    assert service.bodies("t") == ["slow"]
 
 
 def test_outbox_parks_sends_while_the_service_is_down_then_delivers_once_in_order(tmp_path):
@@ -183,3 +243,128 @@ def test_async_producer_batches_retries_and_parks(tmp_path):
     asyncio.run(scenario())
     assert service.bodies("t") == [str(i) for i in range(305)]
     assert len(service.requests) < 50
+
+
+# ---------------------------------------------------------------------------- durability (B1)
+def outbox_messages(path) -> int:
+    """Messages in the SQLite outbox, read from the file itself (what a kill -9 leaves)."""
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT COALESCE(SUM(message_count), 0) FROM batches").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_the_outbox_holds_every_accepted_message_while_its_topic_is_busy(tmp_path):
+    service = FakeService()
+    service.hold.clear()  # the first request hangs: its topic stays busy
+    path = tmp_path / "o.db"
+    p = producer(service, outbox_path=path)
+    first = p.send_async(Message("t", "first"))
+    wait_until(lambda: service.arrived == 1)
+    futures = []
+    for group in range(5):  # several lingers: several small batches in the outbox
+        futures += [p.send_async(Message("t", f"m{group * 20 + i}")) for i in range(20)]
+        time.sleep(0.02)
+    wait_until(lambda: outbox_messages(path) == 101, timeout_s=2)  # durable within ~linger
+    done = []
+    for f in [first, *futures]:
+        f.add_done_callback(done.append)
+    service.hold.set()
+    receipts = [f.result(timeout=5) for f in [first, *futures]]
+    p.close()
+    assert [r.offset for r in receipts] == list(range(101))
+    assert service.bodies("t") == ["first", *(f"m{i}" for i in range(100))]
+    assert len(service.requests) == 2  # the small batches went out merged, in one request
+    assert len(done) == 101 and outbox_messages(path) == 0
+
+
+def test_a_blocking_send_is_durable_while_its_topic_is_busy(tmp_path):
+    service = FakeService()
+    service.hold.clear()
+    path = tmp_path / "o.db"
+    p = producer(service, outbox_path=path)
+    p.send_async(Message("t", "first"))
+    wait_until(lambda: service.arrived == 1)
+    sender = threading.Thread(target=p.send, args=(Message("t", "blocking"),), daemon=True)
+    sender.start()
+    wait_until(lambda: outbox_messages(path) == 2, timeout_s=2)  # stored before it returns
+    service.hold.set()
+    sender.join(5)
+    p.close()
+    assert service.bodies("t") == ["first", "blocking"]
+
+
+def test_batches_that_may_have_been_sent_are_never_merged(tmp_path):
+    service = FakeService()
+    service.down = True
+    path = tmp_path / "o.db"
+    with producer(service, outbox_path=path, max_attempts=1) as p:
+        assert p.send(Message("t", "a")).pending  # posted (refused): parked, maybe sent
+        for body in ("b", "c"):
+            p.send_async(Message("t", body))
+            p.flush(timeout_s=5)  # each its own batch behind the parked one
+        stored = [(e.batch.producer_id, e.batch.sequence) for e in p._state.store.entries()]
+        assert len(stored) == 3
+        service.down = False
+        p.flush(timeout_s=5)
+        wait_until(lambda: len(service.stored["t"]) == 3)
+    assert service.bodies("t") == ["a", "b", "c"]
+    first, merged = service.requests
+    assert (first["producer_id"], first["sequence"]) == stored[0]  # resent as it was
+    assert [m["message_id"] for m in first["messages"]] == [service.stored["t"][0]["message_id"]]
+    assert (merged["producer_id"], merged["sequence"]) not in stored  # a new sequence
+    assert len(merged["messages"]) == 2
+
+
+# ---------------------------------------------------------------------------- errors (B3)
+def test_an_unexpected_error_while_posting_fails_the_batch_and_frees_the_topic():
+    service = FakeService()
+    service.crash_next = 1
+    with producer(service) as p:
+        with pytest.raises(TransportError, match="unexpectedly"):
+            p.send(Message("t", "crash"))
+        assert p.send(Message("t", "next")).offset == 0
+        p.flush(timeout_s=2)
+
+
+def test_an_outbox_failure_after_a_send_is_retried_without_duplicates(tmp_path):
+    service = FakeService()
+    with producer(service, outbox_path=tmp_path / "o.db") as p:
+        p.start()
+        store = p._state.store
+        real_remove, real_release = store.remove, store.release
+        failures = {"remove": 1, "release": 1}
+
+        def flaky(name, real):
+            def call(entry_id):
+                if failures[name]:
+                    failures[name] -= 1
+                    raise sqlite3.OperationalError("database is locked")
+                return real(entry_id)
+
+            return call
+
+        store.remove = flaky("remove", real_remove)
+        store.release = flaky("release", real_release)
+        first = p.send_async(Message("t", "1"))
+        assert first.result(timeout=5).offset == 0  # resent; the service knew it
+        assert p.send(Message("t", "2")).offset == 1  # the topic is not stuck
+        p.flush(timeout_s=5)
+    assert service.bodies("t") == ["1", "2"]
+    assert len({(r["producer_id"], r["sequence"]) for r in service.requests}) == 2
+
+
+def test_async_producer_survives_an_unexpected_error_while_posting():
+    service = FakeService()
+    service.crash_next = 1
+
+    async def scenario() -> None:
+        transport = AsyncTransport("http://fake", retry=FAST, http_transport=service.transport())
+        async with AsyncProducer("http://fake", transport=transport) as p:
+            with pytest.raises(TransportError, match="unexpectedly"):
+                await p.send(Message("t", "crash"))
+            assert (await p.send(Message("t", "next"))).offset == 0
+            await p.flush(timeout_s=2)
+
+    asyncio.run(scenario())
