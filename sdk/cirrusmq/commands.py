@@ -78,6 +78,17 @@ def _reported_errors() -> Iterator[None]:
         raise typer.Exit(1) from exc
 
 
+@contextmanager
+def _admin(
+    endpoint: str | None, access_key: str | None, secret_key: str | None, profile: str | None
+) -> Iterator[Admin]:
+    """An Admin client from the resolved configuration, errors reported as the CLI does."""
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Admin(cfg.endpoint, cfg.credentials) as admin:
+            yield admin
+
+
 def _config(
     endpoint: str | None, access_key: str | None, secret_key: str | None, profile: str | None
 ) -> ClientConfig:
@@ -109,15 +120,13 @@ def topic_create(
     profile: Profile = None,
 ) -> None:
     """Create a topic."""
-    with _reported_errors():
-        cfg = _config(endpoint, access_key, secret_key, profile)
-        with Admin(cfg.endpoint, cfg.credentials) as admin:
-            topic = admin.create_topic(
-                name,
-                queues=queues,
-                message_type=message_type.upper(),
-                retention_hours=retention_hours,
-            )
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        topic = admin.create_topic(
+            name,
+            queues=queues,
+            message_type=message_type.upper(),
+            retention_hours=retention_hours,
+        )
     out.print(
         f"created topic {topic.name}: {topic.queues} queues, {topic.message_type}, "
         f"retention {topic.retention_hours} h"
@@ -133,10 +142,8 @@ def topic_list(
     profile: Profile = None,
 ) -> None:
     """List the topics."""
-    with _reported_errors():
-        cfg = _config(endpoint, access_key, secret_key, profile)
-        with Admin(cfg.endpoint, cfg.credentials) as admin:
-            topics = admin.list_topics()
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        topics = admin.list_topics()
     if as_json:
         _print_json([vars(t) for t in topics])
         return
@@ -163,10 +170,8 @@ def topic_describe(
     profile: Profile = None,
 ) -> None:
     """Show a topic and the offsets of its queues."""
-    with _reported_errors():
-        cfg = _config(endpoint, access_key, secret_key, profile)
-        with Admin(cfg.endpoint, cfg.credentials) as admin:
-            description = admin.describe_topic(name)
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        description = admin.describe_topic(name)
     topic = description.topic
     if as_json:
         _print_json({**vars(topic), "queue_offsets": [vars(q) for q in description.queue_offsets]})
@@ -196,10 +201,8 @@ def topic_delete(
     """Delete a topic and (in the background) its messages."""
     if not yes:
         typer.confirm(f"Delete topic {name} and all its messages?", abort=True)
-    with _reported_errors():
-        cfg = _config(endpoint, access_key, secret_key, profile)
-        with Admin(cfg.endpoint, cfg.credentials) as admin:
-            admin.delete_topic(name)
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        admin.delete_topic(name)
     out.print(f"deleted topic {name}")
 
 
@@ -215,10 +218,8 @@ def group_describe(
     profile: Profile = None,
 ) -> None:
     """Show a consumer group's offsets, lag and in-flight messages per queue."""
-    with _reported_errors():
-        cfg = _config(endpoint, access_key, secret_key, profile)
-        with Admin(cfg.endpoint, cfg.credentials) as admin:
-            description = admin.describe_group(group, topic)
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        description = admin.describe_group(group, topic)
     if as_json:
         _print_json({"group": description.group, "queues": [vars(q) for q in description.queues]})
         return
