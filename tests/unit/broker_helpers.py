@@ -20,3 +20,13 @@ def object_keys(broker: Broker) -> list[str]:
 def index_items(broker: Broker) -> list[dict]:
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     return ddb.scan(TableName=broker.settings.log_index_table)["Items"]
+
+
+def statuses(broker: Broker, group: str) -> list:
+    """Per-queue statuses of a group (describe_group without the subscriptions)."""
+    return broker.consume.describe_group(group).queues
+
+
+def ack_statuses(broker: Broker, group: str, handles: list[str]) -> list[str]:
+    """The per-handle status of an ack: 'acked', 'expired' or 'invalid'."""
+    return [outcome.status.value for outcome in broker.consume.ack(group, handles)]

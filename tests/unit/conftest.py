@@ -58,7 +58,7 @@ def settings(aws: None) -> Settings:
         log_index_table=names["LogIndexTable"],
         groups_table=names["GroupsTable"],
         producers_table=names["ProducersTable"],
-        message_ids_table=names["MessageIdsTable"],
+        queue_heads_table=names["QueueHeadsTable"],
         bucket=names["MessageBucket"],
         receipt_secret="unit-test-secret-0123456789abcdef",
         aws_region="us-east-1",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from broker_helpers import send
+from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.errors import (
     ForeignReceiptHandle,
     InvalidDuration,
@@ -59,7 +59,7 @@ def test_filtered_out_messages_are_skipped_and_committed(broker):
     got = broker.consume.receive("g", "t", filter_expression="B || C", max_messages=10)
     assert [m.message.tag for m in got] == ["B", "C"]
     broker.consume.ack("g", [m.receipt_handle for m in got])
-    [status] = broker.consume.describe_group("g")
+    [status] = statuses(broker, "g")
     assert (status.committed_offset, status.cursor, status.lag, status.inflight) == (4, 4, 0, 0)
     assert broker.consume.receive("g", "t", filter_expression="B || C") == []
 
@@ -74,15 +74,14 @@ def test_unacked_message_comes_back_after_invisible_duration(broker, clock):
     clock.advance(0.2)
     [again] = broker.consume.receive("g", "t", invisible_seconds=10)
     assert again.delivery_attempt == 2 and again.message.offset == first.message.offset
-    with pytest.raises(ReceiptHandleExpired):
-        broker.consume.ack("g", [first.receipt_handle])
-    assert broker.consume.ack("g", [again.receipt_handle]) == 1
-    assert broker.consume.ack("g", [again.receipt_handle]) == 1  # acking twice is fine
+    assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]
+    assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
+    assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]  # acking twice is fine
     clock.advance(60)
     assert broker.consume.receive("g", "t") == []
 
 
-def test_ack_is_all_or_nothing(broker, clock):
+def test_ack_acts_on_every_valid_handle(broker, clock):
     fill_queues(broker, "t", [1, 1])  # two queues, so two leases
     got = broker.consume.receive("g", "t", invisible_seconds=10)
     assert len(got) == 2
@@ -94,21 +93,21 @@ def test_ack_is_all_or_nothing(broker, clock):
         if m.message.offset == again[0].message.offset and m.message.queue == again[0].message.queue
     )
     fresh = next(m for m in got if m is not stale)
-    with pytest.raises(ReceiptHandleExpired) as err:
-        broker.consume.ack("g", [fresh.receipt_handle, stale.receipt_handle])
-    assert err.value.details["receipt_handles"] == [stale.receipt_handle]
-    assert sum(s.inflight for s in broker.consume.describe_group("g")) == 2  # nothing acked
+    outcomes = broker.consume.ack("g", [fresh.receipt_handle, stale.receipt_handle])
+    assert [o.status.value for o in outcomes] == ["acked", "expired"]
+    assert isinstance(outcomes[1].error, ReceiptHandleExpired)
+    assert sum(s.inflight for s in statuses(broker, "g")) == 1  # the stale one's redelivery
 
 
 def test_foreign_and_forged_handles(broker):
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x")
     [m] = broker.consume.receive("g1", "t")
-    with pytest.raises(ForeignReceiptHandle):
-        broker.consume.ack("g2", [m.receipt_handle])
-    with pytest.raises(InvalidReceiptHandle):
-        broker.consume.ack("g1", [m.receipt_handle[:-2] + "AA"])
-    assert broker.consume.describe_group("g1")[0].inflight == 1
+    [foreign] = broker.consume.ack("g2", [m.receipt_handle])
+    assert foreign.status.value == "invalid" and isinstance(foreign.error, ForeignReceiptHandle)
+    [forged] = broker.consume.ack("g1", [m.receipt_handle[:-2] + "AA"])
+    assert forged.status.value == "invalid" and isinstance(forged.error, InvalidReceiptHandle)
+    assert statuses(broker, "g1")[0].inflight == 1
 
 
 def test_change_invisible_duration_postpones_redelivery(broker, clock):
@@ -119,7 +118,7 @@ def test_change_invisible_duration_postpones_redelivery(broker, clock):
     clock.advance(11)
     again = broker.consume.receive("g", "t", invisible_seconds=10)
     assert [m.message.body for m in again] == [b"y"]
-    assert broker.consume.ack("g", [changed.receipt_handle]) == 1
+    assert ack_statuses(broker, "g", [changed.receipt_handle]) == ["acked"]
     with pytest.raises(ReceiptHandleExpired):
         broker.consume.change_invisible("g", changed.receipt_handle, 100)
     with pytest.raises(InvalidDuration):
@@ -152,7 +151,7 @@ def test_lookup_by_message_id(broker):
     [receipt] = broker.produce.send(
         "t", [MessageInput(b"hello", message_id="id-1", keys=("k",))]
     ).receipts
-    found = broker.consume.lookup("t", "id-1")
+    found = broker.lookup.lookup("t", "id-1")
     assert (found.body, found.offset, found.queue, found.keys) == (
         b"hello",
         receipt.offset,
@@ -160,10 +159,10 @@ def test_lookup_by_message_id(broker):
         ("k",),
     )
     with pytest.raises(MessageNotFound):
-        broker.consume.lookup("t", "id-2")
+        broker.lookup.lookup("t", "id-2")
     broker.admin.create_topic("other")
     with pytest.raises(MessageNotFound):
-        broker.consume.lookup("other", "id-1")
+        broker.lookup.lookup("other", "id-1")
 
 
 class SimulatedCrash(BaseException):

@@ -6,7 +6,7 @@ import zlib
 
 import boto3
 import pytest
-from broker_helpers import send
+from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, InvalidMessage, InvalidTopicName
 from cirrusmq_broker.model import ProducerStamp
@@ -66,8 +66,8 @@ def test_ack_of_many_leases_at_once(broker, clock):
         send(broker, "t", str(i).encode())
     got = [m for _ in range(count) for m in broker.consume.receive("g", "t", max_messages=1)]
     assert len({m.receipt_handle.split(".")[0] for m in got}) == count
-    assert broker.consume.ack("g", [m.receipt_handle for m in got]) == count
-    [status] = broker.consume.describe_group("g")
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in got]) == ["acked"] * count
+    [status] = statuses(broker, "g")
     assert (status.committed_offset, status.inflight) == (count, 0)
 
 
@@ -95,7 +95,7 @@ def test_deleted_objects_are_skipped_and_their_leases_settle(broker, clock):
     got = fresh.consume.receive("g", "t", max_messages=10)
     assert [m.message.body for m in got] == [b"c"]
     fresh.consume.ack("g", [m.receipt_handle for m in got])
-    [status] = fresh.consume.describe_group("g")
+    [status] = statuses(fresh, "g")
     assert (status.committed_offset, status.inflight) == (3, 0)
 
 
@@ -104,8 +104,8 @@ def test_lookup_never_answers_with_another_message(broker, clock):
     broker.admin.create_topic("t2")
     broker.produce.send("t1", [MessageInput(b"one", message_id="same")])
     broker.produce.send("t2", [MessageInput(b"two", message_id="same")])
-    assert broker.consume.lookup("t1", "same").body == b"one"
-    assert broker.consume.lookup("t2", "same").body == b"two"
+    assert broker.lookup.lookup("t1", "same").body == b"one"
+    assert broker.lookup.lookup("t2", "same").body == b"two"
 
 
 def test_retry_with_another_payload_after_a_crash_stores_the_new_payload(broker, monkeypatch):

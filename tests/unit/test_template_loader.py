@@ -76,7 +76,7 @@ def test_tables(template) -> None:
         "LogIndexTable",
         "GroupsTable",
         "ProducersTable",
-        "MessageIdsTable",
+        "QueueHeadsTable",
     }
     log_index = template.tables["LogIndexTable"]
     assert [k["AttributeName"] for k in log_index.key_schema] == ["stream", "base_offset"]

@@ -7,9 +7,10 @@ import binascii
 
 from cirrusmq_broker.errors import InvalidMessage
 from cirrusmq_broker.model import ReceivedMessage, StoredMessage, Topic
+from cirrusmq_broker.services.consume import AckOutcome
 from cirrusmq_broker.services.produce import MessageInput
 
-from .schemas import MessageBody, MessageIn, ReceivedMessageBody, TopicBody
+from .schemas import AckResultBody, MessageBody, MessageIn, ReceivedMessageBody, TopicBody
 
 
 def decode_body(text: str, position: int) -> bytes:
@@ -67,4 +68,14 @@ def received_body(received: ReceivedMessage) -> ReceivedMessageBody:
         receipt_handle=received.receipt_handle,
         delivery_attempt=received.delivery_attempt,
         invisible_until=received.invisible_until,
+    )
+
+
+def ack_result_body(outcome: AckOutcome) -> AckResultBody:
+    error = outcome.error
+    return AckResultBody(
+        receipt_handle=outcome.receipt_handle,
+        status=outcome.status.value,
+        code=error.code if error else None,
+        message=error.message if error else None,
     )

@@ -124,8 +124,29 @@ class AckRequest(Strict):
     receipt_handles: list[str]
 
 
+class AckResultBody(BaseModel):
+    receipt_handle: str
+    status: Literal["acked", "expired", "invalid"] = Field(
+        description="acked: settled now or before; expired: redelivered since, not acked; "
+        "invalid: forged, corrupt or another group's handle."
+    )
+    code: str | None = Field(None, description="Error code when not acked.")
+    message: str | None = None
+
+
 class AckResponse(BaseModel):
-    acked: int
+    acked: int = Field(description="How many handles are settled (now or before).")
+    results: list[AckResultBody] = Field(description="One per handle, in request order.")
+
+
+class SubscriptionRequest(Strict):
+    filter: str = Field(description="'*' or 'TagA || TagB'.")
+
+
+class SubscriptionBody(BaseModel):
+    group: str
+    topic: str
+    filter: str = Field(description="The canonical filter: '*' or tags sorted, ' || '-joined.")
 
 
 class ChangeInvisibleRequest(Strict):
@@ -148,11 +169,21 @@ class GroupQueueBody(BaseModel):
     max_offset: int
     lag: int
     inflight: int
+    oldest_unacked_offset: int | None = Field(
+        None, description="Lowest delivered offset not yet acked (holds committed_offset)."
+    )
+    oldest_unacked_attempt: int | None = Field(None, description="Its delivery attempt.")
+
+
+class GroupSubscriptionBody(BaseModel):
+    topic: str
+    filter: str
 
 
 class GroupBody(BaseModel):
     group: str
     queues: list[GroupQueueBody]
+    subscriptions: list[GroupSubscriptionBody]
 
 
 class HealthBody(BaseModel):

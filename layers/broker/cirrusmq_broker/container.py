@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .clock import now_ms
 from .receipts import ReceiptSigner
 from .services.admin import AdminService
 from .services.batch_reader import BatchReader
 from .services.consume import ConsumeService
 from .services.janitor import JanitorService
+from .services.message_lookup import MessageLookup
 from .services.produce import ProduceService
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
@@ -19,14 +20,11 @@ from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
 from .storage.group_states import GroupStateStore
+from .storage.group_views import GroupViewReader
 from .storage.log_index import LogIndex
-from .storage.message_ids import MessageIdIndex
 from .storage.producers import ProducerRecords
+from .storage.queue_heads import QueueHeads
 from .storage.topics import TopicStore
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -62,8 +60,12 @@ class Broker:
         return GroupStateStore(self._dynamodb, self.settings.groups_table)
 
     @functools.cached_property
-    def message_ids(self) -> MessageIdIndex:
-        return MessageIdIndex(self._dynamodb, self.settings.message_ids_table)
+    def heads(self) -> QueueHeads:
+        return QueueHeads(self._dynamodb, self.settings.queue_heads_table)
+
+    @functools.cached_property
+    def reader(self) -> BatchReader:
+        return BatchReader(self.objects)
 
     @functools.cached_property
     def producers(self) -> ProducerRecords:
@@ -72,7 +74,11 @@ class Broker:
     @functools.cached_property
     def admin(self) -> AdminService:
         return AdminService(
-            store=self.topic_store, catalog=self.catalog, index=self.index, clock=self.clock
+            store=self.topic_store,
+            catalog=self.catalog,
+            index=self.index,
+            heads=self.heads,
+            clock=self.clock,
         )
 
     @functools.cached_property
@@ -80,9 +86,8 @@ class Broker:
         return ProduceService(
             topics=self.catalog,
             objects=self.objects,
-            appender=BatchAppender(self._dynamodb, self.index, self.producers),
+            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
             producers=self.producers,
-            message_ids=self.message_ids,
             clock=self.clock,
         )
 
@@ -91,11 +96,18 @@ class Broker:
         return ConsumeService(
             topics=self.catalog,
             index=self.index,
-            reader=BatchReader(self.objects),
+            heads=self.heads,
+            reader=self.reader,
             states=self.states,
-            message_ids=self.message_ids,
+            views=GroupViewReader(self._dynamodb, self.heads, self.states),
             signer=ReceiptSigner(self.settings.receipt_secret),
             clock=self.clock,
+        )
+
+    @functools.cached_property
+    def lookup(self) -> MessageLookup:
+        return MessageLookup(
+            topics=self.catalog, index=self.index, reader=self.reader, producers=self.producers
         )
 
     @functools.cached_property
@@ -103,6 +115,7 @@ class Broker:
         return JanitorService(
             topics=self.topic_store,
             index=self.index,
+            heads=self.heads,
             objects=self.objects,
             states=self.states,
             orphan_grace_seconds=self.settings.orphan_grace_seconds,

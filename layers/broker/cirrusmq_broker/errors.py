@@ -102,6 +102,12 @@ class RequestTooLarge(BrokerError):
     code, http_status, retriable = "RequestTooLarge", 413, False
 
 
+class UnsupportedMediaType(BrokerError):
+    """The request body's Content-Type cannot be JSON."""
+
+    code, http_status, retriable = "UnsupportedMediaType", 415, False
+
+
 class Throttled(BrokerError):
     code, http_status, retriable = "Throttled", 429, True
 
@@ -114,5 +120,21 @@ class TooManyInflight(BrokerError):
 
 class Busy(BrokerError):
     """Contention on a queue's tail or a group's state did not settle in time."""
+
+    code, http_status, retriable = "Busy", 503, True
+
+
+class SubscriptionConflict(Conflict):
+    """A group member asked with another filter than the group's subscription."""
+
+    code = "SubscriptionConflict"
+
+
+class StorageUnavailable(BrokerError):
+    """AWS failed, conflicted or could not be reached (after the SDK's retries).
+
+    The caller sees 503 ``Busy``; it is not a :class:`Busy`, so the services' handling of
+    contention (skip a contended queue, retry an append) never swallows it.
+    """
 
     code, http_status, retriable = "Busy", 503, True

@@ -27,6 +27,11 @@ class TagFilter:
             )
         return cls(frozenset(tags))
 
+    @property
+    def expression(self) -> str:
+        """The canonical text: ``*`` or the tags sorted, joined by `` || ``."""
+        return "*" if self.tags is None else " || ".join(sorted(self.tags))
+
     def matches(self, tag: str | None) -> bool:
         """Whether a message with ``tag`` passes (untagged messages pass only ``*``)."""
         return self.tags is None or (tag is not None and tag in self.tags)

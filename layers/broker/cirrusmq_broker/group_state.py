@@ -68,7 +68,20 @@ class GroupQueueState:
 
     def holds(self, lease_id: str, offset: int) -> bool:
         """Whether a handle (lease, offset) may still ack: its lease is live or it settled."""
-        return bool(self.version) and (lease_id in self.leases or offset < self.committed)
+        return bool(self.version) and (lease_id in self.leases or self.settled(offset))
+
+    def settled(self, offset: int) -> bool:
+        """Whether ``offset`` was acked (or skipped) already."""
+        return offset < self.committed or offset in self.acked
+
+    def oldest_unsettled(self) -> tuple[int, int] | None:
+        """(offset, delivery attempt) of the lowest leased offset not yet acked."""
+        oldest = None
+        for lease in self.leases.values():
+            pending = lease.unsettled(self.acked)
+            if pending and (oldest is None or pending[0] < oldest[0]):
+                oldest = (pending[0], lease.attempt)
+        return oldest
 
     def expired_leases(self, now: int) -> list[Lease]:
         """Leases past their deadline with something left to deliver, oldest offsets first."""

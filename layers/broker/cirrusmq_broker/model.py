@@ -97,7 +97,11 @@ class IndexEntry:
     object_key: str
     size_bytes: int
     min_timestamp: int
+    """Earliest born timestamp of the batch's messages (ms)."""
     max_timestamp: int
+    """Latest born timestamp of the batch's messages (ms)."""
+    stored_timestamp: int = 0
+    """When the broker stored the batch (ms)."""
 
     @property
     def next_offset(self) -> int:
@@ -133,6 +137,10 @@ class GroupQueueStatus:
     cursor: int
     max_offset: int
     inflight: int
+    oldest_unacked_offset: int | None = None
+    """The lowest delivered offset not yet acked: what holds ``committed_offset`` back."""
+    oldest_unacked_attempt: int | None = None
+    """Its delivery attempt."""
 
     @property
     def lag(self) -> int:

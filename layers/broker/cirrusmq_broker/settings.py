@@ -20,8 +20,8 @@ class Settings:
     """DynamoDB table: one consumer-group state item per (group, topic, queue)."""
     producers_table: str
     """DynamoDB table: idempotency records (producer id + sequence)."""
-    message_ids_table: str
-    """DynamoDB table: message id → stored location."""
+    queue_heads_table: str
+    """DynamoDB table: one head per queue (next offset; closed when the topic is deleted)."""
     bucket: str
     """S3 bucket holding the Parquet batch objects."""
     receipt_secret: str = ""
@@ -49,7 +49,7 @@ class Settings:
             log_index_table=get("LOG_INDEX_TABLE"),
             groups_table=get("GROUPS_TABLE"),
             producers_table=get("PRODUCERS_TABLE"),
-            message_ids_table=get("MESSAGE_IDS_TABLE"),
+            queue_heads_table=get("QUEUE_HEADS_TABLE"),
             bucket=get("BUCKET"),
             receipt_secret=get("RECEIPT_SECRET", ""),
             orphan_grace_seconds=int(get("ORPHAN_GRACE_SECONDS", "300")),

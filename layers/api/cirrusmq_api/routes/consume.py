@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
-from ..convert import message_body, received_body
+from ..convert import ack_result_body, message_body, received_body
 from ..schemas import (
     AckRequest,
     AckResponse,
@@ -14,6 +14,8 @@ from ..schemas import (
     MessageBody,
     ReceiveRequest,
     ReceiveResponse,
+    SubscriptionBody,
+    SubscriptionRequest,
 )
 
 router = APIGatewayHttpRouter()
@@ -21,7 +23,7 @@ router = APIGatewayHttpRouter()
 
 @router.get("/v1/topics/<topic>/messages/<message_id>", summary="Look a message up by id")
 def lookup_message(topic: str, message_id: str) -> MessageBody:
-    return message_body(current_broker().consume.lookup(topic, message_id))
+    return message_body(current_broker().lookup.lookup(topic, message_id))
 
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
@@ -37,9 +39,22 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
     return ReceiveResponse(messages=[received_body(r) for r in received])
 
 
-@router.post("/v1/groups/<group>/ack", summary="Ack received messages (all or nothing)")
+@router.post("/v1/groups/<group>/ack", summary="Ack received messages (a result per handle)")
 def ack(group: str, request: AckRequest) -> AckResponse:
-    return AckResponse(acked=current_broker().consume.ack(group, request.receipt_handles))
+    outcomes = current_broker().consume.ack(group, request.receipt_handles)
+    return AckResponse(
+        acked=sum(o.status == "acked" for o in outcomes),
+        results=[ack_result_body(o) for o in outcomes],
+    )
+
+
+@router.put(
+    "/v1/groups/<group>/subscriptions/<topic>",
+    summary="Set the group's filter on a topic (applies from the group's cursor on)",
+)
+def subscribe(group: str, topic: str, request: SubscriptionRequest) -> SubscriptionBody:
+    expression = current_broker().consume.subscribe(group, topic, request.filter)
+    return SubscriptionBody(group=group, topic=topic, filter=expression)
 
 
 @router.post("/v1/groups/<group>/invisible", summary="Change a message's invisible duration")

@@ -7,19 +7,20 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.validation import check_topic_name
 
-from ..schemas import GroupBody, GroupQueueBody
+from ..schemas import GroupBody, GroupQueueBody, GroupSubscriptionBody
 
 router = APIGatewayHttpRouter()
 
 
 @router.get("/v1/groups/<group>", summary="Describe a consumer group: offsets and lag per queue")
 def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> GroupBody:
-    if topic is not None:
-        check_topic_name(topic)
-    statuses = current_broker().consume.describe_group(group, topic)
+    description = current_broker().consume.describe_group(group, topic)
     return GroupBody(
         group=group,
-        queues=[GroupQueueBody(**vars(s), lag=s.lag) for s in statuses],
+        queues=[GroupQueueBody(**vars(s), lag=s.lag) for s in description.queues],
+        subscriptions=[
+            GroupSubscriptionBody(topic=t, filter=f)
+            for t, f in sorted(description.subscriptions.items())
+        ],
     )

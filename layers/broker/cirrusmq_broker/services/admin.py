@@ -9,6 +9,7 @@ from .. import limits
 from ..errors import InvalidRequest, TopicNotFound
 from ..model import MessageType, QueueOffsets, Topic, TopicStatus
 from ..storage.log_index import LogIndex
+from ..storage.queue_heads import QueueHeads
 from ..storage.topics import TopicStore
 from ..validation import check_topic_name
 from .topic_catalog import TopicCatalog
@@ -27,11 +28,13 @@ class AdminService:
         store: TopicStore,
         catalog: TopicCatalog,
         index: LogIndex,
+        heads: QueueHeads,
         clock: Callable[[], int],
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._index = index
+        self._heads = heads
         self._clock = clock
 
     def create_topic(
@@ -63,13 +66,22 @@ class AdminService:
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self._active(name)
-        offsets = [self._index.offsets(topic.name, q) for q in range(topic.queues)]
+        heads = self._heads.get_many(topic.name, list(range(topic.queues)))
+        now_s = self._clock() // 1000
+        offsets = [
+            QueueOffsets(
+                q,
+                self._index.first_offset(topic.name, q, now_s=now_s, end=heads[q].next_offset),
+                heads[q].next_offset,
+            )
+            for q in range(topic.queues)
+        ]
         return TopicDescription(topic, offsets)
 
     def delete_topic(self, name: str) -> None:
         """Retire the topic now; the janitor purges its data later."""
         check_topic_name(name)
-        if not self._store.mark_deleting(name, now=self._clock()):
+        if not self._store.retire(name, now=self._clock(), heads=self._heads):
             raise TopicNotFound(f"topic {name!r} does not exist")
         self._catalog.forget(name)
 

@@ -1,11 +1,14 @@
-"""Consume: receive under a lease, ack, change invisible duration, look up by id, describe.
+"""Consume: receive under a lease, ack, change invisible duration, subscribe, describe.
 
-Receive takes the topic's queues in turn: each call starts at the next queue and moves on
-to the following ones until ``max_messages`` (or the response byte budget) is reached, so
-every queue is served first once every N calls and none starves behind a busy one. Per
-queue it delivers expired leases first, then new messages from the cursor, and writes the
-queue's state with one conditional put. Filling from as few queues as possible keeps the
-writes per receive (and the acks that follow) near one, which is what a receive costs.
+A receive first reads, in one batched call, every queue's head, the group's state on every
+queue and the group's subscription: that tells which queues have unread messages or
+expired leases for the group, and only those are touched (an idle poll costs that one
+read). It takes those queues in turn: each call starts at the next queue and moves on
+until ``max_messages`` (or the response byte budget) is reached, so every queue is served
+first once every N calls and none starves behind a busy one. Per queue it delivers expired
+leases first, then new messages from the cursor, and writes the queue's state with one
+conditional put. A long poll repeats the batched read about once a second and returns
+within its wait.
 """
 
 from __future__ import annotations
@@ -14,27 +17,31 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .. import limits
 from ..errors import (
+    BrokerError,
     Busy,
     ForeignReceiptHandle,
     InvalidDuration,
     InvalidRequest,
     MessageNotFound,
     ReceiptHandleExpired,
+    SubscriptionConflict,
     TooManyInflight,
 )
 from ..filters import TagFilter
 from ..group_state import GroupQueueState, Lease
 from ..model import GroupQueueStatus, IndexEntry, ReceivedMessage, StoredMessage, Topic
-from ..receipts import ReceiptHandle, ReceiptSigner
+from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
 from ..storage.group_states import AckRequest, GroupStateStore
+from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
-from ..storage.message_ids import MessageIdIndex
-from ..validation import check_group_name, check_message_id
+from ..storage.queue_heads import QueueHead, QueueHeads
+from ..validation import check_group_name, check_topic_name
 from .batch_reader import BatchReader
 from .topic_catalog import TopicCatalog
 
@@ -44,7 +51,10 @@ MESSAGE_OVERHEAD_BYTES = 768
 """JSON around one message: ids, handle, tag, keys, properties (estimated)."""
 MAX_SCAN_PER_QUEUE = 2000
 """Messages one receive examines per queue (bounds work when a filter skips most)."""
-POLL_INTERVAL_SECONDS = 0.5
+POLL_INTERVAL_SECONDS = 1.0
+"""A long poll re-reads the heads this often: about one read per second while idle."""
+POLL_MARGIN_SECONDS = 0.3
+"""A long poll stops starting new work this long before its wait ends."""
 SAVE_ATTEMPTS = 6
 MAX_ACK_QUEUES = 100
 """An ack touching several queues is one DynamoDB transaction (at most 100 items)."""
@@ -67,6 +77,8 @@ class QueuePlan:
     """Leased offsets past retention: they settle without a delivery."""
     new: list[tuple[StoredMessage, bool]] = field(default_factory=list)
     """Messages from the cursor on, with whether they pass the filter."""
+    skip_to: int = 0
+    """Nothing retained lies below this offset: the cursor may jump here."""
     scan_end: int = 0
     """Offset after the last message examined."""
     entries: list[IndexEntry] = field(default_factory=list)
@@ -83,24 +95,44 @@ class QueuePlan:
         return offset
 
 
+class AckStatus(StrEnum):
+    ACKED = "acked"
+    """Settled now or before (acking an acked message succeeds)."""
+    EXPIRED = "expired"
+    """The lease ended and the message was redelivered since: it was not acked."""
+    INVALID = "invalid"
+    """Forged, corrupt, or another group's handle."""
+
+
+@dataclass(frozen=True)
+class AckOutcome:
+    """What an ack did with one receipt handle."""
+
+    receipt_handle: str
+    status: AckStatus
+    error: BrokerError | None = None
+
+
 class ConsumeService:
     def __init__(
         self,
         *,
         topics: TopicCatalog,
         index: LogIndex,
+        heads: QueueHeads,
         reader: BatchReader,
         states: GroupStateStore,
-        message_ids: MessageIdIndex,
+        views: GroupViewReader,
         signer: ReceiptSigner,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._topics = topics
         self._index = index
+        self._heads = heads
         self._reader = reader
         self._states = states
-        self._message_ids = message_ids
+        self._views = views
         self._signer = signer
         self._clock = clock
         self._sleep = sleep
@@ -128,18 +160,47 @@ class ConsumeService:
             raise InvalidDuration(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         topic = self._topics.active(topic_name)
         give_up = time.monotonic() + wait_seconds
+        subscribed = False
         while True:
-            received = self._receive_once(group, topic, tag_filter, max_messages, invisible_seconds)
-            remaining = give_up - time.monotonic()
+            view = self._views.read(group, topic.name, topic.queues)
+            if not subscribed:
+                self._check_subscription(group, topic.name, tag_filter, view.subscription)
+                subscribed = True
+            received = self._receive_once(view, topic, tag_filter, max_messages, invisible_seconds)
+            remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
                 return received
             self._sleep(min(POLL_INTERVAL_SECONDS, remaining))
 
+    def _check_subscription(
+        self, group: str, topic: str, tag_filter: TagFilter, subscribed: str | None
+    ) -> None:
+        """Record the group's filter on its first receive; refuse another filter later."""
+        wanted = tag_filter.expression
+        if subscribed is None:
+            if self._states.subscribe(group, topic, wanted, only_if_new=True):
+                return
+            subscribed = self._states.subscription(group, topic)
+        if subscribed is not None and subscribed != wanted:
+            raise SubscriptionConflict(
+                f"group {group!r} is subscribed to topic {topic!r} with filter {subscribed!r}, "
+                f"not {wanted!r}; change the subscription first",
+                details={"topic": topic, "subscribed": subscribed, "requested": wanted},
+            )
+
+    def subscribe(self, group: str, topic_name: str, filter_expression: str) -> str:
+        """Set the group's filter on a topic (from the cursor on); returns its canonical text."""
+        check_group_name(group)
+        expression = TagFilter.parse(filter_expression).expression
+        topic = self._topics.active(topic_name)
+        self._states.subscribe(group, topic.name, expression, only_if_new=False)
+        return expression
+
     def _receive_once(
-        self, group: str, topic: Topic, tag_filter: TagFilter, budget: int, invisible_s: int
+        self, view: GroupView, topic: Topic, tag_filter: TagFilter, budget: int, invisible_s: int
     ) -> list[ReceivedMessage]:
-        queues = self._rotation(topic)
-        states = self._states.load(group, topic.name, queues)
+        now = self._clock()
+        queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
         received: list[ReceivedMessage] = []
         bytes_left = RESPONSE_BYTE_BUDGET
         for q in queues:
@@ -147,10 +208,13 @@ class ConsumeService:
             if wanted <= 0 or bytes_left <= 0:
                 break
             now = self._clock()
-            plan = self._plan(states[q], tag_filter, wanted, now)
+            end = view.heads[q].next_offset
+            plan = self._plan(view.states[q], tag_filter, wanted, now, end)
             count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
             try:
-                taken = self._take(states[q], plan, count, tag_filter, now, invisible_s * 1000)
+                taken = self._take(
+                    view.states[q], plan, count, tag_filter, now, invisible_s * 1000, end
+                )
             except Busy:
                 continue  # other consumers of the group hold this queue: serve the others
             received.extend(taken)
@@ -167,7 +231,7 @@ class ConsumeService:
         return [(start + i) % topic.queues for i in range(topic.queues)]
 
     def _plan(
-        self, state: GroupQueueState, tag_filter: TagFilter, budget: int, now: int
+        self, state: GroupQueueState, tag_filter: TagFilter, budget: int, now: int, end: int
     ) -> QueuePlan:
         plan = QueuePlan(scan_end=state.cursor)
         wanted = budget
@@ -183,23 +247,30 @@ class ConsumeService:
             wanted -= len(messages)
         if (
             wanted <= 0
+            or state.cursor >= end
             or state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
             or len(state.leases) >= limits.MAX_LEASES_PER_QUEUE
         ):
-            return plan  # flow control: this queue waits for acks
-        entries = self._index.read_from(
-            state.topic, state.queue, state.cursor_base, min(100, max(wanted, 8)), now_s=now // 1000
+            return plan  # nothing new, or flow control: this queue waits for acks
+        page = self._index.read_from(
+            state.topic,
+            state.queue,
+            state.cursor_base,
+            min(100, max(wanted, 8)),
+            now_s=now // 1000,
+            end=end,
         )
-        if entries and entries[0].base_offset > state.cursor:
-            state.skip_to(entries[0].base_offset)  # retention removed what lay between
-        plan.entries, plan.scan_end = entries, state.cursor
-        room = limits.MAX_INFLIGHT_PER_QUEUE - (state.cursor - state.committed)
-        for entry in entries:
+        cursor = state.cursor
+        if page.floor > cursor:  # retention removed what lay between: skip it for good
+            plan.skip_to = cursor = page.floor
+        plan.entries, plan.scan_end = page.entries, cursor
+        room = limits.MAX_INFLIGHT_PER_QUEUE - (cursor - state.committed)
+        for entry in page.entries:
             batch = self._reader.messages(entry)
             if not batch:  # the object is past retention already: skip its offsets
                 plan.scan_end = entry.next_offset
                 continue
-            for message in batch[max(0, state.cursor - entry.base_offset) :]:
+            for message in batch[max(0, cursor - entry.base_offset) :]:
                 if wanted <= 0 or len(plan.new) >= min(MAX_SCAN_PER_QUEUE, room):
                     return plan
                 passes = tag_filter.matches(message.tag)
@@ -216,19 +287,24 @@ class ConsumeService:
         tag_filter: TagFilter,
         now: int,
         invisible_ms: int,
+        end: int,
     ) -> list[ReceivedMessage]:
-        """Lease ``share`` messages of the plan and store the state (re-planning on a race)."""
+        """Lease ``share`` messages of the plan and store the state (re-planning on a race).
+
+        A state that only moved (skipped expired or filtered messages) is stored too, so
+        the skip is not redone on the next poll.
+        """
         for attempt in range(SAVE_ATTEMPTS):
-            cursor_before = state.cursor
+            cursor_before, acked_before = state.cursor, len(state.acked)
             delivered = self._apply(state, plan, share, now, invisible_ms)
-            if not delivered and state.cursor == cursor_before:
+            if not delivered and (state.cursor, len(state.acked)) == (cursor_before, acked_before):
                 return []  # nothing to hand out and nothing to record
             state.compact()
             if self._states.save(state):
                 return [self._received(state, message, lease) for message, lease in delivered]
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another consumer won: back off
             state = self._states.load_one(state.group, state.topic, state.queue)
-            plan = self._plan(state, tag_filter, share, self._clock())
+            plan = self._plan(state, tag_filter, share, self._clock(), end)
         raise Busy(f"group {state.group!r} is contended on queue {state.queue}; retry")
 
     @staticmethod
@@ -237,6 +313,7 @@ class ConsumeService:
     ) -> list[tuple[StoredMessage, Lease]]:
         delivered: list[tuple[StoredMessage, Lease]] = []
         state.acked.update(plan.missing)
+        state.skip_to(plan.skip_to)
         for lease, messages in plan.redeliveries:
             room = share - len(delivered)
             if room <= 0:
@@ -295,52 +372,75 @@ class ConsumeService:
         return found
 
     # ================================================================ ack
-    def ack(self, group: str, receipt_handles: list[str]) -> int:
-        """Ack all handles or none; returns how many were acked."""
+    def ack(self, group: str, receipt_handles: list[str]) -> list[AckOutcome]:
+        """Ack every valid handle; one outcome per handle, in order.
+
+        Acking a message acked before succeeds; a stale or invalid handle does not stop
+        the others. Fast path: one conditional ``ADD`` per queue (a transaction when the
+        handles span queues); only when a condition fails are the states read to sort the
+        handles out.
+        """
         check_group_name(group)
         if not 1 <= len(receipt_handles) <= limits.MAX_ACK_HANDLES:
             raise InvalidRequest(f"ack takes 1-{limits.MAX_ACK_HANDLES} receipt handles")
-        handles = self._decode_all(group, receipt_handles)
-        requests: dict[tuple[str, int], AckRequest] = {}
-        for handle in handles:
-            request = requests.setdefault(
-                (handle.topic, handle.queue), AckRequest(handle.topic, handle.queue, {})
-            )
-            request.offsets_by_lease.setdefault(handle.lease_id, []).append(handle.offset)
-        if len(requests) > MAX_ACK_QUEUES:
-            raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
+        outcomes: dict[int, AckOutcome] = {}
+        handles: dict[int, ReceiptHandle] = {}
+        for position, text in enumerate(receipt_handles):
+            try:
+                handles[position] = self._decode(group, text)
+            except (InvalidReceiptHandle, ForeignReceiptHandle) as exc:
+                outcomes[position] = AckOutcome(text, AckStatus.INVALID, exc)
+        pending = dict(handles)
         for _ in range(SAVE_ATTEMPTS):
-            if self._states.ack(group, list(requests.values())):
-                return len(handles)
-            stale = self._stale(group, handles, receipt_handles)
-            if stale:
-                raise ReceiptHandleExpired(
-                    f"{len(stale)} receipt handle(s) are stale: the message was redelivered "
-                    "since; nothing was acked",
-                    details={"receipt_handles": stale},
-                )
-        raise Busy("the group state is contended; retry the ack")
+            if not pending:
+                break
+            requests = _ack_requests(pending.values())
+            if len(requests) > MAX_ACK_QUEUES:
+                raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
+            if self._states.ack(group, requests):
+                break
+            pending = self._sort_out(group, pending, receipt_handles, outcomes)
+        else:
+            if pending:
+                raise Busy("the group state is contended; retry the ack")
+        for position in handles:
+            outcomes.setdefault(position, AckOutcome(receipt_handles[position], AckStatus.ACKED))
+        return [outcomes[p] for p in range(len(receipt_handles))]
 
-    def _decode_all(self, group: str, texts: list[str]) -> list[ReceiptHandle]:
-        handles = [self._signer.decode(text) for text in texts]
-        foreign = [t for t, h in zip(texts, handles, strict=True) if h.group != group]
-        if foreign:
-            raise ForeignReceiptHandle(
-                f"{len(foreign)} receipt handle(s) belong to another consumer group",
-                details={"receipt_handles": foreign},
-            )
-        return handles
+    def _decode(self, group: str, text: str) -> ReceiptHandle:
+        handle = self._signer.decode(text)
+        if handle.group != group:
+            raise ForeignReceiptHandle("the receipt handle belongs to another consumer group")
+        return handle
 
-    def _stale(self, group: str, handles: list[ReceiptHandle], texts: list[str]) -> list[str]:
+    def _sort_out(
+        self,
+        group: str,
+        pending: dict[int, ReceiptHandle],
+        texts: list[str],
+        outcomes: dict[int, AckOutcome],
+    ) -> dict[int, ReceiptHandle]:
+        """After a failed ack: settle already-acked and stale handles; the rest stay."""
         states: dict[tuple[str, int], GroupQueueState] = {}
-        stale = []
-        for handle, text in zip(handles, texts, strict=True):
+        still: dict[int, ReceiptHandle] = {}
+        for position, handle in pending.items():
             key = (handle.topic, handle.queue)
             if key not in states:
                 states[key] = self._states.load_one(group, handle.topic, handle.queue)
-            if not states[key].holds(handle.lease_id, handle.offset):
-                stale.append(text)
-        return stale
+            state = states[key]
+            if state.version and state.settled(handle.offset):
+                outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
+            elif state.holds(handle.lease_id, handle.offset):
+                still[position] = handle
+            else:
+                outcomes[position] = AckOutcome(
+                    texts[position],
+                    AckStatus.EXPIRED,
+                    ReceiptHandleExpired(
+                        "the receipt handle is stale: the message was redelivered since"
+                    ),
+                )
+        return still
 
     # ================================================================ invisible
     def change_invisible(
@@ -349,7 +449,7 @@ class ConsumeService:
         """Set one message's invisible time to now + ``invisible_seconds``; a new handle."""
         check_group_name(group)
         _check_invisible(invisible_seconds)
-        handle = self._decode_all(group, [receipt_handle])[0]
+        handle = self._decode(group, receipt_handle)
         for _ in range(SAVE_ATTEMPTS):
             state = self._states.load_one(group, handle.topic, handle.queue)
             if len(state.leases) >= 2 * limits.MAX_LEASES_PER_QUEUE:
@@ -367,39 +467,59 @@ class ConsumeService:
                 return self._received(state, message, lease)
         raise Busy("the group state is contended; retry")
 
-    # ================================================================ lookup / describe
-    def lookup(self, topic_name: str, message_id: str) -> StoredMessage:
-        """The stored message with ``message_id`` in ``topic_name``."""
-        topic = self._topics.active(topic_name)
-        check_message_id(message_id)
-        location = self._message_ids.get(topic.name, message_id)
-        if location is not None:
-            entry = self._index.entry_at(topic.name, location.queue, location.offset)
-            batch = self._reader.messages(entry) if entry else []
-            position = location.offset - entry.base_offset if entry else -1
-            if 0 <= position < len(batch) and batch[position].message_id == message_id:
-                return batch[position]
-        raise MessageNotFound(f"no message {message_id!r} in topic {topic.name!r}")
-
-    def describe_group(self, group: str, topic: str | None = None) -> list[GroupQueueStatus]:
-        """Per queue the group consumed: committed offset, cursor, max offset, in flight."""
+    # ================================================================ describe
+    def describe_group(self, group: str, topic: str | None = None) -> GroupDescription:
+        """Per queue the group consumed: committed offset, cursor, max offset, in flight,
+        the oldest unacked offset with its delivery attempt; and the subscriptions."""
         check_group_name(group)
+        if topic is not None:
+            check_topic_name(topic)
+        states, subscriptions = self._states.list_group(group)
+        states = [s for s in states if topic is None or s.topic == topic]
+        heads: dict[str, dict[int, QueueHead]] = {}
+        for name in {s.topic for s in states}:
+            heads[name] = self._heads.get_many(name, [s.queue for s in states if s.topic == name])
         statuses = []
-        for state in self._states.list_group(group):
-            if topic is not None and state.topic != topic:
-                continue
-            last = self._index.last_entry(state.topic, state.queue)
+        for state in states:
+            oldest = state.oldest_unsettled()
             statuses.append(
                 GroupQueueStatus(
                     topic=state.topic,
                     queue=state.queue,
                     committed_offset=state.settled_offset(),
                     cursor=state.cursor,
-                    max_offset=last.next_offset if last else 0,
+                    max_offset=heads[state.topic][state.queue].next_offset,
                     inflight=state.inflight(),
+                    oldest_unacked_offset=oldest[0] if oldest else None,
+                    oldest_unacked_attempt=oldest[1] if oldest else None,
                 )
             )
-        return sorted(statuses, key=lambda s: (s.topic, s.queue))
+        if topic is not None:
+            subscriptions = {t: f for t, f in subscriptions.items() if t == topic}
+        return GroupDescription(sorted(statuses, key=lambda s: (s.topic, s.queue)), subscriptions)
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    queues: list[GroupQueueStatus]
+    subscriptions: dict[str, str]
+    """Topic → the group's filter on it."""
+
+
+def _has_work(view: GroupView, queue: int, now: int) -> bool:
+    """Whether the group has unread messages or expired leases on ``queue``."""
+    state = view.states[queue]
+    return view.heads[queue].next_offset > state.cursor or bool(state.expired_leases(now))
+
+
+def _ack_requests(handles: Iterable[ReceiptHandle]) -> list[AckRequest]:
+    requests: dict[tuple[str, int], AckRequest] = {}
+    for handle in handles:
+        request = requests.setdefault(
+            (handle.topic, handle.queue), AckRequest(handle.topic, handle.queue, {})
+        )
+        request.offsets_by_lease.setdefault(handle.lease_id, []).append(handle.offset)
+    return list(requests.values())
 
 
 def _check_invisible(seconds: int) -> None:

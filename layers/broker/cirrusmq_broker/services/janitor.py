@@ -18,6 +18,7 @@ from ..model import TopicStatus
 from ..storage.batch_objects import TOPICS_PREFIX, BatchObjectStore, topic_prefix
 from ..storage.group_states import GroupStateStore
 from ..storage.log_index import LogIndex
+from ..storage.queue_heads import QueueHeads
 from ..storage.topics import TopicStore
 from .topic_catalog import TOPIC_CACHE_SECONDS
 
@@ -41,6 +42,7 @@ class JanitorService:
         *,
         topics: TopicStore,
         index: LogIndex,
+        heads: QueueHeads,
         objects: BatchObjectStore,
         states: GroupStateStore,
         orphan_grace_seconds: int,
@@ -48,6 +50,7 @@ class JanitorService:
     ) -> None:
         self._topics = topics
         self._index = index
+        self._heads = heads
         self._objects = objects
         self._states = states
         self._grace = orphan_grace_seconds
@@ -68,6 +71,7 @@ class JanitorService:
                 )
             self._objects.delete([o.key for o in self._objects.list(topic_prefix(topic.name))])
             self._states.delete_topic_states(topic.name)
+            self._heads.delete(topic.name, topic.queues)
             self._topics.remove(topic.name)
             log.info("purged deleted topic %s", topic.name)
             purged.append(topic.name)

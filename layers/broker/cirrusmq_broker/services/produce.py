@@ -22,11 +22,11 @@ from ..errors import (
     MessageGroupRequired,
     MessageTooLarge,
     TooManyMessages,
+    TopicNotFound,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
-from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch
+from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
 from ..storage.batch_objects import BatchObjectStore, object_key
-from ..storage.message_ids import MessageIdIndex, MessageLocation
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..validation import (
     check_keys,
@@ -72,14 +72,12 @@ class ProduceService:
         objects: BatchObjectStore,
         appender: BatchAppender,
         producers: ProducerRecords,
-        message_ids: MessageIdIndex,
         clock: Callable[[], int],
     ) -> None:
         self._topics = topics
         self._objects = objects
         self._appender = appender
         self._producers = producers
-        self._message_ids = message_ids
         self._clock = clock
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._lock = threading.Lock()
@@ -89,7 +87,10 @@ class ProduceService:
     def send(
         self, topic_name: str, inputs: Sequence[MessageInput], stamp: ProducerStamp | None = None
     ) -> SendResult:
-        """Store a batch; with a stamp, a repeated request returns the original receipts."""
+        """Store a batch; with a stamp, a repeated request returns the original receipts.
+
+        A refused request (4xx) leaves nothing behind: objects it wrote are deleted again.
+        """
         topic = self._topics.active(topic_name)
         self._notice_incarnation(topic)
         if stamp is not None:
@@ -98,7 +99,7 @@ class ProduceService:
         messages = self._validate(topic, inputs, now, stamp)
         digest = _digest(topic.name, inputs) if stamp else ""
         by_queue = self._route(topic, messages, stamp)
-        batches = self._write_batches(topic, by_queue, now, stamp, digest)
+        batches, fresh = self._write_batches(topic, by_queue, now, stamp, digest)
 
         def receipts_for(bases: dict[int, int]) -> list[SendReceipt]:
             positions = {q: itertools.count(bases[q]) for q in by_queue}
@@ -118,10 +119,19 @@ class ProduceService:
             )
         except AlreadyRecorded:
             assert stamp is not None
-            return self._replay(topic, stamp, digest, retention_expiry)
-        receipts = receipts_for(bases)
-        self._index_ids(topic, receipts, retention_expiry)
-        return SendResult(receipts, duplicate=False)
+            try:
+                return self._replay(stamp, digest)
+            except IdempotencyConflict:
+                # Our object names carry our digest: no other request indexes them.
+                self._objects.delete([b.object_key for b in batches])
+                raise
+            finally:
+                self._objects.delete(fresh)  # never indexed: the first attempt's were
+        except QueueClosed as exc:
+            self._objects.delete(fresh)
+            self._topics.forget(topic.name)
+            raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
+        return SendResult(receipts_for(bases), duplicate=False)
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""
@@ -137,16 +147,22 @@ class ProduceService:
         now: int,
         stamp: ProducerStamp | None,
         digest: str,
-    ) -> list[PendingBatch]:
-        """One object per queue, written in parallel; returns them awaiting their offsets."""
+    ) -> tuple[list[PendingBatch], list[str]]:
+        """One object per queue, written in parallel.
+
+        Returns the batches awaiting their offsets, and the keys of the objects that only
+        this attempt can reference (safe to delete if it is refused).
+        """
         name = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}" if stamp else None
         payloads = {
             q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
         }
-        keys = self._uploads.map(
-            lambda q: self._upload(topic, q, now, name, payloads[q]), list(by_queue)
+        uploads = list(
+            self._uploads.map(
+                lambda q: self._upload(topic, q, now, name, payloads[q]), list(by_queue)
+            )
         )
-        return [
+        batches = [
             PendingBatch(
                 topic.name,
                 q,
@@ -155,29 +171,32 @@ class ProduceService:
                 len(payloads[q]),
                 min(m.born_timestamp for m in ms),
                 max(m.born_timestamp for m in ms),
+                now,
             )
-            for (q, ms), key in zip(by_queue.items(), keys, strict=True)
+            for (q, ms), (key, _) in zip(by_queue.items(), uploads, strict=True)
         ]
+        return batches, [key for key, own in uploads if own]
 
-    def _upload(self, topic: Topic, queue: int, now: int, name: str | None, data: bytes) -> str:
-        """Write a batch object; returns its key.
+    def _upload(
+        self, topic: Topic, queue: int, now: int, name: str | None, data: bytes
+    ) -> tuple[str, bool]:
+        """Write a batch object; returns its key and whether only this attempt knows it.
 
         A stamped request names its object after producer id, sequence and payload digest,
         so a retry finds the object its first attempt wrote and indexes that one instead of
         a second copy — unless that copy is old enough for the orphan sweeper to take it.
+        Unstamped objects and such fallbacks get a fresh name no other request uses.
         """
         key = object_key(topic.name, queue, now, name)
         if self._objects.put(key, data, retention_hours=topic.retention_hours):
-            return key
+            return key, name is None
         if self._objects.age_seconds(key) < REUSE_EXISTING_OBJECT_SECONDS:
-            return key
+            return key, False
         key = object_key(topic.name, queue, now)
         self._objects.put(key, data, retention_hours=topic.retention_hours)
-        return key
+        return key, True
 
-    def _replay(
-        self, topic: Topic, stamp: ProducerStamp, digest: str, expires_at: int
-    ) -> SendResult:
+    def _replay(self, stamp: ProducerStamp, digest: str) -> SendResult:
         record = self._producers.get(stamp)
         if record is None:  # expired between the failed put and this read
             raise IdempotencyConflict("the producer sequence was used before and has expired")
@@ -186,16 +205,7 @@ class ProduceService:
                 f"producer {stamp.producer_id!r} sequence {stamp.sequence} was already used "
                 "for a different batch"
             )
-        receipts = list(record.receipts)
-        # The first attempt may have crashed before indexing the ids: (re)write them.
-        self._index_ids(topic, receipts, expires_at)
-        return SendResult(receipts, duplicate=True)
-
-    def _index_ids(self, topic: Topic, receipts: list[SendReceipt], expires_at: int) -> None:
-        self._message_ids.put_many(
-            [MessageLocation(r.message_id, topic.name, r.queue, r.offset) for r in receipts],
-            expires_at=expires_at,
-        )
+        return SendResult(list(record.receipts), duplicate=True)
 
     def _validate(
         self,

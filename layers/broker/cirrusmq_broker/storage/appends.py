@@ -1,14 +1,16 @@
 """Appending batches: one DynamoDB transaction per produce request.
 
-The transaction holds one conditional index put per queue touched (at that queue's next
-offset) and, when the producer stamped the request, its idempotency record. A lost race
-for a tail re-reads that tail and tries again; a taken idempotency record means the
-request was already stored.
+Per queue touched the transaction advances the queue's head (conditional on the offset the
+appender expects and on the head being open) and puts the index item at that offset; when
+the producer stamped the request, it also records the idempotency record. A lost race for
+a head re-reads that head and tries again; a taken idempotency record means the request
+was already stored; a closed head means the topic was deleted.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +19,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import Busy
-from ..model import IndexEntry, ProducerStamp
+from ..model import IndexEntry, ProducerStamp, stream_id
 from .dynamo import cancellation_codes, error_code
 from .log_index import LogIndex
 from .producers import ProducerRecord, ProducerRecords
+from .queue_heads import QueueHeads
+
+CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class PendingBatch:
     size_bytes: int
     min_timestamp: int
     max_timestamp: int
+    stored_timestamp: int
 
     def at(self, base_offset: int) -> IndexEntry:
         return IndexEntry(
@@ -45,6 +51,7 @@ class PendingBatch:
             self.size_bytes,
             self.min_timestamp,
             self.max_timestamp,
+            self.stored_timestamp,
         )
 
 
@@ -52,24 +59,43 @@ class AlreadyRecorded(Exception):
     """The producer id + sequence was stored before: nothing was appended now."""
 
 
+class QueueClosed(Exception):
+    """The topic was deleted: its queues take no more appends."""
+
+
 RecordBuilder = Callable[[dict[int, int]], ProducerRecord]
 """Builds the idempotency record from the base offset each queue got."""
 
 
 class BatchAppender:
-    """Runs the append transaction, racing other producers for the queues' tails."""
+    """Runs the append transaction, racing other producers for the queues' heads.
+
+    Heads are cached per process, so an append issues no read unless it lost a race or
+    the queue is cold.
+    """
 
     def __init__(
-        self, client: Any, index: LogIndex, producers: ProducerRecords, *, max_attempts: int = 25
+        self,
+        client: Any,
+        index: LogIndex,
+        heads: QueueHeads,
+        producers: ProducerRecords,
+        *,
+        max_attempts: int = 25,
     ) -> None:
         self._client = client
         self._index = index
+        self._heads = heads
         self._producers = producers
         self._max_attempts = max_attempts
+        self._tails: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def forget_topic(self, topic: str) -> None:
-        """The topic was created again: its cached tails belong to the old log."""
-        self._index.forget_tails(topic)
+        """The topic was created again: its cached heads belong to the old log."""
+        with self._lock:
+            for stream in [s for s in self._tails if s.rsplit("#", 1)[0] == topic]:
+                del self._tails[stream]
 
     def append(
         self,
@@ -80,13 +106,17 @@ class BatchAppender:
         expires_at: int,
         record_expires_at: int,
     ) -> dict[int, int]:
-        """Append every batch; returns queue → base offset. Raises AlreadyRecorded or Busy."""
+        """Append every batch; returns queue → base offset.
+
+        Raises AlreadyRecorded, QueueClosed or Busy; nothing is appended then.
+        """
         for attempt in range(self._max_attempts):
-            bases = {b.queue: self._index.next_offset(b.topic, b.queue) for b in batches}
-            items = [
-                self._index.put_request(b.at(bases[b.queue]), expires_at=expires_at)
-                for b in batches
-            ]
+            bases = {b.queue: self._next_offset(b.topic, b.queue) for b in batches}
+            items = []
+            for b in batches:
+                base = bases[b.queue]
+                items.append(self._heads.advance_request(b.topic, b.queue, base, base + b.count))
+                items.append(self._index.put_request(b.at(base), expires_at=expires_at))
             if stamp is not None:
                 record = build_record(bases)
                 items.append(
@@ -98,9 +128,27 @@ class BatchAppender:
                 self._after_cancellation(exc, batches, stamp, attempt)
                 continue
             for b in batches:
-                self._index.remember_tail(b.topic, b.queue, bases[b.queue] + b.count)
+                self._remember(b.topic, b.queue, bases[b.queue] + b.count)
             return bases
         raise Busy("the queue tail is contended; retry the request")
+
+    def _next_offset(self, topic: str, queue: int) -> int:
+        with self._lock:
+            cached = self._tails.get(stream_id(topic, queue))
+        return cached if cached is not None else self._refresh(topic, queue)
+
+    def _refresh(self, topic: str, queue: int) -> int:
+        head = self._heads.get(topic, queue)
+        if head.closed:
+            raise QueueClosed(topic)
+        with self._lock:
+            self._tails[stream_id(topic, queue)] = head.next_offset
+        return head.next_offset
+
+    def _remember(self, topic: str, queue: int, tail: int) -> None:
+        stream = stream_id(topic, queue)
+        with self._lock:
+            self._tails[stream] = max(tail, self._tails.get(stream, 0))
 
     def _after_cancellation(
         self,
@@ -112,13 +160,11 @@ class BatchAppender:
         if error_code(exc) != "TransactionCanceledException":
             raise exc
         codes = cancellation_codes(exc)
-        idempotency_code = codes[len(batches)] if len(codes) > len(batches) else None
-        if stamp is not None and idempotency_code == "ConditionalCheckFailed":
+        record_code = codes[2 * len(batches)] if len(codes) > 2 * len(batches) else None
+        if stamp is not None and record_code == CONDITION_FAILED:
             raise AlreadyRecorded() from exc
-        lost = [
-            b for b, code in zip(batches, codes, strict=False) if code == "ConditionalCheckFailed"
-        ]
+        lost = [b for i, b in enumerate(batches) if CONDITION_FAILED in codes[2 * i : 2 * i + 2]]
         for batch in lost:
-            self._index.refresh_tail(batch.topic, batch.queue)
+            self._refresh(batch.topic, batch.queue)  # raises QueueClosed for a deleted topic
         if not lost:  # TransactionConflict / throttling: back off a little, with jitter
             time.sleep(random.uniform(0, 0.005 * (2 ** min(attempt, 6))))

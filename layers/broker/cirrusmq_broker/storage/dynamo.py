@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -58,3 +59,37 @@ def batch_write(client: Any, table: str, requests: list[dict[str, Any]]) -> None
         if not pending:
             return
     raise RuntimeError(f"batch_write_item left {len(pending[table])} items unprocessed")
+
+
+BATCH_GET_LIMIT = 100
+"""Keys per batch_get_item call (AWS's limit)."""
+
+
+@dataclass(frozen=True)
+class KeysToRead:
+    """Keys of one table for :func:`batch_get`."""
+
+    table: str
+    keys: list[dict[str, Any]]
+    consistent: bool = False
+
+
+def batch_get(client: Any, reads: list[KeysToRead]) -> dict[str, list[dict[str, Any]]]:
+    """Read keys of several tables in as few batch_get_item calls as AWS allows.
+
+    Returns table → plain items found (in no particular order). Unprocessed keys are
+    read again.
+    """
+    found: dict[str, list[dict[str, Any]]] = {read.table: [] for read in reads}
+    wanted = [(read, key) for read in reads for key in read.keys]
+    for start in range(0, len(wanted), BATCH_GET_LIMIT):
+        pending: dict[str, Any] = {}
+        for read, key in wanted[start : start + BATCH_GET_LIMIT]:
+            entry = pending.setdefault(read.table, {"Keys": [], "ConsistentRead": read.consistent})
+            entry["Keys"].append(to_item(key))
+        while pending:
+            response = client.batch_get_item(RequestItems=pending)
+            for table, items in response.get("Responses", {}).items():
+                found[table].extend(from_item(item) for item in items)
+            pending = response.get("UnprocessedKeys") or {}
+    return found

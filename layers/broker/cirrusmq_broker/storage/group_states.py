@@ -1,7 +1,8 @@
-"""Consumer group state (GroupsTable): one item per (group, topic, queue).
+"""Consumer group state (GroupsTable): one item per (group, topic, queue), and one
+subscription item per (group, topic) holding the group's filter on that topic.
 
-Receive rewrites the item with a version check (optimistic concurrency); ack is a single
-conditional ``ADD`` of offsets to the acked set, so it never needs a read first.
+Receive rewrites a state item with a version check (optimistic concurrency); ack is a
+single conditional ``ADD`` of offsets to the acked set, so it never needs a read first.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from botocore.exceptions import ClientError
 
 from ..group_state import GroupQueueState, Lease
 from ..model import stream_id
-from .dynamo import error_code, from_item, to_item
+from .dynamo import KeysToRead, error_code, from_item, to_item
 
 MAX_LEASE_CONDITIONS = 40
 """Leases checked inside one ack's condition; DynamoDB caps an expression at 4 KB."""
 
 not_stored_yet = "attribute_not_exists(group_name)"
+SUBSCRIPTION_SUFFIX = "#subscription"
 unchanged_since_read = "version = :version"
 
 
@@ -53,6 +55,59 @@ class GroupStateStore:
                     states[state.queue] = state
                 pending = response.get("UnprocessedKeys") or {}
         return states
+
+    @property
+    def table(self) -> str:
+        return self._table
+
+    def to_read(self, group: str, topic: str, queues: list[int]) -> KeysToRead:
+        """Keys of the states of ``queues`` and of the subscription, for a batched read."""
+        keys = [{"group_name": group, "stream": stream_id(topic, q)} for q in queues]
+        keys.append({"group_name": group, "stream": topic + SUBSCRIPTION_SUFFIX})
+        return KeysToRead(self._table, keys)
+
+    @staticmethod
+    def parse(
+        group: str, topic: str, queues: list[int], items: list[dict[str, Any]]
+    ) -> tuple[dict[int, GroupQueueState], str | None]:
+        """States (absent ones start fresh) and the subscribed filter from read items."""
+        states = {q: GroupQueueState(group, topic, q) for q in queues}
+        subscription = None
+        for values in items:
+            if values["stream"] == topic + SUBSCRIPTION_SUFFIX:
+                subscription = values["filter"]
+            elif values.get("topic") == topic and values.get("queue") in states:
+                states[values["queue"]] = _state(values)
+        return states, subscription
+
+    def subscribe(self, group: str, topic: str, expression: str, *, only_if_new: bool) -> bool:
+        """Record the group's filter on ``topic``; False if ``only_if_new`` and one exists."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=to_item(
+                    {
+                        "group_name": group,
+                        "stream": topic + SUBSCRIPTION_SUFFIX,
+                        "topic": topic,
+                        "filter": expression,
+                    }
+                ),
+                **({"ConditionExpression": not_stored_yet} if only_if_new else {}),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def subscription(self, group: str, topic: str) -> str | None:
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": topic + SUBSCRIPTION_SUFFIX}),
+            ConsistentRead=True,
+        ).get("Item")
+        return from_item(item)["filter"] if item else None
 
     def load_one(self, group: str, topic: str, queue: int) -> GroupQueueState:
         return self.load(group, topic, [queue])[queue]
@@ -111,8 +166,10 @@ class GroupStateStore:
             raise
         return True
 
-    def list_group(self, group: str) -> list[GroupQueueState]:
+    def list_group(self, group: str) -> tuple[list[GroupQueueState], dict[str, str]]:
+        """Every state of the group, and its subscriptions (topic → filter)."""
         states: list[GroupQueueState] = []
+        subscriptions: dict[str, str] = {}
         paginator = self._client.get_paginator("query")
         for page in paginator.paginate(
             TableName=self._table,
@@ -120,8 +177,12 @@ class GroupStateStore:
             ExpressionAttributeValues=to_item({":g": group}),
             ConsistentRead=True,
         ):
-            states.extend(_state(from_item(item)) for item in page["Items"])
-        return states
+            for values in map(from_item, page["Items"]):
+                if values["stream"].endswith(SUBSCRIPTION_SUFFIX):
+                    subscriptions[values["topic"]] = values["filter"]
+                else:
+                    states.append(_state(values))
+        return states, subscriptions
 
     def delete_topic_states(self, topic: str) -> int:
         """Delete every group's state on ``topic`` (used when a topic is purged)."""

@@ -1,19 +1,30 @@
 """The log index (LogIndexTable): one item per batch object, keyed by queue and base offset.
 
-Appends race for the tail with a conditional put at ``next offset``; the tail is cached per
-queue so the produce path issues no query unless it lost a race or starts cold.
+Items carry ``expires_at`` (retention); DynamoDB's TTL deletes them up to two days late, so
+readers skip expired items themselves. Expiry grows with the offset (items are appended in
+time order), which lets a reader find the first retained batch behind any number of
+expired ones with a binary search instead of reading them all.
 """
 
 from __future__ import annotations
 
-import threading
+from dataclasses import dataclass
 from typing import Any
 
-from ..model import IndexEntry, QueueOffsets, stream_id
+from ..model import IndexEntry, stream_id
 from .dynamo import batch_write, from_item, to_item
 
 not_yet_appended = "attribute_not_exists(base_offset)"
-still_retained = "expires_at > :now"
+STORED_TIME_INDEX = "by_stored_time"
+
+
+@dataclass(frozen=True)
+class IndexPage:
+    """Retained entries read from an offset, and where retained data starts."""
+
+    entries: list[IndexEntry]
+    floor: int
+    """No retained message lies below this offset (from the offset asked for on)."""
 
 
 class LogIndex:
@@ -22,28 +33,6 @@ class LogIndex:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self._table = table
-        self._tails: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    # ---------------------------------------------------------------- tail cache
-    def next_offset(self, topic: str, queue: int) -> int:
-        """The offset the next batch of this queue should get (cached; may be stale)."""
-        stream = stream_id(topic, queue)
-        with self._lock:
-            cached = self._tails.get(stream)
-        return cached if cached is not None else self.refresh_tail(topic, queue)
-
-    def refresh_tail(self, topic: str, queue: int) -> int:
-        """Re-read the tail with a consistent read (after a lost race or a cold start)."""
-        last = self.last_entry(topic, queue, consistent=True)
-        tail = last.next_offset if last else 0
-        self.remember_tail(topic, queue, tail)
-        return tail
-
-    def remember_tail(self, topic: str, queue: int, tail: int) -> None:
-        stream = stream_id(topic, queue)
-        with self._lock:
-            self._tails[stream] = max(tail, self._tails.get(stream, 0))
 
     # ---------------------------------------------------------------- appending
     def put_request(self, entry: IndexEntry, *, expires_at: int) -> dict[str, Any]:
@@ -60,6 +49,7 @@ class LogIndex:
                         "size_bytes": entry.size_bytes,
                         "min_timestamp": entry.min_timestamp,
                         "max_timestamp": entry.max_timestamp,
+                        "stored_timestamp": entry.stored_timestamp,
                         "expires_at": expires_at,
                     }
                 ),
@@ -69,25 +59,27 @@ class LogIndex:
 
     # ---------------------------------------------------------------- reading
     def read_from(
-        self, topic: str, queue: int, base_offset: int, limit: int, *, now_s: int
-    ) -> list[IndexEntry]:
+        self, topic: str, queue: int, base_offset: int, limit: int, *, now_s: int, end: int
+    ) -> IndexPage:
         """Up to ``limit`` unexpired entries with base offset >= ``base_offset``, in order.
 
-        Entries past their retention are left out even while DynamoDB's TTL has not yet
-        deleted them (it may take up to two days).
+        Expired entries are skipped even while TTL has not deleted them; a page of nothing
+        but expired entries is passed with a binary search (about log2(end - offset)
+        single-item queries), so any number of them costs a bounded number of calls.
+        ``end`` is the queue's next offset: nothing is skipped beyond it.
         """
-        response = self._client.query(
-            TableName=self._table,
-            KeyConditionExpression="#s = :s AND base_offset >= :b",
-            FilterExpression=still_retained,
-            ExpressionAttributeNames={"#s": "stream"},
-            ExpressionAttributeValues=to_item(
-                {":s": stream_id(topic, queue), ":b": base_offset, ":now": now_s}
-            ),
-            Limit=limit,
-            ConsistentRead=True,
-        )
-        return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
+        items = self._query_from(topic, queue, base_offset, limit)
+        live = [e for e, expires in items if expires > now_s]
+        if live or not items:
+            return IndexPage(live, live[0].base_offset if live else base_offset)
+        floor = max(base_offset, items[-1][0].next_offset)
+        if len(items) == limit:  # a full page of expired entries: more may follow
+            floor = self._first_retained(topic, queue, floor, end, now_s)
+            if floor < end:
+                items = self._query_from(topic, queue, floor, limit)
+                live = [e for e, expires in items if expires > now_s]
+                floor = live[0].base_offset if live else floor
+        return IndexPage(live, min(floor, max(end, base_offset)))
 
     def entry_at(self, topic: str, queue: int, offset: int) -> IndexEntry | None:
         """The entry whose batch holds ``offset``."""
@@ -103,16 +95,38 @@ class LogIndex:
         entry = _entry(topic, queue, from_item(items[0])) if items else None
         return entry if entry and offset < entry.next_offset else None
 
-    def last_entry(self, topic: str, queue: int, *, consistent: bool = False) -> IndexEntry | None:
-        return self._edge_entry(topic, queue, last=True, consistent=consistent)
+    def first_offset(self, topic: str, queue: int, *, now_s: int, end: int) -> int:
+        """The lowest retained offset of a queue (``end`` when nothing is retained)."""
+        page = self.read_from(topic, queue, 0, 1, now_s=now_s, end=end)
+        return page.entries[0].base_offset if page.entries else min(page.floor, end)
 
-    def offsets(self, topic: str, queue: int) -> QueueOffsets:
-        """The retained range [min, max) of one queue."""
-        first = self._edge_entry(topic, queue, last=False, consistent=True)
-        last = self._edge_entry(topic, queue, last=True, consistent=True)
-        if first is None or last is None:
-            return QueueOffsets(queue, 0, 0)
-        return QueueOffsets(queue, first.base_offset, last.next_offset)
+    def stored_between(
+        self, topic: str, queue: int, start_ms: int, end_ms: int, *, limit: int = 100
+    ) -> list[IndexEntry]:
+        """Entries stored in [start_ms, end_ms], oldest first (the by-stored-time index)."""
+        response = self._client.query(
+            TableName=self._table,
+            IndexName=STORED_TIME_INDEX,
+            KeyConditionExpression="#s = :s AND stored_timestamp BETWEEN :a AND :b",
+            ExpressionAttributeNames={"#s": "stream"},
+            ExpressionAttributeValues=to_item(
+                {":s": stream_id(topic, queue), ":a": start_ms, ":b": end_ms}
+            ),
+            Limit=limit,
+        )
+        return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
+
+    def newest(self, topic: str, queue: int, limit: int) -> list[IndexEntry]:
+        """The ``limit`` newest entries of a queue, newest first."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s",
+            ExpressionAttributeNames={"#s": "stream"},
+            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue)}),
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
 
     def keys_of(self, topic: str, queue: int) -> list[tuple[int, str]]:
         """(base offset, object key) of every entry of a queue (maintenance only)."""
@@ -129,12 +143,6 @@ class LogIndex:
             found.extend((v["base_offset"], v["object_key"]) for v in map(from_item, page["Items"]))
         return found
 
-    def forget_tails(self, topic: str) -> None:
-        """Drop cached tails of ``topic`` (it was deleted and created again)."""
-        with self._lock:
-            for stream in [s for s in self._tails if s.rsplit("#", 1)[0] == topic]:
-                del self._tails[stream]
-
     def delete_entries(self, topic: str, queue: int, base_offsets: list[int]) -> None:
         stream = stream_id(topic, queue)
         for start in range(0, len(base_offsets), 25):
@@ -143,23 +151,42 @@ class LogIndex:
                 for b in base_offsets[start : start + 25]
             ]
             batch_write(self._client, self._table, requests)
-        with self._lock:
-            self._tails.pop(stream, None)
 
-    def _edge_entry(
-        self, topic: str, queue: int, *, last: bool, consistent: bool
-    ) -> IndexEntry | None:
+    # ---------------------------------------------------------------- internals
+    def _query_from(
+        self, topic: str, queue: int, base_offset: int, limit: int
+    ) -> list[tuple[IndexEntry, int]]:
+        """Up to ``limit`` entries from ``base_offset`` on, each with its expiry (s)."""
         response = self._client.query(
             TableName=self._table,
-            KeyConditionExpression="#s = :s",
+            KeyConditionExpression="#s = :s AND base_offset >= :b",
             ExpressionAttributeNames={"#s": "stream"},
-            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue)}),
-            ScanIndexForward=not last,
-            Limit=1,
-            ConsistentRead=consistent,
+            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue), ":b": base_offset}),
+            Limit=limit,
+            ConsistentRead=True,
         )
-        items = response["Items"]
-        return _entry(topic, queue, from_item(items[0])) if items else None
+        return [
+            (_entry(topic, queue, values), int(values.get("expires_at", 0)))
+            for values in map(from_item, response["Items"])
+        ]
+
+    def _first_retained(self, topic: str, queue: int, low: int, end: int, now_s: int) -> int:
+        """Base offset of the first unexpired entry in [low, end), else ``end``.
+
+        Everything below ``low`` is known to be expired. Expired entries may be gone
+        already (TTL), but retained ones are contiguous up to ``end``.
+        """
+        answer, high = end, end
+        while low < high:
+            middle = (low + high) // 2
+            found = self._query_from(topic, queue, middle, 1)
+            if not found or found[0][0].base_offset >= answer:
+                high = middle  # nothing in [middle, answer): look lower
+            elif found[0][1] > now_s:
+                answer, high = found[0][0].base_offset, middle  # nothing in [middle, answer)
+            else:
+                low = found[0][0].next_offset
+        return answer
 
 
 def _entry(topic: str, queue: int, values: dict[str, Any]) -> IndexEntry:
@@ -172,4 +199,5 @@ def _entry(topic: str, queue: int, values: dict[str, Any]) -> IndexEntry:
         size_bytes=values["size_bytes"],
         min_timestamp=values["min_timestamp"],
         max_timestamp=values["max_timestamp"],
+        stored_timestamp=values.get("stored_timestamp", values["max_timestamp"]),
     )

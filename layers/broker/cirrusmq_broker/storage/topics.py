@@ -8,7 +8,8 @@ from botocore.exceptions import ClientError
 
 from ..errors import TopicAlreadyExists, TopicBeingDeleted
 from ..model import MessageType, Topic, TopicStatus
-from .dynamo import error_code, from_item, to_item
+from .dynamo import cancellation_codes, error_code, from_item, to_item
+from .queue_heads import QueueHeads
 
 not_yet_created = "attribute_not_exists(topic)"
 still_active = "attribute_exists(topic) AND #status = :active"
@@ -54,25 +55,39 @@ class TopicStore:
             topics.extend(_from_values(from_item(item)) for item in page["Items"])
         return sorted(topics, key=lambda t: t.name)
 
-    def mark_deleting(self, name: str, *, now: int) -> bool:
-        """Retire an active topic; False if it was not active."""
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=to_item({"topic": name}),
-                UpdateExpression="SET #status = :deleting, deleted_timestamp = :now",
-                ConditionExpression=still_active,
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=to_item(
+    def retire(self, name: str, *, now: int, heads: QueueHeads) -> bool:
+        """Mark an active topic deleting and close its queues' heads, atomically.
+
+        Appends after this are refused (their head is closed), so no send is acknowledged
+        once the delete is. False if the topic was not active.
+        """
+        topic = self.get(name, consistent=True)
+        if topic is None or topic.status is not TopicStatus.ACTIVE:
+            return False
+        retire = {
+            "Update": {
+                "TableName": self._table,
+                "Key": to_item({"topic": name}),
+                "UpdateExpression": "SET #status = :deleting, deleted_timestamp = :now",
+                "ConditionExpression": still_active + " AND created_timestamp = :created",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": to_item(
                     {
                         ":deleting": TopicStatus.DELETING.value,
                         ":active": TopicStatus.ACTIVE.value,
                         ":now": now,
+                        ":created": topic.created_timestamp,
                     }
                 ),
-            )
+            }
+        }
+        closes = [heads.close_request(name, q) for q in range(topic.queues)]
+        try:
+            self._client.transact_write_items(TransactItems=[retire, *closes])
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if error_code(exc) == "TransactionCanceledException" and cancellation_codes(exc)[
+                :1
+            ] == ["ConditionalCheckFailed"]:
                 return False
             raise
         return True

@@ -1,0 +1,42 @@
+"""What one receive poll reads: every queue's head, the group's states and subscription,
+in one batched call (two past 49 queues: AWS reads at most 100 keys per call)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..group_state import GroupQueueState
+from .dynamo import batch_get
+from .group_states import GroupStateStore
+from .queue_heads import QueueHead, QueueHeads
+
+
+@dataclass
+class GroupView:
+    """Heads, the group's states and its subscription on one topic.
+
+    Read eventually consistent (half the read units): a state that was stale is caught by
+    the version condition of the write that follows.
+    """
+
+    heads: dict[int, QueueHead]
+    states: dict[int, GroupQueueState]
+    subscription: str | None
+
+
+class GroupViewReader:
+    def __init__(self, client: Any, heads: QueueHeads, states: GroupStateStore) -> None:
+        self._client = client
+        self._heads = heads
+        self._states = states
+
+    def read(self, group: str, topic: str, queues: int) -> GroupView:
+        wanted = list(range(queues))
+        heads_read = self._heads.to_read(topic, wanted)
+        states_read = self._states.to_read(group, topic, wanted)
+        found = batch_get(self._client, [heads_read, states_read])
+        states, subscription = self._states.parse(group, topic, wanted, found[states_read.table])
+        return GroupView(
+            self._heads.parse(topic, wanted, found[heads_read.table]), states, subscription
+        )
