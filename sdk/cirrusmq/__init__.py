@@ -12,7 +12,16 @@ See docs/sdk.md for the guide.
 
 from __future__ import annotations
 
-from .admin import Admin, GroupDescription, GroupQueue, QueueOffsets, Topic, TopicDescription
+from .acks import AckResult, AckStatus
+from .admin import (
+    Admin,
+    GroupDescription,
+    GroupQueue,
+    QueueOffsets,
+    Subscription,
+    Topic,
+    TopicDescription,
+)
 from .aio import AsyncProducer, AsyncSimpleConsumer
 from .consumer import SimpleConsumer
 from .credentials import Credentials
@@ -29,12 +38,14 @@ from .errors import (
     PayloadTooLargeError,
     ReceiptHandleExpiredError,
     ServerError,
+    SubscriptionConflictError,
     ThrottledError,
     TransportError,
     UnauthorizedError,
     UnsupportedFeatureError,
 )
 from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
+from .outbox import Refusal, RefusedBatch
 from .producer import Producer
 from .push_consumer import MessageListener, PushConsumer
 from .transport import RetryPolicy
@@ -42,6 +53,8 @@ from .transport import RetryPolicy
 __version__ = "0.1.0"
 
 __all__ = [
+    "AckResult",
+    "AckStatus",
     "Admin",
     "AsyncProducer",
     "AsyncSimpleConsumer",
@@ -67,10 +80,14 @@ __all__ = [
     "PushConsumer",
     "QueueOffsets",
     "ReceiptHandleExpiredError",
+    "RefusedBatch",
+    "Refusal",
     "RetryPolicy",
     "SendReceipt",
     "ServerError",
     "SimpleConsumer",
+    "Subscription",
+    "SubscriptionConflictError",
     "ThrottledError",
     "Topic",
     "TopicDescription",

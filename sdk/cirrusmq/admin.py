@@ -9,10 +9,18 @@ from urllib.parse import quote
 
 from .consumer import group_path
 from .credentials import Credentials
-from .message import MessageView
+from .message import FilterExpression, MessageView
 from .transport import RetryPolicy, Transport
 
-__all__ = ["Admin", "GroupDescription", "GroupQueue", "QueueOffsets", "Topic", "TopicDescription"]
+__all__ = [
+    "Admin",
+    "GroupDescription",
+    "GroupQueue",
+    "QueueOffsets",
+    "Subscription",
+    "Topic",
+    "TopicDescription",
+]
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,16 @@ class GroupDescription:
     @property
     def inflight(self) -> int:
         return sum(q.inflight for q in self.queues)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """The filter a consumer group has recorded for a topic."""
+
+    group: str
+    topic: str
+    filter: str
+    """``*`` or ``TagA || TagB``."""
 
 
 class Admin:
@@ -185,6 +203,28 @@ class Admin:
                 for q in body["queues"]
             ),
         )
+
+    def subscribe(
+        self, group: str, topic: str, filter_expression: FilterExpression | str = "*"
+    ) -> Subscription:
+        """Set the filter ``group`` consumes ``topic`` with.
+
+        A group has one filter per topic (recorded by its first receive); a receive with
+        another filter is refused with :class:`~cirrusmq.errors.SubscriptionConflictError`
+        until the subscription is changed here. Messages skipped under the former filter stay
+        skipped.
+        """
+        expression = (
+            filter_expression.expression
+            if isinstance(filter_expression, FilterExpression)
+            else FilterExpression(filter_expression).expression
+        )
+        body = self._transport.request(
+            "PUT",
+            f"{group_path(group, 'subscriptions')}/{quote(topic, safe='')}",
+            json_body={"filter": expression},
+        )
+        return Subscription(body["group"], body["topic"], body["filter"])
 
     def get_message(self, topic: str, message_id: str) -> MessageView:
         """A stored message by id (without a receipt handle)."""

@@ -13,19 +13,26 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
 from typing import Any
 from urllib.parse import quote
 
 from .accumulator import PendingMessage
-from .consumer import ConsumerBase, group_path, make_retrier, stale_error, with_new_handle
+from .acks import AckReply, AckResult
+from .consumer import (
+    ConsumerBase,
+    group_path,
+    make_retrier,
+    raise_unless_acked,
+    with_new_handle,
+)
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError, TransportError
 from .message import FilterExpression, Message, MessageView, SendReceipt
-from .outbox import OutboxEntry
-from .producer import new_producer_id
+from .outbox import OutboxEntry, RefusedBatch
+from .producer import new_producer_id, outbox_exists
 from .sender import ProducerOptions, SendState, open_state, prepare
 from .transport import AsyncTransport, RetryPolicy, Transport
 
@@ -154,7 +161,9 @@ class AsyncProducer:
         return [await t.wait() for t in tickets]
 
     async def flush(self, timeout_s: float | None = None) -> None:
-        """Send everything buffered; wait until stored (or parked in the outbox)."""
+        """Send everything buffered; wait until stored (or parked in the outbox). A producer
+        never started whose outbox file exists is started first (its leftovers are sent)."""
+        await self._resume_outbox()
         if self._state_name != "running":
             return
         state, changed = self._state, self._changed
@@ -169,6 +178,7 @@ class AsyncProducer:
         requests still on the wire get up to ``request_timeout_s`` more; those still going
         after that are not reported as unsent, their futures resolve when they end (while the
         event loop runs)."""
+        await self._resume_outbox()
         if self._state_name != "running":  # new, or closing/closed already
             if self._state_name == "new":
                 self._state_name = "closed"
@@ -218,6 +228,35 @@ class AsyncProducer:
                 len(in_doubt),
             )
         return unsent
+
+    async def _resume_outbox(self) -> None:
+        if self._state_name == "new" and outbox_exists(self.outbox_path):
+            await self.start()
+
+    async def refused(self) -> list[RefusedBatch]:
+        """Like :meth:`Producer.refused <cirrusmq.producer.Producer.refused>`."""
+        return (await self._open_state()).store.refused()
+
+    async def retry_refused(self, entry_ids: Collection[int] | None = None) -> int:
+        """Like :meth:`Producer.retry_refused <cirrusmq.producer.Producer.retry_refused>`."""
+        state = await self._open_state()
+        assert self._changed is not None
+        async with self._changed:
+            moved = state.retry_refused(entry_ids)
+            self._changed.notify_all()
+        return sum(len(r.message_ids) for r in moved)
+
+    async def purge_refused(self, entry_ids: Collection[int] | None = None) -> int:
+        """Like :meth:`Producer.purge_refused <cirrusmq.producer.Producer.purge_refused>`."""
+        purged = (await self._open_state()).store.purge_refused(entry_ids)
+        return sum(len(r.message_ids) for r in purged)
+
+    async def _open_state(self) -> SendState:
+        if self._state_name == "new":
+            await self.start()
+        if self._state_name != "running" or self._state is None:
+            raise ClientClosedError("the producer is closed")
+        return self._state
 
     async def _close_transport(self) -> None:
         if self._own_transport and not self._transport_closed:
@@ -379,27 +418,29 @@ class AsyncSimpleConsumer(ConsumerBase):
         except StopIteration as done:
             return done.value
 
-    async def ack(self, message: MessageView | str) -> None:
-        """Ack one message (or receipt handle)."""
-        await self.ack_batch([message])
+    async def ack(self, message: MessageView | str) -> AckResult:
+        """Ack one message; raises the typed error if its handle is stale or invalid."""
+        (result,) = await self.ack_batch([message])
+        raise_unless_acked(result)
+        return result
 
-    async def ack_batch(self, messages: Iterable[MessageView | str]) -> None:
-        """Ack messages; stale handles are reported after the others are acked."""
-        expiry, steps = self._ack_plan(messages)
+    async def ack_batch(self, messages: Iterable[MessageView | str]) -> list[AckResult]:
+        """Ack messages; one :class:`~cirrusmq.acks.AckResult` per message, in order."""
+        call = self._ack_plan(messages)
         try:
-            chunk = next(steps)
+            chunk = next(call.steps)
             while True:
+                reply: AckReply
                 try:
-                    await self._transport.request(
+                    reply = await self._transport.request(
                         "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
                     )
                 except MQError as error:
-                    chunk = steps.send(self._ack_failed(error, chunk, expiry))
-                else:
-                    chunk = steps.send(None)
+                    reply = self._ack_failed(error, chunk, call)
+                chunk = call.steps.send(reply)
         except StopIteration as done:
-            if done.value:
-                raise stale_error(done.value) from None
+            return call.results(done.value)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def change_invisible_duration(
         self, message: MessageView, invisible_duration: float | timedelta

@@ -1,4 +1,4 @@
-"""The client commands of the ``cirrusmq`` CLI: topics, send, consume, groups.
+"""The client commands of the ``cirrusmq`` CLI: topics, send, consume, groups, outbox.
 
 :func:`register` adds them to the application in :mod:`cirrusmq.cli`. Every command takes
 ``--endpoint``, ``--access-key``, ``--secret-key`` and ``--profile`` (see :mod:`cirrusmq.config`
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, Annotated, Any
 
 import typer
@@ -28,12 +29,17 @@ from .config import ClientConfig, ConfigError, load_config
 from .consumer import SimpleConsumer
 from .errors import MQError
 from .message import FilterExpression, Message, MessageView
+from .outbox import RefusedBatch, SqliteOutbox
 from .producer import Producer
 
 __all__ = ["register"]
 
 topic_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
-group_app = typer.Typer(help="Inspect consumer groups.", no_args_is_help=True)
+group_app = typer.Typer(help="Inspect consumer groups, set subscriptions.", no_args_is_help=True)
+outbox_app = typer.Typer(
+    help="List, retry or purge the messages a producer's outbox set aside after a refusal.",
+    no_args_is_help=True,
+)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -58,12 +64,23 @@ Profile = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+OutboxPath = Annotated[
+    Path,
+    typer.Option(
+        "--path", exists=True, dir_okay=False, help="The producer's outbox file (outbox_path)."
+    ),
+]
+EntryIds = Annotated[
+    list[int] | None,
+    typer.Option("--id", help="Only this refused batch (repeatable; default: all)."),
+]
 
 
 def register(app: typer.Typer) -> None:
     """Add the client commands to ``app``."""
     app.add_typer(topic_app, name="topic")
     app.add_typer(group_app, name="group")
+    app.add_typer(outbox_app, name="outbox")
     app.command("send")(send)
     app.command("consume")(consume)
 
@@ -73,7 +90,7 @@ def _reported_errors() -> Iterator[None]:
     """Turn SDK and configuration errors into a one-line message and exit status 1."""
     try:
         yield
-    except (MQError, ConfigError) as exc:
+    except (MQError, ConfigError, RuntimeError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from exc
 
@@ -238,6 +255,148 @@ def group_describe(
     out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
 
 
+@group_app.command("subscribe")
+def group_subscribe(
+    group: Annotated[str, typer.Argument(help="Consumer group.")],
+    topic: Annotated[str, typer.Option(help="Topic the group consumes.")],
+    filter_expression: Annotated[
+        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
+    ] = "*",
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Set the filter GROUP consumes TOPIC with (receives with another filter are refused)."""
+    try:
+        expression = FilterExpression(filter_expression)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--filter") from exc
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        subscription = admin.subscribe(group, topic, expression)
+    out.print(
+        f"group {subscription.group} now consumes {subscription.topic} with filter "
+        f"{subscription.filter}",
+        markup=False,
+    )
+
+
+# ---------------------------------------------------------------------------- outbox
+def _refused_rows(refused: list[RefusedBatch]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": r.entry_id,
+            "topic": r.topic,
+            "messages": len(r.message_ids),
+            "producer_id": r.batch.producer_id,
+            "sequence": r.batch.sequence,
+            "code": r.refusal.code,
+            "http_status": r.refusal.http_status,
+            "message": r.refusal.message,
+            "refused_ms": r.refusal.refused_ms,
+        }
+        for r in refused
+    ]
+
+
+@contextmanager
+def _outbox(path: Path) -> Iterator[SqliteOutbox]:
+    with _reported_errors():
+        store = SqliteOutbox(path)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@outbox_app.command("list")
+def outbox_list(path: OutboxPath, as_json: AsJson = False) -> None:
+    """List the batches the service refused for good, set aside in the outbox."""
+    with _outbox(path) as store:
+        refused = store.refused()
+        stats = store.stats()
+    if as_json:
+        _print_json(_refused_rows(refused))
+        return
+    table = Table("id", "topic", "messages", "code", "refused", "message")
+    for row in _refused_rows(refused):
+        table.add_row(
+            str(row["id"]),
+            row["topic"],
+            str(row["messages"]),
+            row["code"] or str(row["http_status"]),
+            _when(row["refused_ms"]),
+            escape(row["message"]),
+        )
+    out.print(table)
+    out.print(
+        f"{stats.refused_messages} refused message(s) in {stats.refused_batches} batch(es); "
+        f"{stats.messages} message(s) waiting to be sent"
+    )
+
+
+@outbox_app.command("retry")
+def outbox_retry(
+    path: OutboxPath,
+    ids: EntryIds = None,
+    send_now: Annotated[
+        bool,
+        typer.Option(
+            "--send/--no-send",
+            help="Send them now (needs an endpoint), or only put them back in line for the "
+            "next producer on this outbox.",
+        ),
+    ] = True,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the sends.")] = 60.0,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Put refused batches back in line, unchanged (same producer id, sequence, message ids),
+    and send them (with everything else waiting in the outbox)."""
+    if not send_now:
+        with _outbox(path) as store:
+            moved = store.retry_refused(ids)
+        count = sum(len(r.message_ids) for r in moved)
+        out.print(f"{count} message(s) put back in line in {path}")
+        return
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Producer(cfg.endpoint, cfg.credentials, outbox_path=path) as producer:
+            count = producer.retry_refused(ids)
+            try:
+                producer.flush(timeout_s=timeout)
+            except TimeoutError:
+                err.print(f"[yellow]not everything was sent within {timeout} s[/yellow]")
+    with _outbox(path) as store:  # the producer is closed: its outbox is free again
+        stats, refused = store.stats(), store.refused()
+    out.print(
+        f"retried {count} message(s); {stats.messages} still waiting, "
+        f"{stats.refused_messages} refused"
+    )
+    if refused:
+        first = refused[0].refusal
+        err.print(f"[red]refused:[/red] [{first.code}] {escape(first.message)}")
+        raise typer.Exit(1)
+
+
+@outbox_app.command("purge")
+def outbox_purge(
+    path: OutboxPath,
+    ids: EntryIds = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete refused batches from the outbox for good."""
+    if not yes:
+        which = "the refused batches " + ", ".join(map(str, ids)) if ids else "every refused batch"
+        typer.confirm(f"Delete {which} from {path}?", abort=True)
+    with _outbox(path) as store:
+        purged = store.purge_refused(ids)
+    count = sum(len(r.message_ids) for r in purged)
+    out.print(f"purged {count} message(s) in {len(purged)} batch(es)")
+
+
 # ---------------------------------------------------------------------------- send
 def send(
     topic: Annotated[str, typer.Argument(help="Topic to send to.")],
@@ -386,7 +545,12 @@ def consume(
                     for m in batch:
                         _print_message(m, as_json=as_json)
                     if ack and batch:
-                        c.ack_batch(batch)
+                        unacked = [r for r in c.ack_batch(batch) if not r.acked]
+                        for r in unacked:
+                            err.print(
+                                f"[yellow]not acked[/yellow] {r.message_id}: "
+                                f"{escape(str(r.code or r.status.value))}"
+                            )
                     received += len(batch)
                     if not batch and not follow:
                         break

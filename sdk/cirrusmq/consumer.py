@@ -2,9 +2,9 @@
 
 Also the pieces the other consumers share: :class:`ConsumerBase` (what the threaded and the
 asyncio simple consumers have in common), the receive plan over several subscriptions
-(:func:`receive_steps`, written once for threads and asyncio), ack chunking with stale-handle
-handling, and :class:`AckRetrier`, which keeps acks that could not reach the service and retries
-them until their receipt handles expire.
+(:func:`receive_steps`, written once for threads and asyncio), ack bookkeeping (per-handle
+results, :mod:`.acks`), and :class:`AckRetrier`, which keeps acks that could not reach the
+service and retries them until their receipt handles expire.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
 from typing import Any
 from urllib.parse import quote
 
+from .acks import AckReply, AckResult, AckStatus, ack_plan, is_per_handle_error
 from .credentials import Credentials
-from .errors import ClientClosedError, MQError, ReceiptHandleExpiredError
+from .errors import ClientClosedError, MQError
 from .message import FilterExpression, MessageView, normalize_subscriptions
 from .outbox import MemoryOutbox, Outbox, SqliteOutbox
 from .transport import RetryPolicy, Transport
@@ -31,7 +32,6 @@ __all__ = ["AckRetrier", "ConsumerBase", "SimpleConsumer"]
 
 log = logging.getLogger("cirrusmq.consumer")
 
-MAX_ACK_HANDLES = 1000
 MAX_WAIT_S = 20
 _ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 _UNKNOWN_EXPIRY_S = 12 * 3600
@@ -117,33 +117,20 @@ def handles_of(messages: Iterable[MessageView | str]) -> list[tuple[str, int]]:
     return pairs
 
 
-def ack_chunks(
-    handles: Sequence[str],
-) -> Generator[list[str], ReceiptHandleExpiredError | None, list[str]]:
-    """The ack requests for ``handles``, as a generator: yields a chunk of handles to ack and
-    is sent ``None`` (acked) or the :class:`ReceiptHandleExpiredError` it got; a refused chunk
-    is acked again without its stale handles. Returns the stale handles."""
-    stale: list[str] = []
-    for start in range(0, len(handles), MAX_ACK_HANDLES):
-        chunk = list(handles[start : start + MAX_ACK_HANDLES])
-        while chunk:
-            error = yield chunk
-            if error is None:
-                break
-            refused = set(error.receipt_handles) & set(chunk) or set(chunk)  # none named: all
-            stale += [h for h in chunk if h in refused]
-            chunk = [h for h in chunk if h not in refused]
-    return stale
-
-
-def stale_error(stale: list[str]) -> ReceiptHandleExpiredError:
-    return ReceiptHandleExpiredError(
-        f"{len(stale)} receipt handle(s) are stale (the message was redelivered since); "
-        "the others were acked",
-        code="ReceiptHandleExpired",
-        http_status=400,
-        details={"receipt_handles": stale},
-    )
+def log_unacked(results: Iterable[AckResult], group: str, *, what: str = "ack") -> None:
+    """Log the handles that ended expired (info: redelivered meanwhile) or invalid (error)."""
+    expired = [r for r in results if r.status is AckStatus.EXPIRED]
+    invalid = [r for r in results if r.status is AckStatus.INVALID]
+    if expired:
+        log.info("%s: %d receipt handle(s) of %s had expired", what, len(expired), group)
+    if invalid:
+        log.error(
+            "%s: %d receipt handle(s) of %s were refused (%s)",
+            what,
+            len(invalid),
+            group,
+            ", ".join(sorted({r.code or "invalid" for r in invalid})),
+        )
 
 
 class AckRetrier:
@@ -197,33 +184,34 @@ class AckRetrier:
                 log.exception("retrying pending acks failed")
 
     def flush_once(self) -> None:
-        """Try every pending ack once."""
+        """Try every pending ack once. Acked, expired and invalid handles are done (the last
+        two are logged and dropped); acks the service cannot take now wait for the next try."""
         pending = self.store.claim_acks(now_ms=int(time.time() * 1000))
         by_group: dict[str, list] = {}
         for ack in pending:
             by_group.setdefault(ack.group, []).append(ack)
         for group, acks in by_group.items():
             ids = {a.receipt_handle: a.ack_id for a in acks}
-            steps = ack_chunks(list(ids))
+            steps = ack_plan(list(ids))
             try:
                 chunk = next(steps)
                 while True:
+                    reply: AckReply
                     try:
-                        self._transport.request(
+                        reply = self._transport.request(
                             "POST",
                             group_path(group, "ack"),
                             json_body={"receipt_handles": chunk},
                             retry=_ONE_ATTEMPT,
                         )
-                    except ReceiptHandleExpiredError as error:
-                        chunk = steps.send(error)
-                    else:
-                        self.store.remove_acks([ids[h] for h in chunk])
-                        chunk = steps.send(None)
+                    except MQError as error:
+                        if not is_per_handle_error(error):
+                            raise
+                        reply = error
+                    chunk = steps.send(reply)
             except StopIteration as done:
-                if done.value:
-                    log.info("dropping %d stale pending ack(s) of %s", len(done.value), group)
-                self.store.remove_acks([ids[h] for h in done.value])
+                log_unacked(done.value, group, what="pending acks")
+                self.store.remove_acks([ids[r.receipt_handle] for r in done.value])
             except MQError as error:
                 if error.retriable:
                     self.store.release_acks([a.ack_id for a in acks])
@@ -268,7 +256,12 @@ class ConsumerBase:
         return dict(self._subscriptions)
 
     def subscribe(self, topic: str, filter_expression: FilterExpression | str = "*") -> None:
-        """Receive from ``topic`` too (or change its filter)."""
+        """Receive from ``topic`` too (or change the filter this client asks for).
+
+        The service records one filter per group and topic: a receive with another filter than
+        the recorded one raises :class:`~cirrusmq.errors.SubscriptionConflictError`; change the
+        group's filter with :meth:`Admin.subscribe <cirrusmq.admin.Admin.subscribe>`.
+        """
         self._subscriptions.update(normalize_subscriptions({topic: filter_expression}))
 
     def unsubscribe(self, topic: str) -> None:
@@ -296,26 +289,20 @@ class ConsumerBase:
             await_s=self.await_duration_s,
         )
 
-    def _ack_plan(
-        self, messages: Iterable[MessageView | str]
-    ) -> tuple[dict[str, int], Generator[list[str], ReceiptHandleExpiredError | None, list[str]]]:
-        """``(expiry by handle, ack_chunks plan)``."""
+    def _ack_plan(self, messages: Iterable[MessageView | str]) -> _AckCall:
         self._check_open()
-        pairs = handles_of(messages)
-        return dict(pairs), ack_chunks([h for h, _ in pairs])
+        return _AckCall(list(messages))
 
-    def _ack_failed(
-        self, error: MQError, chunk: list[str], expiry: Mapping[str, int]
-    ) -> ReceiptHandleExpiredError | None:
+    def _ack_failed(self, error: MQError, chunk: list[str], call: _AckCall) -> AckReply:
         """What to send the ack plan after ``error``; raises the errors it cannot handle. With
-        an outbox, acks the service cannot take now are kept for a retry."""
-        if isinstance(error, ReceiptHandleExpiredError):
+        an outbox, acks the service cannot take now are kept for a retry (``PENDING``)."""
+        if is_per_handle_error(error):
             return error
         if not (error.retriable and self._retrier is not None):
             raise error
         log.warning("ack unreachable (%s): %d kept for retry", error, len(chunk))
-        self._retrier.park(self.group, [(h, expiry[h]) for h in chunk])
-        return None
+        self._retrier.park(self.group, [(h, call.expiry[h]) for h in chunk])
+        return [AckResult(h, AckStatus.PENDING) for h in chunk]
 
     def _invisible_body(
         self, message: MessageView, invisible_duration: float | timedelta
@@ -327,6 +314,32 @@ class ConsumerBase:
             "receipt_handle": message.receipt_handle,
             "invisible_seconds": int(seconds(invisible_duration)),
         }
+
+
+class _AckCall:
+    """One ``ack_batch`` call: its handles, their expiry and message ids, and its plan."""
+
+    def __init__(self, messages: list[MessageView | str]) -> None:
+        pairs = handles_of(messages)
+        self.expiry = dict(pairs)
+        self.message_ids = {
+            m.receipt_handle: m.message_id for m in messages if isinstance(m, MessageView)
+        }
+        self.steps = ack_plan([h for h, _ in pairs])
+
+    def results(self, results: list[AckResult]) -> list[AckResult]:
+        """``results`` with the message ids of the messages acked."""
+        return [
+            dataclasses.replace(r, message_id=self.message_ids.get(r.receipt_handle))
+            for r in results
+        ]
+
+
+def raise_unless_acked(result: AckResult) -> None:
+    """Raise the typed error of a single-message ack that did not settle."""
+    error = result.error()
+    if error is not None:
+        raise error
 
 
 def with_new_handle(message: MessageView, response: Mapping[str, Any]) -> MessageView:
@@ -395,32 +408,40 @@ class SimpleConsumer(ConsumerBase):
         except StopIteration as done:
             return done.value
 
-    def ack(self, message: MessageView | str) -> None:
-        """Ack one message (or receipt handle)."""
-        self.ack_batch([message])
+    def ack(self, message: MessageView | str) -> AckResult:
+        """Ack one message (or receipt handle).
 
-    def ack_batch(self, messages: Iterable[MessageView | str]) -> None:
-        """Ack messages (or receipt handles), 1,000 per request.
-
-        Stale handles (messages redelivered since) do not stop the others: those are acked,
-        then :class:`~cirrusmq.errors.ReceiptHandleExpiredError` lists the stale ones. With an
-        outbox, acks the service cannot take now are kept and retried (no error).
+        Raises :class:`~cirrusmq.errors.ReceiptHandleExpiredError` if its handle is stale (the
+        message was redelivered since) and :class:`~cirrusmq.errors.BadRequestError` if it is
+        invalid (malformed, or of another group). Acking twice is fine. With an outbox, an ack
+        the service cannot take now is kept for a retry (status ``PENDING``, no error).
         """
-        expiry, steps = self._ack_plan(messages)
+        (result,) = self.ack_batch([message])
+        raise_unless_acked(result)
+        return result
+
+    def ack_batch(self, messages: Iterable[MessageView | str]) -> list[AckResult]:
+        """Ack messages (or receipt handles), 1,000 per request; one result per message, in
+        order (``acked``, ``expired``, ``invalid``, or ``pending`` when kept in the outbox).
+
+        A stale or invalid handle does not stop the others and raises nothing: see the
+        results. Request-level failures raise (without an outbox, also an unreachable service).
+        """
+        call = self._ack_plan(messages)
         try:
-            chunk = next(steps)
+            chunk = next(call.steps)
             while True:
+                reply: AckReply
                 try:
-                    self._transport.request(
+                    reply = self._transport.request(
                         "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
                     )
                 except MQError as error:
-                    chunk = steps.send(self._ack_failed(error, chunk, expiry))
-                else:
-                    chunk = steps.send(None)
+                    reply = self._ack_failed(error, chunk, call)
+                chunk = call.steps.send(reply)
         except StopIteration as done:
-            if done.value:
-                raise stale_error(done.value) from None
+            return call.results(done.value)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def change_invisible_duration(
         self, message: MessageView, invisible_duration: float | timedelta

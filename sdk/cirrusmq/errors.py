@@ -23,6 +23,7 @@ __all__ = [
     "PayloadTooLargeError",
     "ReceiptHandleExpiredError",
     "ServerError",
+    "SubscriptionConflictError",
     "ThrottledError",
     "TransportError",
     "UnauthorizedError",
@@ -90,6 +91,28 @@ class ConflictError(MQError):
     """409: the topic exists or is being deleted, or a producer sequence was reused."""
 
 
+class SubscriptionConflictError(ConflictError):
+    """409 ``SubscriptionConflict``: the group is subscribed to the topic with another filter.
+
+    A consumer group has one filter per topic; change it explicitly with
+    :meth:`Admin.subscribe <cirrusmq.admin.Admin.subscribe>` (or ``cirrusmq group subscribe``).
+    """
+
+    @property
+    def topic(self) -> str | None:
+        return self.details.get("topic")
+
+    @property
+    def subscribed(self) -> str | None:
+        """The filter the group has recorded for the topic."""
+        return self.details.get("subscribed")
+
+    @property
+    def requested(self) -> str | None:
+        """The filter the refused receive asked for."""
+        return self.details.get("requested")
+
+
 class PayloadTooLargeError(MQError):
     """413: a message body over 4 MiB or a request over 6 MiB."""
 
@@ -134,6 +157,7 @@ class UnsupportedFeatureError(MQError):
 
 _BY_CODE: dict[str, type[MQError]] = {
     "ReceiptHandleExpired": ReceiptHandleExpiredError,
+    "SubscriptionConflict": SubscriptionConflictError,
 }
 
 _BY_STATUS: dict[int, type[MQError]] = {

@@ -12,6 +12,13 @@ A stored batch is the exact JSON request, with its producer id and sequence, so 
 it (even from another process) is idempotent: the service stores it once.
 Batches that were never claimed (so never sent) may be merged into their topic's head
 (:meth:`Outbox.followers`, :meth:`Outbox.merge`); a batch once claimed is resent unchanged.
+
+A batch the service refused for good (a non-retriable 4xx: the topic does not exist, ...) is
+*set aside* with its :class:`Refusal` (:meth:`Outbox.refuse`): it is no longer sent, but it is
+kept — listed by :meth:`Outbox.refused`, put back in line by :meth:`Outbox.retry_refused` (in
+its original place, with its original producer id and sequence: a refused request stored
+nothing, so resending it as it was cannot duplicate anything) or deleted by
+:meth:`Outbox.purge_refused`.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from .errors import OutboxLockedError
+from .errors import MQError, OutboxLockedError
 
 try:  # POSIX only; elsewhere the single-owner rule is not enforced
     import fcntl
@@ -41,6 +48,8 @@ __all__ = [
     "OutboxEntry",
     "OutboxStats",
     "PendingAck",
+    "RefusedBatch",
+    "Refusal",
     "SqliteOutbox",
 ]
 
@@ -70,6 +79,41 @@ class OutboxEntry:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why the service refused a batch for good."""
+
+    code: str | None
+    """The service's error code, e.g. ``TopicNotFound``."""
+    message: str
+    http_status: int | None
+    refused_ms: int
+    """When (ms since the epoch)."""
+
+    @classmethod
+    def of(cls, error: MQError, *, now_ms: int | None = None) -> Refusal:
+        """The refusal ``error`` describes (now, unless ``now_ms`` is given)."""
+        when = int(time.time() * 1000) if now_ms is None else now_ms
+        return cls(error.code, error.message, error.http_status, when)
+
+
+@dataclass(frozen=True)
+class RefusedBatch:
+    """A batch set aside after a refusal; see :meth:`Outbox.retry_refused`."""
+
+    entry_id: int
+    batch: OutboxBatch
+    refusal: Refusal
+
+    @property
+    def topic(self) -> str:
+        return self.batch.topic
+
+    @property
+    def message_ids(self) -> tuple[str, ...]:
+        return self.batch.message_ids
+
+
+@dataclass(frozen=True)
 class PendingAck:
     """An ack that could not reach the service, kept until its receipt handle expires."""
 
@@ -83,9 +127,13 @@ class PendingAck:
 @dataclass(frozen=True)
 class OutboxStats:
     batches: int
+    """Batches waiting to be sent (the refused ones are not counted here)."""
     messages: int
     bytes: int
     acks: int
+    refused_batches: int = 0
+    """Batches set aside after a refusal."""
+    refused_messages: int = 0
 
 
 class Outbox(ABC):
@@ -126,8 +174,25 @@ class Outbox(ABC):
         """Forget a batch (stored by the service, or refused for good)."""
 
     @abstractmethod
+    def refuse(self, entry_id: int, refusal: Refusal) -> None:
+        """Set a batch aside (refused for good): it is not sent any more, but kept."""
+
+    @abstractmethod
+    def refused(self) -> list[RefusedBatch]:
+        """The batches set aside, oldest first."""
+
+    @abstractmethod
+    def retry_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        """Put refused batches (all when ``entry_ids`` is ``None``) back in line, each in its
+        original place and unchanged; the batches moved."""
+
+    @abstractmethod
+    def purge_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        """Delete refused batches (all when ``entry_ids`` is ``None``); the batches deleted."""
+
+    @abstractmethod
     def entries(self) -> list[OutboxEntry]:
-        """Every stored batch, oldest first."""
+        """Every batch waiting to be sent (not the refused ones), oldest first."""
 
     @abstractmethod
     def stats(self) -> OutboxStats:
@@ -168,7 +233,11 @@ class MemoryOutbox(Outbox):
         self._claimed: set[int] = set()
         self._acks: dict[int, PendingAck] = {}
         self._claimed_acks: set[int] = set()
+        self._refused: dict[int, Refusal] = {}
         self._next_id = 1
+
+    def _pending(self) -> list[OutboxEntry]:
+        return [e for i, e in self._batches.items() if i not in self._refused]
 
     def append(self, batch: OutboxBatch) -> OutboxEntry:
         with self._lock:
@@ -180,7 +249,7 @@ class MemoryOutbox(Outbox):
     def claim_heads(self, *, skip_topics: Collection[str] = ()) -> list[OutboxEntry]:
         with self._lock:
             heads: dict[str, OutboxEntry] = {}
-            for entry in self._batches.values():  # insertion order = id order
+            for entry in self._pending():  # insertion order = id order
                 heads.setdefault(entry.batch.topic, entry)
             claimed = []
             for topic, head in heads.items():
@@ -195,7 +264,7 @@ class MemoryOutbox(Outbox):
     def followers(self, head: OutboxEntry, *, limit: int) -> list[OutboxEntry]:
         with self._lock:
             found: list[OutboxEntry] = []
-            for entry in self._batches.values():
+            for entry in self._pending():
                 if len(found) >= limit:
                     break
                 if entry.entry_id <= head.entry_id or entry.batch.topic != head.batch.topic:
@@ -222,25 +291,61 @@ class MemoryOutbox(Outbox):
         with self._lock:
             self._claimed.discard(entry_id)
             self._batches.pop(entry_id, None)
+            self._refused.pop(entry_id, None)
+
+    def refuse(self, entry_id: int, refusal: Refusal) -> None:
+        with self._lock:
+            if entry_id in self._batches:
+                self._claimed.discard(entry_id)
+                self._refused[entry_id] = refusal
+
+    def refused(self) -> list[RefusedBatch]:
+        with self._lock:
+            return self._refused_list(None)
+
+    def _refused_list(self, entry_ids: Collection[int] | None) -> list[RefusedBatch]:
+        return [
+            RefusedBatch(i, e.batch, self._refused[i])
+            for i, e in self._batches.items()
+            if i in self._refused and (entry_ids is None or i in entry_ids)
+        ]
+
+    def retry_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        with self._lock:
+            moved = self._refused_list(entry_ids)
+            for refused in moved:
+                del self._refused[refused.entry_id]
+            return moved
+
+    def purge_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        with self._lock:
+            purged = self._refused_list(entry_ids)
+            for refused in purged:
+                del self._refused[refused.entry_id]
+                del self._batches[refused.entry_id]
+            return purged
 
     def entries(self) -> list[OutboxEntry]:
         with self._lock:
-            return list(self._batches.values())
+            return self._pending()
 
     def stats(self) -> OutboxStats:
         with self._lock:
-            batches = [e.batch for e in self._batches.values()]
+            batches = [e.batch for e in self._pending()]
+            refused = [self._batches[i].batch for i in self._refused]
             return OutboxStats(
                 batches=len(batches),
                 messages=sum(len(b.message_ids) for b in batches),
                 bytes=sum(len(b.payload) for b in batches),
                 acks=len(self._acks),
+                refused_batches=len(refused),
+                refused_messages=sum(len(b.message_ids) for b in refused),
             )
 
     def topic_counts(self) -> dict[str, tuple[int, int, int]]:
         counts: dict[str, tuple[int, int, int]] = {}
         with self._lock:
-            for entry in self._batches.values():
+            for entry in self._pending():
                 b = entry.batch
                 n, m, size = counts.get(b.topic, (0, 0, 0))
                 counts[b.topic] = (n + 1, m + len(b.message_ids), size + len(b.payload))
@@ -300,10 +405,24 @@ CREATE TABLE IF NOT EXISTS acks (
     UNIQUE (group_name, receipt_handle)
 );
 """
-_SCHEMA_VERSION = 1
+_REFUSAL_COLUMNS = {
+    "refused_ms": "INTEGER",
+    "refusal_code": "TEXT",
+    "refusal_message": "TEXT",
+    "refusal_status": "INTEGER",
+}
+"""Version 2: a batch refused for good is set aside (``refused_ms`` not null), not deleted."""
+_SCHEMA_VERSION = 2
 
-_heads_of_topics = "entry_id IN (SELECT MIN(entry_id) FROM batches GROUP BY topic)"
+_pending = "refused_ms IS NULL"
+_heads_of_topics = (
+    f"entry_id IN (SELECT MIN(entry_id) FROM batches WHERE {_pending} GROUP BY topic)"
+)
 _not_claimed = "claimed = 0"
+_REFUSED_SELECT = (
+    "SELECT entry_id, topic, producer_id, sequence, message_ids, payload, refusal_code,"
+    " refusal_message, refusal_status, refused_ms FROM batches WHERE refused_ms IS NOT NULL"
+)
 
 
 class SqliteOutbox(Outbox):
@@ -346,6 +465,10 @@ class SqliteOutbox(Outbox):
                 f"{_SCHEMA_VERSION}: upgrade the SDK"
             )
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(batches)")}
+        for name, kind in _REFUSAL_COLUMNS.items():
+            if name not in columns:
+                self._db.execute(f"ALTER TABLE batches ADD COLUMN {name} {kind}")
         self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     def _transaction(self) -> _Transaction:
@@ -386,7 +509,8 @@ class SqliteOutbox(Outbox):
         with self._lock:
             rows = self._db.execute(
                 "SELECT entry_id, topic, producer_id, sequence, message_ids, payload, attempts,"
-                " claimed FROM batches WHERE topic = ? AND entry_id > ? ORDER BY entry_id LIMIT ?",
+                " claimed FROM batches WHERE topic = ? AND entry_id > ? AND refused_ms IS NULL"
+                " ORDER BY entry_id LIMIT ?",
                 (head.batch.topic, head.entry_id, limit),
             ).fetchall()
         found: list[OutboxEntry] = []
@@ -423,27 +547,82 @@ class SqliteOutbox(Outbox):
         with self._transaction() as db:
             db.execute("DELETE FROM batches WHERE entry_id = ?", (entry_id,))
 
+    def refuse(self, entry_id: int, refusal: Refusal) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE batches SET claimed = 0, refused_ms = ?, refusal_code = ?,"
+                " refusal_message = ?, refusal_status = ? WHERE entry_id = ?",
+                (
+                    refusal.refused_ms,
+                    refusal.code,
+                    refusal.message,
+                    refusal.http_status,
+                    entry_id,
+                ),
+            )
+
+    def refused(self) -> list[RefusedBatch]:
+        with self._lock:
+            rows = self._db.execute(f"{_REFUSED_SELECT} ORDER BY entry_id").fetchall()
+        return [_refused(row) for row in rows]
+
+    def _take_refused(
+        self, db: sqlite3.Connection, entry_ids: Collection[int] | None
+    ) -> list[RefusedBatch]:
+        rows = db.execute(f"{_REFUSED_SELECT} ORDER BY entry_id").fetchall()
+        wanted = None if entry_ids is None else set(entry_ids)
+        return [_refused(r) for r in rows if wanted is None or r[0] in wanted]
+
+    def retry_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        with self._transaction() as db:
+            moved = self._take_refused(db, entry_ids)
+            db.executemany(
+                "UPDATE batches SET refused_ms = NULL, refusal_code = NULL,"
+                " refusal_message = NULL, refusal_status = NULL WHERE entry_id = ?",
+                [(r.entry_id,) for r in moved],
+            )
+        return moved
+
+    def purge_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        with self._transaction() as db:
+            purged = self._take_refused(db, entry_ids)
+            db.executemany(
+                "DELETE FROM batches WHERE entry_id = ?", [(r.entry_id,) for r in purged]
+            )
+        return purged
+
     def entries(self) -> list[OutboxEntry]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT entry_id, topic, producer_id, sequence, message_ids, payload, attempts"
-                " FROM batches ORDER BY entry_id"
+                f" FROM batches WHERE {_pending} ORDER BY entry_id"
             ).fetchall()
         return [_entry(row) for row in rows]
 
     def stats(self) -> OutboxStats:
+        totals = "COUNT(*), COALESCE(SUM(message_count), 0), COALESCE(SUM(size), 0)"
         with self._lock:
             batches, messages, size = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(message_count), 0), COALESCE(SUM(size), 0)"
-                " FROM batches"
+                f"SELECT {totals} FROM batches WHERE {_pending}"
+            ).fetchone()
+            refused, refused_messages, _ = self._db.execute(
+                f"SELECT {totals} FROM batches WHERE NOT ({_pending})"
             ).fetchone()
             (acks,) = self._db.execute("SELECT COUNT(*) FROM acks").fetchone()
-        return OutboxStats(batches=batches, messages=messages, bytes=size, acks=acks)
+        return OutboxStats(
+            batches=batches,
+            messages=messages,
+            bytes=size,
+            acks=acks,
+            refused_batches=refused,
+            refused_messages=refused_messages,
+        )
 
     def topic_counts(self) -> dict[str, tuple[int, int, int]]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT topic, COUNT(*), SUM(message_count), SUM(size) FROM batches GROUP BY topic"
+                "SELECT topic, COUNT(*), SUM(message_count), SUM(size) FROM batches"
+                f" WHERE {_pending} GROUP BY topic"
             ).fetchall()
         return {topic: (n, m, size) for topic, n, m, size in rows}
 
@@ -513,6 +692,13 @@ def _entry(row: tuple) -> OutboxEntry:
     entry_id, topic, producer_id, sequence, message_ids, payload, attempts = row
     batch = OutboxBatch(topic, producer_id, sequence, tuple(json.loads(message_ids)), payload)
     return OutboxEntry(entry_id, batch, attempts)
+
+
+def _refused(row: tuple) -> RefusedBatch:
+    entry_id, topic, producer_id, sequence, message_ids, payload, *refusal = row
+    code, message, status, refused_ms = refusal
+    batch = OutboxBatch(topic, producer_id, sequence, tuple(json.loads(message_ids)), payload)
+    return RefusedBatch(entry_id, batch, Refusal(code, message or "", status, refused_ms))
 
 
 def _acquire_file_lock(path: Path):  # noqa: ANN202 - an open file object

@@ -9,22 +9,24 @@ parking when the service is unreachable) live in :mod:`.sender`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from os import PathLike
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from .accumulator import PendingMessage
 from .credentials import Credentials
-from .errors import ClientClosedError, MQError, TransportError
+from .errors import ClientClosedError, MQError, OutboxError, TransportError
 from .message import Message, SendReceipt
-from .outbox import OutboxEntry
+from .outbox import OutboxEntry, RefusedBatch
 from .sender import ProducerOptions, SendState, open_state, prepare
 from .transport import RetryPolicy, Transport
 
@@ -51,6 +53,11 @@ class _Ticket:
 
 def new_producer_id() -> str:
     return f"p-{uuid.uuid4().hex}"
+
+
+def outbox_exists(path: str | PathLike[str] | None) -> bool:
+    """Whether ``path`` names an outbox file that exists (an earlier producer's, maybe)."""
+    return path is not None and Path(path).exists()
 
 
 class Producer:
@@ -165,7 +172,8 @@ class Producer:
 
         With an outbox, whatever is still unsent stays in it, for the next producer on that
         path (waiting futures get receipts with ``pending=True``); the result is empty. It does
-        not wait for a service found unreachable.
+        not wait for a service found unreachable. A producer never started whose outbox file
+        exists is started first, so that what an earlier producer left there is sent.
 
         Without an outbox, requests still on the wire after ``timeout_s`` get up to
         ``request_timeout_s`` more to end (without further retries). The result lists the
@@ -175,6 +183,10 @@ class Producer:
         service may have stored them —: their futures (and blocking ``send`` calls) resolve
         when the response arrives, with the receipt or the typed error.
         """
+        try:
+            self._resume_outbox()
+        except OutboxError as error:  # e.g. locked by another client: nothing of ours to send
+            log.warning("close: the outbox %s was not resumed: %s", self.outbox_path, error)
         with self._cond:
             if self._state_name != "running":  # new, or closing/closed already
                 if self._state_name == "new":
@@ -229,6 +241,48 @@ class Producer:
             )
         return unsent
 
+    def _resume_outbox(self) -> None:
+        """Start a producer never started whose outbox file exists: what an earlier producer
+        left in it is sent by the ``flush`` or ``close`` that called this."""
+        if self._state_name == "new" and outbox_exists(self.outbox_path):
+            with contextlib.suppress(ClientClosedError):  # closed meanwhile by another thread
+                self.start()
+
+    # ------------------------------------------------------------------ refused batches
+    def refused(self) -> list[RefusedBatch]:
+        """The batches the service refused for good, set aside in the outbox (oldest first).
+
+        Only a durable outbox (``outbox_path``) keeps them; without one the list is empty (the
+        refused messages' futures failed, nothing else keeps them).
+        """
+        with self._cond:
+            return self._open_state().store.refused()
+
+    def retry_refused(self, entry_ids: Collection[int] | None = None) -> int:
+        """Send refused batches again (all when ``entry_ids`` is ``None``), e.g. once the topic
+        exists: each goes back to its original place in line, unchanged — same producer id,
+        sequence and message ids (a refused request stored nothing, so this cannot duplicate
+        anything). Returns how many messages were put back; ``flush()`` waits for them."""
+        with self._cond:
+            moved = self._open_state().retry_refused(entry_ids)
+            self._cond.notify_all()
+        return sum(len(r.message_ids) for r in moved)
+
+    def purge_refused(self, entry_ids: Collection[int] | None = None) -> int:
+        """Delete refused batches (all when ``entry_ids`` is ``None``); how many messages."""
+        with self._cond:
+            purged = self._open_state().store.purge_refused(entry_ids)
+        if purged:
+            log.warning("outbox %s: purged %d refused batch(es)", self.outbox_path, len(purged))
+        return sum(len(r.message_ids) for r in purged)
+
+    def _open_state(self) -> SendState:
+        if self._state_name == "new":
+            self.start()  # (re-entrant: the condition's lock is an RLock)
+        if self._state_name != "running" or self._state is None:
+            raise ClientClosedError("the producer is closed")
+        return self._state
+
     def _close_transport(self) -> None:
         with self._cond:
             if self._transport_closed or not self._own_transport:
@@ -265,9 +319,12 @@ class Producer:
         parked in it because the service is unreachable). ``TimeoutError`` on timeout.
 
         The futures of the stored messages may still be completing (on the sender's threads)
-        when it returns: wait on the futures themselves to see every outcome.
+        when it returns: wait on the futures themselves to see every outcome. On a producer
+        never started whose outbox file exists, it starts it first: what an earlier producer
+        left in the outbox is sent too.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self._resume_outbox()
         with self._cond:
             if self._state_name != "running":
                 return

@@ -1,7 +1,10 @@
 """:class:`PushConsumer`: the SDK receives, a listener processes, the SDK acks.
 
-Three parts: a fetcher thread long-polls the subscriptions whenever there is room under
-``max_cached_messages`` (flow control: never more messages in memory than that); a pool of
+Three parts: a fetcher thread receives from the subscriptions whenever there is room under
+``max_cached_messages`` (flow control: never more messages in memory than that) — without
+server-side long polls: after an empty receive it waits on its own side, longer and longer up
+to ``max_poll_interval_s`` (:class:`~cirrusmq.pacing.PollPacer`), which keeps an idle consumer
+cheap; a pool of
 ``consume_threads`` runs the listener; an acker thread acks successes in batches. A failed
 message (``ConsumeResult.FAILURE`` or an exception) is made visible again after a backoff
 (10 s, 30 s, 1 min, 2 min, ... like RocketMQ's retry levels) and redelivered with
@@ -15,14 +18,16 @@ import logging
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from os import PathLike
 
-from .consumer import MAX_WAIT_S, AckRetrier, SimpleConsumer, handles_of, make_retrier
+from .consumer import AckRetrier, SimpleConsumer, handles_of, log_unacked, make_retrier
 from .credentials import Credentials
-from .errors import ClientClosedError, MQError, NotFoundError, ReceiptHandleExpiredError
+from .errors import ClientClosedError, MQError, NotFoundError, SubscriptionConflictError
 from .message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
+from .pacing import PollPacer
 from .transport import RetryPolicy, Transport
 
 __all__ = ["MessageListener", "PushConsumer"]
@@ -40,7 +45,7 @@ _ACK_LINGER_S = 0.05
 _RELEASE_INVISIBLE_S = 10
 """The shortest invisible duration the service takes: a message fetched too late comes back
 after it."""
-_BAD_HANDLE_CODES = frozenset({"InvalidReceiptHandle", "ForeignReceiptHandle"})
+_INITIAL_POLL_INTERVAL_S = 0.05
 
 
 class PushConsumer:
@@ -64,7 +69,8 @@ class PushConsumer:
         max_cached_messages: int = 1024,
         receive_batch_size: int = 32,
         invisible_duration_s: int = 60,
-        await_duration_s: float = 5,
+        max_poll_interval_s: float = 5.0,
+        await_duration_s: float | None = None,
         request_timeout_s: float = 10.0,
         max_attempts: int = 3,
         outbox_path: str | PathLike[str] | None = None,
@@ -75,6 +81,19 @@ class PushConsumer:
         subscriptions = normalize_subscriptions(subscriptions)
         if not subscriptions:
             raise ValueError("a push consumer needs at least one subscription")
+        if await_duration_s is not None:
+            warnings.warn(
+                "PushConsumer(await_duration_s=...) is ignored: the push consumer no longer "
+                "long-polls the service; see max_poll_interval_s",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        self._pacer = PollPacer(
+            initial_interval_s=min(_INITIAL_POLL_INTERVAL_S, max_poll_interval_s),
+            max_interval_s=max_poll_interval_s,
+        )
+        self.max_poll_interval_s = max_poll_interval_s
+        """The longest an idle consumer waits between two receives (its latency bound)."""
         self.group = group
         self.listener = listener
         self.consume_threads = consume_threads
@@ -93,7 +112,7 @@ class PushConsumer:
             credentials,
             group,
             subscriptions,
-            min(await_duration_s, MAX_WAIT_S),
+            0,  # never a server-side long poll: the pacer waits on this side
             transport=self._transport,
         )
         self._outbox_path = outbox_path
@@ -104,11 +123,9 @@ class PushConsumer:
         self._acks: queue.SimpleQueue[MessageView | None] = queue.SimpleQueue()
         self._acks_closed = False
         """The acker took its stop marker: later successes are acked directly."""
-        self._await_s = min(await_duration_s, MAX_WAIT_S)
-        self._idle = True
-        """The last receive came back empty: the next one long-polls (else it does not wait)."""
         self._sweeping = False
-        """A receive that does not wait is in progress (shutdown waits for it)."""
+        """A receive is in progress (shutdown waits for it: it does not wait on the server)."""
+        self._fetch_error: MQError | None = None
         self._fetcher_done = False
         self._acker_done = False
         self._released = False
@@ -148,11 +165,11 @@ class PushConsumer:
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop fetching, wait for the listeners (up to ``timeout_s``), ack the successes.
 
-        While messages flow the fetcher's receives do not wait (only one that came back empty
-        is followed by a long poll): such a receive in progress is waited for, and its messages
-        processed. A long poll in progress is not: messages it brings after the shutdown are
-        released (visible again after 10 s, the service's minimum). Listeners still running
-        when the time is up finish in the background and their successes are still acked; the
+        The fetcher's receives never wait on the server: a receive in progress is waited for
+        (within ``timeout_s``) and its messages processed; an idle consumer's wait between
+        receives ends at once. Messages a receive brings after the time is up are released
+        (visible again after 10 s, the service's minimum). Listeners still running when the
+        time is up finish in the background and their successes are still acked; the
         connection pool is closed once they are done.
         """
         with self._cond:
@@ -214,6 +231,12 @@ class PushConsumer:
             self._transport.close()
 
     @property
+    def fetch_error(self) -> MQError | None:
+        """The error that stopped fetching for good, e.g. a
+        :class:`~cirrusmq.errors.SubscriptionConflictError` (``None`` while all is well)."""
+        return self._fetch_error
+
+    @property
     def cached_messages(self) -> int:
         """Messages fetched and not yet finished by a listener."""
         return self._cached
@@ -238,16 +261,28 @@ class PushConsumer:
                 if self._stopping.is_set():
                     return
                 room = min(self.receive_batch_size, self.max_cached_messages - self._cached)
-                self._sweeping = not self._idle
-                # Only this thread receives: the long poll is set per call.
-                self._consumer.await_duration_s = self._await_s if self._idle else 0
+                self._sweeping = True
             try:
                 messages = self._consumer.receive(room, self.invisible_duration_s)
             except Exception as error:
                 with self._cond:
                     self._sweeping = False
-                    self._idle = True
                     self._cond.notify_all()
+                if isinstance(error, SubscriptionConflictError):
+                    log.error(
+                        "group %s: fetching stopped: %s (the group is subscribed to %s with "
+                        "%r, this consumer asked for %r); change the group's subscription with "
+                        "Admin.subscribe() or `cirrusmq group subscribe`, or use the recorded "
+                        "filter",
+                        self.group,
+                        error,
+                        error.topic,
+                        error.subscribed,
+                        error.requested,
+                    )
+                    self._fetch_error = error
+                    return
+                self._pacer.reset()
                 if self._stopping.is_set():
                     return
                 failures += 1
@@ -260,12 +295,14 @@ class PushConsumer:
                 self._stopping.wait(delay)
                 continue
             failures = 0
+            delay = self._pacer.after_receive(len(messages))
             self._dispatch(messages)
+            if delay:
+                self._stopping.wait(delay)  # idle: a shutdown ends the wait at once
 
     def _dispatch(self, messages: list[MessageView]) -> None:
         with self._cond:
             self._sweeping = False
-            self._idle = not messages
             late = self._state == "stopped"
             if messages and not late:
                 assert self._executor is not None
@@ -368,20 +405,12 @@ class PushConsumer:
                 failures = 0
 
     def _ack(self, batch: list[MessageView]) -> None:
+        """Ack a batch: acked, expired and invalid handles are done (the last two logged and
+        dropped); a batch the service cannot take now is kept for retry."""
         assert self._retrier is not None
         try:
-            self._consumer.ack_batch(batch)
-        except ReceiptHandleExpiredError as error:
-            log.info("%d ack(s) were stale (redelivered meanwhile)", len(error.receipt_handles))
+            results = self._consumer.ack_batch(batch)
         except MQError as error:
-            split = _without_bad_handles(error, batch)
-            if split is not None:
-                refused, rest = split
-                if refused:
-                    log.error("ack refused for %d message(s): %s", len(refused), error)
-                for part in rest:
-                    self._ack(part)
-                return
             if not error.retriable:
                 log.error("ack refused: %s", error)
                 return
@@ -390,25 +419,5 @@ class PushConsumer:
         except Exception:
             log.exception("acking %d message(s) failed; kept for retry", len(batch))
             self._retrier.park(self.group, handles_of(batch))
-
-
-def _without_bad_handles(
-    error: MQError, batch: list[MessageView]
-) -> tuple[list[MessageView], list[list[MessageView]]] | None:
-    """For an ack refused because of malformed or foreign receipt handles: ``(the messages
-    refused, the parts of the batch to ack again)``; ``None`` for any other error.
-
-    The service names foreign handles; it does not name a malformed one, which is then found
-    by halving the batch.
-    """
-    if error.code not in _BAD_HANDLE_CODES:
-        return None
-    named = set(error.details.get("receipt_handles") or ())
-    refused = [m for m in batch if m.receipt_handle in named]
-    if refused:
-        rest = [m for m in batch if m.receipt_handle not in named]
-        return refused, [rest] if rest else []
-    if len(batch) == 1:
-        return batch, []
-    middle = len(batch) // 2
-    return [], [batch[:middle], batch[middle:]]
+        else:
+            log_unacked(results, self.group)

@@ -12,6 +12,9 @@ A batch that fails with a retriable error after the full retry policy is *parked
 outbox is durable: it stays the head of its topic and is resent (same producer id and
 sequence: the service stores it once) with a growing delay; new batches of a parked topic are
 sealed straight into the outbox. Without a durable outbox, the batch's messages fail instead.
+A batch the service refuses for good (a non-retriable error) fails its messages; in a durable
+outbox it is also *set aside* there (never dropped): :meth:`SendState.retry_refused` puts it
+back in line, :meth:`SendState.purge_refused` deletes it.
 
 Durability: with a durable outbox a batch is sealed (written to it) as soon as it lingered
 ``linger_ms``, even while its topic has a request in flight, so an accepted message is on disk
@@ -37,7 +40,15 @@ from typing import Any, Protocol
 from .accumulator import REQUEST_OVERHEAD_BYTES, Accumulator, PendingMessage, encode_request
 from .errors import MQError, OutboxFullError, PayloadTooLargeError, TransportError
 from .message import Message, SendReceipt, new_message_id
-from .outbox import MemoryOutbox, Outbox, OutboxBatch, OutboxEntry, SqliteOutbox
+from .outbox import (
+    MemoryOutbox,
+    Outbox,
+    OutboxBatch,
+    OutboxEntry,
+    Refusal,
+    RefusedBatch,
+    SqliteOutbox,
+)
 from .transport import RetryPolicy
 
 __all__ = [
@@ -398,17 +409,31 @@ class SendState:
 
     def failed(self, entry: OutboxEntry, error: MQError) -> list[Ticket]:
         """Posting ``entry`` failed after its retry policy: the callers to fail (none when the
-        batch is parked in a durable outbox)."""
+        batch is parked in a durable outbox). A durable outbox sets a refused batch aside."""
         batch = entry.batch
         if self.store.durable and error.retriable:
             self.store.release(entry.entry_id)
             self._park(batch.topic, error)
             return []
-        self.store.remove(entry.entry_id)
+        if self.store.durable:
+            self.store.refuse(entry.entry_id, Refusal.of(error))
+        else:
+            self.store.remove(entry.entry_id)
         _, tickets = self._tickets.pop(entry.entry_id, ("", []))
         self._forget(entry)
         self._parked.pop(batch.topic, None)
-        if not tickets:
+        if self.store.durable:
+            log.warning(
+                "topic %s: the service refused %d message(s) (producer %s, sequence %d): %s; "
+                "they are set aside in the outbox (list, retry or purge them: "
+                "`cirrusmq outbox list --path …`)",
+                batch.topic,
+                len(batch.message_ids),
+                batch.producer_id,
+                batch.sequence,
+                error,
+            )
+        elif not tickets:
             log.error(
                 "dropping a batch of %d message(s) for %s (producer %s, sequence %d): %s",
                 len(batch.message_ids),
@@ -418,6 +443,15 @@ class SendState:
                 error,
             )
         return tickets
+
+    def retry_refused(self, entry_ids: Collection[int] | None = None) -> list[RefusedBatch]:
+        """Put refused batches back in line (unchanged, in their original places)."""
+        moved = self.store.retry_refused(entry_ids)
+        for refused in moved:
+            self._stored_by_topic[refused.topic] += 1
+            self.buffered_messages += len(refused.message_ids)
+            self.buffered_bytes += len(refused.batch.payload)
+        return moved
 
     def _park(self, topic: str, error: MQError, *, delay_s: float | None = None) -> None:
         self._inflight.discard(topic)

@@ -156,7 +156,6 @@ def bench_push_consumer(stack, topic: str, count: int, budget_s: float) -> Resul
         listener,
         consume_threads=8,
         receive_batch_size=256,
-        await_duration_s=1,
         transport=transport,
     )
     started = time.perf_counter()

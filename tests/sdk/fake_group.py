@@ -1,8 +1,11 @@
 """An in-process stand-in for the consume API (``httpx.MockTransport``), for unit tests.
 
-Receives long-poll (they wait up to ``wait_seconds`` for messages to be ``add``-ed); acks are
-recorded, and refused like the service does for malformed (``bad-…``, not named) or foreign
-(``foreign-…``, named in ``details``) receipt handles; change-invisible calls are recorded.
+Receives long-poll (they wait up to ``wait_seconds`` for messages to be ``add``-ed; each
+``wait_seconds`` is recorded); a group's first receive of a topic records its filter and a
+receive with another one is refused (409 ``SubscriptionConflict``). Acks answer one result per
+handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired); with
+``legacy_acks`` they answer the former way: all or nothing, 400 for malformed (not named),
+foreign or stale (named in ``details``) handles. Change-invisible calls are recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ class FakeGroupService:
         """The next receives answer 200 with a body that is not a receive response."""
         self.crash_acks = 0
         """The next acks raise a ValueError (not an HTTP error: a bug, say)."""
+        self.legacy_acks = False
+        """Answer acks the former way (all or nothing), as a service before per-handle results."""
+        self.waits: list[float] = []
+        """The ``wait_seconds`` of every receive."""
+        self.subscriptions: dict[str, str] = {}
+        self.ack_requests = 0
         self._offset = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -58,6 +67,10 @@ class FakeGroupService:
         if action == "receive":
             return self._receive(body)
         if action == "ack":
+            with self.cond:
+                self.ack_requests += 1
+            if self.legacy_acks:
+                return self._legacy_ack(body["receipt_handles"])
             return self._ack(body["receipt_handles"])
         if action == "invisible":
             with self.cond:
@@ -71,6 +84,21 @@ class FakeGroupService:
         deadline = time.monotonic() + body["wait_seconds"]
         with self.cond:
             self.receives += 1
+            self.waits.append(body["wait_seconds"])
+            recorded = self.subscriptions.setdefault(body["topic"], body["filter"])
+            if recorded != body["filter"]:
+                return httpx.Response(
+                    409,
+                    json={
+                        "code": "SubscriptionConflict",
+                        "message": "the group is subscribed with another filter",
+                        "details": {
+                            "topic": body["topic"],
+                            "subscribed": recorded,
+                            "requested": body["filter"],
+                        },
+                    },
+                )
             if self.malformed_receives:
                 self.malformed_receives -= 1
                 return httpx.Response(200, json={"unexpected": True})
@@ -80,11 +108,45 @@ class FakeGroupService:
             del self.available[: len(taken)]
         return httpx.Response(200, json={"messages": taken})
 
-    def _ack(self, handles: list[str]) -> httpx.Response:
+    def _crash(self) -> None:
         with self.cond:
             if self.crash_acks:
                 self.crash_acks -= 1
                 raise ValueError("injected: not an HTTP error")
+
+    def _ack(self, handles: list[str]) -> httpx.Response:
+        self._crash()
+        results = []
+        with self.cond:
+            for h in handles:
+                if h.startswith(("bad", "foreign", "stale")):
+                    status, code = {
+                        "bad": ("invalid", "InvalidReceiptHandle"),
+                        "foreign": ("invalid", "ForeignReceiptHandle"),
+                        "stale": ("expired", "ReceiptHandleExpired"),
+                    }[next(p for p in ("bad", "foreign", "stale") if h.startswith(p))]
+                    results.append(
+                        {"receipt_handle": h, "status": status, "code": code, "message": "no"}
+                    )
+                    continue
+                if h not in self.acked:
+                    self.acked.append(h)
+                results.append({"receipt_handle": h, "status": "acked", "code": None})
+        acked = sum(r["status"] == "acked" for r in results)
+        return httpx.Response(200, json={"acked": acked, "results": results})
+
+    def _legacy_ack(self, handles: list[str]) -> httpx.Response:
+        self._crash()
+        stale = [h for h in handles if h.startswith("stale")]
+        if stale:
+            return httpx.Response(
+                400,
+                json={
+                    "code": "ReceiptHandleExpired",
+                    "message": "stale",
+                    "details": {"receipt_handles": stale},
+                },
+            )
         if any(h.startswith("bad") for h in handles):
             return httpx.Response(
                 400, json={"code": "InvalidReceiptHandle", "message": "malformed receipt handle"}

@@ -23,6 +23,8 @@ class FakeService:
         """(status, code) answers for the next requests."""
         self.crash_next = 0
         """The next requests raise a ValueError (not an HTTP error: a bug, say)."""
+        self.missing_topics: set[str] = set()
+        """Topics answered with 404 ``TopicNotFound`` (as after a local stack restart)."""
         self.arrived = 0
         """Requests that reached the handler (also those held or failed)."""
         self.requests: list[dict] = []
@@ -50,6 +52,8 @@ class FakeService:
             if request.method != "POST" or parts[-1] != "messages":
                 return httpx.Response(404, json={"code": "RouteNotFound", "message": "no"})
             topic = parts[-2]
+            if topic in self.missing_topics:
+                return httpx.Response(404, json={"code": "TopicNotFound", "message": topic})
             body = json.loads(request.content)
             self.requests.append(body)
             key = (body["producer_id"], body["sequence"])

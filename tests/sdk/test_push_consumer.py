@@ -43,7 +43,7 @@ def test_every_message_is_consumed_and_acked(endpoint, credentials, admin, topic
     fill(endpoint, credentials, topic, 300, tag="T")
     listener = Recorder()
     with PushConsumer(
-        endpoint, credentials, group, {topic: "T"}, listener, consume_threads=4, await_duration_s=1
+        endpoint, credentials, group, {topic: "T"}, listener, consume_threads=4
     ) as consumer:
         wait_until(lambda: len(listener.succeeded) == 300)
         assert consumer.cached_messages <= consumer.max_cached_messages
@@ -63,7 +63,6 @@ def test_flow_control_bounds_the_messages_in_memory(endpoint, credentials, topic
         listener,
         consume_threads=2,
         max_cached_messages=10,
-        await_duration_s=1,
     ).start()
     wait_until(lambda: len(listener.succeeded) == 120)
     consumer.shutdown()
@@ -81,7 +80,6 @@ def test_graceful_shutdown_loses_nothing(endpoint, credentials, admin, topic, gr
         first,
         consume_threads=4,
         max_cached_messages=64,
-        await_duration_s=1,
     ).start()
     wait_until(lambda: len(first.succeeded) >= 100)
     consumer.shutdown(timeout_s=30)
@@ -115,7 +113,7 @@ def test_failed_messages_are_redelivered_with_their_attempt_count(
         return ConsumeResult.SUCCESS
 
     listener = Recorder(behaviour)
-    with PushConsumer(endpoint, credentials, group, [topic], listener, await_duration_s=1):
+    with PushConsumer(endpoint, credentials, group, [topic], listener):
         wait_until(lambda: len(listener.succeeded) == 6, timeout_s=30)
     attempts = {(m.text, m.delivery_attempt) for m in listener.seen}
     assert {("m0", 2), ("m1", 2), ("m2", 2)} <= attempts
@@ -130,9 +128,7 @@ def test_acks_that_cannot_reach_the_service_are_retried(
     fill(endpoint, credentials, topic, 20)
     proxy.reject_requests(2, f"POST /v1/groups/{group}/ack".encode())
     listener = Recorder()
-    with PushConsumer(
-        proxy.url, credentials, group, [topic], listener, max_attempts=1, await_duration_s=1
-    ):
+    with PushConsumer(proxy.url, credentials, group, [topic], listener, max_attempts=1):
         wait_until(lambda: len(listener.succeeded) == 20)
         wait_until(lambda: admin.describe_group(group, topic).inflight == 0, timeout_s=15)
     rejected = [e for e in proxy.exchanges if e.dropped]

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from cirrusmq import (
+    AckStatus,
     BadRequestError,
     ClientClosedError,
     FilterExpression,
@@ -118,9 +119,12 @@ def test_unacked_messages_come_back_and_stale_acks_are_reported(
         assert {m.delivery_attempt for m in again} == {2}
         old_a = next(m for m in first if m.text == "a")
         new_b = next(m for m in again if m.text == "b")
-        with pytest.raises(ReceiptHandleExpiredError) as stale:
-            c.ack_batch([old_a, new_b])  # the stale handle does not stop the valid one
-        assert stale.value.receipt_handles == [old_a.receipt_handle]
+        stale, acked = c.ack_batch([old_a, new_b])  # the stale handle does not stop the other
+        assert (stale.status, stale.code) == (AckStatus.EXPIRED, "ReceiptHandleExpired")
+        assert stale.message_id == old_a.message_id and acked.acked
+        with pytest.raises(ReceiptHandleExpiredError) as single:
+            c.ack(old_a)  # a single ack raises the typed error
+        assert single.value.receipt_handles == [old_a.receipt_handle]
         c.ack(next(m for m in again if m.text == "a"))
     assert admin.describe_group(group, topic).inflight == 0
 

@@ -88,21 +88,3 @@ def test_message_view_from_wire():
         "h",
         3,
     )
-
-
-def test_ack_chunks_retry_without_the_stale_handles():
-    from cirrusmq.consumer import ack_chunks
-    from cirrusmq.errors import ReceiptHandleExpiredError
-
-    handles = [f"h{i}" for i in range(1500)]
-    steps = ack_chunks(handles)
-    first = next(steps)
-    assert len(first) == 1000
-    stale = ReceiptHandleExpiredError("x", details={"receipt_handles": ["h3", "h7"]})
-    again = steps.send(stale)
-    assert len(again) == 998 and "h3" not in again
-    second = steps.send(None)
-    assert second == handles[1000:]
-    with pytest.raises(StopIteration) as done:
-        steps.send(None)
-    assert done.value.value == ["h3", "h7"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from cirrusmq import OutboxLockedError
 from cirrusmq.accumulator import OpenBatch, PendingMessage, encode_request
-from cirrusmq.outbox import MemoryOutbox, OutboxBatch, SqliteOutbox
+from cirrusmq.outbox import MemoryOutbox, OutboxBatch, Refusal, SqliteOutbox
 from cirrusmq.sender import merged_payload, messages_json
 
 
@@ -147,3 +148,99 @@ def test_merged_requests_are_what_encode_request_would_make():
         json.loads(merged_payload("p", 1, [messages_json(other_layout)]))["messages"]
         == messages[:2]
     )
+
+
+# ---------------------------------------------------------------------------- refusals
+REFUSAL = Refusal("TopicNotFound", "no topic a", 404, 1_700_000_000_000)
+
+
+def test_a_refused_batch_is_set_aside_not_sent_and_not_counted(outbox):
+    a0 = outbox.append(batch("a", 0, "x", "y"))
+    a1 = outbox.append(batch("a", 1))
+    (head,) = outbox.claim_heads()
+    outbox.refuse(head.entry_id, REFUSAL)
+    (refused,) = outbox.refused()
+    assert (refused.entry_id, refused.batch, refused.refusal) == (a0.entry_id, a0.batch, REFUSAL)
+    assert refused.topic == "a" and refused.message_ids == ("x", "y")
+    assert [e.entry_id for e in outbox.entries()] == [a1.entry_id]
+    assert outbox.topic_counts() == {"a": (1, 1, 3)}
+    stats = outbox.stats()
+    assert (stats.batches, stats.messages, stats.refused_batches, stats.refused_messages) == (
+        1,
+        1,
+        1,
+        2,
+    )
+    (next_head,) = outbox.claim_heads()  # the topic goes on without it
+    assert next_head.entry_id == a1.entry_id
+    assert outbox.followers(next_head, limit=10) == []
+
+
+def test_retried_batches_go_back_to_their_place_unchanged(outbox):
+    a0, a1 = outbox.append(batch("a", 0)), outbox.append(batch("a", 1))
+    outbox.refuse(outbox.claim_heads()[0].entry_id, REFUSAL)
+    outbox.refuse(outbox.claim_heads()[0].entry_id, REFUSAL)
+    a2 = outbox.append(batch("a", 2))
+    assert [r.entry_id for r in outbox.retry_refused([a1.entry_id])] == [a1.entry_id]
+    assert [r.entry_id for r in outbox.refused()] == [a0.entry_id]
+    assert [r.entry_id for r in outbox.retry_refused()] == [a0.entry_id]
+    assert outbox.refused() == []
+    assert [e.entry_id for e in outbox.entries()] == [a0.entry_id, a1.entry_id, a2.entry_id]
+    (head,) = outbox.claim_heads()
+    assert head.batch == batch("a", 0)  # same producer id and sequence: idempotent resend
+
+
+def test_refused_batches_can_be_purged(outbox):
+    a0, a1 = outbox.append(batch("a", 0)), outbox.append(batch("b", 1))
+    for head in outbox.claim_heads():
+        outbox.refuse(head.entry_id, REFUSAL)
+    assert [r.entry_id for r in outbox.purge_refused([a1.entry_id])] == [a1.entry_id]
+    assert [r.entry_id for r in outbox.purge_refused()] == [a0.entry_id]
+    assert outbox.refused() == [] and outbox.stats().refused_batches == 0
+    assert outbox.entries() == [] and outbox.claim_heads() == []
+
+
+def test_refusals_survive_reopening(tmp_path):
+    path = tmp_path / "o.db"
+    store = SqliteOutbox(path)
+    store.append(batch("a", 0))
+    store.refuse(store.claim_heads()[0].entry_id, REFUSAL)
+    store.close()
+    reopened = SqliteOutbox(path)
+    assert [r.refusal for r in reopened.refused()] == [REFUSAL]
+    assert reopened.claim_heads() == []
+    reopened.close()
+
+
+V1_SCHEMA = """
+CREATE TABLE batches (
+    entry_id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, producer_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL, message_ids TEXT NOT NULL, message_count INTEGER NOT NULL,
+    payload BLOB NOT NULL, size INTEGER NOT NULL, created_ms INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0, claimed INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (producer_id, sequence));
+CREATE TABLE acks (
+    ack_id INTEGER PRIMARY KEY AUTOINCREMENT, group_name TEXT NOT NULL,
+    receipt_handle TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+    claimed INTEGER NOT NULL DEFAULT 0, UNIQUE (group_name, receipt_handle));
+INSERT INTO batches (topic, producer_id, sequence, message_ids, message_count, payload, size,
+    created_ms) VALUES ('a', 'p-old', 3, '["m1"]', 1, X'7b7d', 2, 0);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_version_1_outbox_is_migrated(tmp_path):
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.executescript(V1_SCHEMA)
+    db.close()
+    store = SqliteOutbox(path)
+    (head,) = store.claim_heads()
+    assert (head.batch.producer_id, head.batch.sequence, head.batch.message_ids) == (
+        "p-old",
+        3,
+        ("m1",),
+    )
+    store.refuse(head.entry_id, REFUSAL)
+    assert store.refused()[0].refusal == REFUSAL
+    store.close()

@@ -7,7 +7,7 @@ import time
 
 import cirrusmq.push_consumer as push_module
 import pytest
-from cirrusmq import ConsumeResult, MessageView, PushConsumer
+from cirrusmq import ConsumeResult, MessageView, PushConsumer, SubscriptionConflictError
 from cirrusmq.transport import RetryPolicy, Transport
 
 from .fake_group import FakeGroupService
@@ -68,7 +68,7 @@ def test_the_fetcher_survives_unexpected_errors():
     service.malformed_receives = 2  # KeyError in receive, not an MQError
     service.add("h1")
     listener = Listener()
-    with consumer(service, listener, await_duration_s=0.2):
+    with consumer(service, listener):
         wait_until(lambda: service.acked == ["h1"], timeout_s=5)
     assert listener.seen == ["h1"]
 
@@ -78,7 +78,7 @@ def test_the_acker_survives_unexpected_errors():
     service.crash_acks = 1
     service.add("h1")
     listener = Listener()
-    c = consumer(service, listener, await_duration_s=0.2).start()
+    c = consumer(service, listener).start()
     wait_until(lambda: listener.seen == ["h1"])
     time.sleep(0.2)  # the first ack crashed: h1 waits for a retry
     service.add("h2")
@@ -93,7 +93,7 @@ def test_bad_receipt_handles_do_not_drop_the_other_acks():
     good = [f"h{i}" for i in range(10)]
     service.add(*good[:5], "bad-1", "foreign-1", *good[5:])
     listener = Listener()
-    with consumer(service, listener, await_duration_s=0.2, consume_threads=1):
+    with consumer(service, listener, consume_threads=1):
         wait_until(lambda: len(listener.seen) == 12)
         wait_until(lambda: sorted(service.acked) == sorted(good), timeout_s=5)
     assert sorted(service.acked) == sorted(good)
@@ -103,7 +103,7 @@ def test_a_listener_finishing_after_shutdown_is_still_acked(owned_transports):
     service = owned_transports.service
     gate = threading.Event()
     listener = Listener(gate)
-    c = PushConsumer("http://fake", None, "g", ["t"], listener, await_duration_s=0.5).start()
+    c = PushConsumer("http://fake", None, "g", ["t"], listener).start()
     service.add("slow")
     assert listener.started.wait(5)
     c.shutdown(timeout_s=0.1)  # the listener is still busy
@@ -115,15 +115,55 @@ def test_a_listener_finishing_after_shutdown_is_still_acked(owned_transports):
     wait_until(transport._closed.is_set, timeout_s=5)
 
 
-def test_an_idle_shutdown_does_not_wait_for_the_long_poll_and_releases_what_it_brings():
+def test_an_idle_consumer_never_long_polls_and_shuts_down_at_once():
     service = FakeGroupService()
     listener = Listener()
-    c = consumer(service, listener, await_duration_s=5).start()
-    wait_until(lambda: service.receives == 1)
-    time.sleep(0.1)  # in the long poll
-    started = time.monotonic()
-    c.shutdown()
-    assert time.monotonic() - started < 1
-    service.add("late")  # the poll in progress gets it after the shutdown
-    wait_until(lambda: service.invisible == [("late", 10)], timeout_s=5)
+    c = consumer(service, listener, max_poll_interval_s=3600).start()
+    wait_until(lambda: service.receives >= 3)  # idle: 50 ms, 100 ms, ... apart
+    c.shutdown()  # an hour-long idle wait would hang here: it is an Event wait
+    assert set(service.waits) == {0}  # no server-side long poll
     assert listener.seen == [] and service.acked == []
+
+
+def test_a_message_arriving_while_idle_is_delivered():
+    service = FakeGroupService()
+    listener = Listener()
+    with consumer(service, listener, max_poll_interval_s=0.2):
+        wait_until(lambda: service.receives >= 3)
+        service.add("late")
+        wait_until(lambda: service.acked == ["late"], timeout_s=10)
+    assert listener.seen == ["late"] and set(service.waits) == {0}
+
+
+def test_await_duration_s_is_deprecated():
+    with pytest.warns(DeprecationWarning, match="max_poll_interval_s"):
+        PushConsumer("http://fake", None, "g", ["t"], Listener(), await_duration_s=5).shutdown()
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["results", "legacy"])
+def test_expired_and_invalid_acks_are_dropped_not_retried(legacy):
+    service = FakeGroupService()
+    service.legacy_acks = legacy
+    good = [f"h{i}" for i in range(6)]
+    service.add(*good[:3], "stale-1", "bad-1", "foreign-1", *good[3:])
+    listener = Listener()
+    c = consumer(service, listener, consume_threads=1).start()
+    wait_until(lambda: len(listener.seen) == 9)
+    wait_until(lambda: sorted(service.acked) == sorted(good), timeout_s=5)
+    c.shutdown()
+    assert c._retrier.pending() == 0  # final: nothing kept for a retry
+    requests = service.ack_requests
+    c._retrier.flush_once()
+    assert service.ack_requests == requests
+
+
+def test_a_subscription_conflict_stops_fetching_clearly(caplog):
+    service = FakeGroupService()
+    service.subscriptions["t"] = "TagA"  # recorded by another consumer of the group
+    c = consumer(service, Listener()).start()
+    wait_until(lambda: c.fetch_error is not None)
+    c.shutdown()
+    assert isinstance(c.fetch_error, SubscriptionConflictError)
+    assert (c.fetch_error.subscribed, c.fetch_error.requested) == ("TagA", "*")
+    assert service.receives == 1  # no spinning
+    assert "group subscribe" in caplog.text
