@@ -1,7 +1,9 @@
 """Run moto's server as a subprocess (its own GIL, apart from the handlers).
 
-It runs as :mod:`cirrusmq_local.moto_serial`, one request at a time, because moto loses
-committed DynamoDB writes when a concurrent transaction fails (see that module).
+It runs as :mod:`cirrusmq_local.moto_serial`: requests on one table or bucket one at a time
+(moto's check-then-write code is not atomic under threads), ``TransactWriteItems`` patched to
+check-then-apply without moto's table snapshot (which lost concurrent writes), and the local
+TTL/lifecycle expirers (see that module).
 """
 
 from __future__ import annotations

@@ -1,52 +1,318 @@
-"""``python -m cirrusmq_local.moto_serial -H HOST -p PORT``: moto's server, one request at a time.
+"""``python -m cirrusmq_local.moto_serial -H HOST -p PORT``: moto's server, one request per
+table or bucket at a time, with a check-then-apply ``TransactWriteItems``.
 
-moto's DynamoDB ``TransactWriteItems`` backs up the whole table before it starts and, when a
-condition fails, puts that backup back — erasing whatever other requests committed in the
-meantime. Under concurrency that silently loses acknowledged writes (a log index item, so
-two batches end up at one offset); real DynamoDB never does. Serving one request at a time
-restores the atomicity the broker relies on, at little cost: moto is CPU-bound under one GIL
-either way. ``tests/integration/test_local_stack_atomicity.py`` shows the loss and the fix.
+Why requests are serialised at all. moto keeps its data in plain Python dicts and its writes
+are check-then-act sequences of Python statements (``Table.put_item`` evaluates the
+condition, then stores; the patched ``TransactWriteItems`` checks every item, then stores
+them). Threads switch between any two bytecodes, so two conditional writes to one item can
+both pass their check, and a transaction is atomic only if no other write to its tables runs
+between its check and its apply. Reads are not safe either: ``Query``/``Scan`` iterate a
+table's dicts (``dictionary changed size during iteration`` when a write lands meanwhile),
+``UpdateItem`` changes a stored item in place while a reader may be serialising it, and S3's
+``ListObjectsV2`` iterates a bucket while ``PutObject`` (``If-None-Match`` is check-then-put
+too) inserts into it.
+
+What needs serialising, then, is everything on one table or one bucket — and nothing across
+them: moto's tables and buckets share no mutable state except the backend's catalog (the
+dict of tables / buckets, iterated by ``ListTables`` / ``ListBuckets``). :class:`ResourceLocks`
+gives every request the locks of the tables or buckets it names (``TableName``, the tables of
+``RequestItems`` / ``TransactItems``, a table ARN's name, the bucket of the path or host and
+of ``x-amz-copy-source``), taken in sorted order (no deadlock), under a shared catalog lock.
+Requests that name none, or that this does not recognise (``ListTables``, ``ListBuckets``,
+PartiQL, tagging by ARN, other services, ``/moto-api``) take the catalog lock exclusively:
+they run alone, as every request did before. Produce (S3 put + index transaction) and
+consume (group table) requests now overlap; the transaction's table deep copy is gone
+(:mod:`cirrusmq_local.moto_patches`). ``tests/integration/test_local_stack_atomicity.py``
+shows concurrent writes surviving failing transactions.
+
+``POST /_cirrusmq/ttl`` and ``POST /_cirrusmq/lifecycle`` run the TTL and lifecycle
+expirers of :mod:`cirrusmq_local.moto_expiry` in this process (the local stack calls them).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
+import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import unquote
 
-from moto.moto_server.threaded_moto_server import DomainDispatcherApplication, create_backend_app
-from moto.moto_server.werkzeug_app import MotoRequestHandler
-from werkzeug.serving import run_simple
+from cirrusmq_local import moto_patches
+from cirrusmq_local.moto_expiry import ClockHistory, LifecycleExpirer, TtlExpirer, iter_tables
+
+__all__ = ["ADMIN_PREFIX", "ResourceLocks", "SharedExclusiveLock", "resources_of", "main"]
+
+ADMIN_PREFIX = "/_cirrusmq/"
+_DYNAMODB_TARGET = "DynamoDB_"
+_TABLE_OPS = frozenset(
+    {
+        "GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "DescribeTable",
+        "CreateTable", "DeleteTable", "UpdateTable", "UpdateTimeToLive", "DescribeTimeToLive",
+        "DescribeContinuousBackups", "UpdateContinuousBackups",
+    }
+)  # fmt: skip
+_BATCH_OPS = frozenset({"BatchGetItem", "BatchWriteItem"})
+_TRANSACT_OPS = frozenset({"TransactWriteItems", "TransactGetItems"})
+
+App = Callable[..., Iterable[bytes]]
 
 
-class OneAtATime:
-    """WSGI middleware: requests are handled (and their bodies produced) under one lock."""
+class SharedExclusiveLock:
+    """Many shared holders or one exclusive holder; a waiting exclusive one goes first."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                if not self._shared:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._shared:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class ResourceLocks:
+    """One lock per table or bucket name (``dynamodb:<t>``, ``s3:<b>``) under a catalog lock."""
+
+    def __init__(self) -> None:
+        self.catalog = SharedExclusiveLock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._mutex = threading.Lock()
+
+    def _lock(self, name: str) -> threading.Lock:
+        with self._mutex:
+            return self._locks.setdefault(name, threading.Lock())
+
+    @contextmanager
+    def hold(self, names: Iterable[str] | None) -> Iterator[None]:
+        """Hold the locks of ``names`` (sorted) under the shared catalog lock; ``None``: hold
+        the catalog exclusively (nothing else runs)."""
+        if names is None:
+            with self.catalog.exclusive():
+                yield
+            return
+        locks = [self._lock(name) for name in sorted(set(names))]
+        with self.catalog.shared():
+            for index, lock in enumerate(locks):
+                try:
+                    lock.acquire()
+                except BaseException:
+                    for held in reversed(locks[:index]):
+                        held.release()
+                    raise
+            try:
+                yield
+            finally:
+                for lock in reversed(locks):
+                    lock.release()
+
+
+def _table_name(name: Any) -> str:
+    text = str(name)
+    if text.startswith("arn:") and ":table/" in text:
+        text = text.split(":table/", 1)[1].split("/", 1)[0]
+    return f"dynamodb:{text}"
+
+
+def _dynamodb_resources(operation: str, body: dict[str, Any]) -> list[str] | None:
+    if operation in _TABLE_OPS and body.get("TableName"):
+        return [_table_name(body["TableName"])]
+    if operation in _BATCH_OPS and isinstance(body.get("RequestItems"), dict):
+        return [_table_name(name) for name in body["RequestItems"]] or None
+    if operation in _TRANSACT_OPS and isinstance(body.get("TransactItems"), list):
+        names = []
+        for entry in body["TransactItems"]:
+            for op in entry.values() if isinstance(entry, dict) else ():
+                if not isinstance(op, dict) or not op.get("TableName"):
+                    return None
+                names.append(_table_name(op["TableName"]))
+        return names or None
+    return None
+
+
+def _s3_bucket(environ: dict[str, Any]) -> str | None:
+    host = str(environ.get("HTTP_HOST", "")).split(":", 1)[0].lower()
+    if host.endswith(".localhost") or ".s3." in host or ".s3-" in host:
+        label = host.split(".", 1)[0]
+        if label not in ("s3", "localhost"):
+            return label  # virtual-hosted style
+    segment = str(environ.get("PATH_INFO", "")).lstrip("/").split("/", 1)[0]
+    return unquote(segment) or None
+
+
+def resources_of(environ: dict[str, Any]) -> list[str] | None:
+    """The lock names a request needs, or ``None`` when it must run alone.
+
+    Reads (and puts back) a DynamoDB request's JSON body to find its tables."""
+    target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+    if target.startswith(_DYNAMODB_TARGET):
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return None
+        if length <= 0:
+            return None
+        body = environ["wsgi.input"].read(length)
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(parsed, dict):
+            return None
+        return _dynamodb_resources(target.split(".", 1)[-1], parsed)
+    credential = str(environ.get("HTTP_AUTHORIZATION", "")) + str(environ.get("QUERY_STRING", ""))
+    if "/s3/aws4_request" in credential or "%2Fs3%2Faws4_request" in credential:
+        bucket = _s3_bucket(environ)
+        if bucket is None:
+            return None
+        names = [f"s3:{bucket}"]
+        source = unquote(str(environ.get("HTTP_X_AMZ_COPY_SOURCE", ""))).lstrip("/")
+        if source:
+            names.append(f"s3:{source.split('/', 1)[0]}")
+        return names
+    return None
+
+
+class Serialised:
+    """WSGI middleware: each request runs (and its body is produced) under the locks of the
+    tables/buckets it touches (:func:`resources_of`); ``/_cirrusmq/*`` runs the expirers."""
+
+    def __init__(self, app: App, locks: ResourceLocks | None = None) -> None:
         self._app = app
-        self._lock = threading.Lock()
+        self.locks = locks or ResourceLocks()
+        self._admin = _Admin(self.locks)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with self._lock:
+        if str(environ.get("PATH_INFO", "")).startswith(ADMIN_PREFIX):
+            return self._admin(environ, start_response)
+        with self.locks.hold(resources_of(environ)):
             return list(self._app(environ, start_response))
 
 
+class _Admin:
+    """``POST /_cirrusmq/ttl`` ``{"now_s", "budget", "tables"?}`` and ``POST
+    /_cirrusmq/lifecycle`` ``{"bucket", "rules", "now_ms", "clock_history", "budget"}``."""
+
+    def __init__(self, locks: ResourceLocks) -> None:
+        self.locks = locks
+        self._ttl: dict[tuple[str, str], TtlExpirer] = {}
+        self._lifecycle: dict[str, LifecycleExpirer] = {}
+        self._mutex = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            request = json.loads(environ["wsgi.input"].read(length) or b"{}")
+            action = str(environ["PATH_INFO"])[len(ADMIN_PREFIX) :]
+            if environ.get("REQUEST_METHOD") != "POST" or action not in ("ttl", "lifecycle"):
+                status, answer = "404 Not Found", {"error": f"no {action}"}
+            else:
+                handler = self._run_ttl if action == "ttl" else self._run_lifecycle
+                status, answer = "200 OK", handler(request)
+        except Exception as exc:  # noqa: BLE001 - answered, not raised into werkzeug
+            status, answer = "500 Internal Server Error", {"error": repr(exc)}
+        data = json.dumps(answer).encode()
+        start_response(
+            status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        )
+        return [data]
+
+    def _run_ttl(self, request: dict[str, Any]) -> dict[str, Any]:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        account = request.get("account", DEFAULT_ACCOUNT_ID)
+        region = request.get("region", "us-east-1")
+        backend = dynamodb_backends[account][region]
+        with self._mutex:
+            expirer = self._ttl.setdefault(
+                (account, region),
+                TtlExpirer(backend, lambda name: self.locks.hold([_table_name(name)])),
+            )
+        tables = request.get("tables") or list(iter_tables(backend))
+        budget = int(request.get("budget", 5000))
+        return {
+            "tables": {
+                name: expirer.run(name, float(request["now_s"]), budget).as_dict()
+                for name in tables
+            }
+        }
+
+    def _run_lifecycle(self, request: dict[str, Any]) -> dict[str, Any]:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        account = request.get("account", DEFAULT_ACCOUNT_ID)
+        backend = s3_backends[account]["global"]
+        with self._mutex:
+            expirer = self._lifecycle.setdefault(
+                account, LifecycleExpirer(backend, lambda name: self.locks.hold([f"s3:{name}"]))
+            )
+        result = expirer.run(
+            request["bucket"],
+            request.get("rules") or [],
+            int(request["now_ms"]),
+            ClockHistory(request.get("clock_history") or []),
+            int(request.get("budget", 5000)),
+        )
+        return result.as_dict()
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=5000)
     args = parser.parse_args(argv)
     os.environ.setdefault("MOTO_PORT", str(args.port))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    from moto.moto_server.threaded_moto_server import (
+        DomainDispatcherApplication,
+        create_backend_app,
+    )
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+    from werkzeug.serving import run_simple
+
+    moto_patches.apply()
+    # one access-log line per request cost ~10% of the server's CPU under load (profiled)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(
         args.host,
         args.port,
-        OneAtATime(app),
+        Serialised(app),
         threaded=True,
         request_handler=MotoRequestHandler,
     )

@@ -1,4 +1,10 @@
-"""Run the template's Schedule events on timers, as EventBridge would."""
+"""Run the template's Schedule events on timers, as EventBridge would, on the broker's clock.
+
+Due times are kept in broker time (:func:`cirrusmq_broker.clock.now_ms`): after
+``LocalStack.advance_time`` a job whose firing time was passed runs once (missed firings are
+skipped, as when running late), and :meth:`ScheduleRunner.run_due` runs those due jobs in
+the caller's thread and returns when they are done.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cirrusmq_broker import clock
+
 from cirrusmq_local.cron import CronError, CronExpression
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from cirrusmq_local.resolver import ACCOUNT_ID, REGION
 from cirrusmq_local.template import ScheduleEvent, TemplateError
 
-__all__ = ["Rate", "ScheduleRunner", "ScheduledJob", "parse_schedule"]
+__all__ = ["Rate", "ScheduleRunner", "ScheduledJob", "broker_now", "parse_schedule"]
 
 log = logging.getLogger(__name__)
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(second|minute|hour|day)s?\s*\)$", re.IGNORECASE)
 _CRON = re.compile(r"^cron\((.*)\)$", re.IGNORECASE)
+_POLL_SECONDS = 1.0  # a sleeping timer looks at the clock at least this often
+
+
+def broker_now() -> datetime:
+    """The broker clock's time (wall time plus the local stack's offset), in UTC."""
+    return datetime.fromtimestamp(clock.now_ms() / 1000, UTC)
 
 
 @dataclass(frozen=True)
@@ -84,7 +98,7 @@ class ScheduledJob:
         a ``Scheduled Event``."""
         if self.input_text is not None:
             return json.loads(self.input_text)
-        now = now or datetime.now(UTC)
+        now = now or broker_now()
         return {
             "version": "0",
             "id": str(uuid.uuid4()),
@@ -103,49 +117,82 @@ class ScheduledJob:
 
 
 class ScheduleRunner:
-    """One daemon thread per enabled job; runs overlap-free per job (a late run delays the
-    next one; missed firings are skipped, not replayed)."""
+    """One daemon thread per enabled job, timed on the broker clock; runs are overlap-free
+    per job (a late run delays the next one; missed firings are skipped, not replayed)."""
 
     def __init__(self, jobs: list[ScheduledJob]) -> None:
         self.jobs = jobs
         self._stop = threading.Event()
+        self._wake = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._due: dict[int, datetime | None] = {}
+        self._job_locks: dict[int, threading.Lock] = {}
 
     def start(self) -> None:
         """Start the timers of every enabled job."""
         self._stop.clear()
-        for job in self.jobs:
+        now = broker_now()
+        for index, job in enumerate(self.jobs):
             if not job.event.enabled:
                 continue
+            self._due[index] = job.schedule.next_after(now)
+            self._job_locks[index] = threading.Lock()
             thread = threading.Thread(
                 target=self._loop,
-                args=(job,),
+                args=(index, job),
                 daemon=True,
                 name=f"cirrusmq-schedule-{job.runtime.logical_id}-{job.event.event_name}",
             )
             thread.start()
             self._threads.append(thread)
 
-    def _loop(self, job: ScheduledJob) -> None:
-        due = job.schedule.next_after(datetime.now(UTC))
-        while due is not None:
-            delay = (due - datetime.now(UTC)).total_seconds()
-            if self._stop.wait(max(0.0, delay)):
+    def due(self, job: ScheduledJob) -> datetime | None:
+        """The job's next firing time (broker time), None when it will not fire again."""
+        return self._due.get(self.jobs.index(job))
+
+    def _loop(self, index: int, job: ScheduledJob) -> None:
+        while not self._stop.is_set():
+            due = self._due.get(index)
+            if due is None:
                 return
+            delay = (due - broker_now()).total_seconds()
+            if delay > 0:
+                with self._wake:
+                    self._wake.wait(min(delay, _POLL_SECONDS))
+                continue
+            self._fire_if_due(index, job)
+
+    def _fire_if_due(self, index: int, job: ScheduledJob) -> bool:
+        with self._job_locks[index]:
+            due = self._due.get(index)
+            if due is None or due > broker_now() or self._stop.is_set():
+                return False
             try:
                 job.run()
             except BaseException:  # a dying handler must not end the timer
                 log.exception(
                     "scheduled %s.%s failed", job.runtime.logical_id, job.event.event_name
                 )
-            now = datetime.now(UTC)
+            now = broker_now()
             due = job.schedule.next_after(due)
-            if due is not None and due <= now:  # running late: skip missed firings
+            if due is not None and due <= now:  # running late or time jumped: skip missed
                 due = job.schedule.next_after(now)
+            self._due[index] = due
+            return True
+
+    def run_due(self) -> int:
+        """Run every job that is due on the broker clock now (once each), in this thread;
+        wait for a run already under way. Returns how many ran."""
+        ran = sum(self._fire_if_due(index, self.jobs[index]) for index in list(self._due))
+        with self._wake:
+            self._wake.notify_all()  # sleeping timers look at their new due times
+        return ran
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the timers; wait up to ``timeout`` for a running invocation to finish."""
         self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
         for thread in self._threads:
             thread.join(timeout)
             if thread.is_alive():

@@ -11,8 +11,10 @@ from types import MappingProxyType
 from typing import Any
 
 from cirrusmq.credentials import Credentials
+from cirrusmq_broker import clock
 
 from cirrusmq_local.env import EnvironmentPatch
+from cirrusmq_local.expiry import Expiry, wall_ms
 from cirrusmq_local.gateway import Gateway
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from cirrusmq_local.moto import DUMMY_CREDENTIALS, REGION, MotoServer
@@ -45,6 +47,10 @@ class LocalStack:
     ``endpoint`` is the HTTP API, ``aws_endpoint`` the moto server, ``resources`` maps logical
     ids to table/bucket names, and ``os.environ`` holds the functions' variables plus
     ``CIRRUSMQ_AWS_ENDPOINT_URL`` / ``CIRRUSMQ_AWS_REGION`` (put back on :meth:`stop`).
+
+    What AWS does by itself runs here on a timer (every ``expire_interval`` seconds, None:
+    only on demand): DynamoDB TTL deletes and the bucket's lifecycle expiry, both on the
+    broker's clock — see :meth:`advance_time` and :meth:`expire_now`.
     """
 
     def __init__(
@@ -58,6 +64,7 @@ class LocalStack:
         stack_name: str = "local",
         credentials: Credentials | None = None,
         preload_handlers: bool = False,
+        expire_interval: float | None = 10.0,
     ) -> None:
         self.template_path = Path(template) if template is not None else default_template_path()
         self.host = host
@@ -66,6 +73,7 @@ class LocalStack:
         self.schedules_enabled = schedules
         self.stack_name = stack_name
         self.preload_handlers = preload_handlers
+        self.expire_interval = expire_interval
         self.credentials = credentials or Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
         self.template: Template | None = None
         self._lock = threading.RLock()
@@ -75,6 +83,7 @@ class LocalStack:
         self._moto: MotoServer | None = None
         self._gateway: Gateway | None = None
         self._runner: ScheduleRunner | None = None
+        self._expiry: Expiry | None = None
         self._env: EnvironmentPatch | None = None
         self._runtimes: dict[str, FunctionRuntime] = {}
         self._jobs: dict[tuple[str, str], ScheduledJob] = {}
@@ -184,9 +193,30 @@ class LocalStack:
                 runtime.preload()
         routes = [(route, runtimes[fn.logical_id]) for fn in functions for route in fn.http_routes]
         self._gateway = Gateway(routes, host=self.host, port=self._requested_port).start()
+        self._expiry = self._make_expiry(template)
+        if self.expire_interval is not None:
+            self._expiry.start(self.expire_interval)
         if self.schedules_enabled:
             self._runner = ScheduleRunner(list(jobs.values()))
             self._runner.start()
+
+    def _make_expiry(self, template: Template) -> Expiry:
+        assert self._moto is not None
+        s3 = self.boto3_client("s3")
+
+        def lifecycle_rules(bucket: str) -> list[dict[str, Any]]:
+            try:
+                return list(s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"])
+            except s3.exceptions.ClientError:
+                return []  # no lifecycle configuration (any more)
+
+        ttl_tables = [
+            self._resources[table.logical_id]
+            for table in template.tables.values()
+            if table.time_to_live is not None and table.logical_id in self._resources
+        ]
+        buckets = [self._resources[b] for b in template.buckets if b in self._resources]
+        return Expiry(self._moto.url, ttl_tables, buckets, lifecycle_rules)
 
     def _environment(self, functions: list[Function], resolver: Resolver) -> dict[str, str]:
         assert self._moto is not None
@@ -207,10 +237,13 @@ class LocalStack:
         return values
 
     def stop(self) -> None:
-        """Stop schedules and gateway, put the environment back, stop moto; idempotent."""
+        """Stop schedules, expiry and gateway, put the environment back, stop moto, set the
+        broker clock back to wall time; idempotent."""
         with self._lock:
             if self._runner is not None:
                 self._runner.stop()
+            if self._expiry is not None:
+                self._expiry.stop()
             if self._gateway is not None:
                 self._gateway.stop()
             for runtime in self._runtimes.values():
@@ -219,6 +252,7 @@ class LocalStack:
                 self._env.restore()
             if self._moto is not None:
                 self._moto.stop()
+                clock.reset()
             self._reset()
 
     def __enter__(self) -> LocalStack:
@@ -252,6 +286,36 @@ class LocalStack:
             known = ", ".join(f"{f}/{e}" for f, e in sorted(self._jobs))
             raise KeyError(f"no schedule {function}/{event}; known: {known or 'none'}")
         return job.run()
+
+    def advance_time(self, seconds: float) -> dict[str, int]:
+        """Move the stack's time forward by ``seconds`` and let what is due happen.
+
+        Moves the broker clock (:func:`cirrusmq_broker.clock.advance`; handlers, leases and
+        invisibility, retention and message delays read it), then runs full passes of the
+        TTL and lifecycle expiry (items whose TTL is ``<=`` the new time and objects past
+        their retention tier are deleted), then every schedule that became due (once, even
+        after a jump of many periods). Returns when all of that is done, with the numbers
+        deleted: ``{"items": n, "objects": m}``. :meth:`stop` sets the clock back.
+        """
+        if seconds < 0:
+            raise ValueError("time only moves forward")
+        with self._lock:
+            self._require()
+            assert self._expiry is not None
+            before = wall_ms()
+            clock.advance(seconds)
+            self._expiry.note_advance(before)
+            deleted = self._expiry.run(full=True)
+            if self._runner is not None:
+                self._runner.run_due()
+            return deleted
+
+    def expire_now(self) -> dict[str, int]:
+        """Run full TTL and lifecycle passes now (as the timer does in slices); return the
+        numbers deleted: ``{"items": n, "objects": m}``."""
+        self._require()
+        assert self._expiry is not None
+        return self._expiry.run(full=True)
 
     def __repr__(self) -> str:
         where = self.endpoint if self.running else "stopped"
