@@ -62,7 +62,13 @@ class LambdaContext:
 
 class FunctionRuntime:
     """One function: its handler is imported on first use (a cold start) from
-    ``<CodeUri>/<module>.py`` under a module name unique to this function and stack."""
+    ``<CodeUri>/<module>.py`` under a module name unique to this function and stack.
+
+    Like Lambda, an environment serves one invocation at a time: concurrent invocations
+    each get an idle environment, or a new one (another import of the handler module, so
+    per-request state kept on a module-level object, such as a Powertools resolver's
+    ``context``, is never shared between two requests in flight).
+    """
 
     def __init__(
         self,
@@ -78,7 +84,8 @@ class FunctionRuntime:
         module_path, _, self._function_name = function.handler.rpartition(".")
         self.source = function.code_uri.joinpath(*module_path.split(".")).with_suffix(".py")
         self.module_name = f"_cirrusmq_fn_{function.logical_id}_{next(_instances)}"
-        self._handler: Callable[[Any, Any], Any] | None = None
+        self._idle: list[Callable[[Any, Any], Any]] = []
+        self._modules: list[str] = []
         self._lock = threading.Lock()
 
     @property
@@ -87,30 +94,42 @@ class FunctionRuntime:
         return self.function.logical_id
 
     def _load(self) -> Callable[[Any, Any], Any]:
+        """An idle environment's handler, or a new environment's (a cold start)."""
         with self._lock:
-            if self._handler is not None:
-                return self._handler
-            module = self._import(self.source)
+            if self._idle:
+                return self._idle.pop()
+            name = (
+                self.module_name
+                if not self._modules
+                else f"{self.module_name}_{len(self._modules)}"
+            )
+            module = self._import(self.source, name)
             handler = getattr(module, self._function_name, None)
             if not callable(handler):
+                sys.modules.pop(name, None)
                 raise HandlerLoadError(
                     f"{self.logical_id}: {self.source} has no function {self._function_name!r}"
                 )
-            self._handler = handler
+            self._modules.append(name)
             return handler
 
-    def _import(self, source: Path) -> ModuleType:
+    def _release(self, handler: Callable[[Any, Any], Any]) -> None:
+        with self._lock:
+            if self._modules:  # not unloaded meanwhile
+                self._idle.append(handler)
+
+    def _import(self, source: Path, name: str) -> ModuleType:
         if not source.is_file():
             raise HandlerLoadError(f"{self.logical_id}: handler file {source} does not exist")
-        spec = importlib.util.spec_from_file_location(self.module_name, source)
+        spec = importlib.util.spec_from_file_location(name, source)
         if spec is None or spec.loader is None:
             raise HandlerLoadError(f"{self.logical_id}: cannot import {source}")
         module = importlib.util.module_from_spec(spec)
-        sys.modules[self.module_name] = module
+        sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except BaseException as exc:
-            sys.modules.pop(self.module_name, None)
+            sys.modules.pop(name, None)
             raise HandlerLoadError(
                 f"{self.logical_id}: importing {source} failed: {exc!r}"
             ) from exc
@@ -118,7 +137,7 @@ class FunctionRuntime:
 
     def preload(self) -> None:
         """Import the handler now instead of on the first invocation."""
-        self._load()
+        self._release(self._load())
 
     def invoke(self, event: Any) -> Any:
         """Call the handler with ``event`` as Lambda would: the event and the result pass
@@ -131,7 +150,10 @@ class FunctionRuntime:
             timeout_seconds=self.function.timeout,
         )
         started = time.monotonic()
-        result = handler(json.loads(json.dumps(event)), context)
+        try:
+            result = handler(json.loads(json.dumps(event)), context)
+        finally:
+            self._release(handler)
         elapsed = time.monotonic() - started
         if elapsed > self.function.timeout:
             log.warning(
@@ -145,5 +167,7 @@ class FunctionRuntime:
     def unload(self) -> None:
         """Forget the imported module so a new stack gets a fresh cold start."""
         with self._lock:
-            self._handler = None
-            sys.modules.pop(self.module_name, None)
+            self._idle.clear()
+            for name in self._modules:
+                sys.modules.pop(name, None)
+            self._modules.clear()

@@ -48,6 +48,20 @@ def test_offsets_never_go_back_after_every_index_item_expired(broker, clock):
     assert [m.message.body for m in cold.consume.receive("g", "t")] == [b"new"]
 
 
+def test_a_new_group_on_a_queue_whose_data_expired_polls_idle(broker, clock):
+    broker.admin.create_topic("t", queues=1, retention_hours=1)
+    send(broker, "t", b"old", b"old")
+    clock.advance(2 * 3600)
+    expire_index_items(broker)
+    assert broker.consume.receive("g", "t") == []  # moves the new group's cursor to the head
+    calls, remove = count_calls()
+    try:
+        assert broker.consume.receive("g", "t") == []
+    finally:
+        remove()
+    assert calls == Counter({"dynamodb.BatchGetItem": 1})
+
+
 def test_receive_gets_past_any_number_of_expired_batches_and_saves_the_skip(broker, clock):
     broker.admin.create_topic("t", queues=1, retention_hours=1)
     for _ in range(150):  # 150 batches: more than one page of the index
@@ -155,3 +169,41 @@ def test_describe_shows_what_holds_the_committed_offset(broker, clock):
     broker.consume.receive("g", "t", invisible_seconds=10)  # a again: attempt 2
     [status] = statuses(broker, "g")
     assert (status.oldest_unacked_offset, status.oldest_unacked_attempt) == (a.message.offset, 2)
+
+
+def test_a_queue_at_its_flow_control_limit_delivers_again_once_acked(broker, monkeypatch):
+    from cirrusmq_broker import limits
+
+    monkeypatch.setattr(limits, "MAX_LEASES_PER_QUEUE", 3)
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"1", b"2", b"3", b"4")
+    held = [broker.consume.receive("g", "t", max_messages=1)[0] for _ in range(3)]
+    assert broker.consume.receive("g", "t") == []  # 3 leases: the queue waits for acks
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in held]) == ["acked"] * 3
+    assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"4"]
+
+
+def test_a_batch_from_a_producer_with_a_fast_clock_is_not_skipped(broker, clock):
+    broker.admin.create_topic("t", queues=1, retention_hours=1)
+    for _ in range(120):
+        send(broker, "t", b"old")
+    fast = Broker(broker.settings, lambda: clock() + 10_000)  # its clock runs 10 s ahead
+    send(fast, "t", b"still retained")
+    for _ in range(20):
+        send(broker, "t", b"old")
+    clock.advance(3600 + 5)  # the fast producer's batch has 5 s of retention left
+    got = []
+    for _ in range(20):  # each poll gets further (bounded work per call) and stores that
+        got += broker.consume.receive("g", "t", max_messages=10)
+        if got:
+            break
+    assert [m.message.body for m in got] == [b"still retained"]
+
+
+def test_a_filter_is_bounded(broker):
+    from cirrusmq_broker.errors import InvalidFilterExpression
+
+    broker.admin.create_topic("t", queues=1)
+    for expression in ["A" * 200, " || ".join(f"T{i}" for i in range(100)), "x" * 800_000]:
+        with pytest.raises(InvalidFilterExpression):
+            broker.consume.receive("g", "t", filter_expression=expression)

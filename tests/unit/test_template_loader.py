@@ -154,7 +154,7 @@ def test_parameter_values(template) -> None:
     ("overrides", "message"),
     [
         ({"ReceiptSigningSecret": "short"}, "shorter than 32"),
-        ({"OrphanGraceSeconds": 10}, "below 60"),
+        ({"OrphanGraceSeconds": 10}, "below 120"),
         ({"LogRetentionDays": 2}, "not one of"),
         ({"NoSuchParameter": "x"}, "unknown template parameter"),
     ],

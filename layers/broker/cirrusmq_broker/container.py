@@ -21,6 +21,7 @@ from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
 from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
+from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
@@ -87,6 +88,7 @@ class Broker:
             topics=self.catalog,
             objects=self.objects,
             appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            index=self.index,
             producers=self.producers,
             clock=self.clock,
         )
@@ -118,6 +120,7 @@ class Broker:
             heads=self.heads,
             objects=self.objects,
             states=self.states,
+            checkpoints=SweepCheckpoints(self._dynamodb, self.settings.queue_heads_table),
             orphan_grace_seconds=self.settings.orphan_grace_seconds,
             clock=self.clock,
         )

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import InvalidFilterExpression
+from .limits import MAX_TAG_CHARS
 from .validation import TAG_FORBIDDEN
+
+MAX_FILTER_TAGS = 64
+MAX_FILTER_CHARS = MAX_FILTER_TAGS * (MAX_TAG_CHARS + 4)
 
 
 @dataclass(frozen=True)
@@ -18,10 +22,17 @@ class TagFilter:
     def parse(cls, expression: str | None) -> TagFilter:
         """Parse ``*``, an empty expression (same as ``*``) or ``A || B || C``."""
         text = (expression or "*").strip()
+        if len(text) > MAX_FILTER_CHARS or text.count("||") >= MAX_FILTER_TAGS:
+            raise InvalidFilterExpression(
+                f"a filter has at most {MAX_FILTER_TAGS} tags and {MAX_FILTER_CHARS} characters"
+            )
         if text in ("", "*"):
             return cls(None)
         tags = [part.strip() for part in text.split("||")]
-        if any(not tag or tag == "*" or TAG_FORBIDDEN.search(tag) for tag in tags):
+        if any(
+            not tag or tag == "*" or len(tag) > MAX_TAG_CHARS or TAG_FORBIDDEN.search(tag)
+            for tag in tags
+        ):
             raise InvalidFilterExpression(
                 f"invalid filter expression {expression[:200]!r}: use '*' or 'TagA || TagB'"
             )

@@ -14,7 +14,7 @@ from ..storage.batch_objects import BatchObjectGone, BatchObjectStore
 class BatchReader:
     def __init__(self, objects: BatchObjectStore, *, cache_bytes: int = 256 * 1024 * 1024) -> None:
         self._objects = objects
-        self._cache: LRUCache[str, list[StoredMessage]] = LRUCache(
+        self._cache: LRUCache[tuple[str, int], list[StoredMessage]] = LRUCache(
             maxsize=cache_bytes, getsizeof=lambda batch: sum(len(m.body) + 256 for m in batch)
         )
         self._lock = threading.Lock()
@@ -22,7 +22,7 @@ class BatchReader:
     def messages(self, entry: IndexEntry) -> list[StoredMessage]:
         """The messages of one indexed batch, offsets filled in ([] once it is deleted)."""
         with self._lock:
-            cached = self._cache.get(entry.object_key)
+            cached = self._cache.get((entry.object_key, entry.base_offset))
         if cached is not None:
             return cached
         try:
@@ -37,5 +37,5 @@ class BatchReader:
         )
         with self._lock:
             if sum(len(m.body) + 256 for m in batch) <= self._cache.maxsize:
-                self._cache[entry.object_key] = batch
+                self._cache[(entry.object_key, entry.base_offset)] = batch
         return batch

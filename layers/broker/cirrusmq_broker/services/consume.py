@@ -55,6 +55,12 @@ POLL_INTERVAL_SECONDS = 1.0
 """A long poll re-reads the heads this often: about one read per second while idle."""
 POLL_MARGIN_SECONDS = 0.3
 """A long poll stops starting new work this long before its wait ends."""
+MIN_PASS_SECONDS = 2.0
+"""A pass over the queues may always take this long (a receive without a wait still fills
+from several queues); after that, or after the wait, it answers with what it has."""
+MAX_OVERRUN_SECONDS = 3.0
+"""A pass that found nothing yet may take on more queues this long past its deadline; a
+long poll so ends far under the 30 s HTTP API timeout."""
 SAVE_ATTEMPTS = 6
 MAX_ACK_QUEUES = 100
 """An ack touching several queues is one DynamoDB transaction (at most 100 items)."""
@@ -160,13 +166,16 @@ class ConsumeService:
             raise InvalidDuration(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         topic = self._topics.active(topic_name)
         give_up = time.monotonic() + wait_seconds
-        subscribed = False
+        recorded = False
         while True:
             view = self._views.read(group, topic.name, topic.queues)
-            if not subscribed:
-                self._check_subscription(group, topic.name, tag_filter, view.subscription)
-                subscribed = True
-            received = self._receive_once(view, topic, tag_filter, max_messages, invisible_seconds)
+            if view.subscription is None and recorded:
+                view.subscription = tag_filter.expression
+            self._check_subscription(group, topic.name, tag_filter, view.subscription)
+            recorded = True  # checked on every pass: a changed subscription stops this poll
+            received = self._receive_once(
+                view, topic, tag_filter, max_messages, invisible_seconds, give_up
+            )
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
                 return received
@@ -197,16 +206,26 @@ class ConsumeService:
         return expression
 
     def _receive_once(
-        self, view: GroupView, topic: Topic, tag_filter: TagFilter, budget: int, invisible_s: int
+        self,
+        view: GroupView,
+        topic: Topic,
+        tag_filter: TagFilter,
+        budget: int,
+        invisible_s: int,
+        give_up: float,
     ) -> list[ReceivedMessage]:
         now = self._clock()
+        deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
         queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
         received: list[ReceivedMessage] = []
         bytes_left = RESPONSE_BYTE_BUDGET
         for q in queues:
             wanted = budget - len(received)
-            if wanted <= 0 or bytes_left <= 0:
-                break
+            late = time.monotonic() - deadline
+            if wanted <= 0 or bytes_left <= 0 or late > MAX_OVERRUN_SECONDS or (
+                received and late > 0
+            ):
+                break  # full, or out of time: answer with what there is
             now = self._clock()
             end = view.heads[q].next_offset
             plan = self._plan(view.states[q], tag_filter, wanted, now, end)
@@ -233,6 +252,7 @@ class ConsumeService:
     def _plan(
         self, state: GroupQueueState, tag_filter: TagFilter, budget: int, now: int, end: int
     ) -> QueuePlan:
+        state.compact()  # acks since the last save may have freed flow control
         plan = QueuePlan(scan_end=state.cursor)
         wanted = budget
         for lease in state.expired_leases(now):
@@ -354,19 +374,18 @@ class ConsumeService:
         return ReceivedMessage(message, self._signer.encode(handle), lease.attempt, lease.deadline)
 
     def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
-        """The stored messages at ``offsets`` (ascending), one index read per batch."""
+        """The stored messages at ``offsets`` (ascending): one index page, not a read per batch."""
         found: dict[int, StoredMessage] = {}
+        if not offsets:
+            return found
+        entries = self._index.covering(state.topic, state.queue, offsets[0], offsets[-1])
         pending = list(offsets)
-        while pending:
-            entry = self._index.entry_at(state.topic, state.queue, pending[0])
-            if entry is None:
-                pending.pop(0)
-                continue
+        for entry in entries:
             batch = self._reader.messages(entry)
             for offset in pending:
                 if offset >= entry.next_offset:
                     break
-                if offset - entry.base_offset < len(batch):
+                if 0 <= offset - entry.base_offset < len(batch):
                     found[offset] = batch[offset - entry.base_offset]
             pending = [o for o in pending if o >= entry.next_offset]
         return found
@@ -508,8 +527,10 @@ class GroupDescription:
 
 def _has_work(view: GroupView, queue: int, now: int) -> bool:
     """Whether the group has unread messages or expired leases on ``queue``."""
-    state = view.states[queue]
-    return view.heads[queue].next_offset > state.cursor or bool(state.expired_leases(now))
+    state, head = view.states[queue], view.heads[queue]
+    if head.closed:  # the topic is being deleted (or this is a stale read of its old head)
+        return False
+    return head.next_offset > state.cursor or bool(state.expired_leases(now))
 
 
 def _ack_requests(handles: Iterable[ReceiptHandle]) -> list[AckRequest]:

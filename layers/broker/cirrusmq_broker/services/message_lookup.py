@@ -26,6 +26,8 @@ SEARCH_WINDOW_MS = 24 * 3600 * 1000
 """Batches stored up to this long after a message was born are searched (outbox delays)."""
 PAGES_PER_QUEUE = 10
 RECENT_BATCHES_PER_QUEUE = 32
+MAX_OBJECT_READS = 64
+"""Batch objects one lookup reads at most (cached ones are free): a lookup stays fast."""
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 ULID_PATTERN = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 STAMPED_ID_PATTERN = re.compile(r"^(?P<producer>.+)\.(?P<sequence>\d{1,19})\.(?P<position>\d+)$")
@@ -60,6 +62,7 @@ class MessageLookup:
         """The stored message with ``message_id`` in ``topic_name``."""
         topic = self._topics.active(topic_name)
         check_message_id(message_id)
+        self._reads = 0
         found = (
             self._by_time(topic, message_id)
             or self._by_stamp(topic, message_id)
@@ -95,6 +98,11 @@ class MessageLookup:
         return None
 
     def _find(self, entry: IndexEntry, message_id: str) -> StoredMessage | None:
+        self._reads += 1
+        if self._reads > MAX_OBJECT_READS:
+            raise MessageNotFound(
+                f"message {message_id!r} not found within {MAX_OBJECT_READS} batches searched"
+            )
         return next((m for m in self._reader.messages(entry) if m.message_id == message_id), None)
 
     def _by_stamp(self, topic: Topic, message_id: str) -> StoredMessage | None:

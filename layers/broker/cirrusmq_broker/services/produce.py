@@ -27,6 +27,7 @@ from ..errors import (
 from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
 from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
 from ..storage.batch_objects import BatchObjectStore, object_key
+from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..validation import (
     check_keys,
@@ -71,12 +72,14 @@ class ProduceService:
         topics: TopicCatalog,
         objects: BatchObjectStore,
         appender: BatchAppender,
+        index: LogIndex,
         producers: ProducerRecords,
         clock: Callable[[], int],
     ) -> None:
         self._topics = topics
         self._objects = objects
         self._appender = appender
+        self._index = index
         self._producers = producers
         self._clock = clock
         self._round_robin: dict[str, itertools.count[int]] = {}
@@ -120,15 +123,17 @@ class ProduceService:
         except AlreadyRecorded:
             assert stamp is not None
             try:
-                return self._replay(stamp, digest)
+                result = self._replay(stamp, digest)
             except IdempotencyConflict:
                 # Our object names carry our digest: no other request indexes them.
                 self._objects.delete([b.object_key for b in batches])
                 raise
-            finally:
-                self._objects.delete(fresh)  # never indexed: the first attempt's were
+            self._objects.delete(self._unindexed(topic, result.receipts, fresh))
+            return result
         except QueueClosed as exc:
-            self._objects.delete(fresh)
+            # Nothing of this stamp or request was appended (a recorded stamp would have
+            # answered AlreadyRecorded), and the closed queues take no retry: drop them all.
+            self._objects.delete([b.object_key for b in batches])
             self._topics.forget(topic.name)
             raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
         return SendResult(receipts_for(bases), duplicate=False)
@@ -195,6 +200,18 @@ class ProduceService:
         key = object_key(topic.name, queue, now)
         self._objects.put(key, data, retention_hours=topic.retention_hours)
         return key, True
+
+    def _unindexed(self, topic: Topic, receipts: list[SendReceipt], keys: list[str]) -> list[str]:
+        """Those of ``keys`` the recorded receipts' batches do not name (safe to delete)."""
+        if not keys:
+            return []
+        named = set()
+        for queue, offset in {(r.queue, r.offset) for r in receipts}:
+            entry = self._index.entry_at(topic.name, queue, offset)
+            if entry is None:
+                return []  # cannot tell: keep them, the sweeper decides later
+            named.add(entry.object_key)
+        return [key for key in keys if key not in named]
 
     def _replay(self, stamp: ProducerStamp, digest: str) -> SendResult:
         record = self._producers.get(stamp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -123,7 +124,11 @@ class BatchAppender:
                     self._producers.put_request(stamp, record, expires_at=record_expires_at)
                 )
             try:
-                self._client.transact_write_items(TransactItems=items)
+                # A resend of this very request (lost response) must not fail on its own
+                # commit: DynamoDB answers a repeated token with the first outcome.
+                self._client.transact_write_items(
+                    TransactItems=items, ClientRequestToken=uuid.uuid4().hex
+                )
             except ClientError as exc:
                 self._after_cancellation(exc, batches, stamp, attempt)
                 continue

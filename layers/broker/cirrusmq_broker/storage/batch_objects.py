@@ -38,6 +38,11 @@ def topic_prefix(topic: str) -> str:
     return f"{TOPICS_PREFIX}topic={topic}/"
 
 
+def queue_prefix(topic: str, queue: int) -> str:
+    """The prefix of one queue's objects; its ``dt=`` days follow in date order."""
+    return f"{topic_prefix(topic)}queue={queue}/"
+
+
 def retention_tier_days(retention_hours: int) -> int:
     """The smallest lifecycle tier that keeps an object at least ``retention_hours``."""
     days = -(-retention_hours // 24)
@@ -90,6 +95,21 @@ class BatchObjectStore:
         for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
                 yield StoredObject(obj["Key"], obj["Size"], obj["LastModified"])
+
+    def list_page(
+        self, prefix: str, *, start_after: str = "", max_keys: int = 1000
+    ) -> tuple[list[StoredObject], bool]:
+        """One listing call: objects under ``prefix`` after key ``start_after`` (in key
+        order), and whether more follow."""
+        after = {"StartAfter": start_after} if start_after else {}
+        response = self._client.list_objects_v2(
+            Bucket=self._bucket, Prefix=prefix, MaxKeys=max_keys, **after
+        )
+        found = [
+            StoredObject(o["Key"], o["Size"], o["LastModified"])
+            for o in response.get("Contents", [])
+        ]
+        return found, bool(response.get("IsTruncated"))
 
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):

@@ -15,6 +15,10 @@ from ..model import IndexEntry, stream_id
 from .dynamo import batch_write, from_item, to_item
 
 not_yet_appended = "attribute_not_exists(base_offset)"
+MAX_CLOCK_SKEW_SECONDS = 300
+"""How far producers' clocks (which stamp expiry) may disagree."""
+MAX_EXPIRED_PAGES = 8
+EXPIRED_PAGE_SIZE = 100
 STORED_TIME_INDEX = "by_stored_time"
 
 
@@ -63,23 +67,29 @@ class LogIndex:
     ) -> IndexPage:
         """Up to ``limit`` unexpired entries with base offset >= ``base_offset``, in order.
 
-        Expired entries are skipped even while TTL has not deleted them; a page of nothing
-        but expired entries is passed with a binary search (about log2(end - offset)
-        single-item queries), so any number of them costs a bounded number of calls.
-        ``end`` is the queue's next offset: nothing is skipped beyond it.
+        Expired entries are skipped even while TTL has not deleted them. A page of nothing
+        but expired entries is passed with one binary search (about log2(end - offset)
+        single-item queries) to within the clock-skew window of the first retained entry,
+        then at most ``MAX_EXPIRED_PAGES`` pages are read on: any number of expired entries
+        costs a bounded number of calls, and ``floor`` says how far this call got, so the
+        caller stores it and the next call goes on from there. ``end`` is the queue's next
+        offset: nothing is skipped beyond it.
         """
-        items = self._query_from(topic, queue, base_offset, limit)
-        live = [e for e, expires in items if expires > now_s]
-        if live or not items:
-            return IndexPage(live, live[0].base_offset if live else base_offset)
-        floor = max(base_offset, items[-1][0].next_offset)
-        if len(items) == limit:  # a full page of expired entries: more may follow
-            floor = self._first_retained(topic, queue, floor, end, now_s)
-            if floor < end:
-                items = self._query_from(topic, queue, floor, limit)
-                live = [e for e, expires in items if expires > now_s]
-                floor = live[0].base_offset if live else floor
-        return IndexPage(live, min(floor, max(end, base_offset)))
+        floor, searched = base_offset, False
+        for _ in range(MAX_EXPIRED_PAGES + 1):
+            items = self._query_from(topic, queue, floor, limit)
+            if not items:  # everything below the head is gone (retained ones are contiguous)
+                return IndexPage([], max(floor, end))
+            live = [e for e, expires in items if expires > now_s]
+            if live:
+                return IndexPage(live, live[0].base_offset)
+            floor = max(floor, items[-1][0].next_offset)
+            if len(items) < limit or floor >= end:
+                break
+            if not searched:
+                floor, searched = self._first_retained(topic, queue, floor, end, now_s), True
+            limit = EXPIRED_PAGE_SIZE
+        return IndexPage([], min(floor, max(end, base_offset)))
 
     def entry_at(self, topic: str, queue: int, offset: int) -> IndexEntry | None:
         """The entry whose batch holds ``offset``."""
@@ -94,6 +104,14 @@ class LogIndex:
         items = response["Items"]
         entry = _entry(topic, queue, from_item(items[0])) if items else None
         return entry if entry and offset < entry.next_offset else None
+
+    def covering(self, topic: str, queue: int, first: int, last: int) -> list[IndexEntry]:
+        """Entries holding offsets ``first``..``last`` (two queries: the batch holding
+        ``first``, then one page of up to 100 batches after it)."""
+        head = self.entry_at(topic, queue, first)
+        start = head.next_offset if head else first
+        rest = self._query_from(topic, queue, start, 100) if start <= last else []
+        return ([head] if head else []) + [e for e, _ in rest if e.base_offset <= last]
 
     def first_offset(self, topic: str, queue: int, *, now_s: int, end: int) -> int:
         """The lowest retained offset of a queue (``end`` when nothing is retained)."""
@@ -152,6 +170,41 @@ class LogIndex:
             ]
             batch_write(self._client, self._table, requests)
 
+    # ---------------------------------------------------------------- maintenance
+    def keys_stored_between(self, topic: str, queue: int, start_ms: int, end_ms: int) -> set[str]:
+        """Object keys of every entry stored in [start_ms, end_ms] (by-stored-time index).
+
+        Reads every page of the window. The index is eventually consistent: an entry
+        appended a moment ago may be missing (the orphan sweeper asks only about older ones).
+        """
+        found: set[str] = set()
+        paginator = self._client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            IndexName=STORED_TIME_INDEX,
+            KeyConditionExpression="#s = :s AND stored_timestamp BETWEEN :a AND :b",
+            ExpressionAttributeNames={"#s": "stream", "#k": "object_key"},
+            ExpressionAttributeValues=to_item(
+                {":s": stream_id(topic, queue), ":a": start_ms, ":b": end_ms}
+            ),
+            ProjectionExpression="#k",
+        ):
+            found.update(from_item(item)["object_key"] for item in page["Items"])
+        return found
+
+    def base_offsets_after(self, topic: str, queue: int, after: int, limit: int) -> list[int]:
+        """Base offsets of up to ``limit`` entries above ``after``, in order (purging)."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s AND base_offset > :b",
+            ExpressionAttributeNames={"#s": "stream"},
+            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue), ":b": after}),
+            ProjectionExpression="base_offset",
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        return [int(from_item(item)["base_offset"]) for item in response["Items"]]
+
     # ---------------------------------------------------------------- internals
     def _query_from(
         self, topic: str, queue: int, base_offset: int, limit: int
@@ -174,7 +227,10 @@ class LogIndex:
         """Base offset of the first unexpired entry in [low, end), else ``end``.
 
         Everything below ``low`` is known to be expired. Expired entries may be gone
-        already (TTL), but retained ones are contiguous up to ``end``.
+        already (TTL), but retained ones are contiguous up to ``end``. Expiry comes from
+        each producer's clock, so it only roughly grows with the offset: the search counts
+        an entry as expired only when it expired more than ``MAX_CLOCK_SKEW_SECONDS`` ago,
+        and may so stop a little early; the caller's exact filter skips the rest.
         """
         answer, high = end, end
         while low < high:
@@ -182,7 +238,7 @@ class LogIndex:
             found = self._query_from(topic, queue, middle, 1)
             if not found or found[0][0].base_offset >= answer:
                 high = middle  # nothing in [middle, answer): look lower
-            elif found[0][1] > now_s:
+            elif found[0][1] + MAX_CLOCK_SKEW_SECONDS > now_s:  # not surely expired
                 answer, high = found[0][0].base_offset, middle  # nothing in [middle, answer)
             else:
                 low = found[0][0].next_offset
