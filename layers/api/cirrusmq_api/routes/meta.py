@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import __version__
 
+from ..openapi import describe
 from ..schemas import HealthBody
 
 router = APIGatewayHttpRouter()
@@ -33,4 +34,5 @@ def openapi_document() -> str:
     schema = app.get_openapi_json_schema(
         title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
     )
-    return schema if isinstance(schema, str) else json.dumps(schema)
+    document = json.loads(schema) if isinstance(schema, str) else schema
+    return json.dumps(describe(document))

@@ -30,6 +30,7 @@ from ..errors import (
     InvalidRequest,
     MessageNotFound,
     ReceiptHandleExpired,
+    StorageUnavailable,
     SubscriptionConflict,
     TooManyInflight,
 )
@@ -222,8 +223,11 @@ class ConsumeService:
         for q in queues:
             wanted = budget - len(received)
             late = time.monotonic() - deadline
-            if wanted <= 0 or bytes_left <= 0 or late > MAX_OVERRUN_SECONDS or (
-                received and late > 0
+            if (
+                wanted <= 0
+                or bytes_left <= 0
+                or late > MAX_OVERRUN_SECONDS
+                or (received and late > 0)
             ):
                 break  # full, or out of time: answer with what there is
             now = self._clock()
@@ -236,6 +240,10 @@ class ConsumeService:
                 )
             except Busy:
                 continue  # other consumers of the group hold this queue: serve the others
+            except StorageUnavailable:
+                if received:
+                    break  # hand out what is leased already rather than let it sit invisible
+                raise
             received.extend(taken)
             bytes_left -= used
         return received

@@ -1,4 +1,11 @@
-"""Lazily created, shared boto3 clients (never at import time)."""
+"""Lazily created, shared boto3 clients (never at import time).
+
+Every client translates the AWS answers a caller may simply retry into the broker's
+retriable errors, raised ``from`` the AWS error after botocore's own retries: throttling
+becomes :class:`Throttled` (429), AWS faults, transaction conflicts and connection failures
+:class:`StorageUnavailable` (503 ``Busy``). Every other ClientError (ConditionalCheckFailed,
+TransactionCanceled, PreconditionFailed, NoSuchKey, ...) reaches the stores unchanged.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,50 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadError
+from botocore.exceptions import ConnectionError as AwsConnectionError
+from botocore.response import StreamingBody
 
+from ..errors import BrokerError, StorageUnavailable, Throttled
 from ..settings import Settings
 
 CallObserver = Callable[[str, str, dict[str, Any]], None]
 """Called with (service, operation, request params) before every AWS call (benchmarks)."""
+
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+"""AWS error codes meaning "too many requests": the caller gets 429 Throttled."""
+
+UNAVAILABLE_CODES = frozenset(
+    {
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "InternalError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "ConditionalRequestConflict",
+        "OperationAborted",
+    }
+)
+"""AWS error codes of a transient fault or conflict: the caller gets 503 Busy."""
+
+RETRIABLE_STATUSES = frozenset({500, 502, 503, 504})
+"""AWS answers with these statuses are faults whatever their code: 503 Busy."""
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, str | None, str | None], Any] = {}
@@ -37,9 +83,25 @@ def aws_client(service: str, settings: Settings) -> Any:
             client = boto3.session.Session().client(
                 service, region_name=settings.aws_region or "us-east-1", config=_config, **extra
             )
+            translate_retriable_errors(client)
             client.meta.events.register("before-parameter-build.*.*", _notify)
             _clients[key] = client
         return client
+
+
+def translate_retriable_errors(client: Any) -> None:
+    """Make ``client`` raise Throttled / StorageUnavailable for AWS answers a caller may retry."""
+    client.meta.events.register("after-call.*.*", _after_call)
+    client.meta.events.register("after-call-error.*.*", _after_call_error)
+
+
+def retriable_error(code: str, status: int) -> type[BrokerError] | None:
+    """The broker error for an AWS error ``code`` answered with HTTP ``status``, if retriable."""
+    if code in THROTTLING_CODES or status == 429:
+        return Throttled
+    if code in UNAVAILABLE_CODES or status in RETRIABLE_STATUSES:
+        return StorageUnavailable
+    return None
 
 
 def observe_calls(observer: CallObserver) -> Callable[[], None]:
@@ -51,3 +113,56 @@ def observe_calls(observer: CallObserver) -> Callable[[], None]:
 def _notify(model: Any, params: dict[str, Any], **_: Any) -> None:
     for observer in list(_observers):
         observer(model.service_model.service_name, model.name, params)
+
+
+def _after_call(
+    http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
+) -> None:
+    """Runs after botocore's retries, before it raises a ClientError for status >= 300."""
+    status = getattr(http_response, "status_code", 200)
+    if status < 300:
+        if isinstance(parsed.get("Body"), StreamingBody):
+            parsed["Body"] = _TranslatedBody(parsed["Body"], _where(model))
+        return
+    code = str(context.get("error_code_override") or parsed.get("Error", {}).get("Code", ""))
+    error = retriable_error(code, status)
+    if error is None:
+        return
+    state = "throttled" if error is Throttled else "unavailable"
+    message = f"storage is {state} ({_where(model)}: {code or status}); retry shortly"
+    raise error(message) from ClientError(parsed, model.name)
+
+
+def _after_call_error(exception: Exception, context: dict[str, Any], **_: Any) -> None:
+    """Runs when a call failed without an answer (after botocore's retries)."""
+    if isinstance(exception, AwsConnectionError | HTTPClientError):
+        raise StorageUnavailable(
+            f"storage is unreachable ({type(exception).__name__}); retry shortly"
+        ) from exception
+
+
+def _where(model: Any) -> str:
+    return f"{model.service_model.service_id} {model.name}"
+
+
+_STREAM_FAILURES = (AwsConnectionError, HTTPClientError, IncompleteReadError)
+"""A body read cut short: ReadTimeoutError, ResponseStreamingError, ... (HTTPClientError)."""
+
+
+class _TranslatedBody:
+    """A response body whose read raises StorageUnavailable if the connection fails mid-way."""
+
+    def __init__(self, body: StreamingBody, where: str) -> None:
+        self._body = body
+        self._where = where
+
+    def read(self, amt: int | None = None) -> bytes:
+        try:
+            return self._body.read(amt)
+        except _STREAM_FAILURES as exc:
+            raise StorageUnavailable(
+                f"storage read failed ({self._where}: {type(exc).__name__}); retry"
+            ) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._body, name)

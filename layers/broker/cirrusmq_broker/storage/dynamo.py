@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
+
+from ..errors import Throttled
 
 BATCH_WRITE_LIMIT = 25
 """AWS's limit; moto accepts more, so it is enforced here."""
@@ -53,12 +57,18 @@ def batch_write(client: Any, table: str, requests: list[dict[str, Any]]) -> None
     if len(requests) > BATCH_WRITE_LIMIT:
         raise ValueError(f"at most {BATCH_WRITE_LIMIT} requests per batch_write_item")
     pending = {table: requests}
-    for _ in range(8):
+    for attempt in range(8):
         response = client.batch_write_item(RequestItems=pending)
         pending = response.get("UnprocessedItems") or {}
         if not pending:
             return
-    raise RuntimeError(f"batch_write_item left {len(pending[table])} items unprocessed")
+        _back_off(attempt)
+    raise Throttled(f"DynamoDB left {len(pending[table])} writes unprocessed; retry")
+
+
+def _back_off(attempt: int) -> None:
+    """Wait before re-sending unprocessed items (AWS: they were throttled)."""
+    time.sleep(random.uniform(0, 0.05 * 2**attempt))
 
 
 BATCH_GET_LIMIT = 100
@@ -87,9 +97,14 @@ def batch_get(client: Any, reads: list[KeysToRead]) -> dict[str, list[dict[str, 
         for read, key in wanted[start : start + BATCH_GET_LIMIT]:
             entry = pending.setdefault(read.table, {"Keys": [], "ConsistentRead": read.consistent})
             entry["Keys"].append(to_item(key))
-        while pending:
+        for attempt in range(8):
             response = client.batch_get_item(RequestItems=pending)
             for table, items in response.get("Responses", {}).items():
                 found[table].extend(from_item(item) for item in items)
             pending = response.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+            _back_off(attempt)
+        else:
+            raise Throttled("DynamoDB left reads unprocessed; retry")
     return found

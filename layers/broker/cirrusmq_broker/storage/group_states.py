@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from ..group_state import GroupQueueState, Lease
 from ..model import stream_id
-from .dynamo import KeysToRead, error_code, from_item, to_item
+from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
 
 MAX_LEASE_CONDITIONS = 40
 """Leases checked inside one ack's condition; DynamoDB caps an expression at 4 KB."""
@@ -42,19 +42,9 @@ class GroupStateStore:
     def load(self, group: str, topic: str, queues: Iterable[int]) -> dict[int, GroupQueueState]:
         """Consistent read of the states of ``queues`` (absent ones start fresh)."""
         wanted = list(queues)
-        states = {q: GroupQueueState(group, topic, q) for q in wanted}
-        keys = [to_item({"group_name": group, "stream": stream_id(topic, q)}) for q in wanted]
-        for start in range(0, len(keys), 100):
-            pending: dict[str, Any] = {
-                self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}
-            }
-            while pending:
-                response = self._client.batch_get_item(RequestItems=pending)
-                for item in response["Responses"].get(self._table, []):
-                    state = _state(from_item(item))
-                    states[state.queue] = state
-                pending = response.get("UnprocessedKeys") or {}
-        return states
+        keys = [{"group_name": group, "stream": stream_id(topic, q)} for q in wanted]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        return self.parse(group, topic, wanted, found[self._table])[0]
 
     @property
     def table(self) -> str:

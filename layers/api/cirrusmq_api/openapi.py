@@ -1,0 +1,142 @@
+"""Makes the generated OpenAPI document say what the service does.
+
+Powertools documents a 422 the service never sends and nothing of its real errors. This
+replaces them with the error answers of each route (``ErrorBody``, ``Retry-After`` on the
+retriable ones), documents a DELETE's 204, the name patterns of path and query parameters
+and the item limits the service enforces (with its own codes, so they are documented here
+rather than validated by pydantic).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from cirrusmq_broker import limits
+from cirrusmq_broker.validation import MESSAGE_ID_PATTERN, NAME_PATTERN
+
+from .schemas import ErrorBody
+
+ERROR_REF = "#/components/schemas/ErrorBody"
+BODY_METHODS = frozenset({"post", "put", "patch"})
+
+ERROR_CODES: dict[int, str] = {
+    400: "The request is invalid (InvalidRequest, InvalidTopicName, InvalidGroupName, "
+    "InvalidMessage, TooManyMessages, MessageGroupRequired, InvalidFilterExpression, "
+    "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired); "
+    "nothing was changed.",
+    404: "Not found (TopicNotFound, MessageNotFound, RouteNotFound).",
+    409: "Conflict (TopicAlreadyExists, TopicBeingDeleted, IdempotencyConflict, "
+    "SubscriptionConflict); nothing was changed.",
+    413: "Too large (MessageTooLarge: a body over 4 MiB; RequestTooLarge: over 6 MiB).",
+    415: "UnsupportedMediaType: the body's Content-Type cannot be JSON.",
+    429: "Throttled or TooManyInflight; retriable after Retry-After seconds.",
+    500: "InternalError: a fault; retriable.",
+    503: "Busy: contention or storage unavailable; retriable after Retry-After seconds.",
+}
+RETRIABLE = frozenset({429, 503})
+STORAGE_ERRORS = frozenset({429, 500, 503})
+"""Every route that touches storage may answer these."""
+
+ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
+    ("post", "/v1/topics"): frozenset({400, 409, 413, 415}),
+    ("get", "/v1/topics"): frozenset(),
+    ("get", "/v1/topics/{topic}"): frozenset({400, 404}),
+    ("delete", "/v1/topics/{topic}"): frozenset({400, 404}),
+    ("post", "/v1/topics/{topic}/messages"): frozenset({400, 404, 409, 413, 415}),
+    ("get", "/v1/topics/{topic}/messages/{message_id}"): frozenset({400, 404}),
+    ("post", "/v1/groups/{group}/receive"): frozenset({400, 404, 409, 413, 415}),
+    ("post", "/v1/groups/{group}/ack"): frozenset({400, 404, 413, 415}),
+    ("post", "/v1/groups/{group}/invisible"): frozenset({400, 404, 413, 415}),
+    ("put", "/v1/groups/{group}/subscriptions/{topic}"): frozenset({400, 404, 409, 413, 415}),
+    ("get", "/v1/groups/{group}"): frozenset({400, 404}),
+    ("get", "/v1/health"): frozenset(),
+}
+"""Client errors per route (besides STORAGE_ERRORS); a route missing here gets 400, 404,
+409 and, with a body, 413 and 415."""
+NO_STORAGE = frozenset({("get", "/v1/health")})
+
+NAME_SCHEMA = {
+    "type": "string",
+    "pattern": NAME_PATTERN.pattern,
+    "minLength": 1,
+    "maxLength": 127,
+}
+PARAMETER_SCHEMAS = {
+    "topic": NAME_SCHEMA,
+    "group": NAME_SCHEMA,
+    "message_id": {
+        "type": "string",
+        "pattern": MESSAGE_ID_PATTERN.pattern,
+        "minLength": 1,
+        "maxLength": limits.MAX_MESSAGE_ID_CHARS,
+    },
+}
+PROPERTY_LIMITS: dict[tuple[str, str], dict[str, Any]] = {
+    ("SendRequest", "messages"): {"minItems": 1, "maxItems": limits.MAX_MESSAGES_PER_SEND},
+    ("SendRequest", "sequence"): {"maximum": 2**63 - 1},
+    ("MessageIn", "keys"): {"maxItems": limits.MAX_KEYS},
+    ("MessageIn", "message_id"): PARAMETER_SCHEMAS["message_id"],
+    ("AckRequest", "receipt_handles"): {"minItems": 1, "maxItems": limits.MAX_ACK_HANDLES},
+    ("CreateTopicRequest", "name"): NAME_SCHEMA,
+    ("ReceiveRequest", "topic"): NAME_SCHEMA,
+}
+"""Limits the service checks itself (with specific codes), shown in the document."""
+
+
+def describe(document: dict[str, Any]) -> dict[str, Any]:
+    """A copy of Powertools' ``document`` with the real answers, patterns and limits."""
+    document = copy.deepcopy(document)
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(unused, None)
+    schemas["ErrorBody"] = ErrorBody.model_json_schema()
+    for path, operations in document.get("paths", {}).items():
+        for method, operation in operations.items():
+            _describe_operation(method, path, operation)
+    for (schema, field), extra in PROPERTY_LIMITS.items():
+        _limit(schemas.get(schema, {}).get("properties", {}).get(field), extra)
+    return document
+
+
+def _describe_operation(method: str, path: str, operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    responses.pop("422", None)
+    if method == "delete" and "200" in responses:
+        responses.pop("200")
+        responses["204"] = {"description": "Deleted (no body)."}
+    has_body = "requestBody" in operation
+    default = {400, 404, 409} | ({413, 415} if has_body else set())
+    errors = set(ROUTE_ERRORS.get((method, path), default))
+    errors |= {500} if (method, path) in NO_STORAGE else STORAGE_ERRORS
+    for status in sorted(errors):
+        responses[str(status)] = _error_response(status)
+    for parameter in operation.get("parameters", []):
+        schema = PARAMETER_SCHEMAS.get(parameter.get("name", ""))
+        if schema is not None:
+            _limit(parameter.get("schema"), schema)
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": ERROR_CODES[status],
+        "content": {"application/json": {"schema": {"$ref": ERROR_REF}}},
+    }
+    if status in RETRIABLE:
+        response["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before retrying.",
+                "required": True,
+                "schema": {"type": "integer", "minimum": 0},
+            }
+        }
+    return response
+
+
+def _limit(schema: dict[str, Any] | None, extra: dict[str, Any]) -> None:
+    """Add ``extra`` to a property schema, or to its string / array / number branch."""
+    if schema is None:
+        return
+    branches = [b for b in schema.get("anyOf", []) if b.get("type") not in (None, "null")]
+    for target in branches or [schema]:
+        target.update({k: v for k, v in extra.items() if k != "type"})

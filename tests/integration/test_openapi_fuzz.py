@@ -1,0 +1,98 @@
+"""Schemathesis against the running local stack: the OpenAPI document is true.
+
+Positive and negative examples of every operation (bounded): no 5xx, every status code,
+content type, header and body as documented, data the document forbids is refused, and a
+refused request (4xx) changes nothing in the tables or the bucket.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
+MAX_EXAMPLES = 5
+"""Per operation and generation mode; keeps the whole fuzz under a minute."""
+
+
+def served_document() -> dict[str, Any]:
+    """The document /v1/openapi.json serves, built in-process (tests are collected before
+    the stack starts; ``test_the_fuzzed_document_is_the_served_one`` checks they agree)."""
+    from cirrusmq_api.routes.meta import openapi_document
+
+    return json.loads(openapi_document())
+
+
+schema = schemathesis.openapi.from_dict(served_document())
+schema.config.generation.update(
+    modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=MAX_EXAMPLES
+)
+
+
+def test_the_fuzzed_document_is_the_served_one(api):
+    assert api.get("/v1/openapi.json").json() == served_document()
+
+
+@pytest.fixture(scope="module")
+def stored_state(cirrusmq_stack) -> Callable[[], str]:
+    """A function giving a digest of every table's items and the bucket's keys."""
+    dynamodb, s3 = cirrusmq_stack.boto3_client("dynamodb"), cirrusmq_stack.boto3_client("s3")
+    return functools.partial(_digest, cirrusmq_stack.resources, dynamodb, s3)
+
+
+def _digest(resources: Mapping[str, str], dynamodb: Any, s3: Any) -> str:
+    digest = hashlib.sha256()
+    for logical_id, name in sorted(resources.items()):
+        if logical_id == "MessageBucket":
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
+            keys = sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+            digest.update(json.dumps(keys).encode())
+            continue
+        pages = dynamodb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
+        items = sorted(json.dumps(i, sort_keys=True) for p in pages for i in p["Items"])
+        digest.update(f"{logical_id}:{len(items)}:".encode())
+        digest.update("\n".join(items).encode())
+    return digest.hexdigest()
+
+
+@schema.parametrize()
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+def test_api_answers_as_documented(case, cirrusmq_stack, stored_state):
+    before = stored_state()
+    response = case.call_and_validate(base_url=cirrusmq_stack.endpoint, checks=CHECKS, timeout=60)
+    if 400 <= response.status_code < 500:
+        assert stored_state() == before, (
+            f"{case.method} {case.formatted_path} answered {response.status_code} "
+            f"but changed the stored state: {response.text[:300]}"
+        )
