@@ -1,13 +1,15 @@
 """Consume: receive under a lease, ack, change invisible duration, subscribe, describe.
 
-A receive first reads, in one batched call, every queue's head, the group's state on every
-queue and the group's subscription: that tells which queues have unread messages or
-expired leases for the group, and only those are touched (an idle poll costs that one
-read). It takes those queues in turn: each call starts at the next queue and moves on
+A receive first reads, in one batched call, every queue's head, the group's summary on every
+queue and the group's subscription: that tells which queues have unread messages or may
+have expired leases for the group, and only those are touched (an idle poll costs that one
+read; a queue's lease items are queried only when a deadline may have passed or flow
+control may bind). It takes those queues in turn: each call starts at the next queue and moves on
 until ``max_messages`` (or the response byte budget) is reached, so every queue is served
 first once every N calls and none starves behind a busy one. Per queue it delivers expired
-leases first, then new messages from the cursor, and writes the queue's state with one
-conditional put. A long poll repeats the batched read about once a second and returns
+leases first, then new messages from the cursor, and writes the queue's summary and the
+leases it creates or changes in one transaction (small items: the cost does not grow with
+what is in flight). A long poll repeats the batched read about once a second and returns
 within its wait.
 """
 
