@@ -105,7 +105,8 @@ def test_foreign_and_forged_handles(broker):
     [m] = broker.consume.receive("g1", "t")
     [foreign] = broker.consume.ack("g2", [m.receipt_handle])
     assert foreign.status.value == "invalid" and isinstance(foreign.error, ForeignReceiptHandle)
-    [forged] = broker.consume.ack("g1", [m.receipt_handle[:-2] + "AA"])
+    flipped = "B" if m.receipt_handle[-5] == "A" else "A"  # a signature bit that counts
+    [forged] = broker.consume.ack("g1", [m.receipt_handle[:-5] + flipped + m.receipt_handle[-4:]])
     assert forged.status.value == "invalid" and isinstance(forged.error, InvalidReceiptHandle)
     assert statuses(broker, "g1")[0].inflight == 1
 

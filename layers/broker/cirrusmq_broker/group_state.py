@@ -1,12 +1,16 @@
 """A consumer group's state on one queue, and the pure rules that change it.
 
-Per (group, topic, queue): everything below ``committed`` is settled; ``cursor`` is the
-next offset to hand out; offsets in between are either acked or covered by a lease (handed
-to a consumer until ``deadline``). Filtered-out offsets are recorded as acked when the
-cursor passes them, so every offset below the cursor is acked or leased.
+Per (group, topic, queue) a small summary: ``cursor`` is the next offset to hand out,
+``committed`` a lower bound of the lowest unsettled offset, ``earliest_deadline`` a lower
+bound of the open leases' deadlines and ``open_leases`` an upper bound of their number.
+Each lease (offsets [start, end) handed to a consumer until ``deadline``) is stored on its
+own, with the offsets of it settled so far; an offset below the cursor that no lease holds
+unsettled is settled. So writing a summary or a lease costs the same whatever is in flight.
 
-Lease ids change whenever a lease is redelivered or split, so receipt handles naming the
-old lease become stale; only ``change_invisible`` keeps the lease (the old handle still acks).
+A lease's slot (its start, and whether it holds one message moved out by change_invisible)
+names its stored item and is part of its id; the rest of the id changes whenever the lease
+is redelivered or split, so receipt handles naming the old lease become stale. Only
+``change_invisible`` keeps the lease (the old handle still acks).
 """
 
 from __future__ import annotations
@@ -15,9 +19,23 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+LeaseSlot = tuple[int, bool]
+"""(start, moved-out single message): where a lease is stored; unique among open leases."""
 
-def new_lease_id() -> str:
-    return secrets.token_hex(8)
+
+def new_lease_id(slot: LeaseSlot) -> str:
+    start, single = slot
+    return f"{start}{'m' if single else ''}.{secrets.token_hex(6)}"
+
+
+def lease_slot(lease_id: str) -> LeaseSlot | None:
+    """The slot a lease id names; None for an id this broker never made."""
+    head, _, token = lease_id.partition(".")
+    single = head.endswith("m")
+    digits = head[:-1] if single else head
+    if not token or not digits.isdigit() or len(digits) > 20:
+        return None
+    return int(digits), single
 
 
 @dataclass(frozen=True)
@@ -33,14 +51,33 @@ class Lease:
     """Delivery attempt of the messages under this lease (1 = first delivery)."""
     moved: frozenset[int] = frozenset()
     """Offsets moved to a lease of their own by change_invisible."""
+    acked: frozenset[int] = frozenset()
+    """Offsets settled: acked, filtered out, or gone past retention."""
+    version: int = 0
+    """Of the stored item (0: not stored yet); every stored change increases it."""
 
-    def unsettled(self, acked: frozenset[int] | set[int]) -> list[int]:
-        return [o for o in range(self.start, self.end) if o not in acked and o not in self.moved]
+    @property
+    def slot(self) -> LeaseSlot:
+        return lease_slot(self.lease_id) or (self.start, False)
+
+    def unsettled(self) -> list[int]:
+        return [
+            o for o in range(self.start, self.end) if o not in self.acked and o not in self.moved
+        ]
+
+    def holds(self, offset: int) -> bool:
+        """Whether ``offset`` is delivered under this lease and not settled yet."""
+        return self.start <= offset < self.end and offset not in self.acked | self.moved
 
 
 @dataclass
 class GroupQueueState:
-    """Working copy of one state item; ``version`` 0 means it is not stored yet."""
+    """Working copy of one summary and, once loaded, of every open lease.
+
+    ``version`` 0 means the summary is not stored yet (then no lease is either). Lease
+    changes are recorded per slot (``touched``: slot → the lease as read, None if new) for
+    the store to write.
+    """
 
     group: str
     topic: str
@@ -49,77 +86,102 @@ class GroupQueueState:
     cursor: int = 0
     cursor_base: int = 0
     """Base offset of the index batch holding ``cursor``: where the next index read starts."""
-    leases: dict[str, Lease] = field(default_factory=dict)
-    acked: set[int] = field(default_factory=set)
+    earliest_deadline: int | None = None
+    open_leases: int = 0
     version: int = 0
+    leases: dict[str, Lease] = field(default_factory=dict)
+    """Lease id → lease: every open lease if ``complete``, else those read so far."""
+    complete: bool = False
+    touched: dict[LeaseSlot, Lease | None] = field(default_factory=dict)
+    stored: tuple[int, int, int, int | None, int] | None = None
+    """The summary as stored (None: not stored)."""
+
+    def __post_init__(self) -> None:
+        if self.version == 0:
+            self.complete = True  # nothing stored: no lease either
+            self.stored = self.summary()
 
     # ------------------------------------------------------------------ reading
+    def summary(self) -> tuple[int, int, int, int | None, int]:
+        return (
+            self.committed,
+            self.cursor,
+            self.cursor_base,
+            self.earliest_deadline,
+            self.open_leases,
+        )
+
+    def changed(self) -> bool:
+        """Whether anything differs from what is stored."""
+        return bool(self.touched) or self.summary() != self.stored
+
     def inflight(self) -> int:
-        return sum(len(lease.unsettled(self.acked)) for lease in self.leases.values())
+        return sum(len(lease.unsettled()) for lease in self.leases.values())
 
     def settled_offset(self) -> int:
-        """The lowest offset not yet settled (what ``committed`` advances to)."""
+        """The lowest offset not yet settled (``committed`` when every lease is loaded)."""
         lowest = self.cursor
         for lease in self.leases.values():
-            pending = lease.unsettled(self.acked)
+            pending = lease.unsettled()
             if pending:
                 lowest = min(lowest, pending[0])
         return lowest
-
-    def holds(self, lease_id: str, offset: int) -> bool:
-        """Whether a handle (lease, offset) may still ack: its lease is live or it settled."""
-        return bool(self.version) and (lease_id in self.leases or self.settled(offset))
-
-    def settled(self, offset: int) -> bool:
-        """Whether ``offset`` was acked (or skipped) already."""
-        return offset < self.committed or offset in self.acked
 
     def oldest_unsettled(self) -> tuple[int, int] | None:
         """(offset, delivery attempt) of the lowest leased offset not yet acked."""
         oldest = None
         for lease in self.leases.values():
-            pending = lease.unsettled(self.acked)
+            pending = lease.unsettled()
             if pending and (oldest is None or pending[0] < oldest[0]):
                 oldest = (pending[0], lease.attempt)
         return oldest
 
+    def may_have_expired(self, now: int) -> bool:
+        """Whether a lease may be past its deadline (the bound may be stale-low)."""
+        return self.earliest_deadline is not None and self.earliest_deadline <= now
+
     def expired_leases(self, now: int) -> list[Lease]:
-        """Leases past their deadline with something left to deliver, oldest offsets first."""
+        """Loaded leases past their deadline with something left to deliver, oldest first."""
         expired = [
-            lease
-            for lease in self.leases.values()
-            if lease.deadline <= now and lease.unsettled(self.acked)
+            lease for lease in self.leases.values() if lease.deadline <= now and lease.unsettled()
         ]
         return sorted(expired, key=lambda lease: lease.start)
 
-    def _unused_id(self) -> str:
-        while (lease_id := new_lease_id()) in self.leases:
-            pass
-        return lease_id
-
     # ------------------------------------------------------------------ changing
-    def compact(self) -> None:
-        """Advance ``committed``; trim leases and acked offsets below it, drop settled leases."""
-        self.committed = committed = self.settled_offset()
-        trimmed = (
-            replace(
-                lease, start=committed, moved=frozenset(o for o in lease.moved if o >= committed)
-            )
-            if lease.start < committed
-            else lease
-            for lease in self.leases.values()
-        )
-        self.acked = {o for o in self.acked if o >= committed}
-        self.leases = {
-            lease.lease_id: lease
-            for lease in trimmed
-            if lease.start < lease.end and lease.unsettled(self.acked)
-        }
+    def _put(self, lease: Lease, *, replacing: Lease | None = None) -> None:
+        """Record ``lease`` (new, or in place of ``replacing``, which shares its slot)."""
+        if replacing is not None:
+            del self.leases[replacing.lease_id]
+        elif lease.slot not in self.touched:
+            self.open_leases += 1
+        self.touched.setdefault(lease.slot, replacing)
+        self.leases[lease.lease_id] = lease
+        if lease.unsettled():
+            deadline = lease.deadline
+            if self.earliest_deadline is None or deadline < self.earliest_deadline:
+                self.earliest_deadline = deadline
+
+    def refresh(self) -> None:
+        """Drop settled leases and, once every lease is loaded, make the bounds exact."""
+        for lease in [x for x in self.leases.values() if not x.unsettled()]:
+            del self.leases[lease.lease_id]
+            self.touched.setdefault(lease.slot, lease)
+        if not self.complete and self.open_leases > 0:
+            return
+        self.committed = self.settled_offset()
+        self.open_leases = len(self.leases)
+        deadlines = [lease.deadline for lease in self.leases.values()]
+        self.earliest_deadline = min(deadlines) if deadlines else None
 
     def skip_to(self, offset: int) -> None:
         """Jump the cursor over offsets that no longer exist (retention expired them)."""
         if offset > self.cursor:
             self.cursor = self.cursor_base = offset
+
+    def settle(self, lease_id: str, offsets: Iterable[int]) -> None:
+        """Count ``offsets`` of a loaded lease as settled (they are past retention)."""
+        lease = self.leases[lease_id]
+        self._put(replace(lease, acked=lease.acked | set(offsets)), replacing=lease)
 
     def lease_new(
         self,
@@ -130,59 +192,66 @@ class GroupQueueState:
         now: int,
         invisible_ms: int,
     ) -> Lease | None:
-        """Hand out [cursor, end): ``delivered`` offsets are leased, the rest count as acked."""
+        """Hand out [cursor, end): ``delivered`` offsets are leased, the rest count as settled."""
         start, delivered_set = self.cursor, set(delivered)
-        self.acked.update(o for o in range(start, end) if o not in delivered_set)
         self.cursor, self.cursor_base = end, cursor_base
         if not delivered_set:
             return None
-        lease = Lease(self._unused_id(), start, end, now + invisible_ms, attempt=1)
-        self.leases[lease.lease_id] = lease
+        skipped = frozenset(o for o in range(start, end) if o not in delivered_set)
+        slot = (start, False)
+        lease = Lease(new_lease_id(slot), start, end, now + invisible_ms, 1, acked=skipped)
+        self._put(lease)
         return lease
 
-    def redeliver(self, lease: Lease, count: int, *, now: int, invisible_ms: int) -> Lease:
+    def redeliver(self, lease_id: str, count: int, *, now: int, invisible_ms: int) -> Lease:
         """Lease again the first ``count`` unsettled offsets of an expired lease.
 
-        The taken part becomes a new lease with the attempt increased; any remainder keeps
-        its expiry under a new id. Both get new ids, so handles of the old lease are stale.
+        The taken part becomes a lease in the same slot with the attempt increased; any
+        remainder keeps its expiry in a slot of its own. Both get new ids, so handles of the
+        old lease are stale.
         """
-        pending = lease.unsettled(self.acked)
-        del self.leases[lease.lease_id]
+        lease = self.leases[lease_id]
+        pending = lease.unsettled()
         split = pending[count - 1] + 1 if count < len(pending) else lease.end
-        taken = Lease(
-            self._unused_id(),
-            lease.start,
-            split,
-            now + invisible_ms,
-            lease.attempt + 1,
-            frozenset(o for o in lease.moved if o < split),
+        taken = replace(
+            lease,
+            lease_id=new_lease_id(lease.slot),
+            end=split,
+            deadline=now + invisible_ms,
+            attempt=lease.attempt + 1,
+            moved=frozenset(o for o in lease.moved if o < split),
+            acked=frozenset(o for o in lease.acked if o < split),
         )
-        self.leases[taken.lease_id] = taken
+        self._put(taken, replacing=lease)
         if split < lease.end:
-            rest = replace(
-                lease,
-                lease_id=self._unused_id(),
-                start=split,
-                moved=frozenset(o for o in lease.moved if o >= split),
+            slot = (split, False)
+            rest = Lease(
+                new_lease_id(slot),
+                split,
+                lease.end,
+                lease.deadline,
+                lease.attempt,
+                frozenset(o for o in lease.moved if o >= split),
+                frozenset(o for o in lease.acked if o >= split),
             )
-            self.leases[rest.lease_id] = rest
+            self._put(rest)
         return taken
 
     def change_invisible(self, lease_id: str, offset: int, *, deadline: int) -> Lease | None:
         """Give one delivered message its own deadline; None if it is no longer leased.
 
-        A lease holding just that message gets the new deadline in place; otherwise the
-        message moves to a lease of its own.
+        The lease must be loaded. A lease holding just that message gets the new deadline in
+        place; otherwise the message moves to a lease of its own.
         """
         lease = self.leases.get(lease_id)
-        if lease is None or offset in self.acked or offset in lease.moved:
+        if lease is None or not lease.holds(offset):
             return None
-        if not lease.start <= offset < lease.end:
-            return None
-        if lease.unsettled(self.acked) == [offset]:
-            self.leases[lease_id] = replace(lease, deadline=deadline)
-            return self.leases[lease_id]
-        self.leases[lease_id] = replace(lease, moved=lease.moved | {offset})
-        single = Lease(self._unused_id(), offset, offset + 1, deadline, lease.attempt)
-        self.leases[single.lease_id] = single
+        if lease.unsettled() == [offset]:
+            changed = replace(lease, deadline=deadline)
+            self._put(changed, replacing=lease)
+            return changed
+        self._put(replace(lease, moved=lease.moved | {offset}), replacing=lease)
+        slot = (offset, True)
+        single = Lease(new_lease_id(slot), offset, offset + 1, deadline, lease.attempt)
+        self._put(single)
         return single

@@ -19,8 +19,8 @@ MIN_RETENTION_HOURS, MAX_RETENTION_HOURS, DEFAULT_RETENTION_HOURS = 1, 2160, 72
 MAX_INFLIGHT_PER_QUEUE = 5_000
 """Offsets between committed and cursor per (group, queue): beyond it the queue waits for acks."""
 MAX_LEASES_PER_QUEUE = 2_000
-"""Open leases per (group, queue); with the bound above it keeps a state item far below
-DynamoDB's 400 KB item limit."""
+"""Open leases per (group, queue); with the bound above it keeps the query of a queue's lease
+items (made when a deadline may have passed or flow control may bind) to about one page."""
 MAX_TAG_CHARS = 128
 MAX_KEYS = 32
 MAX_KEY_CHARS = 128

@@ -1,13 +1,15 @@
 """Consume: receive under a lease, ack, change invisible duration, subscribe, describe.
 
-A receive first reads, in one batched call, every queue's head, the group's state on every
-queue and the group's subscription: that tells which queues have unread messages or
-expired leases for the group, and only those are touched (an idle poll costs that one
-read). It takes those queues in turn: each call starts at the next queue and moves on
+A receive first reads, in one batched call, every queue's head, the group's summary on every
+queue and the group's subscription: that tells which queues have unread messages or may
+have expired leases for the group, and only those are touched (an idle poll costs that one
+read; a queue's lease items are queried only when a deadline may have passed or flow
+control may bind). It takes those queues in turn: each call starts at the next queue and moves on
 until ``max_messages`` (or the response byte budget) is reached, so every queue is served
 first once every N calls and none starves behind a busy one. Per queue it delivers expired
-leases first, then new messages from the cursor, and writes the queue's state with one
-conditional put. A long poll repeats the batched read about once a second and returns
+leases first, then new messages from the cursor, and writes the queue's summary and the
+leases it creates or changes in one transaction (small items: the cost does not grow with
+what is in flight). A long poll repeats the batched read about once a second and returns
 within its wait.
 """
 
@@ -17,7 +19,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -38,7 +40,7 @@ from ..filters import TagFilter
 from ..group_state import GroupQueueState, Lease
 from ..model import GroupQueueStatus, IndexEntry, ReceivedMessage, StoredMessage, Topic
 from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
-from ..storage.group_states import AckRequest, GroupStateStore
+from ..storage.group_states import GroupStateStore
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHead, QueueHeads
@@ -64,7 +66,10 @@ MAX_OVERRUN_SECONDS = 3.0
 long poll so ends far under the 30 s HTTP API timeout."""
 SAVE_ATTEMPTS = 6
 MAX_ACK_QUEUES = 100
-"""An ack touching several queues is one DynamoDB transaction (at most 100 items)."""
+"""Queues one ack may touch."""
+MAX_LEASES_PER_PASS = 40
+"""Expired leases one pass redelivers per queue: each is at most two items of the queue's
+write transaction (DynamoDB takes 100)."""
 
 
 def wire_size(message: StoredMessage) -> int:
@@ -80,8 +85,8 @@ class QueuePlan:
     """What one queue could deliver now."""
 
     redeliveries: list[tuple[Lease, list[StoredMessage]]] = field(default_factory=list)
-    missing: list[int] = field(default_factory=list)
-    """Leased offsets past retention: they settle without a delivery."""
+    missing: dict[str, list[int]] = field(default_factory=dict)
+    """Leased offsets past retention, by lease id: they settle without a delivery."""
     new: list[tuple[StoredMessage, bool]] = field(default_factory=list)
     """Messages from the cursor on, with whether they pass the filter."""
     skip_to: int = 0
@@ -260,25 +265,24 @@ class ConsumeService:
     def _plan(
         self, state: GroupQueueState, tag_filter: TagFilter, budget: int, now: int, end: int
     ) -> QueuePlan:
-        state.compact()  # acks since the last save may have freed flow control
+        if not state.complete and (state.may_have_expired(now) or _flow_bound(state)):
+            self._states.load_leases(state)  # the cheap bounds say: look at the leases
+        state.refresh()  # acks since the last save may have freed flow control
         plan = QueuePlan(scan_end=state.cursor)
         wanted = budget
-        for lease in state.expired_leases(now):
+        for lease in state.expired_leases(now)[:MAX_LEASES_PER_PASS]:
             if wanted <= 0:
                 break
-            looked_up = lease.unsettled(state.acked)[: wanted + 64]
+            looked_up = lease.unsettled()[: wanted + 64]
             found = self._messages_at(state, looked_up)
             horizon = max(found) if found else looked_up[-1]
-            plan.missing += [o for o in looked_up if o not in found and o <= horizon]
+            missing = [o for o in looked_up if o not in found and o <= horizon]
+            if missing:
+                plan.missing[lease.lease_id] = missing
             messages = [found[o] for o in looked_up if o in found][:wanted]
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
-        if (
-            wanted <= 0
-            or state.cursor >= end
-            or state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
-            or len(state.leases) >= limits.MAX_LEASES_PER_QUEUE
-        ):
+        if wanted <= 0 or state.cursor >= end or _flow_bound(state):
             return plan  # nothing new, or flow control: this queue waits for acks
         page = self._index.read_from(
             state.topic,
@@ -319,15 +323,14 @@ class ConsumeService:
     ) -> list[ReceivedMessage]:
         """Lease ``share`` messages of the plan and store the state (re-planning on a race).
 
-        A state that only moved (skipped expired or filtered messages) is stored too, so
-        the skip is not redone on the next poll.
+        A state that only moved (skipped expired or filtered messages) or whose bounds were
+        made exact from its leases is stored too, so that is not redone on the next poll.
         """
         for attempt in range(SAVE_ATTEMPTS):
-            cursor_before, acked_before = state.cursor, len(state.acked)
             delivered = self._apply(state, plan, share, now, invisible_ms)
-            if not delivered and (state.cursor, len(state.acked)) == (cursor_before, acked_before):
+            state.refresh()
+            if not delivered and not state.changed():
                 return []  # nothing to hand out and nothing to record
-            state.compact()
             if self._states.save(state):
                 return [self._received(state, message, lease) for message, lease in delivered]
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another consumer won: back off
@@ -340,7 +343,8 @@ class ConsumeService:
         state: GroupQueueState, plan: QueuePlan, share: int, now: int, invisible_ms: int
     ) -> list[tuple[StoredMessage, Lease]]:
         delivered: list[tuple[StoredMessage, Lease]] = []
-        state.acked.update(plan.missing)
+        for lease_id, offsets in plan.missing.items():
+            state.settle(lease_id, offsets)
         state.skip_to(plan.skip_to)
         for lease, messages in plan.redeliveries:
             room = share - len(delivered)
@@ -348,7 +352,7 @@ class ConsumeService:
                 break
             if messages:
                 taken = state.redeliver(
-                    lease, min(len(messages), room), now=now, invisible_ms=invisible_ms
+                    lease.lease_id, min(len(messages), room), now=now, invisible_ms=invisible_ms
                 )
                 delivered.extend((m, taken) for m in messages[:room])
         room = share - len(delivered)
@@ -403,35 +407,41 @@ class ConsumeService:
         """Ack every valid handle; one outcome per handle, in order.
 
         Acking a message acked before succeeds; a stale or invalid handle does not stop
-        the others. Fast path: one conditional ``ADD`` per queue (a transaction when the
-        handles span queues); only when a condition fails are the states read to sort the
-        handles out.
+        the others. Fast path: one conditional ``ADD`` per lease the handles name (and a
+        delete of a lease left settled); only when a condition fails are the queue's
+        summary and the leases around the offset read to sort the handles out.
         """
         check_group_name(group)
         if not 1 <= len(receipt_handles) <= limits.MAX_ACK_HANDLES:
             raise InvalidRequest(f"ack takes 1-{limits.MAX_ACK_HANDLES} receipt handles")
         outcomes: dict[int, AckOutcome] = {}
-        handles: dict[int, ReceiptHandle] = {}
+        by_lease: dict[tuple[str, int, str], dict[int, ReceiptHandle]] = {}
         for position, text in enumerate(receipt_handles):
             try:
-                handles[position] = self._decode(group, text)
+                handle = self._decode(group, text)
             except (InvalidReceiptHandle, ForeignReceiptHandle) as exc:
                 outcomes[position] = AckOutcome(text, AckStatus.INVALID, exc)
-        pending = dict(handles)
-        for _ in range(SAVE_ATTEMPTS):
-            if not pending:
-                break
-            requests = _ack_requests(pending.values())
-            if len(requests) > MAX_ACK_QUEUES:
-                raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
-            if self._states.ack(group, requests):
-                break
-            pending = self._sort_out(group, pending, receipt_handles, outcomes)
-        else:
-            if pending:
+                continue
+            key = (handle.topic, handle.queue, handle.lease_id)
+            by_lease.setdefault(key, {})[position] = handle
+        if len({(topic, queue) for topic, queue, _ in by_lease}) > MAX_ACK_QUEUES:
+            raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
+        states: dict[tuple[str, int], GroupQueueState] = {}
+        for (topic, queue, lease_id), pending in by_lease.items():
+            for _ in range(SAVE_ATTEMPTS):
+                offsets = sorted({h.offset for h in pending.values()})
+                if self._states.ack(group, topic, queue, lease_id, offsets):
+                    break
+                pending = self._sort_out(group, pending, receipt_handles, outcomes, states)
+                if not pending:
+                    break
+                states.pop((topic, queue), None)  # it raced a change: read again
+            else:
                 raise Busy("the group state is contended; retry the ack")
-        for position in handles:
-            outcomes.setdefault(position, AckOutcome(receipt_handles[position], AckStatus.ACKED))
+            for position in pending:
+                outcomes.setdefault(
+                    position, AckOutcome(receipt_handles[position], AckStatus.ACKED)
+                )
         return [outcomes[p] for p in range(len(receipt_handles))]
 
     def _decode(self, group: str, text: str) -> ReceiptHandle:
@@ -446,19 +456,31 @@ class ConsumeService:
         pending: dict[int, ReceiptHandle],
         texts: list[str],
         outcomes: dict[int, AckOutcome],
+        states: dict[tuple[str, int], GroupQueueState],
     ) -> dict[int, ReceiptHandle]:
-        """After a failed ack: settle already-acked and stale handles; the rest stay."""
-        states: dict[tuple[str, int], GroupQueueState] = {}
+        """After a failed ack: settle already-acked and stale handles; the rest stay.
+
+        An offset below the committed bound, or that no open lease holds, was settled; one
+        that a lease under another id holds was redelivered since (the handle is stale).
+        """
         still: dict[int, ReceiptHandle] = {}
         for position, handle in pending.items():
             key = (handle.topic, handle.queue)
             if key not in states:
                 states[key] = self._states.load_one(group, handle.topic, handle.queue)
             state = states[key]
-            if state.version and state.settled(handle.offset):
+            if state.version and handle.offset < min(state.committed, state.cursor):
                 outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
-            elif state.holds(handle.lease_id, handle.offset):
-                still[position] = handle
+                continue
+            covering = (
+                self._states.leases_covering(group, handle.topic, handle.queue, handle.offset)
+                if state.version and handle.offset < state.cursor
+                else None
+            )
+            if covering is not None and any(x.lease_id == handle.lease_id for x in covering):
+                still[position] = handle  # its lease is live: the ack raced a change
+            elif covering is not None and not any(x.holds(handle.offset) for x in covering):
+                outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
             else:
                 outcomes[position] = AckOutcome(
                     texts[position],
@@ -479,8 +501,15 @@ class ConsumeService:
         handle = self._decode(group, receipt_handle)
         for _ in range(SAVE_ATTEMPTS):
             state = self._states.load_one(group, handle.topic, handle.queue)
-            if len(state.leases) >= 2 * limits.MAX_LEASES_PER_QUEUE:
-                raise TooManyInflight("too many messages in flight on this queue; ack some first")
+            if state.open_leases >= 2 * limits.MAX_LEASES_PER_QUEUE:
+                self._states.load_leases(state)
+                state.refresh()
+                if state.open_leases >= 2 * limits.MAX_LEASES_PER_QUEUE:
+                    raise TooManyInflight(
+                        "too many messages in flight on this queue; ack some first"
+                    )
+            if handle.lease_id not in state.leases:
+                self._states.load_lease(state, handle.lease_id)
             deadline = self._clock() + invisible_seconds * 1000
             lease = state.change_invisible(handle.lease_id, handle.offset, deadline=deadline)
             if lease is None:
@@ -538,17 +567,15 @@ def _has_work(view: GroupView, queue: int, now: int) -> bool:
     state, head = view.states[queue], view.heads[queue]
     if head.closed:  # the topic is being deleted (or this is a stale read of its old head)
         return False
-    return head.next_offset > state.cursor or bool(state.expired_leases(now))
+    return head.next_offset > state.cursor or state.may_have_expired(now)
 
 
-def _ack_requests(handles: Iterable[ReceiptHandle]) -> list[AckRequest]:
-    requests: dict[tuple[str, int], AckRequest] = {}
-    for handle in handles:
-        request = requests.setdefault(
-            (handle.topic, handle.queue), AckRequest(handle.topic, handle.queue, {})
-        )
-        request.offsets_by_lease.setdefault(handle.lease_id, []).append(handle.offset)
-    return list(requests.values())
+def _flow_bound(state: GroupQueueState) -> bool:
+    """Whether flow control holds new messages back (exact once the leases are loaded)."""
+    return (
+        state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
+        or state.open_leases >= limits.MAX_LEASES_PER_QUEUE
+    )
 
 
 def _check_invisible(seconds: int) -> None:

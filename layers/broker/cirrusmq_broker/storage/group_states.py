@@ -1,37 +1,52 @@
-"""Consumer group state (GroupsTable): one item per (group, topic, queue), and one
-subscription item per (group, topic) holding the group's filter on that topic.
+"""Consumer group state (GroupsTable), per (group, topic, queue): a small summary item
+(``<topic>#<queue>``) and one item per open lease (``<topic>#<queue>#L<start>``, ``m`` appended
+for a message moved out by change_invisible); and one subscription item per (group, topic)
+holding the group's filter on that topic.
 
-Receive rewrites a state item with a version check (optimistic concurrency); ack is a
-single conditional ``ADD`` of offsets to the acked set, so it never needs a read first.
+Every item is small, so a write costs the same whatever is in flight. A receive writes the
+summary (version check, optimistic concurrency) and the leases it creates or changes in one
+transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled.
+Lease items carry no ``topic`` attribute: the by_topic index stays sparse (no index write
+per lease); a topic's purge deletes them below each summary it finds there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..group_state import GroupQueueState, Lease
+from ..group_state import GroupQueueState, Lease, LeaseSlot, lease_slot
 from ..model import stream_id
-from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
-
-MAX_LEASE_CONDITIONS = 40
-"""Leases checked inside one ack's condition; DynamoDB caps an expression at 4 KB."""
+from .dynamo import (
+    BATCH_WRITE_LIMIT,
+    KeysToRead,
+    batch_get,
+    batch_write,
+    error_code,
+    from_item,
+    to_item,
+)
 
 not_stored_yet = "attribute_not_exists(group_name)"
 SUBSCRIPTION_SUFFIX = "#subscription"
+LEASE_MARK = "#L"
 unchanged_since_read = "version = :version"
+lease_unchanged = "v = :v"
+LOOKBACK_PAGE = 16
+"""Lease items read per page when looking for the lease covering an offset."""
 
 
-@dataclass(frozen=True)
-class AckRequest:
-    """Offsets to ack in one state item, by the lease each was delivered under."""
+def lease_prefix(topic: str, queue: int) -> str:
+    return stream_id(topic, queue) + LEASE_MARK
 
-    topic: str
-    queue: int
-    offsets_by_lease: dict[str, list[int]]
+
+def lease_stream(topic: str, queue: int, slot: LeaseSlot) -> str:
+    start, single = slot
+    return f"{lease_prefix(topic, queue)}{start:020d}{'m' if single else ''}"
 
 
 class GroupStateStore:
@@ -39,19 +54,23 @@ class GroupStateStore:
         self._client = client
         self._table = table
 
+    @property
+    def table(self) -> str:
+        return self._table
+
+    # ------------------------------------------------------------------ summaries
     def load(self, group: str, topic: str, queues: Iterable[int]) -> dict[int, GroupQueueState]:
-        """Consistent read of the states of ``queues`` (absent ones start fresh)."""
+        """Consistent read of the summaries of ``queues`` (absent ones start fresh)."""
         wanted = list(queues)
         keys = [{"group_name": group, "stream": stream_id(topic, q)} for q in wanted]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return self.parse(group, topic, wanted, found[self._table])[0]
 
-    @property
-    def table(self) -> str:
-        return self._table
+    def load_one(self, group: str, topic: str, queue: int) -> GroupQueueState:
+        return self.load(group, topic, [queue])[queue]
 
     def to_read(self, group: str, topic: str, queues: list[int]) -> KeysToRead:
-        """Keys of the states of ``queues`` and of the subscription, for a batched read."""
+        """Keys of the summaries of ``queues`` and of the subscription, for a batched read."""
         keys = [{"group_name": group, "stream": stream_id(topic, q)} for q in queues]
         keys.append({"group_name": group, "stream": topic + SUBSCRIPTION_SUFFIX})
         return KeysToRead(self._table, keys)
@@ -60,7 +79,7 @@ class GroupStateStore:
     def parse(
         group: str, topic: str, queues: list[int], items: list[dict[str, Any]]
     ) -> tuple[dict[int, GroupQueueState], str | None]:
-        """States (absent ones start fresh) and the subscribed filter from read items."""
+        """Summaries (absent ones start fresh) and the subscribed filter from read items."""
         states = {q: GroupQueueState(group, topic, q) for q in queues}
         subscription = None
         for values in items:
@@ -70,6 +89,147 @@ class GroupStateStore:
                 states[values["queue"]] = _state(values)
         return states, subscription
 
+    # ------------------------------------------------------------------ leases
+    def load_leases(self, state: GroupQueueState) -> None:
+        """Read every open lease of the state's queue (consistent); its bounds become exact
+        on the next ``refresh``."""
+        if state.complete:
+            return
+        state.leases = {
+            lease.lease_id: lease
+            for lease in self._query_leases(
+                state.group,
+                "#s BETWEEN :lo AND :hi",
+                {":lo": lease_prefix(state.topic, state.queue), ":hi": _prefix_end(state)},
+            )
+        }
+        state.complete = True
+
+    def load_lease(self, state: GroupQueueState, lease_id: str) -> Lease | None:
+        """Read the lease ``lease_id`` names into ``state``; None if that lease is over."""
+        slot = lease_slot(lease_id)
+        if slot is None:
+            return None
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=self._lease_key(state.group, state.topic, state.queue, slot),
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return None
+        lease = _lease(from_item(item))
+        state.leases.setdefault(lease.lease_id, lease)
+        return lease if lease.lease_id == lease_id else None
+
+    def leases_covering(self, group: str, topic: str, queue: int, offset: int) -> list[Lease]:
+        """The open leases whose range holds ``offset``: the one it was leased under, and
+        the lease of its own if change_invisible moved it (a short backwards query)."""
+        found: list[Lease] = []
+        for lease in self._query_leases(
+            group,
+            "#s BETWEEN :lo AND :hi",
+            {":lo": lease_prefix(topic, queue), ":hi": lease_stream(topic, queue, (offset, True))},
+            backwards=True,
+        ):
+            if lease.start <= offset < lease.end:
+                found.append(lease)
+            if not lease.slot[1]:
+                break  # range leases do not overlap: the first one at or below decides
+        return found
+
+    def ack(self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int]) -> bool:
+        """Add ``offsets`` to the lease's settled set; False if ``lease_id`` is not its id.
+
+        A lease left with nothing unsettled is deleted (settled stays settled, so no
+        condition is needed); so is the lease of its own of an offset moved out of it.
+        """
+        slot = lease_slot(lease_id)
+        if slot is None:
+            return False
+        key = self._lease_key(group, topic, queue, slot)
+        try:
+            item = self._client.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="ADD acked :acked, v :one",
+                ConditionExpression="lease_id = :id",
+                ExpressionAttributeValues=to_item(
+                    {":acked": set(offsets), ":one": 1, ":id": lease_id}
+                ),
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        lease = _lease(from_item(item))
+        done = [key] if not lease.unsettled() else []
+        done += [
+            self._lease_key(group, topic, queue, (o, True)) for o in lease.moved & set(offsets)
+        ]
+        self._delete(done)
+        return True
+
+    # ------------------------------------------------------------------ writing
+    def save(self, state: GroupQueueState) -> bool:
+        """Write the summary and the leases ``state`` touched if nobody changed them since
+        they were read; False if somebody did.
+
+        Leases that were settled when read are deleted on their own (settled stays
+        settled); everything else is one transaction (one conditional put without leases).
+        """
+        current = {lease.slot: lease for lease in state.leases.values()}
+        writes: list[dict[str, Any]] = []
+        cleanup: list[dict[str, Any]] = []
+        for slot, before in state.touched.items():
+            after = current.get(slot)
+            key = self._lease_key(state.group, state.topic, state.queue, slot)
+            if after is None and before is not None and not before.unsettled():
+                cleanup.append(key)
+            elif after is None and before is not None:
+                writes.append({"Delete": {"Key": key, **_lease_condition(before)}})
+            elif after is not None:
+                item = _lease_values(state, replace_version(after, before))
+                writes.append({"Put": {"Item": to_item(item), **_lease_condition(before)}})
+        summary = {
+            "Item": to_item(_values(state, version=state.version + 1)),
+            **_summary_condition(state),
+        }
+        try:
+            if writes:
+                items = [{"Put": summary}, *writes]
+                self._client.transact_write_items(
+                    TransactItems=[
+                        {kind: {"TableName": self._table, **body} for kind, body in item.items()}
+                        for item in items
+                    ],
+                    ClientRequestToken=uuid.uuid4().hex,
+                )
+            else:
+                self._client.put_item(TableName=self._table, **summary)
+        except ClientError as exc:
+            if error_code(exc) in (
+                "ConditionalCheckFailedException",
+                "TransactionCanceledException",
+            ):
+                self._delete(cleanup)
+                return False
+            raise
+        self._delete(cleanup)
+        state.version += 1
+        state.leases = {
+            lease_id: (
+                replace_version(lease, state.touched[lease.slot])
+                if lease.slot in state.touched
+                else lease
+            )
+            for lease_id, lease in state.leases.items()
+        }
+        state.touched.clear()
+        state.stored = state.summary()
+        return True
+
+    # ------------------------------------------------------------------ subscriptions
     def subscribe(self, group: str, topic: str, expression: str, *, only_if_new: bool) -> bool:
         """Record the group's filter on ``topic``; False if ``only_if_new`` and one exists."""
         try:
@@ -99,66 +259,11 @@ class GroupStateStore:
         ).get("Item")
         return from_item(item)["filter"] if item else None
 
-    def load_one(self, group: str, topic: str, queue: int) -> GroupQueueState:
-        return self.load(group, topic, [queue])[queue]
-
-    def save(self, state: GroupQueueState) -> bool:
-        """Write ``state`` if nobody changed it since it was read; False if somebody did."""
-        condition, values = (
-            (not_stored_yet, {})
-            if state.version == 0
-            else (unchanged_since_read, {":version": state.version})
-        )
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=to_item(_values(state, version=state.version + 1)),
-                ConditionExpression=condition,
-                **({"ExpressionAttributeValues": to_item(values)} if values else {}),
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        state.version += 1
-        return True
-
-    def ack(self, group: str, requests: list[AckRequest]) -> bool:
-        """Add the offsets to the acked sets, all or nothing; False if any lease is stale.
-
-        A lease is live while its entry exists; offsets below ``committed`` are settled
-        already, so acking them again succeeds.
-        """
-        updates = []
-        for request in requests:
-            if len(request.offsets_by_lease) <= MAX_LEASE_CONDITIONS:
-                updates.append(self._ack_update(group, request))
-                continue
-            # Too many leases for one condition: check them on a read, then update that version.
-            state = self.load_one(group, request.topic, request.queue)
-            if not all(
-                state.holds(lease_id, max(offsets))
-                for lease_id, offsets in request.offsets_by_lease.items()
-            ):
-                return False
-            updates.append(self._ack_update(group, request, version=state.version))
-        try:
-            if len(updates) == 1:
-                self._client.update_item(**updates[0])
-            else:
-                self._client.transact_write_items(TransactItems=[{"Update": u} for u in updates])
-        except ClientError as exc:
-            if error_code(exc) in (
-                "ConditionalCheckFailedException",
-                "TransactionCanceledException",
-            ):
-                return False
-            raise
-        return True
-
+    # ------------------------------------------------------------------ whole groups
     def list_group(self, group: str) -> tuple[list[GroupQueueState], dict[str, str]]:
-        """Every state of the group, and its subscriptions (topic → filter)."""
-        states: list[GroupQueueState] = []
+        """Every state of the group with all its leases, and its subscriptions."""
+        states: dict[str, GroupQueueState] = {}
+        leases: list[tuple[str, Lease]] = []
         subscriptions: dict[str, str] = {}
         paginator = self._client.get_paginator("query")
         for page in paginator.paginate(
@@ -168,14 +273,22 @@ class GroupStateStore:
             ConsistentRead=True,
         ):
             for values in map(from_item, page["Items"]):
-                if values["stream"].endswith(SUBSCRIPTION_SUFFIX):
+                stream = values["stream"]
+                if stream.endswith(SUBSCRIPTION_SUFFIX):
                     subscriptions[values["topic"]] = values["filter"]
+                elif LEASE_MARK in stream:
+                    leases.append((stream.split(LEASE_MARK)[0], _lease(values)))
                 else:
-                    states.append(_state(values))
-        return states, subscriptions
+                    states[stream] = _state(values)
+        for state in states.values():
+            state.complete = True
+        for stream, lease in leases:
+            if stream in states:
+                states[stream].leases[lease.lease_id] = lease
+        return list(states.values()), subscriptions
 
     def delete_topic_states(self, topic: str) -> int:
-        """Delete every group's state on ``topic`` (used when a topic is purged)."""
+        """Delete every group's state on ``topic``, leases first (used when a topic is purged)."""
         deleted = 0
         paginator = self._client.get_paginator("query")
         for page in paginator.paginate(
@@ -185,37 +298,87 @@ class GroupStateStore:
             ExpressionAttributeValues=to_item({":t": topic}),
         ):
             for item in page["Items"]:
+                values = from_item(item)
+                stream = values["stream"]
+                if not stream.endswith(SUBSCRIPTION_SUFFIX):
+                    deleted += self._delete_below(values["group_name"], stream + LEASE_MARK)
                 key = {k: item[k] for k in ("group_name", "stream")}
                 self._client.delete_item(TableName=self._table, Key=key)
                 deleted += 1
         return deleted
 
-    def _ack_update(
-        self, group: str, request: AckRequest, *, version: int | None = None
-    ) -> dict[str, Any]:
-        names: dict[str, str] = {}
-        values: dict[str, Any] = {":one": 1}
-        conditions = ["attribute_exists(group_name)"]
-        offsets = {o for lease_offsets in request.offsets_by_lease.values() for o in lease_offsets}
-        if version is not None:
-            conditions.append(unchanged_since_read)
-            values[":version"] = version
-        else:
-            for i, (lease_id, lease_offsets) in enumerate(sorted(request.offsets_by_lease.items())):
-                names[f"#l{i}"] = lease_id
-                values[f":m{i}"] = max(lease_offsets)
-                conditions.append(f"(attribute_exists(leases.#l{i}) OR committed > :m{i})")
-        values[":acked"] = offsets
-        return {
-            "TableName": self._table,
-            "Key": to_item(
-                {"group_name": group, "stream": stream_id(request.topic, request.queue)}
-            ),
-            "UpdateExpression": "ADD acked :acked, version :one",
-            "ConditionExpression": " AND ".join(conditions),
-            **({"ExpressionAttributeNames": names} if names else {}),
-            "ExpressionAttributeValues": to_item(values),
-        }
+    # ------------------------------------------------------------------ helpers
+    def _lease_key(self, group: str, topic: str, queue: int, slot: LeaseSlot) -> dict[str, Any]:
+        return to_item({"group_name": group, "stream": lease_stream(topic, queue, slot)})
+
+    def _query_leases(
+        self, group: str, condition: str, values: dict[str, Any], *, backwards: bool = False
+    ) -> Iterator[Lease]:
+        paginator = self._client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression=f"group_name = :g AND {condition}",
+            ExpressionAttributeNames={"#s": "stream"},
+            ExpressionAttributeValues=to_item({":g": group, **values}),
+            ConsistentRead=True,
+            ScanIndexForward=not backwards,
+            **({"PaginationConfig": {"PageSize": LOOKBACK_PAGE}} if backwards else {}),
+        ):
+            yield from (_lease(from_item(item)) for item in page["Items"])
+
+    def _delete(self, keys: list[dict[str, Any]]) -> None:
+        for start in range(0, len(keys), BATCH_WRITE_LIMIT):
+            chunk = keys[start : start + BATCH_WRITE_LIMIT]
+            if len(chunk) == 1:
+                self._client.delete_item(TableName=self._table, Key=chunk[0])
+            else:
+                batch_write(
+                    self._client, self._table, [{"DeleteRequest": {"Key": k}} for k in chunk]
+                )
+
+    def _delete_below(self, group: str, prefix: str) -> int:
+        paginator = self._client.get_paginator("query")
+        keys = [
+            {k: item[k] for k in ("group_name", "stream")}
+            for page in paginator.paginate(
+                TableName=self._table,
+                KeyConditionExpression="group_name = :g AND begins_with(#s, :p)",
+                ExpressionAttributeNames={"#s": "stream"},
+                ExpressionAttributeValues=to_item({":g": group, ":p": prefix}),
+                ProjectionExpression="group_name, #s",
+                ConsistentRead=True,
+            )
+            for item in page["Items"]
+        ]
+        self._delete(keys)
+        return len(keys)
+
+
+def replace_version(lease: Lease, before: Lease | None) -> Lease:
+    """``lease`` as it is stored once written over ``before`` (None: a new item)."""
+    return replace(lease, version=(before.version if before else 0) + 1)
+
+
+def _prefix_end(state: GroupQueueState) -> str:
+    return lease_prefix(state.topic, state.queue) + "~"
+
+
+def _summary_condition(state: GroupQueueState) -> dict[str, Any]:
+    if state.version == 0:
+        return {"ConditionExpression": not_stored_yet}
+    return {
+        "ConditionExpression": unchanged_since_read,
+        "ExpressionAttributeValues": to_item({":version": state.version}),
+    }
+
+
+def _lease_condition(before: Lease | None) -> dict[str, Any]:
+    if before is None:
+        return {"ConditionExpression": not_stored_yet}
+    return {
+        "ConditionExpression": lease_unchanged,
+        "ExpressionAttributeValues": to_item({":v": before.version}),
+    }
 
 
 def _values(state: GroupQueueState, *, version: int) -> dict[str, Any]:
@@ -227,33 +390,51 @@ def _values(state: GroupQueueState, *, version: int) -> dict[str, Any]:
         "committed": state.committed,
         "cursor": state.cursor,
         "cursor_base": state.cursor_base,
+        "earliest_deadline": state.earliest_deadline,
+        "open_leases": state.open_leases,
         "version": version,
-        "acked": set(state.acked) or None,
-        "leases": {
-            lease.lease_id: {
-                "s": lease.start,
-                "e": lease.end,
-                "d": lease.deadline,
-                "a": lease.attempt,
-                **({"m": set(lease.moved)} if lease.moved else {}),
-            }
-            for lease in state.leases.values()
-        },
     }
 
 
 def _state(v: dict[str, Any]) -> GroupQueueState:
-    return GroupQueueState(
+    state = GroupQueueState(
         group=v["group_name"],
         topic=v["topic"],
         queue=v["queue"],
         committed=v["committed"],
         cursor=v["cursor"],
         cursor_base=v["cursor_base"],
-        leases={
-            lid: Lease(lid, raw["s"], raw["e"], raw["d"], raw["a"], frozenset(raw.get("m", ())))
-            for lid, raw in v.get("leases", {}).items()
-        },
-        acked=set(v.get("acked", ())),
+        earliest_deadline=v.get("earliest_deadline"),
+        open_leases=v.get("open_leases", 0),
         version=v["version"],
+    )
+    state.stored = state.summary()
+    return state
+
+
+def _lease_values(state: GroupQueueState, lease: Lease) -> dict[str, Any]:
+    return {
+        "group_name": state.group,
+        "stream": lease_stream(state.topic, state.queue, lease.slot),
+        "lease_id": lease.lease_id,
+        "start": lease.start,
+        "end": lease.end,
+        "deadline": lease.deadline,
+        "attempt": lease.attempt,
+        "v": lease.version,
+        "acked": set(lease.acked) or None,
+        "moved": set(lease.moved) or None,
+    }
+
+
+def _lease(v: dict[str, Any]) -> Lease:
+    return Lease(
+        v["lease_id"],
+        v["start"],
+        v["end"],
+        v["deadline"],
+        v["attempt"],
+        frozenset(v.get("moved", ())),
+        frozenset(v.get("acked", ())),
+        v.get("v", 0),
     )

@@ -1,0 +1,251 @@
+"""Leases stored one item each: write units that do not grow with what is in flight, and
+the races and edges of the layout (acks racing redelivery, stale bounds, moved messages)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from broker_helpers import ack_statuses, send, statuses
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage import group_states
+from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.dynamo import batch_write, to_item
+
+INDEXED = "topic"
+"""The by_topic index's key: an item carrying it is written to the index too."""
+
+
+# ---------------------------------------------------------------- DynamoDB's sizing rules
+def value_size(value: dict[str, Any]) -> int:
+    """Bytes of one attribute value as DynamoDB bills it."""
+    ((kind, raw),) = value.items()
+    if kind == "S":
+        return len(raw.encode())
+    if kind == "N":
+        digits = Decimal(raw).normalize().as_tuple().digits
+        return math.ceil(len(digits) / 2) + 1
+    if kind == "B":
+        return len(raw)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(x.encode()) for x in raw)
+    if kind == "NS":
+        return sum(value_size({"N": x}) for x in raw)
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in raw.items())
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in raw)
+    raise ValueError(kind)
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    """Attribute names plus values; 0 for no item."""
+    return sum(len(k.encode()) + value_size(v) for k, v in (item or {}).items())
+
+
+def write_units(before: dict | None, after: dict | None, *, transaction: bool) -> int:
+    """A write is billed on the larger of the item before and after, per started KB;
+    twice inside a transaction; plus one unit when an index entry is added or removed."""
+    units = math.ceil(max(item_size(before), item_size(after), 1) / 1024)
+    indexed = (INDEXED in (before or {})) != (INDEXED in (after or {}))
+    return units * (2 if transaction else 1) + int(indexed)
+
+
+def key_of(item: dict[str, Any]) -> tuple[str, str]:
+    return item["group_name"]["S"], item["stream"]["S"]
+
+
+@contextmanager
+def metered(broker: Broker) -> Iterator[dict[str, Any]]:
+    """Write units of the group table's writes inside the block (from item sizes)."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    table = broker.settings.groups_table
+
+    def snapshot() -> dict[tuple[str, str], dict]:
+        pages = ddb.get_paginator("scan").paginate(TableName=table)
+        return {key_of(item): item for page in pages for item in page["Items"]}
+
+    writes: list[tuple[tuple[str, str], bool]] = []
+    calls: list[str] = []
+
+    def observe(service: str, operation: str, params: dict[str, Any]) -> None:
+        if params.get("TableName") == table or operation in (
+            "BatchGetItem",
+            "BatchWriteItem",
+            "TransactWriteItems",
+        ):
+            calls.append(operation)  # the group table's calls (and batched ones)
+        if operation in ("PutItem", "UpdateItem", "DeleteItem") and params["TableName"] == table:
+            writes.append((key_of(params.get("Item") or params["Key"]), False))
+        elif operation == "TransactWriteItems":
+            for entry in params["TransactItems"]:
+                (body,) = entry.values()
+                if body["TableName"] == table:
+                    writes.append((key_of(body.get("Item") or body["Key"]), True))
+        elif operation == "BatchWriteItem":
+            for request in params["RequestItems"].get(table, []):
+                (body,) = request.values()
+                writes.append((key_of(body.get("Item") or body["Key"]), False))
+
+    result: dict[str, Any] = {}
+    before = snapshot()
+    remove = observe_calls(observe)
+    try:
+        yield result
+    finally:
+        remove()
+    after = snapshot()
+    result["calls"] = sorted(calls)
+    result["wcu"] = sum(write_units(before.get(k), after.get(k), transaction=t) for k, t in writes)
+    result["largest"] = max(
+        (item_size(after.get(k) or before.get(k)) for k, _ in writes), default=0
+    )
+
+
+def seed_single_leases(broker: Broker, group: str, topic: str, count: int, now: int) -> None:
+    """``count`` single-message leases on queue 0, written as receives would have."""
+    store = broker.states
+    state = store.load_one(group, topic, 0)
+    for offset in range(count):
+        state.lease_new(
+            offset + 1,
+            delivered=[offset],
+            cursor_base=offset + 1 - (offset + 1) % 1000,
+            now=now,
+            invisible_ms=600_000,
+        )
+    items = [to_item(group_states._values(state, version=1))]
+    items += [
+        to_item(group_states._lease_values(state, group_states.replace_version(lease, None)))
+        for lease in state.leases.values()
+    ]
+    for start in range(0, len(items), 25):
+        chunk = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+        batch_write(boto3.client("dynamodb", region_name="us-east-1"), store.table, chunk)
+
+
+def measure(broker: Broker, group: str, topic: str) -> tuple[dict, dict]:
+    """Write units of receiving the next message and of acking it."""
+    with metered(broker) as receive:
+        [message] = broker.consume.receive(group, topic, max_messages=1)
+    with metered(broker) as ack:
+        assert ack_statuses(broker, group, [message.receipt_handle]) == ["acked"]
+    return receive, ack
+
+
+def test_write_units_of_a_receive_and_an_ack_do_not_grow_with_leases_in_flight(broker, clock):
+    in_flight = 1999  # the receive measured makes it 2,000, the ack acks with 2,000 open
+    for topic in ("a", "b"):
+        broker.admin.create_topic(topic, queues=1)
+    broker.consume.subscribe("ga", "a", "*")
+    broker.consume.subscribe("gb", "b", "*")
+    send(broker, "a", b"first", b"m")
+    measure(broker, "ga", "a")  # the group's first receive on the queue stores its summary
+    quiet_receive, quiet_ack = measure(broker, "ga", "a")
+
+    for _ in range(2):
+        broker.produce.send("b", [MessageInput(b"m")] * 1000)
+    seed_single_leases(broker, "gb", "b", in_flight, clock())
+    assert statuses(broker, "gb")[0].inflight == in_flight
+    busy_receive, busy_ack = measure(broker, "gb", "b")
+    [status] = statuses(broker, "gb")
+    assert (status.inflight, status.committed_offset) == (in_flight, 0)
+
+    assert busy_receive["wcu"] == quiet_receive["wcu"]
+    assert busy_ack["wcu"] == quiet_ack["wcu"]
+    assert busy_receive["largest"] < 1024 and busy_ack["largest"] < 1024
+    assert busy_receive["calls"] == quiet_receive["calls"] == ["BatchGetItem", "TransactWriteItems"]
+    assert busy_ack["calls"] == quiet_ack["calls"] == ["DeleteItem", "UpdateItem"]
+    print(
+        f"\nreceive: {quiet_receive['wcu']} WCU with 0 in flight, {busy_receive['wcu']} with"
+        f" {in_flight}; ack: {quiet_ack['wcu']} WCU with 1, {busy_ack['wcu']} with 2000;"
+        f" largest item written {busy_receive['largest']} B"
+    )
+
+
+def test_the_old_handle_of_a_moved_message_acks_it_for_good(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y")
+    x, y = broker.consume.receive("g", "t", invisible_seconds=10)
+    broker.consume.change_invisible("g", x.receipt_handle, 100)
+    assert ack_statuses(broker, "g", [x.receipt_handle]) == ["acked"]  # the old handle
+    clock.advance(101)
+    again = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert [m.message.body for m in again] == [b"y"]
+    assert ack_statuses(broker, "g", [again[0].receipt_handle, y.receipt_handle]) == [
+        "acked",
+        "acked",  # settled by its redelivery's handle: acking it again succeeds
+    ]
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (2, 0)
+
+
+def test_an_ack_racing_a_redelivery_is_not_lost(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(11)
+    original = group_states.GroupStateStore.save
+    outcome: list[str] = []
+
+    def ack_first(self, state):
+        if not outcome:  # the consumer acks just after the redelivery read the lease
+            outcome.extend(ack_statuses(broker, "g", [m.receipt_handle]))
+        return original(self, state)
+
+    monkeypatch.setattr(group_states.GroupStateStore, "save", ack_first)
+    assert broker.consume.receive("g", "t", invisible_seconds=10) == []
+    assert outcome == ["acked"]
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (1, 0)
+
+
+def test_a_stale_deadline_bound_costs_one_query_then_polls_are_idle(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    ack_statuses(broker, "g", [m.receipt_handle])
+    clock.advance(11)  # the bound says a lease may have expired: the acked one
+    with metered(broker) as first:
+        assert broker.consume.receive("g", "t") == []
+    assert first["calls"] == ["BatchGetItem", "PutItem", "Query"]  # exact bounds stored
+    with metered(broker) as second:
+        assert broker.consume.receive("g", "t") == []
+    assert second["calls"] == ["BatchGetItem"]
+
+
+def test_a_stale_handle_of_a_split_lease_is_expired_and_a_settled_one_acked(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b", b"c")
+    a, b, c = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]
+    clock.advance(11)
+    [again] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    assert again.message.body == b"a"  # the lease was split: c stays in a lease of its own
+    assert ack_statuses(broker, "g", [a.receipt_handle, b.receipt_handle, c.receipt_handle]) == [
+        "expired",
+        "acked",
+        "expired",
+    ]
+
+
+def test_purging_a_topic_deletes_its_leases(broker, clock):
+    broker.admin.create_topic("t", queues=2)
+    broker.admin.create_topic("keep", queues=1)
+    send(broker, "t", b"x", b"y")
+    send(broker, "keep", b"z")
+    assert broker.consume.receive("g", "t") and broker.consume.receive("g", "keep")
+    broker.admin.delete_topic("t")
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    broker.janitor.purge_deleted_topics()
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    left = [key_of(i)[1] for i in ddb.scan(TableName=broker.settings.groups_table)["Items"]]
+    assert left and all(stream.startswith("keep#") for stream in left)
