@@ -106,19 +106,16 @@ class MessageLookup:
         return next((m for m in self._reader.messages(entry) if m.message_id == message_id), None)
 
     def _by_stamp(self, topic: Topic, message_id: str) -> StoredMessage | None:
+        """A broker-made id of a stamped request: the record names its batches."""
         match = STAMPED_ID_PATTERN.fullmatch(message_id)
         if match is None:
             return None
         record = self._producers.get(ProducerStamp(match["producer"], int(match["sequence"])))
-        receipts = record.receipts if record else ()
-        receipt = next((r for r in receipts if r.message_id == message_id), None)
-        if receipt is None:
-            return None
-        entry = self._index.entry_at(topic.name, receipt.queue, receipt.offset)
-        batch = self._reader.messages(entry) if entry else []
-        position = receipt.offset - entry.base_offset if entry else -1
-        if 0 <= position < len(batch) and batch[position].message_id == message_id:
-            return batch[position]
+        for queue, base in (record.bases if record else {}).items():
+            entry = self._index.entry_at(topic.name, queue, base)
+            hit = self._find(entry, message_id) if entry else None
+            if hit is not None:
+                return hit
         return None
 
 

@@ -116,18 +116,19 @@ class ProduceService:
             bases = self._appender.append(
                 batches,
                 stamp=stamp,
-                build_record=lambda bases: ProducerRecord(digest, tuple(receipts_for(bases))),
+                build_record=lambda bases: ProducerRecord(digest, bases),
                 expires_at=retention_expiry,
                 record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
             )
         except AlreadyRecorded:
             assert stamp is not None
             try:
-                result = self._replay(stamp, digest)
+                record = self._recorded(stamp, digest)
             except IdempotencyConflict:
                 # Our object names carry our digest: no other request indexes them.
                 self._objects.delete([b.object_key for b in batches])
                 raise
+            result = SendResult(receipts_for(record.bases), duplicate=True)
             self._objects.delete(self._unindexed(topic, result.receipts, fresh))
             return result
         except QueueClosed as exc:
@@ -213,7 +214,8 @@ class ProduceService:
             named.add(entry.object_key)
         return [key for key in keys if key not in named]
 
-    def _replay(self, stamp: ProducerStamp, digest: str) -> SendResult:
+    def _recorded(self, stamp: ProducerStamp, digest: str) -> ProducerRecord:
+        """The record of the first request with this stamp (which had this payload)."""
         record = self._producers.get(stamp)
         if record is None:  # expired between the failed put and this read
             raise IdempotencyConflict("the producer sequence was used before and has expired")
@@ -222,7 +224,7 @@ class ProduceService:
                 f"producer {stamp.producer_id!r} sequence {stamp.sequence} was already used "
                 "for a different batch"
             )
-        return SendResult(list(record.receipts), duplicate=True)
+        return record
 
     def _validate(
         self,

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import ProducerStamp, SendReceipt
+from ..model import ProducerStamp
 from .dynamo import from_item, to_item
 
 not_yet_recorded = "attribute_not_exists(producer_key)"
@@ -14,11 +14,17 @@ not_yet_recorded = "attribute_not_exists(producer_key)"
 
 @dataclass(frozen=True)
 class ProducerRecord:
-    """What a producer's batch was answered with."""
+    """Where a producer's batch was stored.
+
+    Only the base offset per queue is kept (a few bytes, whatever the batch's size): a
+    retry carries the same messages (same digest), which route to the same queues in the
+    same order, so its receipts follow from the bases.
+    """
 
     digest: str
     """Hash of the request payload: the same stamp with another payload is a conflict."""
-    receipts: tuple[SendReceipt, ...]
+    bases: dict[int, int]
+    """Queue → base offset the batch got there."""
 
 
 def producer_key(stamp: ProducerStamp) -> str:
@@ -35,7 +41,6 @@ class ProducerRecords:
     def put_request(
         self, stamp: ProducerStamp, record: ProducerRecord, *, expires_at: int
     ) -> dict[str, Any]:
-        receipts = [[r.message_id, r.queue, r.offset] for r in record.receipts]
         return {
             "Put": {
                 "TableName": self._table,
@@ -43,7 +48,7 @@ class ProducerRecords:
                     {
                         "producer_key": producer_key(stamp),
                         "digest": record.digest,
-                        "receipts": json.dumps(receipts, separators=(",", ":")),
+                        "bases": json.dumps(record.bases, separators=(",", ":")),
                         "expires_at": expires_at,
                     }
                 ),
@@ -60,5 +65,5 @@ class ProducerRecords:
         if not item:
             return None
         values = from_item(item)
-        receipts = tuple(SendReceipt(m, q, o) for m, q, o in json.loads(values["receipts"]))
-        return ProducerRecord(values["digest"], receipts)
+        bases = {int(q): base for q, base in json.loads(values["bases"]).items()}
+        return ProducerRecord(values["digest"], bases)
