@@ -1,12 +1,68 @@
-"""Core queue benchmark: throughput and AWS calls per 1,000 messages through the local stack.
+"""Core queue benchmark: throughput, AWS calls and list-price cost per message, local stack.
 
-    python tests/benchmarks/core_queue.py [--messages 1000]
+    python tests/benchmarks/core_queue.py [--messages 1000] [--inflight 2000]
 
-For batch sizes 1, 10 and 100 it produces N messages over HTTP, then receives and acks them
-all (max_messages = batch size), counting every AWS call the handlers make (botocore
-``before-call`` events) and timing both phases. Then it does the same with SQS emulated by
-the same moto server (batches capped at SQS's 10), and prints a request-cost estimate at
-AWS list prices. All figures come from one run on this machine; compare them as ratios.
+What it does, all through the HTTP API of one ``LocalStack`` (moto server), one client:
+
+1. For batch sizes 1, 10, 100 and 1,000 it produces N messages of 1 KiB (``--messages``; at
+   least two batches, so 2,000 at batch 1,000), stamped with a producer id + sequence and
+   client-made message ids as the SDK's ``Producer`` sends them, then receives
+   (``max_messages`` = batch size) and acks them all. The same is done with SQS emulated by the
+   same moto server (batches capped at SQS's 10), for the throughput comparison.
+2. It holds 2,000 unacked leases (``--inflight``) on one (group, queue), invisible 12 h, and
+   measures the group-state item's size and the units of one receive (1,999 -> 2,000 leases)
+   and one ack there, next to the same with nothing in flight. The first 1,999 leases are
+   the state 1,999 receives of one message leave, written directly with the broker's own
+   ``GroupQueueState`` / ``GroupStateStore`` (``--inflight-by-receives`` makes the real
+   receives instead: tens of minutes on moto); the measured receive and ack are real.
+3. It prices an idle consumer for a month: a server long poll loop (``wait_seconds=20``) and
+   the SDK ``PushConsumer``'s client-side adaptive polling (``wait_seconds=0``, the interval
+   capped at ``max_poll_interval_s``, read from the SDK), on an idle 8-queue topic.
+
+How the figures are obtained (all from calls counted in this one run, times list prices):
+
+- AWS calls: every call the handlers make is seen through
+  ``cirrusmq_broker.storage.clients.observe_calls`` (botocore ``before-parameter-build``), and
+  ``botocore.client.BaseClient._make_api_call`` is wrapped in this process to see the answer
+  (items read) and whether the call succeeded. Calls are attributed to the request kind
+  (produce / receive / ack) of the handler invocation running at the time (one client, so
+  one invocation at a time).
+- DynamoDB capacity units are computed from item sizes, not taken from
+  ``ReturnConsumedCapacity`` (moto does not report it reliably). Item size follows AWS's rules:
+  attribute names + values (strings as UTF-8, numbers as base-100 digit pairs + 1 byte, binary
+  as bytes, sets as the sum of their elements, lists and maps 3 bytes + 1 byte per element).
+  Writes: ceil(size / 1 KB) per item, the larger of the item before and after for a put or
+  update (a failed conditional write: the existing item's size, at least 1), twice that inside
+  ``TransactWriteItems``; plus the global secondary index writes the change causes (an index
+  entry put when it appears or its projected attributes change, a delete when it goes; entry
+  size = projected attributes + 100 bytes; billed at the standard rate, also under a
+  transaction — an assumption). Reads: ceil(size / 4 KB) per item for GetItem and
+  BatchGetItem (an item that does not exist still costs the minimum), ceil(sum of the items'
+  sizes / 4 KB) for Query and Scan, halved when eventually consistent. The items written are in
+  the request parameters; for updates the item before and after comes from a shadow copy of
+  every item this process wrote (update expressions of the form ``SET a = :v`` / ``ADD a :v``
+  are applied to it; any other form keeps the old size and is counted as estimated), checked
+  at the end against the items stored in moto (the check is printed). Not counted: TTL
+  expiry deletes (free) and storage.
+- Lambda duration: ``cirrusmq_local.lambda_runtime.FunctionRuntime.invoke`` is wrapped in this
+  process; the time inside it (JSON round trip of event and result + handler), less this
+  benchmark's own bookkeeping, is billed in 1 ms increments at the function's MemorySize as
+  the local template loader read it from template.yaml (Globals: 1024 MB). Handlers are
+  imported before the run (no cold start counted). Against moto on a loaded 2-core machine the
+  handlers are far slower than against DynamoDB and S3 in AWS: the duration cost is an upper
+  bound, and every total is also printed without it.
+
+Prices: AWS list prices, us-east-1, as of 2025 (see ``PRICES_AS_OF``): Lambda arm64
+$0.0000133334 per GB-second and $0.20 per million requests; HTTP API $1.00 per million requests;
+DynamoDB on-demand $0.625 per million write request units and $0.125 per million read request
+units; S3 Standard PUT $0.005 per 1,000, GET $0.0004 per 1,000; SQS standard $0.40 per million
+requests, each 64 KB chunk of a payload billed as one request. SQS's best batched cost is
+send + receive + delete in batches of 10: 0.3 requests per message, $0.12 per million.
+
+Targets (the core-hardening issue): at batch 1,000 at most 1/5 of SQS's best ($0.024 per
+million messages), at batch 100 at most SQS's best ($0.12).
+
+Throughput figures come from one run on this machine: compare them as ratios.
 """
 
 from __future__ import annotations
@@ -14,173 +70,646 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import inspect
+import itertools
+import math
+import re
 import statistics
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
 
 import httpx
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+from cirrusmq.push_consumer import PushConsumer
 from cirrusmq.testing import LocalStack
+from cirrusmq_broker import clock as broker_clock
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_local.lambda_runtime import FunctionRuntime
+from ulid import ULID
 
-BATCH_SIZES = (1, 10, 100)
-BODY = base64.b64encode(b"x" * 256).decode()
+BATCH_SIZES = (1, 10, 100, 1000)
+BODY_BYTES = 1024
+BODY = base64.b64encode(b"x" * BODY_BYTES).decode()
+INVISIBLE_12H = 12 * 3600
 
-# us-east-1 list prices (USD), for the request-cost estimate.
+PRICES_AS_OF = "AWS list prices, us-east-1, as of 2025"
 PRICE = {
     "s3_put": 0.005 / 1000,
     "s3_get": 0.0004 / 1000,
-    "ddb_write_unit": 0.625 / 1_000_000,
-    "ddb_read_unit": 0.125 / 1_000_000,
+    "ddb_write_unit": 0.625 / 1_000_000,  # on-demand write request unit
+    "ddb_read_unit": 0.125 / 1_000_000,  # on-demand read request unit
     "api_request": 1.00 / 1_000_000,  # HTTP API
     "lambda_request": 0.20 / 1_000_000,
-    "sqs_request": 0.40 / 1_000_000,
+    "lambda_gb_s": 0.0000133334,  # arm64
+    "sqs_request": 0.40 / 1_000_000,  # standard queue, per 64 KB chunk
 }
-DDB_READS = {"GetItem", "BatchGetItem", "Query", "Scan"}
-DDB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+SQS_CHUNK_BYTES = 64 * 1024
+SQS_BEST_PER_MILLION = 3 / 10 * PRICE["sqs_request"] * 1_000_000  # $0.12
+TARGETS = {1000: SQS_BEST_PER_MILLION / 5, 100: SQS_BEST_PER_MILLION}
+MONTH_S = 30 * 86400
+SQS_IDLE_PER_MONTH = MONTH_S / 20 * PRICE["sqs_request"]  # 129,600 long polls
+
+ROUTE_KINDS = {
+    "POST /v1/topics/{topic}/messages": "produce",
+    "POST /v1/groups/{group}/receive": "receive",
+    "POST /v1/groups/{group}/ack": "ack",
+}
+KINDS = ("produce", "receive", "ack")
+INDEX_ENTRY_OVERHEAD = 100
+"""Bytes AWS adds to a global secondary index entry's projected attributes."""
 
 
-@dataclass
-class CallCounter:
-    """Counts AWS calls by kind, and DynamoDB capacity units.
+# ============================================================== DynamoDB item sizes
+def number_size(text: str) -> int:
+    """Bytes of a DynamoDB number: its base-100 digit pairs, plus one byte."""
+    value = Decimal(text)
+    if value == 0:
+        return 2
+    _, digits, exponent = value.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    count = len(digits) + (exponent % 2)  # align the last digit to an even power of ten
+    return (count + 1) // 2 + 1
 
-    Units are a floor: one per item read or written (two per transactional write), as if
-    every item were under 1 KB (4 KB for reads); group state items can be larger.
-    """
 
-    calls: collections.Counter = field(default_factory=collections.Counter)
-    write_units: int = 0
-    read_units: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+def value_size(value: dict[str, Any]) -> int:
+    """Bytes of one attribute value (AWS's item size rules)."""
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        return number_size(v)
+    if kind == "B":
+        return len(v) if isinstance(v, bytes | bytearray) else len(base64.b64decode(v))
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(s.encode()) for s in v)
+    if kind == "NS":
+        return sum(map(number_size, v))
+    if kind == "BS":
+        return sum(len(b) for b in v)
+    if kind == "L":
+        return 3 + sum(1 + value_size(x) for x in v)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + value_size(x) for k, x in v.items())
+    raise ValueError(f"unknown attribute type {kind}")
 
-    def __call__(self, service: str, operation: str, params: dict) -> None:
-        with self.lock:
-            if service == "s3":
-                kind = {"PutObject": "S3 PUT", "GetObject": "S3 GET"}.get(operation, "S3 other")
-            elif operation in DDB_READS:
-                kind = "DynamoDB read"
-                self.read_units += (
-                    sum(len(v["Keys"]) for v in params["RequestItems"].values())
-                    if operation == "BatchGetItem"
-                    else 1
-                )
-            elif operation in DDB_WRITES:
-                kind = "DynamoDB write"
-                if operation == "TransactWriteItems":
-                    self.write_units += 2 * len(params.get("TransactItems", ()))
-                elif operation == "BatchWriteItem":
-                    self.write_units += sum(len(v) for v in params["RequestItems"].values())
-                else:
-                    self.write_units += 1
+
+def item_size(item: dict[str, Any] | None) -> int:
+    """Bytes of an item: attribute names plus values (0 for no item)."""
+    if not item:
+        return 0
+    return sum(len(name.encode()) + value_size(v) for name, v in item.items())
+
+
+def write_units(size: int) -> int:
+    return max(1, math.ceil(size / 1024))
+
+
+def read_units(size: int) -> int:
+    return max(1, math.ceil(size / 4096))
+
+
+_CLAUSE = re.compile(r"\b(SET|ADD|REMOVE|DELETE)\b", re.IGNORECASE)
+
+
+def apply_update(
+    old: dict[str, Any] | None,
+    key: dict[str, Any],
+    expression: str,
+    names: dict[str, str],
+    values: dict[str, Any],
+) -> tuple[dict[str, Any], bool]:
+    """The item after ``expression``; False when a part was not understood (left out)."""
+    item = dict(old) if old else dict(key)
+    exact = True
+    parts = _CLAUSE.split(expression)
+    for verb, body in zip(parts[1::2], parts[2::2], strict=True):
+        for action in (a.strip() for a in body.split(",")):
+            verb = verb.upper()
+            pattern = r"(#?\w+)\s*=\s*(:\w+)" if verb == "SET" else r"(#?\w+)\s*(:\w+)?"
+            match = re.fullmatch(pattern, action)
+            if not match:
+                exact = False
+                continue
+            name = names.get(match[1], match[1])
+            operand = values.get(match[2]) if match[2] else None
+            if verb == "SET" and operand is not None:
+                item[name] = operand
+            elif verb == "REMOVE":
+                item.pop(name, None)
+            elif verb in ("ADD", "DELETE") and operand is not None:
+                item[name] = _add(item.get(name), operand, remove=verb == "DELETE")
             else:
-                kind = f"{service} {operation}"
-            self.calls[kind] += 1
-
-    def reset(self) -> None:
-        with self.lock:
-            self.calls.clear()
-            self.write_units = self.read_units = 0
+                exact = False
+    return {k: v for k, v in item.items() if v is not None}, exact
 
 
+def _add(current: dict[str, Any] | None, operand: dict[str, Any], *, remove: bool) -> Any:
+    ((kind, value),) = operand.items()
+    if kind == "N":
+        base = Decimal(current["N"]) if current else Decimal(0)
+        return {"N": str(base + Decimal(value))}
+    existing = list(current[kind]) if current else []
+    norm = (lambda x: Decimal(x)) if kind == "NS" else (lambda x: x)
+    if remove:
+        gone = {norm(x) for x in value}
+        kept = [x for x in existing if norm(x) not in gone]
+        return {kind: kept} if kept else None
+    seen = {norm(x) for x in existing}
+    for x in value:
+        if norm(x) not in seen:
+            seen.add(norm(x))
+            existing.append(x)
+    return {kind: existing}
+
+
+# ============================================================== tables and their indexes
+@dataclass(frozen=True)
+class Index:
+    name: str
+    keys: tuple[str, ...]
+    projection: str
+    include: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Table:
+    label: str
+    keys: tuple[str, ...]
+    indexes: tuple[Index, ...] = ()
+
+    def key_of(self, item: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(_norm(item[k]) for k in self.keys)
+
+    def projected(self, item: dict[str, Any] | None, index: Index) -> dict[str, Any] | None:
+        if not item or any(k not in item for k in index.keys):
+            return None
+        if index.projection == "ALL":
+            return item
+        kept = set(self.keys) | set(index.keys) | set(index.include)
+        return {k: v for k, v in item.items() if k in kept}
+
+
+def _norm(value: dict[str, Any]) -> tuple[str, Any]:
+    ((kind, v),) = value.items()
+    return (kind, str(Decimal(v).normalize()) if kind == "N" else v)
+
+
+def describe_tables(ddb: Any, resources: dict[str, str]) -> dict[str, Table]:
+    """Physical table name → its key schema and global secondary indexes (from moto)."""
+    tables = {}
+    for logical, physical in resources.items():
+        try:
+            described = ddb.describe_table(TableName=physical)["Table"]
+        except ClientError:
+            continue  # a bucket
+        indexes = tuple(
+            Index(
+                gsi["IndexName"],
+                tuple(k["AttributeName"] for k in gsi["KeySchema"]),
+                gsi["Projection"]["ProjectionType"],
+                tuple(gsi["Projection"].get("NonKeyAttributes", ())),
+            )
+            for gsi in described.get("GlobalSecondaryIndexes", ())
+        )
+        keys = tuple(k["AttributeName"] for k in described["KeySchema"])
+        tables[physical] = Table(logical, keys, indexes)
+    return tables
+
+
+# ============================================================== usage
+@dataclass
+class Usage:
+    """What one kind of request cost: calls, DynamoDB units by table, Lambda time."""
+
+    calls: collections.Counter[str] = field(default_factory=collections.Counter)
+    read_units: collections.Counter[str] = field(default_factory=collections.Counter)
+    write_units: collections.Counter[str] = field(default_factory=collections.Counter)
+    requests: int = 0
+    handler_ms: list[float] = field(default_factory=list)
+    billed_gb_s: float = 0.0
+    estimated_writes: int = 0
+    failed_writes: int = 0
+
+    def merge(self, other: Usage) -> Usage:
+        self.calls.update(other.calls)
+        self.read_units.update(other.read_units)
+        self.write_units.update(other.write_units)
+        self.requests += other.requests
+        self.handler_ms += other.handler_ms
+        self.billed_gb_s += other.billed_gb_s
+        self.estimated_writes += other.estimated_writes
+        self.failed_writes += other.failed_writes
+        return self
+
+    @property
+    def rru(self) -> float:
+        return sum(self.read_units.values())
+
+    @property
+    def wru(self) -> float:
+        return sum(self.write_units.values())
+
+    def cost(self) -> dict[str, float]:
+        """Dollars by component."""
+        return {
+            "S3 PUT": self.calls["S3 PUT"] * PRICE["s3_put"],
+            "S3 GET": self.calls["S3 GET"] * PRICE["s3_get"],
+            "DDB write": self.wru * PRICE["ddb_write_unit"],
+            "DDB read": self.rru * PRICE["ddb_read_unit"],
+            "HTTP API": self.requests * PRICE["api_request"],
+            "Lambda req": self.requests * PRICE["lambda_request"],
+            "Lambda GB-s": self.billed_gb_s * PRICE["lambda_gb_s"],
+        }
+
+
+def merged(usages: Iterator[Usage] | list[Usage]) -> Usage:
+    total = Usage()
+    for usage in usages:
+        total.merge(usage)
+    return total
+
+
+class Meter:
+    """Counts the handlers' AWS calls, DynamoDB units and Lambda time by request kind."""
+
+    def __init__(self, tables: dict[str, Table]) -> None:
+        self.tables = tables
+        self.shadow: dict[tuple[str, tuple[Any, ...]], dict[str, Any]] = {}
+        self._usage: dict[str, Usage] = collections.defaultdict(Usage)
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self.kind = "other"
+        """The kind of the invocation running now (one client: one at a time)."""
+
+    def take(self) -> dict[str, Usage]:
+        """Usage since the last take, by request kind."""
+        with self._lock:
+            usage, self._usage = dict(self._usage), collections.defaultdict(Usage)
+        return usage
+
+    def _now(self) -> Usage:
+        return self._usage[self.kind]
+
+    # ---------------------------------------------------------------- hooks
+    def observe(self, service: str, operation: str, params: dict[str, Any]) -> None:
+        """observe_calls observer: runs before every call of a handler's client."""
+        if service == "s3":
+            kind = {"PutObject": "S3 PUT", "GetObject": "S3 GET"}.get(operation, "S3 other")
+        elif service == "dynamodb":
+            self._local.pending = (operation, params)
+            kind = "DynamoDB"  # read / write decided when the answer is in
+        else:
+            kind = f"{service} {operation}"
+        if kind != "DynamoDB":
+            with self._lock:
+                self._now().calls[kind] += 1
+
+    def install(self) -> Callable[[], None]:
+        """Wrap botocore's call and the local Lambda runtime; returns the undo."""
+        meter = self
+        original_call = BaseClient._make_api_call
+        original_invoke = FunctionRuntime.invoke
+
+        def make_api_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            meter._local.pending = None
+            try:
+                answer = original_call(client, operation, params)
+            except Exception as exc:
+                meter._answered(None, exc)
+                raise
+            meter._answered(answer, None)
+            return answer
+
+        def invoke(runtime: FunctionRuntime, event: Any) -> Any:
+            kind = ROUTE_KINDS.get(event.get("routeKey", ""), "other")
+            meter.kind, meter._local.overhead = kind, 0.0
+            started = time.perf_counter()
+            try:
+                return original_invoke(runtime, event)
+            finally:
+                seconds = time.perf_counter() - started - meter._local.overhead
+                billed_ms = math.ceil(seconds * 1000)
+                with meter._lock:
+                    usage = meter._usage[kind]
+                    usage.requests += 1
+                    usage.handler_ms.append(seconds * 1000)
+                    usage.billed_gb_s += billed_ms / 1000 * runtime.function.memory_size / 1024
+                meter.kind = "other"
+
+        remove = observe_calls(self.observe)
+        BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+        FunctionRuntime.invoke = invoke  # type: ignore[method-assign]
+
+        def undo() -> None:
+            remove()
+            BaseClient._make_api_call = original_call  # type: ignore[method-assign]
+            FunctionRuntime.invoke = original_invoke  # type: ignore[method-assign]
+
+        return undo
+
+    def _answered(self, answer: dict[str, Any] | None, error: Exception | None) -> None:
+        pending = getattr(self._local, "pending", None)
+        self._local.pending = None
+        if pending is None:
+            return  # not a handler's DynamoDB call
+        started = time.perf_counter()
+        operation, params = pending
+        with self._lock:
+            try:
+                self._dynamodb(operation, params, answer, error)
+            finally:
+                spent = time.perf_counter() - started
+                self._local.overhead = getattr(self._local, "overhead", 0.0) + spent
+
+    # ---------------------------------------------------------------- DynamoDB units
+    def _dynamodb(
+        self,
+        operation: str,
+        params: dict[str, Any],
+        answer: dict[str, Any] | None,
+        error: Exception | None,
+    ) -> None:
+        usage = self._now()
+        if operation in ("GetItem", "BatchGetItem", "Query", "Scan"):
+            usage.calls["DynamoDB read"] += 1
+            if answer is not None:
+                self._read(usage, operation, params, answer)
+        elif operation in (
+            "PutItem",
+            "UpdateItem",
+            "DeleteItem",
+            "TransactWriteItems",
+            "BatchWriteItem",
+        ):
+            usage.calls["DynamoDB write"] += 1
+            ok = error is None
+            if operation == "TransactWriteItems":
+                writes = [next(iter(t.items())) for t in params["TransactItems"]]
+                changes = [self._change(op, p) for op, p in writes]
+                for table, _key, old, new, exact in changes:
+                    self._bill(usage, table, old, new, ok=ok, exact=exact, factor=2)
+                if ok:
+                    for table, key, _, new, _ in changes:
+                        self._store(table, key, new)
+            elif operation == "BatchWriteItem":
+                for name, requests in params["RequestItems"].items():
+                    for request in requests:
+                        op, p = next(iter(request.items()))
+                        op = {"PutRequest": "Put", "DeleteRequest": "Delete"}[op]
+                        table, key, old, new, exact = self._change(op, {"TableName": name, **p})
+                        self._bill(usage, table, old, new, ok=True, exact=exact, factor=1)
+                        self._store(table, key, new)
+            else:
+                op = operation.removesuffix("Item")
+                table, key, old, new, exact = self._change(op, params)
+                self._bill(usage, table, old, new, ok=ok, exact=exact, factor=1)
+                if ok:
+                    self._store(table, key, new)
+        else:
+            usage.calls[f"DynamoDB {operation}"] += 1
+
+    def _change(
+        self, op: str, p: dict[str, Any]
+    ) -> tuple[Table, tuple[Any, ...], dict[str, Any] | None, dict[str, Any] | None, bool]:
+        """(table, key, item before, item after, sized exactly) of one write."""
+        table = self.tables[p["TableName"]]
+        key_item = p["Item"] if op == "Put" else p["Key"]
+        key = table.key_of(key_item)
+        old = self.shadow.get((p["TableName"], key))
+        if op == "Put":
+            return table, key, old, p["Item"], True
+        if op == "Delete":
+            return table, key, old, None, True
+        if op == "Update":
+            new, exact = apply_update(
+                old,
+                p["Key"],
+                p["UpdateExpression"],
+                p.get("ExpressionAttributeNames", {}),
+                p.get("ExpressionAttributeValues", {}),
+            )
+            return table, key, old, new, exact
+        return table, key, old, old, True  # ConditionCheck: billed as a write of the item
+
+    def _store(self, table: Table, key: tuple[Any, ...], new: dict[str, Any] | None) -> None:
+        physical = next(name for name, t in self.tables.items() if t is table)
+        if new is None:
+            self.shadow.pop((physical, key), None)
+        else:
+            self.shadow[(physical, key)] = new
+
+    def _bill(
+        self,
+        usage: Usage,
+        table: Table,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        *,
+        ok: bool,
+        exact: bool,
+        factor: int,
+    ) -> None:
+        if not ok:  # a failed condition costs the existing item's size (at least 1 unit)
+            usage.write_units[table.label] += factor * write_units(item_size(old))
+            usage.failed_writes += 1
+            return
+        usage.write_units[table.label] += factor * write_units(max(item_size(old), item_size(new)))
+        usage.estimated_writes += not exact
+        for index in table.indexes:
+            before, after = table.projected(old, index), table.projected(new, index)
+            if before == after:
+                continue
+            same_key = (
+                before is not None
+                and after is not None
+                and all(before[k] == after[k] for k in index.keys)
+            )
+            entries = [after] if same_key else [e for e in (before, after) if e is not None]
+            label = f"{table.label}/{index.name}"
+            for entry in entries:
+                usage.write_units[label] += write_units(item_size(entry) + INDEX_ENTRY_OVERHEAD)
+
+    def _read(
+        self, usage: Usage, operation: str, params: dict[str, Any], answer: dict[str, Any]
+    ) -> None:
+        if operation == "GetItem":
+            table = self.tables[params["TableName"]]
+            half = not params.get("ConsistentRead", False)
+            units = read_units(item_size(answer.get("Item")))
+            usage.read_units[table.label] += units / 2 if half else units
+        elif operation == "BatchGetItem":
+            unprocessed = answer.get("UnprocessedKeys") or {}
+            for name, request in params["RequestItems"].items():
+                table = self.tables[name]
+                found = {table.key_of(i): i for i in answer.get("Responses", {}).get(name, [])}
+                skipped = {table.key_of(k) for k in unprocessed.get(name, {}).get("Keys", [])}
+                units = sum(
+                    read_units(item_size(found.get(table.key_of(k))))
+                    for k in request["Keys"]
+                    if table.key_of(k) not in skipped
+                )
+                half = not request.get("ConsistentRead", False)
+                usage.read_units[table.label] += units / 2 if half else units
+        else:  # Query, Scan: the items' sizes summed, then rounded up to 4 KB
+            name = params["TableName"]
+            table = self.tables[name]
+            index = params.get("IndexName")
+            sizes = []
+            for item in answer.get("Items", []):
+                full = None
+                if index is None and all(k in item for k in table.keys):
+                    full = self.shadow.get((name, table.key_of(item)))
+                sizes.append(item_size(full or item))
+            units = read_units(sum(sizes))
+            half = index is not None or not params.get("ConsistentRead", False)
+            label = f"{table.label}/{index}" if index else table.label
+            usage.read_units[label] += units / 2 if half else units
+
+    # ---------------------------------------------------------------- check
+    def check_against(self, ddb: Any) -> tuple[int, int, int]:
+        """(items compared, items whose size differs, largest difference in bytes) between
+        the shadow copies and the items stored in moto."""
+        compared = differing = largest = 0
+        for name, table in self.tables.items():
+            for page in ddb.get_paginator("scan").paginate(TableName=name):
+                for item in page["Items"]:
+                    shadow = self.shadow.get((name, table.key_of(item)))
+                    if shadow is None:
+                        continue
+                    compared += 1
+                    difference = abs(item_size(item) - item_size(shadow))
+                    differing += difference > 0
+                    largest = max(largest, difference)
+        return compared, differing, largest
+
+
+# ============================================================== the client side
 @dataclass
 class Phase:
     messages: int
-    requests: int
     seconds: float
     latencies: list[float]
-    calls: dict[str, int]
-    write_units: int
-    read_units: int
+    usage: dict[str, Usage]
 
     @property
     def rate(self) -> float:
         return self.messages / self.seconds
 
-    def per_1000(self, kind: str) -> float:
-        return 1000 * self.calls.get(kind, 0) / self.messages
 
-    def cost_per_million(self) -> float:
-        per_message = (
-            self.calls.get("S3 PUT", 0) * PRICE["s3_put"]
-            + self.calls.get("S3 GET", 0) * PRICE["s3_get"]
-            + self.write_units * PRICE["ddb_write_unit"]
-            + self.read_units * PRICE["ddb_read_unit"]
-            + self.requests * (PRICE["api_request"] + PRICE["lambda_request"])
-        ) / self.messages
-        return per_message * 1_000_000
+class Client:
+    """The benchmark's HTTP client: stamped sends like the SDK's producer."""
+
+    def __init__(self, api: httpx.Client) -> None:
+        self.api = api
+        self.producer_id = f"p-{uuid.uuid4().hex}"
+        self._sequence = itertools.count()
+
+    def create_topic(self, name: str, queues: int) -> None:
+        self.api.post("/v1/topics", json={"name": name, "queues": queues}).raise_for_status()
+
+    def send(self, topic: str, count: int) -> None:
+        now = int(time.time() * 1000)
+        messages = [
+            {"body": BODY, "message_id": str(ULID()), "born_timestamp": now} for _ in range(count)
+        ]
+        r = self.api.post(
+            f"/v1/topics/{topic}/messages",
+            json={
+                "producer_id": self.producer_id,
+                "sequence": next(self._sequence),
+                "messages": messages,
+            },
+        )
+        r.raise_for_status()
+
+    def receive(
+        self, group: str, topic: str, count: int, *, wait: float = 0, invisible: int = 60
+    ) -> list[str]:
+        r = self.api.post(
+            f"/v1/groups/{group}/receive",
+            json={
+                "topic": topic,
+                "max_messages": count,
+                "wait_seconds": wait,
+                "invisible_seconds": invisible,
+            },
+        )
+        r.raise_for_status()
+        return [m["receipt_handle"] for m in r.json()["messages"]]
+
+    def ack(self, group: str, handles: list[str]) -> None:
+        r = self.api.post(f"/v1/groups/{group}/ack", json={"receipt_handles": handles})
+        r.raise_for_status()
+        acked = r.json()["acked"]
+        if acked != len(handles):
+            raise RuntimeError(f"acked {acked} of {len(handles)}: {r.json()['results'][:3]}")
 
 
-def timed(counter: CallCounter, work) -> Phase:
-    counter.reset()
+def timed(meter: Meter, work: Callable[[list[float]], int]) -> Phase:
+    meter.take()
     latencies: list[float] = []
     started = time.perf_counter()
-    messages, requests = work(latencies)
+    messages = work(latencies)
     seconds = time.perf_counter() - started
-    return Phase(
-        messages,
-        requests,
-        seconds,
-        latencies,
-        dict(counter.calls),
-        counter.write_units,
-        counter.read_units,
-    )
+    return Phase(messages, seconds, latencies, meter.take())
 
 
-def produce(api: httpx.Client, topic: str, total: int, batch: int):
-    def work(latencies: list[float]) -> tuple[int, int]:
-        sent = requests = 0
+def produce(client: Client, topic: str, total: int, batch: int) -> Callable[[list[float]], int]:
+    def work(latencies: list[float]) -> int:
+        sent = 0
         while sent < total:
             size = min(batch, total - sent)
             t = time.perf_counter()
-            r = api.post(f"/v1/topics/{topic}/messages", json={"messages": [{"body": BODY}] * size})
+            client.send(topic, size)
             latencies.append(time.perf_counter() - t)
-            r.raise_for_status()
-            sent, requests = sent + size, requests + 1
-        return sent, requests
+            sent += size
+        return sent
 
     return work
 
 
-def consume(api: httpx.Client, topic: str, total: int, batch: int):
-    def work(latencies: list[float]) -> tuple[int, int]:
-        got = requests = 0
+def consume(client: Client, topic: str, total: int, batch: int) -> Callable[[list[float]], int]:
+    def work(latencies: list[float]) -> int:
+        got = 0
         while got < total:
             t = time.perf_counter()
-            r = api.post(
-                "/v1/groups/bench/receive",
-                json={"topic": topic, "max_messages": batch, "wait_seconds": 1},
-            )
-            r.raise_for_status()
-            messages = r.json()["messages"]
-            if not messages:
+            handles = client.receive("bench", topic, batch, wait=1)
+            if not handles:
                 break
-            a = api.post(
-                "/v1/groups/bench/ack",
-                json={"receipt_handles": [m["receipt_handle"] for m in messages]},
-            )
-            a.raise_for_status()
+            client.ack("bench", handles)
             latencies.append(time.perf_counter() - t)
-            got, requests = got + len(messages), requests + 2
-        return got, requests
+            got += len(handles)
+        return got
 
     return work
 
 
-def sqs_round(sqs, total: int, batch: int) -> tuple[float, float]:
-    """(send msg/s, receive+delete msg/s) against moto's SQS, batches capped at 10."""
+def sqs_round(sqs: Any, total: int, batch: int) -> tuple[float, float]:
+    """(send msg/s, receive+delete msg/s) against moto's SQS, batches capped at 10.
+
+    One round per capped batch size (1, 10) of ``--messages`` messages: moto's SQS slows
+    down with the queue's length, and larger batches would repeat the batch-10 round.
+    """
     url = sqs.create_queue(QueueName=f"bench-{batch}-{time.time_ns()}")["QueueUrl"]
-    batch = min(batch, 10)
+    batch, body = min(batch, 10), "x" * BODY_BYTES
     started, sent = time.perf_counter(), 0
     while sent < total:
         size = min(batch, total - sent)
         if size == 1:
-            sqs.send_message(QueueUrl=url, MessageBody="x" * 256)
+            sqs.send_message(QueueUrl=url, MessageBody=body)
         else:
             sqs.send_message_batch(
-                QueueUrl=url,
-                Entries=[{"Id": str(i), "MessageBody": "x" * 256} for i in range(size)],
+                QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": body} for i in range(size)]
             )
         sent += size
     send_rate = sent / (time.perf_counter() - started)
@@ -202,63 +731,438 @@ def sqs_round(sqs, total: int, batch: int) -> tuple[float, float]:
 
 
 def sqs_cost_per_million(batch: int) -> float:
-    requests_per_message = 3 / min(batch, 10)  # send + receive + delete, batched
-    return requests_per_message * PRICE["sqs_request"] * 1_000_000
+    """Send + receive + delete in batches of min(batch, 10); payloads in 64 KB chunks."""
+    size = min(batch, 10)
+    chunks = math.ceil(size * BODY_BYTES / SQS_CHUNK_BYTES)
+    return (2 * chunks + 1) / size * PRICE["sqs_request"] * 1_000_000
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1000, help="messages per batch size")
-    args = parser.parse_args(argv)
-    counter = CallCounter()
-    remove = observe_calls(counter)
-    rows = []
-    with (
-        LocalStack(schedules=False) as stack,
-        httpx.Client(base_url=stack.endpoint, timeout=60) as api,
-    ):
-        sqs = stack.boto3_client("sqs")
-        for batch in BATCH_SIZES:
-            topic = f"bench-{batch}"
-            api.post("/v1/topics", json={"name": topic, "queues": 8}).raise_for_status()
-            p = timed(counter, produce(api, topic, args.messages, batch))
-            c = timed(counter, consume(api, topic, args.messages, batch))
-            sqs_send, sqs_recv = sqs_round(sqs, args.messages, batch)
-            rows.append((batch, p, c, sqs_send, sqs_recv))
-            print(f"batch {batch:>3}: done", file=sys.stderr)
-    remove()
+# ============================================================== scenarios
+@dataclass
+class BatchRun:
+    batch: int
+    produce: Phase
+    consume: Phase
+    sqs_send: float
+    sqs_recv: float
 
+    @property
+    def messages(self) -> int:
+        return self.produce.messages
+
+    def usage(self, kind: str) -> Usage:
+        phase = self.produce if kind == "produce" else self.consume
+        return phase.usage.get(kind, Usage())
+
+    def total(self) -> Usage:
+        return merged([*self.produce.usage.values(), *self.consume.usage.values()])
+
+
+def run_batches(client: Client, meter: Meter, sqs: Any, messages: int) -> list[BatchRun]:
+    runs = []
+    sqs_rates: dict[int, tuple[float, float]] = {}  # SQS batches are capped at 10: run once
+    for batch in BATCH_SIZES:
+        topic, total = f"bench-{batch}", max(messages, 2 * batch)
+        client.create_topic(topic, 8)
+        p = timed(meter, produce(client, topic, total, batch))
+        c = timed(meter, consume(client, topic, total, batch))
+        if c.messages != total:
+            raise RuntimeError(f"batch {batch}: received {c.messages} of {total}")
+        started = time.perf_counter()
+        if min(batch, 10) not in sqs_rates:
+            sqs_rates[min(batch, 10)] = sqs_round(sqs, messages, batch)
+        sqs_send, sqs_recv = sqs_rates[min(batch, 10)]
+        runs.append(BatchRun(batch, p, c, sqs_send, sqs_recv))
+        print(
+            f"batch {batch:>4}: {total} messages, produce {p.seconds:.0f} s, receive+ack"
+            f" {c.seconds:.0f} s, SQS {time.perf_counter() - started:.0f} s",
+            file=sys.stderr,
+        )
+    return runs
+
+
+@dataclass
+class InflightCase:
+    inflight: int
+    state_bytes: int
+    shadow_bytes: int
+    receive: Usage
+    ack: Usage
+    note: str = ""
+
+
+def measured(meter: Meter, work: Callable[[], Any]) -> tuple[Usage, Any]:
+    meter.take()
+    result = work()
+    return merged(meter.take().values()), result
+
+
+def state_item_size(stack: LocalStack, meter: Meter, group: str, topic: str) -> tuple[int, int]:
+    """(bytes of the stored (group, queue 0) state item in moto, bytes of the shadow copy)."""
+    ddb = stack.boto3_client("dynamodb")
+    table = stack.resources["GroupsTable"]
+    key = {"group_name": {"S": group}, "stream": {"S": f"{topic}#0"}}
+    item = ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    shadow = meter.shadow.get((table, meter.tables[table].key_of(key)))
+    return item_size(item), item_size(shadow)
+
+
+def hold_directly(stack: LocalStack, meter: Meter, group: str, topic: str, count: int) -> None:
+    """Store the state ``count`` receives of one message each would leave (12 h leases).
+
+    Each lease is made by the broker's own rule (``GroupQueueState.lease_new``, then
+    ``compact``) and the item written by its ``GroupStateStore.save``, outside the handlers:
+    on this machine moto takes tens of minutes for 2,000 real receives of a growing item.
+    """
+    store = GroupStateStore(stack.boto3_client("dynamodb"), stack.resources["GroupsTable"])
+    state = store.load_one(group, topic, 0)
+    now = broker_clock.now_ms()
+    for _ in range(count):
+        offset = state.cursor
+        state.lease_new(
+            offset + 1,
+            delivered=[offset],
+            cursor_base=(offset + 1) // 1000 * 1000,  # the topic was sent in batches of 1000
+            now=now,
+            invisible_ms=INVISIBLE_12H * 1000,
+        )
+    state.compact()  # once: nothing was acked in between, so it is the same as after each
+    if not store.save(state):
+        raise RuntimeError("the group state changed while the leases were built")
+    ddb = stack.boto3_client("dynamodb")
+    table = stack.resources["GroupsTable"]
+    key = {"group_name": {"S": group}, "stream": {"S": f"{topic}#0"}}
+    item = ddb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+    meter.shadow[(table, meter.tables[table].key_of(key))] = item  # written past the meter
+
+
+def run_inflight(
+    stack: LocalStack, client: Client, meter: Meter, held: int, *, by_receives: bool
+) -> tuple[list[InflightCase], Usage | None, float]:
+    """Units of one receive and one ack with 0 and with ``held`` messages in flight on one
+    (group, queue); also what a receive costs once the queue's lease limit is reached.
+
+    The first ``held - 1`` leases come from ``held - 1`` receives of one message
+    (``by_receives``) or are built directly (:func:`hold_directly`); the last one is the
+    measured receive (``held - 1`` → ``held`` leases), then one ack is measured there.
+    """
+    topic, group = "bench-inflight", "holder"
+    client.create_topic(topic, 1)
+    left = held + 10  # enough for the measured receives after the held ones
+    while left:
+        client.send(topic, min(1000, left))
+        left -= min(1000, left)
+    client.ack(group, client.receive(group, topic, 1))  # the state item and subscription exist
+    cases = []
+
+    size, shadow = state_item_size(stack, meter, group, topic)
+    receive, handles = measured(meter, lambda: client.receive(group, topic, 1))
+    ack, _ = measured(meter, lambda: client.ack(group, handles))
+    cases.append(InflightCase(0, size, shadow, receive, ack))
+
+    how = "made by receives" if by_receives else "built directly"
+    print(f"in flight: holding {held - 1} leases ({how})", file=sys.stderr)
+    started = time.perf_counter()
+    if by_receives:
+        for i in range(held - 1):
+            if not client.receive(group, topic, 1, invisible=INVISIBLE_12H):
+                raise RuntimeError(f"receive {i} of the held leases brought nothing")
+    else:
+        hold_directly(stack, meter, group, topic, held - 1)
+    setup_s = time.perf_counter() - started
+    receive, kept = measured(
+        meter, lambda: client.receive(group, topic, 1, invisible=INVISIBLE_12H)
+    )
+    size, shadow = state_item_size(stack, meter, group, topic)
+    at_limit, nothing = measured(meter, lambda: client.receive(group, topic, 1))
+    if nothing:  # below the lease limit: it took one more; give it back
+        client.ack(group, nothing)
+        at_limit = None
+    ack, _ = measured(meter, lambda: client.ack(group, kept))
+    note = f"receive: {held - 1} -> {held} leases (the {held - 1} {how}); ack at {held}"
+    cases.append(InflightCase(held, size, shadow, receive, ack, note))
+    return cases, at_limit, setup_s
+
+
+@dataclass
+class IdleCosts:
+    long_poll: Usage
+    long_poll_s: float
+    short_polls: Usage
+    short_poll_count: int
+    short_poll_wall_ms: float
+    max_interval_s: float
+
+
+def run_idle(client: Client, meter: Meter, short_polls: int = 10) -> IdleCosts:
+    topic = "bench-idle"
+    client.create_topic(topic, 8)
+    for group in ("idle-long", "idle-push"):
+        client.receive(group, topic, 32)  # subscribes the group (a write, once)
+    print("idle: one 20 s long poll", file=sys.stderr)
+    started = time.perf_counter()
+    long_poll, got = measured(meter, lambda: client.receive("idle-long", topic, 32, wait=20))
+    long_poll_s = time.perf_counter() - started
+    if got:
+        raise RuntimeError("the idle topic delivered a message")
+    walls = []
+
+    def polls() -> None:
+        for _ in range(short_polls):
+            t = time.perf_counter()
+            if client.receive("idle-push", topic, 32, wait=0):
+                raise RuntimeError("the idle topic delivered a message")
+            walls.append(time.perf_counter() - t)
+
+    short, _ = measured(meter, polls)
+    default = inspect.signature(PushConsumer.__init__).parameters["max_poll_interval_s"].default
+    return IdleCosts(
+        long_poll,
+        long_poll_s,
+        short,
+        short_polls,
+        1000 * statistics.median(walls),
+        float(default),
+    )
+
+
+# ============================================================== printing
+def per_1000(value: float, messages: int) -> float:
+    return 1000 * value / messages
+
+
+def print_throughput(runs: list[BatchRun], messages: int) -> None:
     print(
-        f"\nCirrusMQ core queue benchmark — {args.messages} messages of 256 B per batch size,"
-        " one client, local stack (moto server)\n"
+        f"\nCirrusMQ core queue benchmark — {messages} messages of {BODY_BYTES} B per batch"
+        f" size (batch 1000: {max(messages, 2000)}), one client, local stack (moto server)\n"
     )
     print(
         f"{'batch':>5} | {'produce msg/s':>13} | {'p50 send ms':>11} | {'recv+ack msg/s':>14} |"
         f" {'SQS send msg/s':>14} | {'SQS recv+del msg/s':>18}"
     )
-    for batch, p, c, ss, sr in rows:
+    for run in runs:
         print(
-            f"{batch:>5} | {p.rate:>13.1f} | {1000 * statistics.median(p.latencies):>11.1f} |"
-            f" {c.rate:>14.1f} | {ss:>14.1f} | {sr:>18.1f}"
+            f"{run.batch:>5} | {run.produce.rate:>13.1f} |"
+            f" {1000 * statistics.median(run.produce.latencies):>11.1f} |"
+            f" {run.consume.rate:>14.1f} | {run.sqs_send:>14.1f} | {run.sqs_recv:>18.1f}"
         )
-    print("\nAWS calls per 1,000 messages (produce / receive+ack)")
-    kinds = ["S3 PUT", "S3 GET", "DynamoDB read", "DynamoDB write"]
-    print(f"{'batch':>5} | " + " | ".join(f"{k:>17}" for k in kinds))
-    for batch, p, c, _, _ in rows:
-        cells = [f"{p.per_1000(k):>7.1f} / {c.per_1000(k):>7.1f}" for k in kinds]
-        print(f"{batch:>5} | " + " | ".join(cells))
-    print("\nRequest cost per million messages (produce + consume), AWS list prices us-east-1:")
     print(
-        "  S3 requests, DynamoDB on-demand units (items <= 1 KB assumed), HTTP API + Lambda"
-        " requests (Lambda duration not included) vs SQS standard requests"
+        f"  SQS through the same moto server, {messages} messages of {BODY_BYTES} B, batches"
+        " capped at 10 (batches 100 and 1000 show the batch-10 round); CirrusMQ produces"
+        " with a producer id + sequence and client message ids, as the SDK's Producer does"
     )
-    for batch, p, c, _, _ in rows:
-        ours = p.cost_per_million() + c.cost_per_million()
-        sqs_cost = sqs_cost_per_million(batch)
+
+
+def print_calls(runs: list[BatchRun]) -> None:
+    print("\nPer 1,000 messages, by request kind (DynamoDB units computed from item sizes):")
+    print(
+        f"{'batch':>5} {'kind':<8}| {'requests':>8} | {'S3 PUT':>7} | {'S3 GET':>7} |"
+        f" {'DDB rd calls':>12} | {'DDB wr calls':>12} | {'RRU':>8} | {'WRU':>8} |"
+        f" {'p50 handler ms':>14} | {'Lambda GB-s':>11}"
+    )
+    for run in runs:
+        n = run.messages
+        rows = [(kind, run.usage(kind)) for kind in KINDS] + [("total", run.total())]
+        for kind, u in rows:
+            p50 = statistics.median(u.handler_ms) if kind != "total" and u.handler_ms else None
+            print(
+                f"{run.batch:>5} {kind:<8}| {per_1000(u.requests, n):>8.1f} |"
+                f" {per_1000(u.calls['S3 PUT'], n):>7.1f} |"
+                f" {per_1000(u.calls['S3 GET'], n):>7.1f} |"
+                f" {per_1000(u.calls['DynamoDB read'], n):>12.1f} |"
+                f" {per_1000(u.calls['DynamoDB write'], n):>12.1f} |"
+                f" {per_1000(u.rru, n):>8.1f} | {per_1000(u.wru, n):>8.1f} |"
+                f" {'' if p50 is None else f'{p50:.1f}':>14} |"
+                f" {per_1000(u.billed_gb_s, n):>11.3f}"
+            )
+    print("\nDynamoDB write units per 1,000 messages, by table (/index):")
+    labels = sorted({label for run in runs for label in run.total().write_units})
+    print(f"{'batch':>5} | " + " | ".join(f"{label:>24}" for label in labels))
+    for run in runs:
+        u = run.total()
+        cells = [f"{per_1000(u.write_units[label], run.messages):>24.1f}" for label in labels]
+        print(f"{run.batch:>5} | " + " | ".join(cells))
+    extra = merged(run.total() for run in runs)
+    other = {k: v for k, v in extra.calls.items() if k.startswith(("S3 other", "DynamoDB "))}
+    other.pop("DynamoDB read", None)
+    other.pop("DynamoDB write", None)
+    print(
+        f"  other calls: {other or 'none'}; failed conditional writes:"
+        f" {extra.failed_writes}; writes sized by estimate: {extra.estimated_writes}"
+    )
+
+
+def verdict(batch: int, total: float, without_duration: float) -> str:
+    target = TARGETS.get(batch)
+    if target is None:
+        return ""
+    if total <= target:
+        return f"<= ${target:.3f}: met"
+    if without_duration <= target:
+        return f"<= ${target:.3f}: met without Lambda duration"
+    return f"<= ${target:.3f}: NOT met"
+
+
+def print_costs(runs: list[BatchRun]) -> None:
+    print(
+        f"\n$ per million messages (produce + receive + ack), {PRICES_AS_OF};"
+        " Lambda GB-s = measured handler time here (an upper bound):"
+    )
+    components = list(Usage().cost())
+    print(
+        f"{'batch':>5} | "
+        + " | ".join(f"{c:>11}" for c in components)
+        + f" | {'total':>8} | {'w/o GB-s':>8} | {'vs SQS $0.12':>12} | target"
+    )
+    for run in runs:
+        cost = {k: v * 1_000_000 / run.messages for k, v in run.total().cost().items()}
+        total = sum(cost.values())
+        without = total - cost["Lambda GB-s"]
         print(
-            f"  batch {batch:>3}: CirrusMQ ${ours:8.2f}   SQS ${sqs_cost:6.2f}"
-            f"   ratio {ours / sqs_cost:5.1f}x"
+            f"{run.batch:>5} | "
+            + " | ".join(f"{cost[c]:>11.4f}" for c in components)
+            + f" | {total:>8.4f} | {without:>8.4f} |"
+            f" {total / SQS_BEST_PER_MILLION:>11.2f}x | {verdict(run.batch, total, without)}"
         )
+    print(
+        "  SQS standard, same batch (capped at 10; 64 KB chunks): "
+        + ", ".join(f"batch {r.batch}: ${sqs_cost_per_million(r.batch):.2f}" for r in runs)
+        + f"; best (batches of 10): ${SQS_BEST_PER_MILLION:.2f}"
+    )
+    records = [
+        f"batch {r.batch}: ${per_million(r.total().write_units['ProducersTable'], r):.4f}"
+        for r in runs
+    ]
+    print(
+        "  of the DynamoDB writes, idempotency records (ProducersTable), $ per million messages:"
+        f" {', '.join(records)}"
+    )
+
+
+def per_million(write_units: float, run: BatchRun) -> float:
+    return write_units * PRICE["ddb_write_unit"] * 1_000_000 / run.messages
+
+
+def describe(u: Usage) -> str:
+    tables = ", ".join(f"{k} {v:g}" for k, v in sorted(u.write_units.items()))
+    return (
+        f"{u.calls['DynamoDB read']} reads = {u.rru:g} RRU, "
+        f"{u.calls['DynamoDB write']} writes = {u.wru:g} WRU" + (f" ({tables})" if tables else "")
+    )
+
+
+def print_inflight(cases: list[InflightCase], at_limit: Usage | None, setup_s: float) -> None:
+    print("\nGroup state with messages in flight on one (group, queue) (1-queue topic):")
+    for case in cases:
+        print(
+            f"  {case.inflight:>5} in flight: state item {case.state_bytes:,} B"
+            f" (shadow {case.shadow_bytes:,} B)" + (f"; {case.note}" if case.note else "")
+        )
+        print(f"        one ack:     {describe(case.ack)}")
+        print(f"        one receive: {describe(case.receive)}")
+    if at_limit is not None:
+        print(
+            f"  a receive at the lease limit ({cases[-1].inflight} leases) delivers nothing and"
+            f" costs {describe(at_limit)}"
+        )
+    print(f"  (holding the leases took {setup_s:.0f} s)")
+
+
+def monthly(per_poll: dict[str, float], polls: float) -> float:
+    return sum(per_poll.values()) * polls
+
+
+def print_idle(idle: IdleCosts, memory_mb: int) -> None:
+    print(f"\nIdle consumer on an idle 8-queue topic, per month (30 days), {PRICES_AS_OF}:")
+    long_cost = idle.long_poll.cost()
+    long_polls = MONTH_S / idle.long_poll_s
+    print(
+        f"  (a) server long poll, wait_seconds=20: one poll measured: {idle.long_poll_s:.1f} s,"
+        f" {describe(idle.long_poll)}, Lambda {idle.long_poll.billed_gb_s:.1f} GB-s"
+        f" ({memory_mb} MB)"
+    )
+    print(
+        f"      {long_polls:,.0f} polls/month: ${monthly(long_cost, long_polls):.2f}/month"
+        f" (Lambda GB-s ${long_cost['Lambda GB-s'] * long_polls:.2f}, DynamoDB reads"
+        f" ${long_cost['DDB read'] * long_polls:.2f}, HTTP API + Lambda requests"
+        f" ${(long_cost['HTTP API'] + long_cost['Lambda req']) * long_polls:.2f});"
+        " latency: at once"
+    )
+    n = idle.short_poll_count
+    per_poll = {k: v / n for k, v in idle.short_polls.cost().items()}
+    ms = statistics.median(idle.short_polls.handler_ms)
+    print(
+        f"  (b) PushConsumer adaptive polling, wait_seconds=0, max_poll_interval_s default"
+        f" {idle.max_interval_s:g} s: one poll measured (mean of {n}):"
+        f" {idle.short_polls.calls['DynamoDB read'] / n:g} reads = {idle.short_polls.rru / n:g}"
+        f" RRU, {idle.short_polls.wru / n:g} WRU, handler p50 {ms:.1f} ms"
+        f" ({idle.short_polls.billed_gb_s / n:.4f} GB-s billed)"
+    )
+    for cap in sorted({idle.max_interval_s, 20.0}):
+        polls = MONTH_S / cap
+        label = "default" if cap == idle.max_interval_s else "option "
+        print(
+            f"      cap {cap:g} s ({label}): {polls:,.0f} polls/month:"
+            f" ${monthly(per_poll, polls):.2f}/month (without Lambda duration"
+            f" ${monthly(per_poll, polls) - per_poll['Lambda GB-s'] * polls:.2f});"
+            f" latency bound {cap:g} s + one receive (~{idle.short_poll_wall_ms:.0f} ms here)"
+        )
+    print(
+        f"  SQS long polling (20 s polls: {MONTH_S / 20:,.0f} requests/month):"
+        f" ${SQS_IDLE_PER_MONTH:.2f}/month"
+    )
+
+
+# ============================================================== main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1000, help="messages per batch size")
+    parser.add_argument(
+        "--inflight", type=int, default=2000, help="leases held for the in-flight case"
+    )
+    parser.add_argument(
+        "--inflight-by-receives",
+        action="store_true",
+        help="hold the leases with real receives of one message (slow on moto) instead of"
+        " writing the state they leave",
+    )
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    with (
+        LocalStack(schedules=False, preload_handlers=True, expire_interval=None) as stack,
+        httpx.Client(base_url=stack.endpoint, timeout=120) as api,
+    ):
+        meter = Meter(describe_tables(stack.boto3_client("dynamodb"), dict(stack.resources)))
+        undo = meter.install()
+        try:
+            client = Client(api)
+            runs = run_batches(client, meter, stack.boto3_client("sqs"), args.messages)
+            cases, at_limit, setup_s = run_inflight(
+                stack, client, meter, args.inflight, by_receives=args.inflight_by_receives
+            )
+            idle = run_idle(client, meter)
+        finally:
+            undo()
+        print(f"checking item sizes ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+        check = meter.check_against(stack.boto3_client("dynamodb"))
+        memory = {fn.function.memory_size for fn in stack.functions.values()}
+    print_throughput(runs, args.messages)
+    print_calls(runs)
+    print_costs(runs)
+    print_inflight(cases, at_limit, setup_s)
+    print_idle(idle, max(memory))
+    compared, differing, largest = check
+    print(
+        f"\nPrices: {PRICES_AS_OF} — Lambda arm64 $0.0000133334/GB-s + $0.20/M requests;"
+        " HTTP API $1.00/M; DynamoDB on-demand $0.625/M WRU, $0.125/M RRU; S3 PUT $0.005/1k,"
+        " GET $0.0004/1k; SQS standard $0.40/M requests (64 KB chunks)."
+    )
+    print(
+        f"Lambda MemorySize from template.yaml: {', '.join(f'{m} MB' for m in sorted(memory))}."
+        f" Item sizes of the shadow copies checked against moto: {compared} items,"
+        f" {differing} differ (largest difference {largest} B)."
+        f" Run time {time.perf_counter() - started:.0f} s."
+    )
     return 0
 
 
