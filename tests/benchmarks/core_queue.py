@@ -11,10 +11,8 @@ What it does, all through the HTTP API of one ``LocalStack`` (moto server), one 
    same moto server (batches capped at SQS's 10), for the throughput comparison.
 2. It holds 2,000 unacked leases (``--inflight``) on one (group, queue), invisible 12 h, and
    measures the group-state item's size and the units of one receive (1,999 -> 2,000 leases)
-   and one ack there, next to the same with nothing in flight. The first 1,999 leases are
-   the state 1,999 receives of one message leave, written directly with the broker's own
-   ``GroupQueueState`` / ``GroupStateStore`` (``--inflight-by-receives`` makes the real
-   receives instead: tens of minutes on moto); the measured receive and ack are real.
+   and one ack there, next to the same with nothing in flight. The first 1,999 leases come
+   from 1,999 real receives of one message each.
 3. It prices an idle consumer for a month: a server long poll loop (``wait_seconds=20``) and
    the SDK ``PushConsumer``'s client-side adaptive polling (``wait_seconds=0``, the interval
    capped at ``max_poll_interval_s``, read from the SDK), on an idle 8-queue topic.
@@ -89,9 +87,7 @@ from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 from cirrusmq.push_consumer import PushConsumer
 from cirrusmq.testing import LocalStack
-from cirrusmq_broker import clock as broker_clock
 from cirrusmq_broker.storage.clients import observe_calls
-from cirrusmq_broker.storage.group_states import GroupStateStore
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from ulid import ULID
 
@@ -807,44 +803,14 @@ def state_item_size(stack: LocalStack, meter: Meter, group: str, topic: str) -> 
     return item_size(item), item_size(shadow)
 
 
-def hold_directly(stack: LocalStack, meter: Meter, group: str, topic: str, count: int) -> None:
-    """Store the state ``count`` receives of one message each would leave (12 h leases).
-
-    Each lease is made by the broker's own rule (``GroupQueueState.lease_new``, then
-    ``compact``) and the item written by its ``GroupStateStore.save``, outside the handlers:
-    on this machine moto takes tens of minutes for 2,000 real receives of a growing item.
-    """
-    store = GroupStateStore(stack.boto3_client("dynamodb"), stack.resources["GroupsTable"])
-    state = store.load_one(group, topic, 0)
-    now = broker_clock.now_ms()
-    for _ in range(count):
-        offset = state.cursor
-        state.lease_new(
-            offset + 1,
-            delivered=[offset],
-            cursor_base=(offset + 1) // 1000 * 1000,  # the topic was sent in batches of 1000
-            now=now,
-            invisible_ms=INVISIBLE_12H * 1000,
-        )
-    state.compact()  # once: nothing was acked in between, so it is the same as after each
-    if not store.save(state):
-        raise RuntimeError("the group state changed while the leases were built")
-    ddb = stack.boto3_client("dynamodb")
-    table = stack.resources["GroupsTable"]
-    key = {"group_name": {"S": group}, "stream": {"S": f"{topic}#0"}}
-    item = ddb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
-    meter.shadow[(table, meter.tables[table].key_of(key))] = item  # written past the meter
-
-
 def run_inflight(
-    stack: LocalStack, client: Client, meter: Meter, held: int, *, by_receives: bool
+    stack: LocalStack, client: Client, meter: Meter, held: int
 ) -> tuple[list[InflightCase], Usage | None, float]:
     """Units of one receive and one ack with 0 and with ``held`` messages in flight on one
     (group, queue); also what a receive costs once the queue's lease limit is reached.
 
-    The first ``held - 1`` leases come from ``held - 1`` receives of one message
-    (``by_receives``) or are built directly (:func:`hold_directly`); the last one is the
-    measured receive (``held - 1`` → ``held`` leases), then one ack is measured there.
+    The first ``held - 1`` leases come from ``held - 1`` receives of one message; the last
+    one is the measured receive (``held - 1`` → ``held`` leases), then one ack there.
     """
     topic, group = "bench-inflight", "holder"
     client.create_topic(topic, 1)
@@ -860,15 +826,11 @@ def run_inflight(
     ack, _ = measured(meter, lambda: client.ack(group, handles))
     cases.append(InflightCase(0, size, shadow, receive, ack))
 
-    how = "made by receives" if by_receives else "built directly"
-    print(f"in flight: holding {held - 1} leases ({how})", file=sys.stderr)
+    print(f"in flight: holding {held - 1} leases (made by receives)", file=sys.stderr)
     started = time.perf_counter()
-    if by_receives:
-        for i in range(held - 1):
-            if not client.receive(group, topic, 1, invisible=INVISIBLE_12H):
-                raise RuntimeError(f"receive {i} of the held leases brought nothing")
-    else:
-        hold_directly(stack, meter, group, topic, held - 1)
+    for i in range(held - 1):
+        if not client.receive(group, topic, 1, invisible=INVISIBLE_12H):
+            raise RuntimeError(f"receive {i} of the held leases brought nothing")
     setup_s = time.perf_counter() - started
     receive, kept = measured(
         meter, lambda: client.receive(group, topic, 1, invisible=INVISIBLE_12H)
@@ -879,7 +841,7 @@ def run_inflight(
         client.ack(group, nothing)
         at_limit = None
     ack, _ = measured(meter, lambda: client.ack(group, kept))
-    note = f"receive: {held - 1} -> {held} leases (the {held - 1} {how}); ack at {held}"
+    note = f"receive: {held - 1} -> {held} leases (the {held - 1} made by receives); ack at {held}"
     cases.append(InflightCase(held, size, shadow, receive, ack, note))
     return cases, at_limit, setup_s
 
@@ -1120,12 +1082,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--inflight", type=int, default=2000, help="leases held for the in-flight case"
     )
-    parser.add_argument(
-        "--inflight-by-receives",
-        action="store_true",
-        help="hold the leases with real receives of one message (slow on moto) instead of"
-        " writing the state they leave",
-    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
@@ -1137,9 +1093,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client = Client(api)
             runs = run_batches(client, meter, stack.boto3_client("sqs"), args.messages)
-            cases, at_limit, setup_s = run_inflight(
-                stack, client, meter, args.inflight, by_receives=args.inflight_by_receives
-            )
+            cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
             idle = run_idle(client, meter)
         finally:
             undo()

@@ -15,6 +15,7 @@ from broker_helpers import ack_statuses, index_items, object_keys, send, statuse
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, SubscriptionConflict, TopicNotFound
 from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.services.consume import FLOW_RECHECK_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
 
@@ -171,7 +172,7 @@ def test_describe_shows_what_holds_the_committed_offset(broker, clock):
     assert (status.oldest_unacked_offset, status.oldest_unacked_attempt) == (a.message.offset, 2)
 
 
-def test_a_queue_at_its_flow_control_limit_delivers_again_once_acked(broker, monkeypatch):
+def test_a_queue_at_its_flow_control_limit_delivers_again_once_acked(broker, clock, monkeypatch):
     from cirrusmq_broker import limits
 
     monkeypatch.setattr(limits, "MAX_LEASES_PER_QUEUE", 3)
@@ -180,6 +181,7 @@ def test_a_queue_at_its_flow_control_limit_delivers_again_once_acked(broker, mon
     held = [broker.consume.receive("g", "t", max_messages=1)[0] for _ in range(3)]
     assert broker.consume.receive("g", "t") == []  # 3 leases: the queue waits for acks
     assert ack_statuses(broker, "g", [m.receipt_handle for m in held]) == ["acked"] * 3
+    clock.advance(FLOW_RECHECK_SECONDS)  # a queue at its limit is re-checked this often
     assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"4"]
 
 

@@ -34,6 +34,7 @@ from ..errors import (
     ReceiptHandleExpired,
     StorageUnavailable,
     SubscriptionConflict,
+    Throttled,
     TooManyInflight,
 )
 from ..filters import TagFilter
@@ -58,6 +59,8 @@ POLL_INTERVAL_SECONDS = 1.0
 """A long poll re-reads the heads this often: about one read per second while idle."""
 POLL_MARGIN_SECONDS = 0.3
 """A long poll stops starting new work this long before its wait ends."""
+FLOW_RECHECK_SECONDS = 5.0
+"""A queue at its flow-control limit has its leases re-read at most this often."""
 MIN_PASS_SECONDS = 2.0
 """A pass over the queues may always take this long (a receive without a wait still fills
 from several queues); after that, or after the wait, it answers with what it has."""
@@ -111,7 +114,7 @@ class AckStatus(StrEnum):
     ACKED = "acked"
     """Settled now or before (acking an acked message succeeds)."""
     EXPIRED = "expired"
-    """The lease ended and the message was redelivered since: it was not acked."""
+    """The lease ended (the message was or will be delivered again): it was not acked."""
     INVALID = "invalid"
     """Forged, corrupt, or another group's handle."""
 
@@ -149,6 +152,8 @@ class ConsumeService:
         self._clock = clock
         self._sleep = sleep
         self._starts: dict[str, itertools.count[int]] = {}
+        self._flow_checked: dict[tuple[str, str, int], float] = {}
+        """(group, topic, queue) → when its leases were last read for flow control (s)."""
         self._lock = threading.Lock()
 
     # ================================================================ receive
@@ -245,7 +250,7 @@ class ConsumeService:
                 )
             except Busy:
                 continue  # other consumers of the group hold this queue: serve the others
-            except StorageUnavailable:
+            except (StorageUnavailable, Throttled):
                 if received:
                     break  # hand out what is leased already rather than let it sit invisible
                 raise
@@ -262,10 +267,29 @@ class ConsumeService:
             start = next(counter) % topic.queues
         return [(start + i) % topic.queues for i in range(topic.queues)]
 
+    def _flow_recheck(self, state: GroupQueueState) -> bool:
+        """Whether a queue held by flow control may have its leases read again now.
+
+        Acks do not touch the summary, so only the leases tell whether they freed room;
+        reading them is rate-limited per queue, so a queue at its limit does not cost a
+        lease query on every poll.
+        """
+        key = (state.group, state.topic, state.queue)
+        now = self._clock() / 1000
+        with self._lock:
+            if now - self._flow_checked.get(key, -FLOW_RECHECK_SECONDS) < FLOW_RECHECK_SECONDS:
+                return False
+            self._flow_checked[key] = now
+            if len(self._flow_checked) > 10_000:
+                self._flow_checked.clear()
+        return True
+
     def _plan(
         self, state: GroupQueueState, tag_filter: TagFilter, budget: int, now: int, end: int
     ) -> QueuePlan:
-        if not state.complete and (state.may_have_expired(now) or _flow_bound(state)):
+        if not state.complete and (
+            state.may_have_expired(now) or (_flow_bound(state) and self._flow_recheck(state))
+        ):
             self._states.load_leases(state)  # the cheap bounds say: look at the leases
         state.refresh()  # acks since the last save may have freed flow control
         plan = QueuePlan(scan_end=state.cursor)

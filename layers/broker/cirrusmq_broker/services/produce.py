@@ -128,8 +128,14 @@ class ProduceService:
                 # Our object names carry our digest: no other request indexes them.
                 self._objects.delete([b.object_key for b in batches])
                 raise
+            if not set(by_queue) <= set(record.bases):  # recorded for an older incarnation
+                self._objects.delete(fresh)
+                raise IdempotencyConflict(
+                    f"producer {stamp.producer_id!r} sequence {stamp.sequence} was used for a "
+                    f"topic {topic.name!r} with other queues; use a new sequence"
+                ) from None
             result = SendResult(receipts_for(record.bases), duplicate=True)
-            self._objects.delete(self._unindexed(topic, result.receipts, fresh))
+            self._objects.delete(self._unindexed(topic, record.bases, fresh))
             return result
         except QueueClosed as exc:
             # Nothing of this stamp or request was appended (a recorded stamp would have
@@ -202,13 +208,13 @@ class ProduceService:
         self._objects.put(key, data, retention_hours=topic.retention_hours)
         return key, True
 
-    def _unindexed(self, topic: Topic, receipts: list[SendReceipt], keys: list[str]) -> list[str]:
-        """Those of ``keys`` the recorded receipts' batches do not name (safe to delete)."""
+    def _unindexed(self, topic: Topic, bases: dict[int, int], keys: list[str]) -> list[str]:
+        """Those of ``keys`` the recorded batches do not name (safe to delete)."""
         if not keys:
             return []
         named = set()
-        for queue, offset in {(r.queue, r.offset) for r in receipts}:
-            entry = self._index.entry_at(topic.name, queue, offset)
+        for queue, base in bases.items():
+            entry = self._index.entry_at(topic.name, queue, base)
             if entry is None:
                 return []  # cannot tell: keep them, the sweeper decides later
             named.add(entry.object_key)

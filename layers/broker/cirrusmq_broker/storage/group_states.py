@@ -12,6 +12,7 @@ per lease); a topic's purge deletes them below each summary it finds there.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -19,6 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..errors import BrokerError
 from ..group_state import GroupQueueState, Lease, LeaseSlot, lease_slot
 from ..model import stream_id
 from .dynamo import (
@@ -31,6 +33,7 @@ from .dynamo import (
     to_item,
 )
 
+log = logging.getLogger(__name__)
 not_stored_yet = "attribute_not_exists(group_name)"
 SUBSCRIPTION_SUFFIX = "#subscription"
 LEASE_MARK = "#L"
@@ -215,7 +218,7 @@ class GroupStateStore:
                 self._delete(cleanup)
                 return False
             raise
-        self._delete(cleanup)
+        self._delete_settled(cleanup)
         state.version += 1
         state.leases = {
             lease_id: (
@@ -325,6 +328,14 @@ class GroupStateStore:
             **({"PaginationConfig": {"PageSize": LOOKBACK_PAGE}} if backwards else {}),
         ):
             yield from (_lease(from_item(item)) for item in page["Items"])
+
+    def _delete_settled(self, keys: list[dict[str, Any]]) -> None:
+        """Remove settled leases after a committed save; a failure only leaves them for the
+        next lease read to remove (the save itself stands)."""
+        try:
+            self._delete(keys)
+        except (BrokerError, ClientError):
+            log.warning("could not remove %d settled lease(s); they go next time", len(keys))
 
     def _delete(self, keys: list[dict[str, Any]]) -> None:
         for start in range(0, len(keys), BATCH_WRITE_LIMIT):
