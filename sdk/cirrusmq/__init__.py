@@ -26,6 +26,8 @@ from .aio import AsyncProducer, AsyncSimpleConsumer
 from .consumer import SimpleConsumer
 from .credentials import Credentials
 from .errors import (
+    AccessDeniedError,
+    AuthenticationError,
     BadRequestError,
     ClientClosedError,
     ConflictError,
@@ -48,17 +50,21 @@ from .message import ConsumeResult, FilterExpression, Message, MessageView, Send
 from .outbox import Refusal, RefusedBatch
 from .producer import Producer
 from .push_consumer import MessageListener, PushConsumer
+from .signing import CirrusAuth
 from .transport import RetryPolicy
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AckResult",
     "AckStatus",
     "Admin",
     "AsyncProducer",
     "AsyncSimpleConsumer",
+    "AuthenticationError",
     "BadRequestError",
+    "CirrusAuth",
     "ClientClosedError",
     "ConflictError",
     "ConsumeResult",
