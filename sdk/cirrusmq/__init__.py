@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from .acks import AckResult, AckStatus
 from .admin import (
+    AccessKey,
+    AccessKeySecret,
     Admin,
     GroupDescription,
     GroupQueue,
+    Permissions,
     QueueOffsets,
+    SubscribeGrant,
     Subscription,
     Topic,
     TopicDescription,
@@ -57,6 +61,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AccessDeniedError",
+    "AccessKey",
+    "AccessKeySecret",
     "AckResult",
     "AckStatus",
     "Admin",
@@ -82,6 +88,7 @@ __all__ = [
     "OutboxFullError",
     "OutboxLockedError",
     "PayloadTooLargeError",
+    "Permissions",
     "Producer",
     "PushConsumer",
     "QueueOffsets",
@@ -92,6 +99,7 @@ __all__ = [
     "SendReceipt",
     "ServerError",
     "SimpleConsumer",
+    "SubscribeGrant",
     "Subscription",
     "SubscriptionConflictError",
     "ThrottledError",
