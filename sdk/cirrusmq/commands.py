@@ -28,7 +28,7 @@ from .admin import AccessKey as KeyInfo
 from .admin import Admin, Permissions, SubscribeGrant
 from .config import ClientConfig, ConfigError, load_config
 from .consumer import SimpleConsumer
-from .errors import MQError
+from .errors import AuthenticationError, MQError
 from .message import FilterExpression, Message, MessageView
 from .outbox import RefusedBatch, SqliteOutbox
 from .producer import Producer
@@ -98,6 +98,11 @@ def _reported_errors() -> Iterator[None]:
         yield
     except (MQError, ConfigError, RuntimeError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
+        if isinstance(exc, AuthenticationError) and exc.code == "MissingSignature":
+            err.print(
+                "no credentials? pass --access-key and --secret-key, set CIRRUSMQ_ACCESS_KEY and "
+                "CIRRUSMQ_SECRET_KEY, or add them to a profile"
+            )
         raise typer.Exit(1) from exc
 
 
