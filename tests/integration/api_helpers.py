@@ -116,3 +116,29 @@ def object_keys(stack, topic: str) -> list[str]:
 
 def max_offsets(api: httpx.Client, topic: str) -> list[int]:
     return [q["max_offset"] for q in api.get(f"/v1/topics/{topic}").json()["queue_offsets"]]
+
+
+NOT_STATE = frozenset({"NoncesTable", "AccessKeySecretsKey"})
+"""Not stored state: one nonce item per signed request; the KMS key (not a table)."""
+
+
+def stored_state(stack) -> dict[str, list[str]]:
+    """Every table's items (but the nonces) and the bucket's keys, as sorted JSON lines."""
+    import json
+
+    dynamodb, s3 = stack.boto3_client("dynamodb"), stack.boto3_client("s3")
+    state: dict[str, list[str]] = {}
+    for logical_id, name in sorted(stack.resources.items()):
+        if logical_id in NOT_STATE:
+            continue
+        if logical_id == "MessageBucket":
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
+            state[logical_id] = sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+            continue
+        pages = dynamodb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
+        state[logical_id] = sorted(
+            json.dumps(i, sort_keys=True, default=lambda b: bytes(b).hex())
+            for p in pages
+            for i in p["Items"]
+        )
+    return state
