@@ -1,11 +1,14 @@
 """Who may call what: the one place every request is authenticated and authorized.
 
-:func:`check_access` runs before the body is parsed, for every route of every function:
-``GET /v1/health`` and ``GET /v1/openapi.json`` are open; every other route needs a signed
-request (401 otherwise, docs/AUTH-SPEC.md) and then the permission :data:`ROUTE_RULES` names
-for it (403 otherwise). A route missing from the table is refused to everyone (deny by
-default). Checks that depend on more than the route (the topic inside each receipt handle of
-an ack; the topics a list shows) use :func:`current_principal` in the route.
+:func:`authenticate_event` verifies the signature of the raw event before Powertools
+resolves it (its I/O — the key, the nonce — runs outside Powertools' per-request state,
+which is process-wide); :func:`check_access` then runs before the body is parsed, for every
+route of every function: ``GET /v1/health`` and ``GET /v1/openapi.json`` are open; every
+other route needs a signed request (401 otherwise, docs/AUTH-SPEC.md) and then the
+permission :data:`ROUTE_RULES` names for it (403 otherwise). A route missing from the table
+is refused to everyone (deny by default). Checks that depend on more than the route (the
+topic inside each receipt handle of an ack; the topics a list shows) use
+:func:`current_principal` in the route.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import base64
 import binascii
 import contextvars
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.errors import AccessDenied, InvalidRequest
+from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignature
 from cirrusmq_broker.services.auth import Principal, SignedRequest
 
 UNSIGNED = frozenset({("GET", "/v1/health"), ("GET", "/v1/openapi.json")})
@@ -31,6 +35,20 @@ Rule = Callable[[Principal, Params, Callable[[], Any]], None]
 
 _principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
     "cirrusmq_principal", default=None
+)
+
+
+@dataclass(frozen=True)
+class _Authenticated:
+    """What :func:`authenticate_event` found: a principal, or the error to answer with."""
+
+    principal: Principal | None
+    error: Exception | None
+    body: bytes
+
+
+_authenticated: contextvars.ContextVar[_Authenticated | None] = contextvars.ContextVar(
+    "cirrusmq_authenticated", default=None
 )
 
 
@@ -116,30 +134,50 @@ def may_consume(group: str) -> Callable[[str], bool]:
 
 
 # -------------------------------------------------------------------------- middleware
+def authenticate_event(event: Mapping[str, Any]) -> None:
+    """Verify the raw API Gateway event's signature (before the route is resolved); the
+    outcome is kept for :func:`check_access`, which answers with it."""
+    http = (event.get("requestContext") or {}).get("http") or {}
+    method, path = str(http.get("method", "")).upper(), str(event.get("rawPath") or "")
+    if (method, path) in UNSIGNED:
+        _authenticated.set(None)
+        return
+    try:
+        body = _raw_body(event)
+        request = SignedRequest(
+            method=method,
+            path=path,
+            raw_query=str(event.get("rawQueryString") or ""),
+            headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
+            body=body,
+        )
+        principal = current_broker().auth.authenticate(request)
+    except Exception as exc:  # answered through the one error mapping, in check_access
+        _authenticated.set(_Authenticated(None, exc, b""))
+        return
+    _authenticated.set(_Authenticated(principal, None, body))
+
+
 def check_access(app: APIGatewayHttpResolver, read_json: Callable[[str], Any]) -> None:
-    """Authenticate and authorize the matched route's request; raise a 401/403 error."""
+    """Authorize the matched route for the authenticated key; raise a 401/403 error."""
     _principal.set(None)
     route = app.context.get("_route")
     key = (str(getattr(route, "method", "")).upper(), str(getattr(route, "openapi_path", "")))
     if key in UNSIGNED:
         return
-    event = app.current_event
-    raw = event.raw_event
-    body = _raw_body(raw)
-    request = SignedRequest(
-        method=event.http_method,
-        path=raw.get("rawPath") or event.path,
-        raw_query=raw.get("rawQueryString") or "",
-        headers={k.lower(): v for k, v in (event.headers or {}).items()},
-        body=body,
-    )
-    principal = current_broker().auth.authenticate(request)
+    authenticated = _authenticated.get()
+    if authenticated is None:
+        raise MissingSignature("sign the request (see docs/http-api.md#authentication)")
+    if authenticated.error is not None:
+        raise authenticated.error
+    principal = authenticated.principal
+    assert principal is not None
     _principal.set(principal)
     rule = ROUTE_RULES.get(key)
     if rule is None:
         raise AccessDenied("access denied: no access key may call this route")
     params = {k: str(v) for k, v in (app.context.get("_route_args") or {}).items()}
-    rule(principal, params, lambda: _json_or_none(body, read_json))
+    rule(principal, params, lambda: _json_or_none(authenticated.body, read_json))
 
 
 def _raw_body(raw: Mapping[str, Any]) -> bytes:

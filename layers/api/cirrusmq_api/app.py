@@ -23,7 +23,7 @@ from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, RequestTooLarge, UnsupportedMediaType
 from cirrusmq_broker.settings import cors_allow_origins
 
-from .access import check_access
+from .access import authenticate_event, check_access
 
 log = logging.getLogger("cirrusmq.api")
 
@@ -51,6 +51,14 @@ def error_response(
     return Response(status, content_types.APPLICATION_JSON, json.dumps(body), headers=headers)
 
 
+class SignedApiResolver(APIGatewayHttpResolver):
+    """Verifies the request signature of each event before resolving it."""
+
+    def resolve(self, event: dict, context: Any) -> dict[str, Any]:
+        authenticate_event(event)
+        return super().resolve(event, context)
+
+
 def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
     """A resolver serving ``routers``, mapping every error to ``{code, message}`` JSON."""
     origins = cors_allow_origins()
@@ -63,9 +71,7 @@ def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
         if origins
         else None
     )
-    app = APIGatewayHttpResolver(
-        cors=cors, enable_validation=True, json_body_deserializer=read_json
-    )
+    app = SignedApiResolver(cors=cors, enable_validation=True, json_body_deserializer=read_json)
     _run_before_validation(app, _check_request)
     for router in routers:
         app.include_router(router)
