@@ -1,9 +1,9 @@
-"""AdminFunction: topics, group inspection, health, OpenAPI."""
+"""AdminFunction: topics, group inspection, access keys, health, OpenAPI."""
 
 from cirrusmq_api.app import create_app
-from cirrusmq_api.routes import groups, meta, topics
+from cirrusmq_api.routes import groups, keys, meta, topics
 
-app = create_app(topics.router, groups.router, meta.router)
+app = create_app(topics.router, groups.router, keys.router, meta.router)
 
 
 def lambda_handler(event: dict, context: object) -> dict:

@@ -1,7 +1,8 @@
 """Resolve intrinsic functions (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``, ...) to local values.
 
 Physical names are deterministic: table ``cirrusmq-<LogicalId>``, function
-``cirrusmq-<LogicalId>``, bucket ``cirrusmq-<logicalid>-<stack name>`` (lower-case), unless
+``cirrusmq-<LogicalId>``, bucket ``cirrusmq-<logicalid>-<stack name>`` (lower-case), KMS key
+``alias/cirrusmq-<LogicalId>`` (an alias of the key made locally), unless
 the template names the resource itself (``TableName``, ``BucketName``, ``FunctionName``).
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from cirrusmq_local.template import (
     BUCKET_TYPE,
     FUNCTION_TYPE,
+    KMS_KEY_TYPE,
     TABLE_TYPE,
     Function,
     Template,
@@ -131,6 +133,8 @@ class Resolver:
             return self.text(props[explicit_key])
         if kind == BUCKET_TYPE:
             return _bucket_safe(f"{NAME_PREFIX}-{logical_id}-{self.stack_name}")
+        if kind == KMS_KEY_TYPE:  # the local key gets this alias; KMS accepts it as a KeyId
+            return f"alias/{NAME_PREFIX}-{logical_id}"
         return f"{NAME_PREFIX}-{logical_id}"
 
     # ------------------------------------------------------------- evaluation
@@ -224,6 +228,8 @@ class Resolver:
             attributes = {
                 "Arn": f"{arn_prefix}:lambda:{self.region}:{self.account_id}:function:{name}"
             }
+        elif kind == KMS_KEY_TYPE:
+            attributes = {"Arn": f"{arn_prefix}:kms:{self.region}:{self.account_id}:{name}"}
         else:
             attributes = {}
         if attribute not in attributes:

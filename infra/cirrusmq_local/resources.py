@@ -1,4 +1,5 @@
-"""Create the template's DynamoDB tables and S3 buckets in moto (CloudFormation → API shapes)."""
+"""Create the template's DynamoDB tables, S3 buckets and KMS keys in moto (CloudFormation → API
+shapes)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from cirrusmq_local.resolver import Resolver
-from cirrusmq_local.template import Bucket, Table, Template, TemplateError
+from cirrusmq_local.template import KMS_KEY_TYPE, Bucket, Table, Template, TemplateError
 
 __all__ = [
     "bucket_encryption_to_api",
     "create_buckets",
+    "create_kms_keys",
     "create_resources",
     "create_tables",
     "lifecycle_rules_to_api",
@@ -254,11 +256,36 @@ def create_buckets(client: Any, template: Template, resolver: Resolver) -> dict[
     return names
 
 
+# ---------------------------------------------------------------------------- KMS keys
+def create_kms_keys(client: Any, template: Template, resolver: Resolver) -> dict[str, str]:
+    """Create every ``AWS::KMS::Key`` (symmetric unless ``KeySpec`` says otherwise) with the
+    alias that is its local physical name (``Ref``); return logical id → alias."""
+    names: dict[str, str] = {}
+    for logical_id, resource in template.resources.items():
+        if resource.get("Type") != KMS_KEY_TYPE or not _enabled(
+            resource.get("Condition"), resolver
+        ):
+            continue
+        props = resolver.resolve(dict(resource.get("Properties") or {})) or {}
+        created = client.create_key(
+            Description=str(props.get("Description", logical_id)),
+            KeyUsage=str(props.get("KeyUsage", "ENCRYPT_DECRYPT")),
+            KeySpec=str(props.get("KeySpec", "SYMMETRIC_DEFAULT")),
+        )
+        name = resolver.physical_name(logical_id)
+        client.create_alias(AliasName=name, TargetKeyId=created["KeyMetadata"]["KeyId"])
+        names[logical_id] = name
+    return names
+
+
 def create_resources(
-    dynamodb: Any, s3: Any, template: Template, resolver: Resolver
+    dynamodb: Any, s3: Any, template: Template, resolver: Resolver, kms: Any = None
 ) -> dict[str, str]:
-    """Create all tables and buckets; return logical id → physical name."""
+    """Create all tables, buckets and (given a ``kms`` client) KMS keys; return logical id →
+    physical name."""
+    keys = create_kms_keys(kms, template, resolver) if kms is not None else {}
     return {
         **create_tables(dynamodb, template, resolver),
         **create_buckets(s3, template, resolver),
+        **keys,
     }

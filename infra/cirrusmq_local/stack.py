@@ -28,6 +28,8 @@ __all__ = ["BOOTSTRAP_ACCESS_KEY", "LocalStack", "TemplateError", "default_templ
 log = logging.getLogger(__name__)
 
 BOOTSTRAP_ACCESS_KEY = "local-admin"
+ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
+SECRET_KEY_VAR = "CIRRUSMQ_SECRET_KEY"
 ENDPOINT_VAR = "CIRRUSMQ_AWS_ENDPOINT_URL"
 REGION_VAR = "CIRRUSMQ_AWS_REGION"
 
@@ -38,6 +40,15 @@ def default_template_path() -> Path:
     if override:
         return Path(override)
     return Path(__file__).resolve().parent.parent.parent / "template.yaml"
+
+
+def bootstrap_credentials() -> Credentials:
+    """``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY`` when both are set, else
+    ``local-admin`` with a fresh random secret."""
+    access_key, secret_key = os.environ.get(ACCESS_KEY_VAR), os.environ.get(SECRET_KEY_VAR)
+    if access_key and secret_key:
+        return Credentials(access_key, secret_key)
+    return Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
 
 
 class LocalStack:
@@ -74,7 +85,10 @@ class LocalStack:
         self.stack_name = stack_name
         self.preload_handlers = preload_handlers
         self.expire_interval = expire_interval
-        self.credentials = credentials or Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
+        self.credentials = credentials or bootstrap_credentials()
+        """The admin key the stack stores at start: ``credentials``, else
+        ``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY`` when both are set, else
+        ``local-admin`` with a random secret."""
         self.template: Template | None = None
         self._lock = threading.RLock()
         self._reset()
@@ -178,8 +192,13 @@ class LocalStack:
         }
         self._moto = MotoServer(host="127.0.0.1").start()
         self._resources = create_resources(
-            self.boto3_client("dynamodb"), self.boto3_client("s3"), template, resolver
+            self.boto3_client("dynamodb"),
+            self.boto3_client("s3"),
+            template,
+            resolver,
+            kms=self.boto3_client("kms"),
         )
+        self._bootstrap_key()
         self._env = EnvironmentPatch(self._environment(functions, resolver))
         if EnvironmentPatch.active_count():
             log.warning(
@@ -199,6 +218,30 @@ class LocalStack:
         if self.schedules_enabled:
             self._runner = ScheduleRunner(list(jobs.values()))
             self._runner.start()
+
+    def _bootstrap_key(self) -> None:
+        """Store :attr:`credentials` as an admin access key (replacing one of that id)."""
+        table = self._resources.get("AccessKeysTable")
+        key = self._resources.get("AccessKeySecretsKey")
+        if table is None or key is None:
+            log.debug("no AccessKeysTable / AccessKeySecretsKey: no bootstrap access key")
+            return
+        from cirrusmq_broker.permissions import ADMIN
+        from cirrusmq_broker.services.access_keys import AccessKeysService
+        from cirrusmq_broker.storage.access_keys import AccessKeyStore, SecretCipher
+
+        service = AccessKeysService(
+            store=AccessKeyStore(self.boto3_client("dynamodb"), table),
+            cipher=SecretCipher(self.boto3_client("kms"), key),
+            clock=clock.now_ms,
+        )
+        service.put(
+            self.credentials.access_key,
+            self.credentials.secret_key,
+            ADMIN,
+            "local stack bootstrap admin key",
+        )
+        log.info("admin access key: %s", self.credentials.access_key)
 
     def _make_expiry(self, template: Template) -> Expiry:
         assert self._moto is not None

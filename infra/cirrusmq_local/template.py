@@ -30,6 +30,7 @@ __all__ = [
 TABLE_TYPE = "AWS::DynamoDB::Table"
 BUCKET_TYPE = "AWS::S3::Bucket"
 FUNCTION_TYPE = "AWS::Serverless::Function"
+KMS_KEY_TYPE = "AWS::KMS::Key"
 
 
 class TemplateError(ValueError):

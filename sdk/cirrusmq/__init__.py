@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from .acks import AckResult, AckStatus
 from .admin import (
+    AccessKey,
+    AccessKeySecret,
     Admin,
     GroupDescription,
     GroupQueue,
+    Permissions,
     QueueOffsets,
+    SubscribeGrant,
     Subscription,
     Topic,
     TopicDescription,
@@ -26,6 +30,8 @@ from .aio import AsyncProducer, AsyncSimpleConsumer
 from .consumer import SimpleConsumer
 from .credentials import Credentials
 from .errors import (
+    AccessDeniedError,
+    AuthenticationError,
     BadRequestError,
     ClientClosedError,
     ConflictError,
@@ -48,17 +54,23 @@ from .message import ConsumeResult, FilterExpression, Message, MessageView, Send
 from .outbox import Refusal, RefusedBatch
 from .producer import Producer
 from .push_consumer import MessageListener, PushConsumer
+from .signing import CirrusAuth
 from .transport import RetryPolicy
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
+    "AccessKey",
+    "AccessKeySecret",
     "AckResult",
     "AckStatus",
     "Admin",
     "AsyncProducer",
     "AsyncSimpleConsumer",
+    "AuthenticationError",
     "BadRequestError",
+    "CirrusAuth",
     "ClientClosedError",
     "ConflictError",
     "ConsumeResult",
@@ -76,6 +88,7 @@ __all__ = [
     "OutboxFullError",
     "OutboxLockedError",
     "PayloadTooLargeError",
+    "Permissions",
     "Producer",
     "PushConsumer",
     "QueueOffsets",
@@ -86,6 +99,7 @@ __all__ = [
     "SendReceipt",
     "ServerError",
     "SimpleConsumer",
+    "SubscribeGrant",
     "Subscription",
     "SubscriptionConflictError",
     "ThrottledError",

@@ -1,9 +1,8 @@
-""":class:`Admin`: topics and consumer groups, with typed results."""
+""":class:`Admin`: topics, consumer groups and access keys, with typed results."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -11,12 +10,17 @@ from .consumer import group_path
 from .credentials import Credentials
 from .message import FilterExpression, MessageView
 from .transport import RetryPolicy, Transport
+from .wire import malformed, read_bool, read_int, read_list, read_mapping, read_str, read_str_list
 
 __all__ = [
+    "AccessKey",
+    "AccessKeySecret",
     "Admin",
     "GroupDescription",
     "GroupQueue",
+    "Permissions",
     "QueueOffsets",
+    "SubscribeGrant",
     "Subscription",
     "Topic",
     "TopicDescription",
@@ -36,13 +40,14 @@ class Topic:
     """ms since the epoch."""
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> Topic:
+    def from_wire(cls, data: Any) -> Topic:
+        """A topic from its JSON form (``TransportError`` if malformed)."""
         return cls(
-            data["name"],
-            data["queues"],
-            data["message_type"],
-            data["retention_hours"],
-            data["created_timestamp"],
+            read_str(data, "name"),
+            read_int(data, "queues"),
+            read_str(data, "message_type"),
+            read_int(data, "retention_hours"),
+            read_int(data, "created_timestamp"),
         )
 
 
@@ -110,9 +115,145 @@ class Subscription:
     """``*`` or ``TagA || TagB``."""
 
 
+@dataclass(frozen=True)
+class SubscribeGrant:
+    """Consume as any of ``groups`` from any of ``topics`` (patterns: a name, or a prefix
+    ending in ``*``)."""
+
+    groups: tuple[str, ...]
+    topics: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", _patterns(self.groups))
+        object.__setattr__(self, "topics", _patterns(self.topics))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"groups": list(self.groups), "topics": list(self.topics)}
+
+    @classmethod
+    def from_wire(cls, data: Any) -> SubscribeGrant:
+        return cls(read_str_list(data, "groups"), read_str_list(data, "topics"))
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """What an access key may do (deny by default); see docs/sdk.md, *Access keys*.
+
+    ``Permissions(admin=True)`` allows everything; ``publish`` lists topic patterns;
+    ``subscribe`` lists :class:`SubscribeGrant`. A pattern is a name or a prefix ending in
+    ``*`` (``"audit-*"``).
+    """
+
+    admin: bool = False
+    publish: tuple[str, ...] = ()
+    subscribe: tuple[SubscribeGrant, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "publish", _patterns(self.publish))
+        object.__setattr__(self, "subscribe", tuple(self.subscribe))
+
+    @property
+    def empty(self) -> bool:
+        """Whether they allow nothing at all."""
+        return not (self.admin or self.publish or self.subscribe)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "admin": self.admin,
+            "publish": list(self.publish),
+            "subscribe": [g.to_wire() for g in self.subscribe],
+        }
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Permissions:
+        """Permissions from their JSON form (``TransportError`` if malformed)."""
+        return cls(
+            read_bool(data, "admin", default=False),
+            read_str_list(data, "publish"),
+            tuple(SubscribeGrant.from_wire(g) for g in read_list(data, "subscribe", optional=True)),
+        )
+
+    def __str__(self) -> str:
+        parts = ["admin"] if self.admin else []
+        if self.publish:
+            parts.append("publish " + ", ".join(self.publish))
+        parts += [
+            f"subscribe {'|'.join(g.groups)} -> {', '.join(g.topics)}" for g in self.subscribe
+        ]
+        return "; ".join(parts) or "nothing"
+
+
+def _patterns(values: Any) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise TypeError("a list of patterns is expected, not a string")
+    return tuple(values)
+
+
+ACTIVE = "ACTIVE"
+DISABLED = "DISABLED"
+
+
+@dataclass(frozen=True)
+class AccessKey:
+    """An access key as listed (never with its secret)."""
+
+    access_key: str
+    """``CMQ`` + 17 upper-case base32 characters (the bootstrap key of a local stack may
+    differ)."""
+    description: str
+    permissions: Permissions
+    status: str
+    """``ACTIVE`` or ``DISABLED``."""
+    created_timestamp: int
+    """ms since the epoch."""
+
+    @property
+    def active(self) -> bool:
+        return self.status == ACTIVE
+
+    @classmethod
+    def from_wire(cls, data: Any) -> AccessKey:
+        """A key from its JSON form (``TransportError`` if malformed)."""
+        description = read_mapping(data).get("description")
+        if description is not None and not isinstance(description, str):
+            raise malformed("'description' is not a string")
+        return cls(
+            read_str(data, "access_key"),
+            description or "",
+            Permissions.from_wire(
+                read_mapping(read_mapping(data).get("permissions"), "permissions")
+            ),
+            read_str(data, "status"),
+            read_int(data, "created_timestamp"),
+        )
+
+
+@dataclass(frozen=True)
+class AccessKeySecret(AccessKey):
+    """A key just created, with its secret: the only time the service shows it."""
+
+    secret_key: str = field(default="", repr=False)
+
+    @property
+    def credentials(self) -> Credentials:
+        """The key and its secret, for a client."""
+        return Credentials(self.access_key, self.secret_key)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> AccessKeySecret:
+        key = AccessKey.from_wire(data)
+        return cls(
+            **{f: getattr(key, f) for f in _KEY_FIELDS}, secret_key=read_str(data, "secret_key")
+        )
+
+
+_KEY_FIELDS = ("access_key", "description", "permissions", "status", "created_timestamp")
+
+
 class Admin:
-    """Manage topics and inspect consumer groups. Errors are the typed ``MQError`` subclasses
-    (e.g. ``ConflictError`` with code ``TopicAlreadyExists``, ``NotFoundError``)."""
+    """Manage topics and access keys, inspect consumer groups. Errors are the typed
+    ``MQError`` subclasses (e.g. ``ConflictError`` with code ``TopicAlreadyExists``,
+    ``NotFoundError``, ``AccessDeniedError`` for a key that is not admin)."""
 
     def __init__(
         self,
@@ -168,14 +309,14 @@ class Admin:
     def list_topics(self) -> list[Topic]:
         """Every topic, sorted by name."""
         body = self._transport.request("GET", "/v1/topics")
-        return [Topic.from_wire(t) for t in body["topics"]]
+        return [Topic.from_wire(t) for t in read_list(body, "topics")]
 
     def describe_topic(self, name: str) -> TopicDescription:
         """A topic with its per-queue offsets (``NotFoundError`` if there is none)."""
         body = self._transport.request("GET", _topic_path(name))
         offsets = tuple(
-            QueueOffsets(q["queue"], q["min_offset"], q["max_offset"])
-            for q in body["queue_offsets"]
+            QueueOffsets(read_int(q, "queue"), read_int(q, "min_offset"), read_int(q, "max_offset"))
+            for q in read_list(body, "queue_offsets")
         )
         return TopicDescription(Topic.from_wire(body), offsets)
 
@@ -189,18 +330,13 @@ class Admin:
             "GET", group_path(group), params={"topic": topic} if topic else None
         )
         return GroupDescription(
-            body["group"],
+            read_str(body, "group"),
             tuple(
                 GroupQueue(
-                    q["topic"],
-                    q["queue"],
-                    q["committed_offset"],
-                    q["cursor"],
-                    q["max_offset"],
-                    q["lag"],
-                    q["inflight"],
+                    read_str(q, "topic"),
+                    *(read_int(q, f) for f in _GROUP_QUEUE_INTS),
                 )
-                for q in body["queues"]
+                for q in read_list(body, "queues")
             ),
         )
 
@@ -224,7 +360,9 @@ class Admin:
             f"{group_path(group, 'subscriptions')}/{quote(topic, safe='')}",
             json_body={"filter": expression},
         )
-        return Subscription(body["group"], body["topic"], body["filter"])
+        return Subscription(
+            read_str(body, "group"), read_str(body, "topic"), read_str(body, "filter")
+        )
 
     def get_message(self, topic: str, message_id: str) -> MessageView:
         """A stored message by id (without a receipt handle)."""
@@ -235,8 +373,49 @@ class Admin:
 
     def health(self) -> dict[str, Any]:
         """The service's ``{"status", "version"}``."""
-        return self._transport.request("GET", "/v1/health")
+        return dict(read_mapping(self._transport.request("GET", "/v1/health")))
+
+    # ------------------------------------------------------------------ access keys
+    def create_access_key(self, permissions: Permissions, description: str = "") -> AccessKeySecret:
+        """Create an access key; the result holds its secret — the only time it is shown.
+
+        Not retried unless the request surely did not reach the service (a retry could make a
+        second key)."""
+        body = self._transport.request(
+            "POST",
+            "/v1/keys",
+            json_body={"permissions": permissions.to_wire(), "description": description},
+            idempotent=False,
+        )
+        return AccessKeySecret.from_wire(body)
+
+    def list_access_keys(self) -> list[AccessKey]:
+        """Every access key (without secrets)."""
+        body = self._transport.request("GET", "/v1/keys")
+        return [AccessKey.from_wire(k) for k in read_list(body, "keys")]
+
+    def disable_access_key(self, access_key: str) -> AccessKey:
+        """Disable a key: its requests are refused (``InvalidSignature``) within 60 s.
+        A key cannot disable itself (``ConflictError``, code ``KeyInUse``)."""
+        body = self._transport.request("POST", f"{_key_path(access_key)}/disable")
+        return AccessKey.from_wire(body)
+
+    def enable_access_key(self, access_key: str) -> AccessKey:
+        """Enable a disabled key again."""
+        body = self._transport.request("POST", f"{_key_path(access_key)}/enable")
+        return AccessKey.from_wire(body)
+
+    def delete_access_key(self, access_key: str) -> None:
+        """Delete a key for good (``ConflictError`` ``KeyInUse`` for the caller's own key)."""
+        self._transport.request("DELETE", _key_path(access_key))
+
+
+_GROUP_QUEUE_INTS = ("queue", "committed_offset", "cursor", "max_offset", "lag", "inflight")
 
 
 def _topic_path(name: str) -> str:
     return f"/v1/topics/{quote(name, safe='')}"
+
+
+def _key_path(access_key: str) -> str:
+    return f"/v1/keys/{quote(access_key, safe='')}"

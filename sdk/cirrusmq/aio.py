@@ -30,7 +30,7 @@ from .consumer import (
 )
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError, TransportError
-from .message import FilterExpression, Message, MessageView, SendReceipt
+from .message import FilterExpression, Message, MessageView, SendReceipt, parse_receive_response
 from .outbox import OutboxEntry, RefusedBatch
 from .producer import new_producer_id, outbox_exists
 from .sender import ProducerOptions, SendState, open_state, prepare
@@ -413,7 +413,7 @@ class AsyncSimpleConsumer(ConsumerBase):
                     json_body=body,
                     timeout_s=self._transport.request_timeout_s + wait_s,
                 )
-                messages = [MessageView.from_wire(m) for m in response["messages"]]
+                messages = parse_receive_response(response)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
             return done.value

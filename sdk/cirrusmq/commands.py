@@ -1,4 +1,4 @@
-"""The client commands of the ``cirrusmq`` CLI: topics, send, consume, groups, outbox.
+"""The client commands of the ``cirrusmq`` CLI: topics, send, consume, groups, outbox, keys.
 
 :func:`register` adds them to the application in :mod:`cirrusmq.cli`. Every command takes
 ``--endpoint``, ``--access-key``, ``--secret-key`` and ``--profile`` (see :mod:`cirrusmq.config`
@@ -22,12 +22,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 
-from .admin import Admin
+from .admin import AccessKey as KeyInfo
+from .admin import Admin, Permissions, SubscribeGrant
 from .config import ClientConfig, ConfigError, load_config
 from .consumer import SimpleConsumer
-from .errors import MQError
+from .errors import AuthenticationError, MQError
 from .message import FilterExpression, Message, MessageView
 from .outbox import RefusedBatch, SqliteOutbox
 from .producer import Producer
@@ -36,6 +37,10 @@ __all__ = ["register"]
 
 topic_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 group_app = typer.Typer(help="Inspect consumer groups, set subscriptions.", no_args_is_help=True)
+key_app = typer.Typer(
+    help="Create, list, disable, enable and delete access keys (admin keys only).",
+    no_args_is_help=True,
+)
 outbox_app = typer.Typer(
     help="List, retry or purge the messages a producer's outbox set aside after a refusal.",
     no_args_is_help=True,
@@ -81,6 +86,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(topic_app, name="topic")
     app.add_typer(group_app, name="group")
     app.add_typer(outbox_app, name="outbox")
+    app.add_typer(key_app, name="key")
     app.command("send")(send)
     app.command("consume")(consume)
 
@@ -92,6 +98,11 @@ def _reported_errors() -> Iterator[None]:
         yield
     except (MQError, ConfigError, RuntimeError) as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}")
+        if isinstance(exc, AuthenticationError) and exc.code == "MissingSignature":
+            err.print(
+                "no credentials? pass --access-key and --secret-key, set CIRRUSMQ_ACCESS_KEY and "
+                "CIRRUSMQ_SECRET_KEY, or add them to a profile"
+            )
         raise typer.Exit(1) from exc
 
 
@@ -279,6 +290,162 @@ def group_subscribe(
         f"{subscription.filter}",
         markup=False,
     )
+
+
+# ---------------------------------------------------------------------------- access keys
+KeyId = Annotated[str, typer.Argument(help="The access key id (CMQ...).", show_default=False)]
+
+
+def _key_row(key: KeyInfo) -> dict[str, Any]:
+    return {
+        "access_key": key.access_key,
+        "status": key.status,
+        "description": key.description,
+        "permissions": key.permissions.to_wire(),
+        "created_timestamp": key.created_timestamp,
+    }
+
+
+def parse_grant(text: str) -> SubscribeGrant:
+    """``GROUP_PATTERN:TOPIC_PATTERN`` as a subscribe grant (``typer.BadParameter`` if not)."""
+    group, sep, topic = text.partition(":")
+    if not sep or not group or not topic:
+        raise typer.BadParameter(
+            f"{text!r} is not GROUP_PATTERN:TOPIC_PATTERN", param_hint="--subscribe"
+        )
+    return SubscribeGrant((group,), (topic,))
+
+
+@key_app.command("create")
+def key_create(
+    admin_key: Annotated[
+        bool, typer.Option("--admin", help="Allow everything (topics, keys, any topic/group).")
+    ] = False,
+    publish: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--publish", metavar="PATTERN", help="Topics it may send to: a name or a prefix*."
+        ),
+    ] = None,
+    subscribe: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--subscribe",
+            metavar="GROUP_PATTERN:TOPIC_PATTERN",
+            help="Consume as the matching groups from the matching topics (repeatable).",
+        ),
+    ] = None,
+    description: Annotated[str, typer.Option(help="What the key is for.")] = "",
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Create an access key and print its secret (shown this once only)."""
+    permissions = Permissions(
+        admin=admin_key,
+        publish=tuple(publish or ()),
+        subscribe=tuple(parse_grant(s) for s in subscribe or ()),
+    )
+    if permissions.empty:
+        raise typer.BadParameter(
+            "the key would allow nothing: give --admin, --publish or --subscribe",
+            param_hint="--admin / --publish / --subscribe",
+        )
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        key = admin.create_access_key(permissions, description)
+    if as_json:
+        _print_json({**_key_row(key), "secret_key": key.secret_key})
+    else:
+        out.print(f"created access key {key.access_key} ({key.status})", markup=False)
+        out.print(f"  permissions  {key.permissions}", markup=False)
+        if key.description:
+            out.print(f"  description  {key.description}", markup=False)
+        out.print(f"  access key   {key.access_key}", markup=False)
+        out.print(f"  secret key   {key.secret_key}", markup=False)
+    err.print(
+        "[bold yellow]This is the only time the secret key is shown: store it now[/bold yellow]"
+        " (e.g. as access_key / secret_key of a profile in ~/.cirrusmq/config)."
+    )
+
+
+@key_app.command("list")
+def key_list(
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """List the access keys (never their secrets)."""
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        keys = admin.list_access_keys()
+    if as_json:
+        _print_json([_key_row(k) for k in keys])
+        return
+    table = Table(
+        Column("access key", no_wrap=True),
+        Column("status", no_wrap=True),
+        "permissions",
+        "description",
+        "created",
+    )
+    for k in keys:
+        table.add_row(
+            k.access_key,
+            k.status,
+            escape(str(k.permissions)),
+            escape(k.description),
+            _when(k.created_timestamp),
+        )
+    out.print(table)
+    out.print(f"{len(keys)} key(s)")
+
+
+@key_app.command("disable")
+def key_disable(
+    key_id: KeyId,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Disable an access key (its requests are refused within 60 s)."""
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        key = admin.disable_access_key(key_id)
+    out.print(f"access key {key.access_key} is {key.status}", markup=False)
+
+
+@key_app.command("enable")
+def key_enable(
+    key_id: KeyId,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Enable a disabled access key again."""
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        key = admin.enable_access_key(key_id)
+    out.print(f"access key {key.access_key} is {key.status}", markup=False)
+
+
+@key_app.command("delete")
+def key_delete(
+    key_id: KeyId,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Delete an access key for good."""
+    if not yes:
+        typer.confirm(f"Delete access key {key_id} for good?", abort=True)
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        admin.delete_access_key(key_id)
+    out.print(f"deleted access key {key_id}", markup=False)
 
 
 # ---------------------------------------------------------------------------- outbox

@@ -24,9 +24,15 @@ from urllib.parse import quote
 from .acks import AckReply, AckResult, AckStatus, ack_plan, is_per_handle_error
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError
-from .message import FilterExpression, MessageView, normalize_subscriptions
+from .message import (
+    FilterExpression,
+    MessageView,
+    normalize_subscriptions,
+    parse_receive_response,
+)
 from .outbox import MemoryOutbox, Outbox, SqliteOutbox
 from .transport import RetryPolicy, Transport
+from .wire import read_optional_int, read_str
 
 __all__ = ["AckRetrier", "ConsumerBase", "SimpleConsumer"]
 
@@ -345,8 +351,8 @@ def raise_unless_acked(result: AckResult) -> None:
 def with_new_handle(message: MessageView, response: Mapping[str, Any]) -> MessageView:
     return dataclasses.replace(
         message,
-        receipt_handle=response["receipt_handle"],
-        invisible_until=response["invisible_until"],
+        receipt_handle=read_str(response, "receipt_handle"),
+        invisible_until=read_optional_int(response, "invisible_until"),
     )
 
 
@@ -403,7 +409,7 @@ class SimpleConsumer(ConsumerBase):
                     json_body=body,
                     timeout_s=self._transport.request_timeout_s + wait_s,
                 )
-                messages = [MessageView.from_wire(m) for m in response["messages"]]
+                messages = parse_receive_response(response)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
             return done.value

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 __all__ = [
+    "AccessDeniedError",
+    "AuthenticationError",
     "BadRequestError",
     "ClientClosedError",
     "ConflictError",
@@ -76,11 +78,47 @@ class ReceiptHandleExpiredError(BadRequestError):
 
 
 class UnauthorizedError(MQError):
-    """401: missing or invalid credentials."""
+    """401: missing or invalid credentials (raised as :class:`AuthenticationError`)."""
+
+
+class AuthenticationError(UnauthorizedError):
+    """401: the service did not accept the request's signature; ``code`` says why.
+
+    - ``MissingSignature``: no (or a garbled) ``Authorization``, date or nonce header — the
+      client has no credentials, or something between it and the service stripped them;
+    - ``InvalidSignature``: unknown, disabled or deleted access key, or a wrong secret (the
+      service does not say which);
+    - ``RequestExpired``: the request's date is more than 300 s off the service's clock —
+      check this machine's clock (``details["clock_skew_s"]`` estimates the offset when the
+      response had a ``Date`` header);
+    - ``ReplayedRequest``: the nonce was used before.
+
+    Not retriable: the transport re-sends a ``RequestExpired`` or ``ReplayedRequest`` request
+    once, at once, with a fresh date and nonce, and then raises.
+    """
+
+    RESIGNABLE_CODES: ClassVar[frozenset[str]] = frozenset({"RequestExpired", "ReplayedRequest"})
+    """Codes worth one more attempt with a fresh signature."""
+
+    @property
+    def resignable(self) -> bool:
+        """Whether a fresh date and nonce may help (``RequestExpired``, ``ReplayedRequest``)."""
+        return self.code in self.RESIGNABLE_CODES
+
+    @property
+    def clock_skew_s(self) -> float | None:
+        """This machine's clock minus the service's, in seconds, when known."""
+        value = self.details.get("clock_skew_s")
+        return float(value) if isinstance(value, int | float) else None
 
 
 class ForbiddenError(MQError):
-    """403: the credentials may not do this."""
+    """403: the credentials may not do this (raised as :class:`AccessDeniedError`)."""
+
+
+class AccessDeniedError(ForbiddenError):
+    """403 ``AccessDenied``: the access key is valid but lacks the permission; the message
+    names the action and the resource (e.g. "publish to topic orders"). Not retriable."""
 
 
 class NotFoundError(MQError):
@@ -162,8 +200,8 @@ _BY_CODE: dict[str, type[MQError]] = {
 
 _BY_STATUS: dict[int, type[MQError]] = {
     400: BadRequestError,
-    401: UnauthorizedError,
-    403: ForbiddenError,
+    401: AuthenticationError,
+    403: AccessDeniedError,
     404: NotFoundError,
     409: ConflictError,
     413: PayloadTooLargeError,
@@ -187,4 +225,9 @@ def error_from_response(status: int, body: Any) -> MQError:
         cls = ServerError
     else:
         cls = BadRequestError
+    if code == "RequestExpired" and status == 401:
+        message = (
+            f"{message} (requests are refused when this machine's clock is more than "
+            "300 s off the service's: check the clock, e.g. that NTP is running)"
+        )
     return cls(message, code=code, http_status=status, details=details)

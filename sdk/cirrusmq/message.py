@@ -13,6 +13,16 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from .errors import UnsupportedFeatureError
+from .wire import (
+    read_base64,
+    read_int,
+    read_list,
+    read_optional_int,
+    read_optional_str,
+    read_str,
+    read_str_list,
+    read_str_map,
+)
 
 __all__ = [
     "ConsumeResult",
@@ -21,6 +31,7 @@ __all__ = [
     "MessageView",
     "SendReceipt",
     "new_message_id",
+    "parse_receive_response",
 ]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -126,23 +137,30 @@ class MessageView:
         return self.body.decode("utf-8", errors="replace")
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> MessageView:
+    def from_wire(cls, data: Any) -> MessageView:
+        """A message from its JSON form; :class:`~cirrusmq.errors.TransportError` if malformed."""
         return cls(
-            message_id=data["message_id"],
-            topic=data["topic"],
-            body=base64.b64decode(data["body"]),
-            tag=data.get("tag"),
-            keys=tuple(data.get("keys") or ()),
-            properties=_frozen_mapping(data.get("properties")),
-            message_group=data.get("message_group"),
-            queue=data["queue"],
-            offset=data["offset"],
-            born_timestamp=data["born_timestamp"],
-            stored_timestamp=data["stored_timestamp"],
-            receipt_handle=data.get("receipt_handle"),
-            delivery_attempt=data.get("delivery_attempt", 0),
-            invisible_until=data.get("invisible_until"),
+            message_id=read_str(data, "message_id"),
+            topic=read_str(data, "topic"),
+            body=read_base64(data, "body"),
+            tag=read_optional_str(data, "tag"),
+            keys=read_str_list(data, "keys"),
+            properties=_frozen_mapping(read_str_map(data, "properties")),
+            message_group=read_optional_str(data, "message_group"),
+            queue=read_int(data, "queue"),
+            offset=read_int(data, "offset"),
+            born_timestamp=read_int(data, "born_timestamp"),
+            stored_timestamp=read_int(data, "stored_timestamp"),
+            receipt_handle=read_optional_str(data, "receipt_handle"),
+            delivery_attempt=read_optional_int(data, "delivery_attempt", 0) or 0,
+            invisible_until=read_optional_int(data, "invisible_until"),
         )
+
+
+def parse_receive_response(body: Any) -> list[MessageView]:
+    """The messages of a receive response; :class:`~cirrusmq.errors.TransportError` if
+    malformed."""
+    return [MessageView.from_wire(m) for m in read_list(body, "messages")]
 
 
 @dataclass(frozen=True)

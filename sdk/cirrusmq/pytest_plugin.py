@@ -3,6 +3,8 @@
 ``cirrusmq_stack`` is a session-wide, started :class:`cirrusmq_local.LocalStack` (schedules off
 by default: trigger them with ``cirrusmq_stack.run_schedule(...)``). Options:
 ``--cirrusmq-template PATH`` (or ``$CIRRUSMQ_TEMPLATE``) and ``--cirrusmq-schedules``.
+``cirrusmq_stack.credentials`` is the stack's bootstrap admin key: sign with it (pass it to the
+clients), or make narrower keys with it (``Admin.create_access_key``).
 Nothing heavy is imported unless the fixture is used.
 """
 

@@ -50,6 +50,7 @@ from .outbox import (
     SqliteOutbox,
 )
 from .transport import RetryPolicy
+from .wire import read_int, read_list, read_str
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -159,9 +160,13 @@ def prepare(message: Message, born_ms: int) -> tuple[str, dict[str, Any], int]:
 
 
 def receipts_of(batch: OutboxBatch, body: Any) -> dict[str, SendReceipt]:
+    """The receipts of a send response by message id (``TransportError`` if malformed)."""
+    receipts = read_list(body, "receipts", optional=True) if body is not None else []
     return {
-        r["message_id"]: SendReceipt(r["message_id"], batch.topic, r["queue"], r["offset"])
-        for r in (body or {}).get("receipts", [])
+        read_str(r, "message_id"): SendReceipt(
+            read_str(r, "message_id"), batch.topic, read_int(r, "queue"), read_int(r, "offset")
+        )
+        for r in receipts
     }
 
 

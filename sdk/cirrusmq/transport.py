@@ -3,7 +3,13 @@
 :class:`Transport` (threads) and :class:`AsyncTransport` (asyncio) wrap one ``httpx`` client
 each. A call is retried with exponential backoff and jitter on transport errors, 429 and 5xx
 only (:class:`RetryPolicy`); every other error is raised at once as its typed
-:class:`~cirrusmq.errors.MQError`.
+:class:`~cirrusmq.errors.MQError` — except a 401 ``RequestExpired`` or ``ReplayedRequest``,
+which is sent once more at once (a refused request did nothing).
+
+With credentials, every request is signed (:class:`~cirrusmq.signing.CirrusAuth`): each attempt
+gets its own date and nonce, and the signature covers exactly the body bytes sent. Bodies are
+always sent as ``application/json``, and query strings are percent-encoded per RFC 3986 (a space
+is ``%20``, never ``+``), as the signature's canonical query has it.
 """
 
 from __future__ import annotations
@@ -12,16 +18,20 @@ import asyncio
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from .credentials import Credentials
-from .errors import MQError, TransportError, error_from_response
+from .errors import AuthenticationError, MQError, TransportError, error_from_response
+from .signing import CirrusAuth
 
-__all__ = ["AsyncTransport", "RetryPolicy", "Transport"]
+__all__ = ["AsyncTransport", "RetryPolicy", "Transport", "should_resign", "should_retry"]
 
 USER_AGENT = "cirrusmq-python/0.1.0"
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
@@ -66,6 +76,11 @@ def should_retry(error: MQError, *, idempotent: bool) -> bool:
     return error.http_status in (429, 503)
 
 
+def should_resign(error: MQError) -> bool:
+    """Whether ``error`` is a refused signature that a fresh date and nonce may cure (once)."""
+    return isinstance(error, AuthenticationError) and error.resignable
+
+
 def _retry_after(error: MQError) -> float | None:
     value = error.details.get("retry_after_s") if error.http_status == 429 else None
     return float(value) if isinstance(value, int | float) else None
@@ -85,10 +100,30 @@ def _decode(response: httpx.Response) -> Any:
     if response.is_success:
         return body
     error = error_from_response(response.status_code, body)
+    if error.code == "RequestExpired":
+        skew = _clock_skew_s(response)
+        if skew is not None:
+            error.details = {**error.details, "clock_skew_s": skew}
+            error.message += f"; this machine's clock seems {abs(skew):.0f} s " + (
+                "ahead" if skew > 0 else "behind"
+            )
+            error.args = (error.message,)
     retry_after = response.headers.get("retry-after")
     if retry_after is not None and retry_after.isdigit():
         error.details = {**error.details, "retry_after_s": int(retry_after)}
     return _Raise(error)
+
+
+def _clock_skew_s(response: httpx.Response) -> float | None:
+    """This machine's clock minus the service's (from the response's ``Date``), if known."""
+    header = response.headers.get("date")
+    if not header:
+        return None
+    try:
+        server = parsedate_to_datetime(header).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return round(time.time() - server, 1)
 
 
 @dataclass(frozen=True)
@@ -109,14 +144,28 @@ def _encode(json_body: Any, content: bytes | None) -> tuple[bytes | None, dict[s
     return content, {"content-type": "application/json"}
 
 
+def _with_query(path: str, params: Mapping[str, str] | None) -> str:
+    """``path`` with ``params`` as an RFC 3986 query (``%20`` for a space, never ``+``)."""
+    if not params:
+        return path
+    query = "&".join(
+        f"{quote(str(k), safe='-._~')}={quote(str(v), safe='-._~')}" for k, v in params.items()
+    )
+    return f"{path}{'&' if '?' in path else '?'}{query}"
+
+
 def _client_options(
-    endpoint: str, request_timeout_s: float, event_hooks: Mapping[str, list[Callable]] | None
+    endpoint: str,
+    credentials: Credentials | None,
+    request_timeout_s: float,
+    event_hooks: Mapping[str, list[Callable]] | None,
 ) -> dict[str, Any]:
     return {
         "base_url": endpoint.rstrip("/"),
         "timeout": httpx.Timeout(request_timeout_s),
         "headers": {"user-agent": USER_AGENT, "accept": "application/json"},
         "event_hooks": dict(event_hooks or {}),
+        "auth": CirrusAuth(credentials) if credentials is not None else None,
     }
 
 
@@ -138,11 +187,13 @@ class Transport:
         http_transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self.credentials = credentials  # unused until request signing exists
+        self.credentials = credentials
+        """Every request is signed with them (``None``: requests go unsigned)."""
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
         self._client = httpx.Client(
-            **_client_options(endpoint, request_timeout_s, event_hooks), transport=http_transport
+            **_client_options(endpoint, credentials, request_timeout_s, event_hooks),
+            transport=http_transport,
         )
         self._closed = threading.Event()
 
@@ -166,11 +217,15 @@ class Transport:
         """
         policy = retry or self.retry
         body, headers = _encode(json_body, content)
-        attempt = 1
+        target = _with_query(path, params)
+        attempt, resigned = 1, False
         while True:
             try:
-                return self._once(method, path, body, headers, params, timeout_s)
+                return self._once(method, target, body, headers, timeout_s)
             except MQError as error:
+                if not resigned and should_resign(error):
+                    resigned = True  # signed anew by the next attempt; not counted
+                    continue
                 if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
                     raise
                 delay = policy.backoff_s(attempt, retry_after_s=_retry_after(error))
@@ -184,13 +239,12 @@ class Transport:
         path: str,
         body: bytes | None,
         headers: dict[str, str],
-        params: Mapping[str, str] | None,
         timeout_s: float | None,
     ) -> Any:
         timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
         try:
             response = self._client.request(
-                method, path, content=body, headers=headers, params=params, timeout=timeout
+                method, path, content=body, headers=headers, timeout=timeout
             )
         except httpx.HTTPError as exc:
             raise _transport_error(exc, method, path) from exc
@@ -233,11 +287,13 @@ class AsyncTransport:
         http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self.credentials = credentials  # unused until request signing exists
+        self.credentials = credentials
+        """Every request is signed with them (``None``: requests go unsigned)."""
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
         self._client = httpx.AsyncClient(
-            **_client_options(endpoint, request_timeout_s, event_hooks), transport=http_transport
+            **_client_options(endpoint, credentials, request_timeout_s, event_hooks),
+            transport=http_transport,
         )
 
     async def request(
@@ -259,13 +315,14 @@ class AsyncTransport:
         """
         policy = retry or self.retry
         body, headers = _encode(json_body, content)
+        target = _with_query(path, params)
         timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
-        attempt = 1
+        attempt, resigned = 1, False
         while True:
             try:
                 try:
                     response = await self._client.request(
-                        method, path, content=body, headers=headers, params=params, timeout=timeout
+                        method, target, content=body, headers=headers, timeout=timeout
                     )
                 except httpx.HTTPError as exc:
                     raise _transport_error(exc, method, path) from exc
@@ -276,6 +333,9 @@ class AsyncTransport:
                     raise result.error
                 return result
             except MQError as error:
+                if not resigned and should_resign(error):
+                    resigned = True
+                    continue
                 if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
                     raise
                 delay = policy.backoff_s(attempt, retry_after_s=_retry_after(error))

@@ -1,10 +1,79 @@
-"""Helpers for talking to the local stack's HTTP API in tests."""
+"""Helpers for talking to the local stack's HTTP API in tests: every request is signed
+(``cirrusmq.signing``, docs/AUTH-SPEC.md) with the broker clock, which
+``LocalStack.advance_time`` moves (the service checks the date against it)."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Generator
+from typing import Any
 
 import httpx
+from cirrusmq.credentials import Credentials
+from cirrusmq.signing import (
+    AUTHORIZATION_HEADER,
+    DATE_HEADER,
+    NONCE_HEADER,
+    authorization_header,
+    format_date,
+    new_nonce,
+    sign,
+    signature,
+    string_to_sign,
+)
+from cirrusmq_broker import clock
+
+
+def broker_now() -> float:
+    """Seconds since the epoch on the broker clock (what the service checks dates against)."""
+    return clock.now_ms() / 1000
+
+
+class StackAuth(httpx.Auth):
+    """Signs every httpx request with ``credentials`` at the broker clock's time."""
+
+    requires_request_body = True
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        request.headers.update(
+            sign(request.method, request.url, request.content, self.credentials, now=broker_now())
+        )
+        yield request
+
+
+class RequestsAuth:
+    """The same for ``requests`` (schemathesis' transport): signs the prepared request over
+    the path and body exactly as they go on the wire."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+
+    def __call__(self, request: Any) -> Any:
+        body = request.body or b""
+        if isinstance(body, str):  # http.client sends text as latin-1 when it can
+            try:
+                body = body.encode("iso-8859-1")
+            except UnicodeEncodeError:
+                body = body.encode()
+        body = bytes(body)
+        path, _, query = request.path_url.partition("?")
+        date, nonce = format_date(broker_now()), new_nonce()
+        text = string_to_sign(request.method, path, query, date, nonce, body)
+        request.headers[DATE_HEADER] = date
+        request.headers[NONCE_HEADER] = nonce
+        request.headers[AUTHORIZATION_HEADER] = authorization_header(
+            self.credentials.access_key, signature(self.credentials.secret_key, text)
+        )
+        return request
+
+
+def signed_client(stack, credentials: Credentials | None = None, **options) -> httpx.Client:
+    """An httpx client on the stack's API signing as ``credentials`` (default: the admin)."""
+    auth = StackAuth(credentials or stack.credentials)
+    return httpx.Client(base_url=stack.endpoint, auth=auth, timeout=60, **options)
 
 
 def b64(data: bytes) -> str:
@@ -47,3 +116,29 @@ def object_keys(stack, topic: str) -> list[str]:
 
 def max_offsets(api: httpx.Client, topic: str) -> list[int]:
     return [q["max_offset"] for q in api.get(f"/v1/topics/{topic}").json()["queue_offsets"]]
+
+
+NOT_STATE = frozenset({"NoncesTable", "AccessKeySecretsKey"})
+"""Not stored state: one nonce item per signed request; the KMS key (not a table)."""
+
+
+def stored_state(stack) -> dict[str, list[str]]:
+    """Every table's items (but the nonces) and the bucket's keys, as sorted JSON lines."""
+    import json
+
+    dynamodb, s3 = stack.boto3_client("dynamodb"), stack.boto3_client("s3")
+    state: dict[str, list[str]] = {}
+    for logical_id, name in sorted(stack.resources.items()):
+        if logical_id in NOT_STATE:
+            continue
+        if logical_id == "MessageBucket":
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
+            state[logical_id] = sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+            continue
+        pages = dynamodb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
+        state[logical_id] = sorted(
+            json.dumps(i, sort_keys=True, default=lambda b: bytes(b).hex())
+            for p in pages
+            for i in p["Items"]
+        )
+    return state

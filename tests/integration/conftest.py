@@ -1,4 +1,5 @@
-"""Integration fixtures: the local stack (moto server + gateway + handlers), real HTTP."""
+"""Integration fixtures: the local stack (moto server + gateway + handlers), real HTTP; the
+``api`` client signs every request with the stack's bootstrap admin key."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from api_helpers import signed_client
 
 
 @pytest.fixture
 def api(cirrusmq_stack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cirrusmq_stack.endpoint, timeout=60) as client:
+    with signed_client(cirrusmq_stack) as client:
         yield client
 
 

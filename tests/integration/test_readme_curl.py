@@ -1,7 +1,9 @@
-"""The README's "Try it over HTTP" block runs verbatim, with bash and the real curl.
+"""The README's "Try it over HTTP" block runs verbatim, with bash, the real curl and openssl.
 
-Only the endpoint ``E`` is changed; ``<receipt_handle>`` becomes the handle the block's own
-receive printed (a ``curl`` shell function swaps it in and records each answer's status).
+Only the first line's endpoint and key (``E=... AK=... SK=...``) are set to the stack's; the
+ack's ``<receipt_handle>`` becomes the handle the block's own receive printed (the block runs
+in two parts: up to the ack, then its function definitions again with the rest). A ``curl``
+shell function records each answer's status.
 """
 
 from __future__ import annotations
@@ -12,23 +14,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cirrusmq_broker import clock
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+PLACEHOLDER = "<receipt_handle>"
 
 CURL_WRAPPER = r"""
 curl() {
-  local args=() arg out status
-  for arg in "$@"; do args+=("${arg//<receipt_handle>/$RECEIPT_HANDLE}"); done
-  out=$(command curl -w $'\n%{http_code}' "${args[@]}") || return
+  local out status
+  out=$(command curl -w $'\n%{http_code}' "$@") || return
   status=${out##*$'\n'}
   out=${out%$'\n'*}
   printf '%s\n' "$out"
   printf '%s %s\n' "$status" "${*//$'\n'/ }" >> "$STATUS_LOG"
-  local handle
-  handle=$(printf '%s' "$out" | sed -n 's/.*"receipt_handle": *"\([^"]*\)".*/\1/p' | head -n 1)
-  if [ -n "$handle" ]; then RECEIPT_HANDLE=$handle; fi
 }
 """
+CREDENTIALS_LINE = re.compile(r"^E=\S+ AK=\S+ SK=\S+$", re.M)
 
 
 def readme_block() -> str:
@@ -39,23 +40,45 @@ def readme_block() -> str:
     return match.group(1)
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
-def test_readme_curl_block_runs_as_is(cirrusmq_stack, tmp_path):
-    block = readme_block()
-    endpoint_line = re.compile(r"^E=\S+$", re.M)
-    assert len(endpoint_line.findall(block)) == 1, block
-    script = endpoint_line.sub(f"E={cirrusmq_stack.endpoint}", block)
-    status_log = tmp_path / "statuses"
-    result = subprocess.run(
+def run(script: str, status_log: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         ["bash", "-c", CURL_WRAPPER + script],
-        env={"PATH": "/usr/bin:/bin", "STATUS_LOG": str(status_log), "RECEIPT_HANDLE": ""},
+        env={"PATH": "/usr/bin:/bin", "STATUS_LOG": str(status_log)},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("curl") is None or shutil.which("openssl") is None, reason="needs curl, openssl"
+)
+def test_readme_block_runs_as_is(cirrusmq_stack, tmp_path):
+    assert clock.offset_ms() == 0, "the block signs with the wall clock"
+    block = readme_block()
+    assert len(CREDENTIALS_LINE.findall(block)) == 1, block
+    credentials = cirrusmq_stack.credentials
+    script = CREDENTIALS_LINE.sub(
+        f"E={cirrusmq_stack.endpoint} AK={credentials.access_key} SK={credentials.secret_key}",
+        block,
+    )
+    lines = script.splitlines(keepends=True)
+    calls = [i for i, line in enumerate(lines) if line.startswith("cmq ")]
+    ack = next(i for i, line in enumerate(lines) if PLACEHOLDER in line)
+    definitions = "".join(lines[: calls[0]])
+    status_log = tmp_path / "statuses"
+
+    first = run("".join(lines[:ack]), status_log)
+    assert first.returncode == 0, first.stderr
+    handle = re.search(r'"receipt_handle": *"([^"]+)"', first.stdout)
+    assert handle, first.stdout
+    rest = "".join(lines[ack:]).replace(PLACEHOLDER, handle.group(1))
+    second = run(definitions + rest, status_log)
+    assert second.returncode == 0, second.stderr
+
     answers = status_log.read_text().splitlines()
-    assert len(answers) == block.count("curl "), (answers, result.stdout)
+    output = first.stdout + second.stdout
+    assert len(answers) == len(calls), (answers, output)
     for answer in answers:
-        assert answer.startswith("2"), f"{answer}\n{result.stdout}"
-    assert '"acked": 1' in result.stdout.replace('"acked":1', '"acked": 1'), result.stdout
+        assert answer.startswith("2"), f"{answer}\n{output}"
+    assert '"acked": 1' in second.stdout.replace('"acked":1', '"acked": 1'), second.stdout

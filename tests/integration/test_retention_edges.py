@@ -10,9 +10,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 
-import httpx
 import pytest
-from api_helpers import ack, b64, make_topic, receive, send
+from api_helpers import ack, b64, make_topic, receive, send, signed_client
 from cirrusmq.testing import LocalStack
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import broker_for
@@ -47,7 +46,7 @@ def test_offsets_continue_after_an_idle_queue_expired(api, cirrusmq_stack, topic
 
 
 def test_a_group_gets_past_expired_batches_ttl_has_not_deleted(lagging_ttl_stack):
-    with httpx.Client(base_url=lagging_ttl_stack.endpoint, timeout=60) as api:
+    with signed_client(lagging_ttl_stack) as api:
         make_topic(api, "lagging", queues=1, retention_hours=1)
         for _ in range(150):  # more than a page of the index
             send(api, "lagging", {"body": b64(b"old")})

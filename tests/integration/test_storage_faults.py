@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import b64, make_topic, receive, send
+from api_helpers import b64, make_topic, receive, send, signed_client
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.response import StreamingBody
@@ -38,7 +38,11 @@ S3_FAULTS = [
     ("InternalError", 500, 503, "Busy"),
     ("ServiceUnavailable", 503, 503, "Busy"),
 ]
-FAULTS = {"dynamodb": DYNAMODB_FAULTS, "s3": S3_FAULTS}
+KMS_FAULTS = [
+    ("ThrottlingException", 400, 429, "Throttled"),
+    ("KMSInternalException", 500, 503, "Busy"),
+]
+FAULTS = {"dynamodb": DYNAMODB_FAULTS, "s3": S3_FAULTS, "kms": KMS_FAULTS}
 
 _names = itertools.count()
 
@@ -59,7 +63,7 @@ class Scene:
 @pytest.fixture(scope="module")
 def scene(cirrusmq_stack) -> Scene:
     topic = unique("faults")
-    with httpx.Client(base_url=cirrusmq_stack.endpoint, timeout=60) as api:
+    with signed_client(cirrusmq_stack) as api:
         make_topic(api, topic, queues=2)
         sent = send(api, topic, *[{"body": b64(b"x")} for _ in range(8)])
         got = receive(api, "holder", topic, max_messages=8, invisible_seconds=3600)

@@ -6,6 +6,7 @@ receive with another one is refused (409 ``SubscriptionConflict``). Acks answer 
 handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired); with
 ``legacy_acks`` they answer the former way: all or nothing, 400 for malformed (not named),
 foreign or stale (named in ``details``) handles. Change-invisible calls are recorded.
+Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ import time
 
 import httpx
 
+from .signature_check import FAKE_CREDENTIALS, SignatureChecker
+
 
 class FakeGroupService:
     def __init__(self) -> None:
+        self.credentials = FAKE_CREDENTIALS
+        self.signatures = SignatureChecker(self.credentials)
         self.cond = threading.Condition()
         self.available: list[dict] = []
         self.acked: list[str] = []
@@ -62,6 +67,9 @@ class FakeGroupService:
             self.cond.notify_all()
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        refusal = self.signatures.check(request)
+        if refusal is not None:
+            return refusal
         body = json.loads(request.content)
         action = request.url.path.rsplit("/", 1)[-1]
         if action == "receive":

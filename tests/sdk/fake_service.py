@@ -1,7 +1,9 @@
 """An in-process stand-in for the produce API (``httpx.MockTransport``), for unit tests.
 
 It keeps the service's idempotency rule (producer id + sequence → the original receipts,
-``duplicate: true``) and can be taken down (connection refused) or made to fail.
+``duplicate: true``), checks every request's signature as the service does (sign with
+``FAKE_CREDENTIALS``; ``signatures`` records nonces and refusals), and can be taken down
+(connection refused) or made to fail.
 """
 
 from __future__ import annotations
@@ -12,9 +14,16 @@ from collections import defaultdict
 
 import httpx
 
+from .signature_check import FAKE_CREDENTIALS, SignatureChecker
+
+__all__ = ["FAKE_CREDENTIALS", "FakeService"]
+
 
 class FakeService:
     def __init__(self) -> None:
+        self.credentials = FAKE_CREDENTIALS
+        """What the requests must be signed with."""
+        self.signatures = SignatureChecker(self.credentials)
         self.down = False
         self.hold = threading.Event()
         """Requests wait for this event (set: they go through at once)."""
@@ -41,6 +50,9 @@ class FakeService:
         self.hold.wait(10)
         if self.down:
             raise httpx.ConnectError("connection refused", request=request)
+        refusal = self.signatures.check(request)
+        if refusal is not None:
+            return refusal
         with self._lock:
             if self.crash_next:
                 self.crash_next -= 1

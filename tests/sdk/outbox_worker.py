@@ -3,16 +3,18 @@
 ``--mode offline``: the service is unreachable; send ``--count`` messages (``send``,
 ``send_batch`` and ``send_async``), check they are all parked in the outbox, print PARKED and
 wait to be killed. ``--mode resume``: a new producer on the same outbox; it resends what the
-killed one left, then sends ``--count`` more, and prints DONE.
+killed one left, then sends ``--count`` more, and prints DONE. Credentials come from
+``CIRRUSMQ_ACCESS_KEY`` / ``CIRRUSMQ_SECRET_KEY``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
-from cirrusmq import Message, Producer
+from cirrusmq import Credentials, Message, Producer
 
 
 def main() -> None:
@@ -24,7 +26,8 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=10)
     args = parser.parse_args()
 
-    producer = Producer(args.endpoint, outbox_path=args.outbox, max_attempts=2)
+    credentials = Credentials(os.environ["CIRRUSMQ_ACCESS_KEY"], os.environ["CIRRUSMQ_SECRET_KEY"])
+    producer = Producer(args.endpoint, credentials, outbox_path=args.outbox, max_attempts=2)
     producer.outbox_retry_max_s = 0.5
     producer.start()
     messages = [

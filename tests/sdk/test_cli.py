@@ -62,16 +62,20 @@ def test_send_consume_and_describe_group(cli, topic, group):
     assert "lag" in cli("group", "describe", group).output
 
 
-def test_profiles_and_missing_configuration(cli, endpoint, tmp_path, monkeypatch):
+def test_profiles_and_missing_configuration(cli, endpoint, credentials, tmp_path, monkeypatch):
     (tmp_path / "config").write_text(
         f'[profile.local]\nendpoint = "{endpoint}"\n'
+        f'access_key = "{credentials.access_key}"\nsecret_key = "{credentials.secret_key}"\n'
         '[profile.broken]\nendpoint = "http://127.0.0.1:9"\n'
     )
     monkeypatch.setenv("CIRRUSMQ_ENDPOINT", "http://127.0.0.1:9")  # unreachable
     monkeypatch.delenv("CIRRUSMQ_ACCESS_KEY")
     monkeypatch.delenv("CIRRUSMQ_SECRET_KEY")
     assert "topic(s)" in cli("topic", "list", "--profile", "local").output
-    assert "topic(s)" in cli("topic", "list", "--endpoint", endpoint).output
+    keys = ["--access-key", credentials.access_key, "--secret-key", credentials.secret_key]
+    assert "topic(s)" in cli("topic", "list", "--endpoint", endpoint, *keys).output
+    unsigned = cli("topic", "list", "--endpoint", endpoint, code=1).output
+    assert "MissingSignature" in unsigned and "no credentials?" in unsigned
     assert "ConnectError" in cli("topic", "list", code=1).output  # the environment's endpoint
     assert "no [profile.nope]" in cli("topic", "list", "--profile", "nope", code=1).output
     monkeypatch.delenv("CIRRUSMQ_ENDPOINT")

@@ -13,6 +13,7 @@ import threading
 from collections import defaultdict
 from pathlib import Path
 
+from cirrusmq import Credentials
 from cirrusmq.outbox import SqliteOutbox
 
 from .helpers import drain
@@ -20,12 +21,18 @@ from .helpers import drain
 WORKER = Path(__file__).with_name("outbox_worker.py")
 
 
-def run_worker(*args: str) -> subprocess.Popen[str]:
+def run_worker(credentials: Credentials, *args: str) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "CIRRUSMQ_ACCESS_KEY": credentials.access_key,
+        "CIRRUSMQ_SECRET_KEY": credentials.secret_key,
+    }
     return subprocess.Popen(
         [sys.executable, str(WORKER), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -47,7 +54,7 @@ def test_outbox_survives_sigkill_and_delivers_exactly_once_in_order(
     common = ["--endpoint", proxy.url, "--outbox", str(outbox), "--topic", topic]
     proxy.down()  # the service is unreachable: connections are refused
 
-    offline = run_worker(*common, "--mode", "offline", "--count", "1000")
+    offline = run_worker(credentials, *common, "--mode", "offline", "--count", "1000")
     parked = read_line(offline, timeout_s=60)
     assert parked.startswith("PARKED"), parked
     os.kill(offline.pid, signal.SIGKILL)
@@ -61,7 +68,9 @@ def test_outbox_survives_sigkill_and_delivers_exactly_once_in_order(
     assert admin.describe_topic(topic).message_count == 0
 
     proxy.up()
-    resumed = run_worker(*common, "--mode", "resume", "--start", "1000", "--count", "100")
+    resumed = run_worker(
+        credentials, *common, "--mode", "resume", "--start", "1000", "--count", "100"
+    )
     assert read_line(resumed, timeout_s=90).startswith("DONE")
     assert resumed.wait(10) == 0
 

@@ -66,6 +66,8 @@ def test_the_cli_lists_and_retries_refused_messages(
 ):
     monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
     monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
     monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
     topic, outbox = unique("later"), str(tmp_path / "o.db")
     producer = Producer(endpoint, credentials, outbox_path=outbox)

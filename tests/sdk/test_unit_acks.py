@@ -144,7 +144,10 @@ def test_only_handle_refusals_are_per_handle_errors():
 
 def simple(service: FakeGroupService, **options) -> SimpleConsumer:
     transport = Transport(
-        "http://fake", retry=RetryPolicy(max_attempts=1), http_transport=service.transport()
+        "http://fake",
+        service.credentials,
+        retry=RetryPolicy(max_attempts=1),
+        http_transport=service.transport(),
     )
     return SimpleConsumer("http://fake", None, "g", ["t"], 0, transport=transport, **options)
 
@@ -192,7 +195,7 @@ def test_the_retrier_settles_expired_and_invalid_acks_for_good(legacy_acks):
     service = FakeGroupService()
     service.legacy_acks = legacy_acks
     store = MemoryOutbox()
-    transport = Transport("http://fake", http_transport=service.transport())
+    transport = Transport("http://fake", service.credentials, http_transport=service.transport())
     retrier = AckRetrier(store, transport, interval_s=3600)
     far = 10**13
     retrier.park("g", [(h, far) for h in ("h1", "stale-1", "bad-1", "foreign-1", "h2")])

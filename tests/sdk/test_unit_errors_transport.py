@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from cirrusmq import (
+    AccessDeniedError,
+    AuthenticationError,
     BadRequestError,
     ConflictError,
     MQError,
@@ -27,7 +29,11 @@ FAST = RetryPolicy(max_attempts=3, initial_backoff_ms=1, max_backoff_ms=2)
     [
         (400, "InvalidRequest", BadRequestError, False),
         (400, "ReceiptHandleExpired", ReceiptHandleExpiredError, False),
-        (401, "Unauthorized", UnauthorizedError, False),
+        (401, "Unauthorized", AuthenticationError, False),
+        (401, "MissingSignature", AuthenticationError, False),
+        (401, "InvalidSignature", AuthenticationError, False),
+        (401, "ReplayedRequest", AuthenticationError, False),
+        (403, "AccessDenied", AccessDeniedError, False),
         (404, "TopicNotFound", NotFoundError, False),
         (405, "MethodNotAllowed", BadRequestError, False),
         (409, "TopicAlreadyExists", ConflictError, False),
@@ -44,6 +50,8 @@ def test_responses_map_to_typed_errors(status, code, cls, retriable):
     assert isinstance(error, MQError)
     assert (error.code, error.http_status, error.retriable) == (code, status, retriable)
     assert str(error) == f"[{code}] m"
+    if status == 401:
+        assert isinstance(error, UnauthorizedError)  # the former class still catches it
 
 
 def test_stale_handles_are_listed():

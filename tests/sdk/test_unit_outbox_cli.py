@@ -77,7 +77,7 @@ def test_retry_sends_them_and_purge_deletes(cli, tmp_path, monkeypatch):
     service.missing_topics = {"u"}  # still missing: refused again
 
     def fake_producer(endpoint, credentials, **options):
-        transport = Transport(endpoint, http_transport=service.transport())
+        transport = Transport(endpoint, service.credentials, http_transport=service.transport())
         return Producer(endpoint, credentials, transport=transport, **options)
 
     monkeypatch.setattr(commands, "Producer", fake_producer)

@@ -28,7 +28,9 @@ FAST = RetryPolicy(max_attempts=3, initial_backoff_ms=1, max_backoff_ms=5)
 
 
 def producer(service: FakeService, **options) -> Producer:
-    transport = Transport("http://fake", retry=FAST, http_transport=service.transport())
+    transport = Transport(
+        "http://fake", service.credentials, retry=FAST, http_transport=service.transport()
+    )
     p = Producer("http://fake", transport=transport, **options)
     p.outbox_retry_max_s = 0.05
     return p
@@ -113,7 +115,9 @@ def test_a_request_still_on_the_wire_after_close_resolves_its_future_later(monke
     made: list[Transport] = []
 
     def owned_transport(endpoint, credentials, **options):  # the producer makes (and owns) it
-        made.append(Transport(endpoint, credentials, http_transport=service.transport(), **options))
+        made.append(
+            Transport(endpoint, service.credentials, http_transport=service.transport(), **options)
+        )
         return made[-1]
 
     monkeypatch.setattr(producer_module, "Transport", owned_transport)
@@ -140,7 +144,10 @@ def test_async_close_does_not_report_a_request_on_the_wire_as_unsent():
             return service.handle(request)
 
         transport = AsyncTransport(
-            "http://fake", retry=FAST, http_transport=httpx.MockTransport(handler)
+            "http://fake",
+            service.credentials,
+            retry=FAST,
+            http_transport=httpx.MockTransport(handler),
         )
         p = AsyncProducer("http://fake", transport=transport, request_timeout_s=0.2)
         slow = await p.send_async(Message("t", "slow"))
@@ -223,7 +230,9 @@ def test_async_producer_batches_retries_and_parks(tmp_path):
     service = FakeService()
 
     async def scenario() -> None:
-        transport = AsyncTransport("http://fake", retry=FAST, http_transport=service.transport())
+        transport = AsyncTransport(
+            "http://fake", service.credentials, retry=FAST, http_transport=service.transport()
+        )
         producer = AsyncProducer("http://fake", transport=transport, outbox_path=tmp_path / "o.db")
         producer.outbox_retry_max_s = 0.05
         async with producer:
@@ -360,7 +369,9 @@ def test_async_producer_survives_an_unexpected_error_while_posting():
     service.crash_next = 1
 
     async def scenario() -> None:
-        transport = AsyncTransport("http://fake", retry=FAST, http_transport=service.transport())
+        transport = AsyncTransport(
+            "http://fake", service.credentials, retry=FAST, http_transport=service.transport()
+        )
         async with AsyncProducer("http://fake", transport=transport) as p:
             with pytest.raises(TransportError, match="unexpectedly"):
                 await p.send(Message("t", "crash"))

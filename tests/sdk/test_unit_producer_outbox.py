@@ -17,7 +17,9 @@ FAST = RetryPolicy(max_attempts=2, initial_backoff_ms=1, max_backoff_ms=5)
 
 
 def producer(service: FakeService, **options) -> Producer:
-    transport = Transport("http://fake", retry=FAST, http_transport=service.transport())
+    transport = Transport(
+        "http://fake", service.credentials, retry=FAST, http_transport=service.transport()
+    )
     p = Producer("http://fake", transport=transport, **options)
     p.outbox_retry_max_s = 0.05
     return p
@@ -75,7 +77,9 @@ def test_a_fresh_async_producer_sends_a_left_over_outbox_on_flush(tmp_path):
     park(service, path, bodies)
 
     async def scenario() -> None:
-        transport = AsyncTransport("http://fake", retry=FAST, http_transport=service.transport())
+        transport = AsyncTransport(
+            "http://fake", service.credentials, retry=FAST, http_transport=service.transport()
+        )
         p = AsyncProducer("http://fake", transport=transport, outbox_path=path)
         await p.flush(timeout_s=5)
         assert service.bodies("t") == bodies

@@ -31,7 +31,9 @@ class Listener:
 
 
 def consumer(service: FakeGroupService, listener, **options) -> PushConsumer:
-    transport = Transport("http://fake", retry=FAST, http_transport=service.transport())
+    transport = Transport(
+        "http://fake", service.credentials, retry=FAST, http_transport=service.transport()
+    )
     return PushConsumer("http://fake", None, "g", ["t"], listener, transport=transport, **options)
 
 
@@ -46,7 +48,9 @@ def owned_transports(monkeypatch) -> OwnedTransports:
     made.service = service = FakeGroupService()
 
     def make(endpoint, credentials, **options):
-        made.append(Transport(endpoint, credentials, http_transport=service.transport(), **options))
+        made.append(
+            Transport(endpoint, service.credentials, http_transport=service.transport(), **options)
+        )
         return made[-1]
 
     monkeypatch.setattr(push_module, "Transport", make)

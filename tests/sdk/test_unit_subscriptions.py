@@ -39,7 +39,7 @@ def test_a_subscription_conflict_is_typed():
 def test_a_receive_with_another_filter_raises_it():
     service = FakeGroupService()
     service.subscriptions["t"] = "TagA"
-    transport = Transport("http://fake", http_transport=service.transport())
+    transport = Transport("http://fake", service.credentials, http_transport=service.transport())
     consumer = SimpleConsumer("http://fake", None, "g", {"t": "TagB"}, 0, transport=transport)
     with consumer, pytest.raises(SubscriptionConflictError) as conflict:
         consumer.receive()

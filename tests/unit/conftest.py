@@ -52,6 +52,7 @@ def settings(aws: None) -> Settings:
         boto3.client("s3", region_name="us-east-1"),
         template,
         resolver,
+        kms=boto3.client("kms", region_name="us-east-1"),
     )
     return Settings(
         topics_table=names["TopicsTable"],
@@ -60,6 +61,9 @@ def settings(aws: None) -> Settings:
         producers_table=names["ProducersTable"],
         queue_heads_table=names["QueueHeadsTable"],
         bucket=names["MessageBucket"],
+        access_keys_table=names["AccessKeysTable"],
+        nonces_table=names["NoncesTable"],
+        secrets_key_id=names["AccessKeySecretsKey"],
         receipt_secret="unit-test-secret-0123456789abcdef",
         aws_region="us-east-1",
     )

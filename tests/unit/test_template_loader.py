@@ -77,6 +77,8 @@ def test_tables(template) -> None:
         "GroupsTable",
         "ProducersTable",
         "QueueHeadsTable",
+        "AccessKeysTable",
+        "NoncesTable",
     }
     log_index = template.tables["LogIndexTable"]
     assert [k["AttributeName"] for k in log_index.key_schema] == ["stream", "base_offset"]

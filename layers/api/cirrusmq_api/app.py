@@ -7,7 +7,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler import (
+    APIGatewayHttpResolver,
+    CORSConfig,
+    Response,
+    content_types,
+)
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
@@ -16,17 +21,19 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, RequestTooLarge, UnsupportedMediaType
+from cirrusmq_broker.settings import cors_allow_origins
+
+from .access import authenticate_event, check_access
 
 log = logging.getLogger("cirrusmq.api")
 
 RETRY_AFTER_SECONDS = 1
 """``Retry-After`` of a retriable 429 / 503 answer."""
 
-READ_AS_JSON = frozenset(
-    {"", "application/json", "application/x-www-form-urlencoded", "text/plain"}
-)
-"""Media types of a body read as JSON (``curl -d`` sends form-urlencoded), besides
-``application/*+json``. Every other one gets 415."""
+JSON_MEDIA_TYPE = "application/json"
+"""The only media type of a request body (any parameters, e.g. ``charset``); anything else,
+an absent Content-Type included, gets 415: no form or multipart post from a web page."""
+SIGNATURE_HEADERS = ["Authorization", "Content-Type", "X-Cirrus-Date", "X-Cirrus-Nonce"]
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -44,10 +51,28 @@ def error_response(
     return Response(status, content_types.APPLICATION_JSON, json.dumps(body), headers=headers)
 
 
+class SignedApiResolver(APIGatewayHttpResolver):
+    """Verifies the request signature of each event before resolving it."""
+
+    def resolve(self, event: dict, context: Any) -> dict[str, Any]:
+        authenticate_event(event)
+        return super().resolve(event, context)
+
+
 def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
     """A resolver serving ``routers``, mapping every error to ``{code, message}`` JSON."""
-    app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=read_json)
-    _run_before_validation(app, _check_body)
+    origins = cors_allow_origins()
+    cors = (
+        CORSConfig(
+            allow_origin=origins[0],
+            extra_origins=list(origins[1:]),
+            allow_headers=SIGNATURE_HEADERS,
+        )
+        if origins
+        else None
+    )
+    app = SignedApiResolver(cors=cors, enable_validation=True, json_body_deserializer=read_json)
+    _run_before_validation(app, _check_request)
     for router in routers:
         app.include_router(router)
 
@@ -106,28 +131,29 @@ def _no_constant(name: str) -> Any:
 
 
 def is_json_readable(content_type: str) -> bool:
-    """True if a body of this Content-Type is read as JSON (any parameters allowed)."""
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    kind, _, subtype = media_type.partition("/")
-    return media_type in READ_AS_JSON or (kind == "application" and subtype.endswith("+json"))
+    """True if a body of this Content-Type is read as JSON: ``application/json`` with any
+    parameters."""
+    return content_type.split(";", 1)[0].strip().lower() == JSON_MEDIA_TYPE
 
 
-def _check_body(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
-    """Before the body is parsed: refuse it over 6 MiB or when it cannot be JSON (415);
-    otherwise have it read as JSON whatever its Content-Type said."""
+def _check_request(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response:
+    """Before the body is parsed: refuse it over 6 MiB; authenticate and authorize the
+    request (401 / 403, :mod:`cirrusmq_api.access`); refuse a body that is not
+    ``application/json`` (415)."""
     event = app.current_event
     body = event.body
-    if not body:
-        return next_middleware(app)
-    if len(body) > limits.MAX_REQUEST_BYTES:
+    if body and len(body) > limits.MAX_REQUEST_BYTES:
         raise RequestTooLarge(
             f"request of {len(body)} bytes is over the {limits.MAX_REQUEST_BYTES} byte limit"
         )
+    check_access(app, read_json)
+    if not body:
+        return next_middleware(app)
     if event.http_method.upper() in BODY_METHODS:
         content_type = event.headers.get("content-type") or ""
         if not is_json_readable(content_type):
             raise UnsupportedMediaType(
-                f"Content-Type {content_type[:100]!r} cannot be JSON; send application/json"
+                f"Content-Type {content_type[:100]!r} is not accepted; send application/json"
             )
         headers = event.raw_event.get("headers") or {}
         headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}

@@ -1,5 +1,8 @@
 """Makes the generated OpenAPI document say what the service does.
 
+It declares the request signature (security scheme ``CirrusSignature``; every route but
+health needs it and may answer 401 / 403).
+
 Powertools documents a 422 the service never sends and nothing of its real errors. This
 replaces them with the error answers of each route (``ErrorBody``, ``Retry-After`` on the
 retriable ones), documents a DELETE's 204, the name patterns of path and query parameters
@@ -25,11 +28,14 @@ ERROR_CODES: dict[int, str] = {
     "InvalidMessage, TooManyMessages, MessageGroupRequired, InvalidFilterExpression, "
     "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired); "
     "nothing was changed.",
-    404: "Not found (TopicNotFound, MessageNotFound, RouteNotFound).",
+    401: "Not authenticated (MissingSignature, InvalidSignature, RequestExpired, "
+    "ReplayedRequest); nothing was changed.",
+    403: "AccessDenied: the access key lacks the permission; nothing was changed.",
+    404: "Not found (TopicNotFound, MessageNotFound, KeyNotFound, RouteNotFound).",
     409: "Conflict (TopicAlreadyExists, TopicBeingDeleted, IdempotencyConflict, "
-    "SubscriptionConflict); nothing was changed.",
+    "SubscriptionConflict, KeyInUse); nothing was changed.",
     413: "Too large (MessageTooLarge: a body over 4 MiB; RequestTooLarge: over 6 MiB).",
-    415: "UnsupportedMediaType: the body's Content-Type cannot be JSON.",
+    415: "UnsupportedMediaType: a body must be application/json.",
     429: "Throttled or TooManyInflight; retriable after Retry-After seconds.",
     500: "InternalError: a fault; retriable.",
     503: "Busy: contention or storage unavailable; retriable after Retry-After seconds.",
@@ -51,10 +57,31 @@ ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     ("put", "/v1/groups/{group}/subscriptions/{topic}"): frozenset({400, 404, 409, 413, 415}),
     ("get", "/v1/groups/{group}"): frozenset({400, 404}),
     ("get", "/v1/health"): frozenset(),
+    ("post", "/v1/keys"): frozenset({400, 413, 415}),
+    ("get", "/v1/keys"): frozenset(),
+    ("post", "/v1/keys/{access_key}/disable"): frozenset({400, 404, 409, 413, 415}),
+    ("post", "/v1/keys/{access_key}/enable"): frozenset({400, 404, 413, 415}),
+    ("delete", "/v1/keys/{access_key}"): frozenset({400, 404, 409}),
 }
 """Client errors per route (besides STORAGE_ERRORS); a route missing here gets 400, 404,
 409 and, with a body, 413 and 415."""
 NO_STORAGE = frozenset({("get", "/v1/health")})
+UNSIGNED = NO_STORAGE
+"""Routes open to anyone; every other one is signed and may answer 401 and 403."""
+SECURITY_SCHEME = "CirrusSignature"
+SECURITY_SCHEMES = {
+    SECURITY_SCHEME: {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "CIRRUS-HMAC-SHA256 request signature: `Authorization: "
+        "CIRRUS-HMAC-SHA256 Credential=<access key>, Signature=<hex>` with the headers "
+        "`X-Cirrus-Date` (UTC, 20261123T010700Z, within 300 s of the service's clock) and "
+        "`X-Cirrus-Nonce` (16-64 of [A-Za-z0-9_-], new for every request). The signature is "
+        "HMAC-SHA256 with the secret key over: the algorithm, method, path as sent, canonical "
+        "query, date, nonce and the SHA-256 of the body, joined by newlines (docs/http-api.md).",
+    }
+}
 
 NAME_SCHEMA = {
     "type": "string",
@@ -65,6 +92,7 @@ NAME_SCHEMA = {
 PARAMETER_SCHEMAS = {
     "topic": NAME_SCHEMA,
     "group": NAME_SCHEMA,
+    "access_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$", "minLength": 1},
     "message_id": {
         "type": "string",
         "pattern": MESSAGE_ID_PATTERN.pattern,
@@ -91,6 +119,8 @@ def describe(document: dict[str, Any]) -> dict[str, Any]:
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(unused, None)
     schemas["ErrorBody"] = ErrorBody.model_json_schema()
+    document["components"]["securitySchemes"] = copy.deepcopy(SECURITY_SCHEMES)
+    document["security"] = [{SECURITY_SCHEME: []}]
     for path, operations in document.get("paths", {}).items():
         for method, operation in operations.items():
             _describe_operation(method, path, operation)
@@ -109,6 +139,10 @@ def _describe_operation(method: str, path: str, operation: dict[str, Any]) -> No
     default = {400, 404, 409} | ({413, 415} if has_body else set())
     errors = set(ROUTE_ERRORS.get((method, path), default))
     errors |= {500} if (method, path) in NO_STORAGE else STORAGE_ERRORS
+    if (method, path) in UNSIGNED:
+        operation["security"] = []
+    else:
+        errors |= {401, 403}
     for status in sorted(errors):
         responses[str(status)] = _error_response(status)
     for parameter in operation.get("parameters", []):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from cirrusmq_broker import limits
-from pydantic import BaseModel, ConfigDict, Field
+from cirrusmq_broker.permissions import MAX_PATTERNS
+from cirrusmq_broker.services.access_keys import MAX_DESCRIPTION_CHARS
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class Strict(BaseModel):
@@ -189,3 +191,45 @@ class GroupBody(BaseModel):
 class HealthBody(BaseModel):
     status: str
     version: str
+
+
+PERMISSION_PATTERN = r"^(?:[A-Za-z0-9_-]{1,127}|[A-Za-z0-9_-]{0,126}\*)$"
+Pattern = Annotated[
+    str,
+    Field(
+        pattern=PERMISSION_PATTERN,
+        description="A name, or a prefix ending in '*' (e.g. 'orders', 'audit-*', '*').",
+    ),
+]
+
+
+class SubscribeGrantBody(Strict):
+    groups: list[Pattern] = Field(min_length=1, max_length=MAX_PATTERNS)
+    topics: list[Pattern] = Field(min_length=1, max_length=MAX_PATTERNS)
+
+
+class PermissionsBody(Strict):
+    admin: StrictBool = Field(False, description="Everything, access keys included.")
+    publish: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
+    subscribe: list[SubscribeGrantBody] = Field(default_factory=list, max_length=MAX_PATTERNS)
+
+
+class CreateKeyRequest(Strict):
+    permissions: PermissionsBody
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+
+
+class KeyBody(BaseModel):
+    access_key: str
+    description: str
+    permissions: PermissionsBody
+    status: Literal["ACTIVE", "DISABLED"]
+    created_timestamp: int
+
+
+class CreatedKeyBody(KeyBody):
+    secret_key: str = Field(description="Shown only in this answer; store it safely.")
+
+
+class KeyListBody(BaseModel):
+    keys: list[KeyBody]

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from .clock import now_ms
 from .receipts import ReceiptSigner
+from .services.access_keys import AccessKeysService
 from .services.admin import AdminService
+from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.consume import ConsumeService
 from .services.janitor import JanitorService
@@ -16,6 +18,7 @@ from .services.message_lookup import MessageLookup
 from .services.produce import ProduceService
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
+from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
@@ -23,6 +26,7 @@ from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
 from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
+from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
 from .storage.topics import TopicStore
@@ -110,6 +114,32 @@ class Broker:
     def lookup(self) -> MessageLookup:
         return MessageLookup(
             topics=self.catalog, index=self.index, reader=self.reader, producers=self.producers
+        )
+
+    @functools.cached_property
+    def _cipher(self) -> SecretCipher:
+        return SecretCipher(aws_client("kms", self.settings), self.settings.secrets_key_id)
+
+    @functools.cached_property
+    def _access_keys(self) -> AccessKeyStore:
+        return AccessKeyStore(self._dynamodb, self.settings.access_keys_table)
+
+    @functools.cached_property
+    def auth(self) -> Authenticator:
+        return Authenticator(
+            keys=self._access_keys,
+            cipher=self._cipher,
+            nonces=NonceStore(self._dynamodb, self.settings.nonces_table),
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def access_keys(self) -> AccessKeysService:
+        return AccessKeysService(
+            store=self._access_keys,
+            cipher=self._cipher,
+            clock=self.clock,
+            on_change=self.auth.forget,
         )
 
     @functools.cached_property

@@ -138,3 +138,49 @@ class StorageUnavailable(BrokerError):
     """
 
     code, http_status, retriable = "Busy", 503, True
+
+
+class Unauthenticated(BrokerError):
+    """The request is not signed by a known, enabled access key (401)."""
+
+    code, http_status, retriable = "Unauthenticated", 401, False
+
+
+class MissingSignature(Unauthenticated):
+    """No or a garbled ``Authorization``, ``X-Cirrus-Date`` or ``X-Cirrus-Nonce`` header."""
+
+    code = "MissingSignature"
+
+
+class InvalidSignature(Unauthenticated):
+    """Unknown, disabled or deleted key, or a signature mismatch (never said which)."""
+
+    code = "InvalidSignature"
+
+
+class RequestExpired(Unauthenticated):
+    """The request's date is too far from the service's clock."""
+
+    code = "RequestExpired"
+
+
+class ReplayedRequest(Unauthenticated):
+    """The nonce was seen before for this access key within the replay window."""
+
+    code = "ReplayedRequest"
+
+
+class AccessDenied(BrokerError):
+    """Authenticated, but the access key lacks the permission (403)."""
+
+    code, http_status, retriable = "AccessDenied", 403, False
+
+
+class KeyNotFound(NotFound):
+    code = "KeyNotFound"
+
+
+class KeyInUse(Conflict):
+    """An access key cannot disable or delete itself."""
+
+    code = "KeyInUse"

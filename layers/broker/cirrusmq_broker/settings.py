@@ -28,6 +28,14 @@ class Settings:
     """HMAC key for receipt handles (consume side only)."""
     orphan_grace_seconds: int = 300
     """Batch objects without an index item are swept once older than this."""
+    access_keys_table: str = ""
+    """DynamoDB table of access keys (secrets encrypted with the KMS key below)."""
+    nonces_table: str = ""
+    """DynamoDB table of recently seen request nonces (TTL)."""
+    secrets_key_id: str = ""
+    """KMS key (id, ARN or alias) that encrypts access-key secrets (admin side encrypts)."""
+    cors_allow_origins: tuple[str, ...] = ()
+    """Origins allowed by CORS; none: no CORS headers at all."""
     aws_endpoint_url: str | None = None
     """Endpoint override (the local stack's moto server); None on AWS."""
     aws_region: str | None = None
@@ -53,6 +61,17 @@ class Settings:
             bucket=get("BUCKET"),
             receipt_secret=get("RECEIPT_SECRET", ""),
             orphan_grace_seconds=int(get("ORPHAN_GRACE_SECONDS", "300")),
+            access_keys_table=get("ACCESS_KEYS_TABLE", ""),
+            nonces_table=get("NONCES_TABLE", ""),
+            secrets_key_id=get("SECRETS_KEY_ID", ""),
+            cors_allow_origins=cors_allow_origins(env),
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,
         )
+
+
+def cors_allow_origins(env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """``CIRRUSMQ_CORS_ALLOW_ORIGINS`` (comma-separated; empty: CORS off)."""
+    env = dict(os.environ if env is None else env)
+    text = env.get(ENV_PREFIX + "CORS_ALLOW_ORIGINS", "")
+    return tuple(origin.strip() for origin in text.split(",") if origin.strip())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
+from ..access import may_consume
 from ..convert import ack_result_body, message_body, received_body
 from ..schemas import (
     AckRequest,
@@ -41,7 +42,7 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
 
 @router.post("/v1/groups/<group>/ack", summary="Ack received messages (a result per handle)")
 def ack(group: str, request: AckRequest) -> AckResponse:
-    outcomes = current_broker().consume.ack(group, request.receipt_handles)
+    outcomes = current_broker().consume.ack(group, request.receipt_handles, may_consume(group))
     return AckResponse(
         acked=sum(o.status == "acked" for o in outcomes),
         results=[ack_result_body(o) for o in outcomes],
@@ -60,7 +61,7 @@ def subscribe(group: str, topic: str, request: SubscriptionRequest) -> Subscript
 @router.post("/v1/groups/<group>/invisible", summary="Change a message's invisible duration")
 def change_invisible(group: str, request: ChangeInvisibleRequest) -> ChangeInvisibleResponse:
     received = current_broker().consume.change_invisible(
-        group, request.receipt_handle, request.invisible_seconds
+        group, request.receipt_handle, request.invisible_seconds, may_consume(group)
     )
     return ChangeInvisibleResponse(
         receipt_handle=received.receipt_handle, invisible_until=received.invisible_until

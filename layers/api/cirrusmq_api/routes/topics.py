@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
+from ..access import current_principal
 from ..convert import topic_body
 from ..schemas import CreateTopicRequest, TopicBody, TopicDescriptionBody, TopicListBody
 
@@ -23,9 +24,11 @@ def create_topic(request: CreateTopicRequest) -> Response[TopicBody]:
     return Response(201, "application/json", body=topic_body(topic))
 
 
-@router.get("/v1/topics", summary="List topics")
+@router.get("/v1/topics", summary="List the topics this access key may see")
 def list_topics() -> TopicListBody:
-    return TopicListBody(topics=[topic_body(t) for t in current_broker().admin.list_topics()])
+    permissions = current_principal().permissions
+    topics = [t for t in current_broker().admin.list_topics() if permissions.may_see_topic(t.name)]
+    return TopicListBody(topics=[topic_body(t) for t in topics])
 
 
 @router.get("/v1/topics/<topic>", summary="Describe a topic with its per-queue offsets")

@@ -25,6 +25,7 @@ from enum import StrEnum
 
 from .. import limits
 from ..errors import (
+    AccessDenied,
     BrokerError,
     Busy,
     ForeignReceiptHandle,
@@ -427,8 +428,16 @@ class ConsumeService:
         return found
 
     # ================================================================ ack
-    def ack(self, group: str, receipt_handles: list[str]) -> list[AckOutcome]:
+    def ack(
+        self,
+        group: str,
+        receipt_handles: list[str],
+        may_consume: Callable[[str], bool] | None = None,
+    ) -> list[AckOutcome]:
         """Ack every valid handle; one outcome per handle, in order.
+
+        ``may_consume(topic)`` (the caller's permission) is asked per handle: a handle for a
+        topic it refuses is ``invalid`` (AccessDenied) and acks nothing.
 
         Acking a message acked before succeeds; a stale or invalid handle does not stop
         the others. Fast path: one conditional ``ADD`` per lease the handles name (and a
@@ -445,6 +454,10 @@ class ConsumeService:
                 handle = self._decode(group, text)
             except (InvalidReceiptHandle, ForeignReceiptHandle) as exc:
                 outcomes[position] = AckOutcome(text, AckStatus.INVALID, exc)
+                continue
+            if may_consume is not None and not may_consume(handle.topic):
+                denied = AccessDenied(_denied(group, handle.topic))
+                outcomes[position] = AckOutcome(text, AckStatus.INVALID, denied)
                 continue
             key = (handle.topic, handle.queue, handle.lease_id)
             by_lease.setdefault(key, {})[position] = handle
@@ -517,12 +530,19 @@ class ConsumeService:
 
     # ================================================================ invisible
     def change_invisible(
-        self, group: str, receipt_handle: str, invisible_seconds: int
+        self,
+        group: str,
+        receipt_handle: str,
+        invisible_seconds: int,
+        may_consume: Callable[[str], bool] | None = None,
     ) -> ReceivedMessage:
-        """Set one message's invisible time to now + ``invisible_seconds``; a new handle."""
+        """Set one message's invisible time to now + ``invisible_seconds``; a new handle.
+        AccessDenied if ``may_consume(topic)`` refuses the handle's topic."""
         check_group_name(group)
         _check_invisible(invisible_seconds)
         handle = self._decode(group, receipt_handle)
+        if may_consume is not None and not may_consume(handle.topic):
+            raise AccessDenied(_denied(group, handle.topic))
         for _ in range(SAVE_ATTEMPTS):
             state = self._states.load_one(group, handle.topic, handle.queue)
             if state.open_leases >= 2 * limits.MAX_LEASES_PER_QUEUE:
@@ -600,6 +620,10 @@ def _flow_bound(state: GroupQueueState) -> bool:
         state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
         or state.open_leases >= limits.MAX_LEASES_PER_QUEUE
     )
+
+
+def _denied(group: str, topic: str) -> str:
+    return f"access denied: this access key may not consume topic {topic} as group {group}"
 
 
 def _check_invisible(seconds: int) -> None:

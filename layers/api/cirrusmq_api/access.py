@@ -1,0 +1,197 @@
+"""Who may call what: the one place every request is authenticated and authorized.
+
+:func:`authenticate_event` verifies the signature of the raw event before Powertools
+resolves it (its I/O — the key, the nonce — runs outside Powertools' per-request state,
+which is process-wide); :func:`check_access` then runs before the body is parsed, for every
+route of every function: ``GET /v1/health`` and ``GET /v1/openapi.json`` are open; every
+other route needs a signed request (401 otherwise, docs/AUTH-SPEC.md) and then the
+permission :data:`ROUTE_RULES` names for it (403 otherwise). A route missing from the table
+is refused to everyone (deny by default). Checks that depend on more than the route (the
+topic inside each receipt handle of an ack; the topics a list shows) use
+:func:`current_principal` in the route.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextvars
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignature
+from cirrusmq_broker.services.auth import Principal, SignedRequest
+
+UNSIGNED = frozenset({("GET", "/v1/health"), ("GET", "/v1/openapi.json")})
+"""Routes anyone may call."""
+
+Params = Mapping[str, str]
+Rule = Callable[[Principal, Params, Callable[[], Any]], None]
+"""Raises AccessDenied unless the principal may call the route with these path parameters
+(and this JSON body, read on demand)."""
+
+_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "cirrusmq_principal", default=None
+)
+
+
+@dataclass(frozen=True)
+class _Authenticated:
+    """What :func:`authenticate_event` found: a principal, or the error to answer with."""
+
+    principal: Principal | None
+    error: Exception | None
+    body: bytes
+
+
+_authenticated: contextvars.ContextVar[_Authenticated | None] = contextvars.ContextVar(
+    "cirrusmq_authenticated", default=None
+)
+
+
+def current_principal() -> Principal:
+    """The access key that signed the request being handled."""
+    principal = _principal.get()
+    if principal is None:  # a route outside ROUTE_RULES asked: never allow
+        raise AccessDenied("access denied: the request is not authenticated for this route")
+    return principal
+
+
+# ------------------------------------------------------------------------------ rules
+def _admin(action: str) -> Rule:
+    def rule(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+        p.require(p.permissions.admin, action.format(**params))
+
+    return rule
+
+
+def _any_key(p: Principal, params: Params, body: Callable[[], Any]) -> None:
+    """Authenticated is enough (the route filters what it shows)."""
+
+
+def _see_topic(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+    topic = params["topic"]
+    p.require(p.permissions.may_see_topic(topic), f"describe topic {topic}")
+
+
+def _publish(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+    topic = params["topic"]
+    p.require(p.permissions.may_publish(topic), f"publish to topic {topic}")
+
+
+def _read_topic(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+    topic = params["topic"]
+    p.require(p.permissions.may_subscribe_topic(topic), f"read messages of topic {topic}")
+
+
+def _consume(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+    group, topic = params["group"], params["topic"]
+    p.require(p.permissions.may_subscribe(group, topic), f"consume topic {topic} as group {group}")
+
+
+def _receive(p: Principal, params: Params, body: Callable[[], Any]) -> None:
+    group, document = params["group"], body()
+    topic = document.get("topic") if isinstance(document, dict) else None
+    if isinstance(topic, str):
+        _consume(p, {"group": group, "topic": topic}, body)
+    else:  # malformed: refused by validation next, unless the key may not act as the group
+        _as_group(p, params, body)
+
+
+def _as_group(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+    group = params["group"]
+    p.require(p.permissions.may_subscribe_group(group), f"consume as group {group}")
+
+
+ROUTE_RULES: dict[tuple[str, str], Rule] = {
+    ("POST", "/v1/topics"): _admin("create topics"),
+    ("GET", "/v1/topics"): _any_key,
+    ("GET", "/v1/topics/{topic}"): _see_topic,
+    ("DELETE", "/v1/topics/{topic}"): _admin("delete topic {topic}"),
+    ("POST", "/v1/topics/{topic}/messages"): _publish,
+    ("GET", "/v1/topics/{topic}/messages/{message_id}"): _read_topic,
+    ("POST", "/v1/groups/{group}/receive"): _receive,
+    ("PUT", "/v1/groups/{group}/subscriptions/{topic}"): _consume,
+    ("POST", "/v1/groups/{group}/ack"): _as_group,  # + per handle: ack_permission()
+    ("POST", "/v1/groups/{group}/invisible"): _as_group,  # + the handle's topic
+    ("GET", "/v1/groups/{group}"): _as_group,
+    ("POST", "/v1/keys"): _admin("create access keys"),
+    ("GET", "/v1/keys"): _admin("list access keys"),
+    ("POST", "/v1/keys/{access_key}/disable"): _admin("disable access key {access_key}"),
+    ("POST", "/v1/keys/{access_key}/enable"): _admin("enable access key {access_key}"),
+    ("DELETE", "/v1/keys/{access_key}"): _admin("delete access key {access_key}"),
+}
+"""(method, route) → the permission it needs."""
+
+
+def may_consume(group: str) -> Callable[[str], bool]:
+    """Per receipt handle: whether the caller may consume the handle's topic as ``group``."""
+    permissions = current_principal().permissions
+    return lambda topic: permissions.may_subscribe(group, topic)
+
+
+# -------------------------------------------------------------------------- middleware
+def authenticate_event(event: Mapping[str, Any]) -> None:
+    """Verify the raw API Gateway event's signature (before the route is resolved); the
+    outcome is kept for :func:`check_access`, which answers with it."""
+    http = (event.get("requestContext") or {}).get("http") or {}
+    method, path = str(http.get("method", "")).upper(), str(event.get("rawPath") or "")
+    if (method, path) in UNSIGNED:
+        _authenticated.set(None)
+        return
+    try:
+        body = _raw_body(event)
+        request = SignedRequest(
+            method=method,
+            path=path,
+            raw_query=str(event.get("rawQueryString") or ""),
+            headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
+            body=body,
+        )
+        principal = current_broker().auth.authenticate(request)
+    except Exception as exc:  # answered through the one error mapping, in check_access
+        _authenticated.set(_Authenticated(None, exc, b""))
+        return
+    _authenticated.set(_Authenticated(principal, None, body))
+
+
+def check_access(app: APIGatewayHttpResolver, read_json: Callable[[str], Any]) -> None:
+    """Authorize the matched route for the authenticated key; raise a 401/403 error."""
+    _principal.set(None)
+    route = app.context.get("_route")
+    key = (str(getattr(route, "method", "")).upper(), str(getattr(route, "openapi_path", "")))
+    if key in UNSIGNED:
+        return
+    authenticated = _authenticated.get()
+    if authenticated is None:
+        raise MissingSignature("sign the request (see docs/http-api.md#authentication)")
+    if authenticated.error is not None:
+        raise authenticated.error
+    principal = authenticated.principal
+    assert principal is not None
+    _principal.set(principal)
+    rule = ROUTE_RULES.get(key)
+    if rule is None:
+        raise AccessDenied("access denied: no access key may call this route")
+    params = {k: str(v) for k, v in (app.context.get("_route_args") or {}).items()}
+    rule(principal, params, lambda: _json_or_none(authenticated.body, read_json))
+
+
+def _raw_body(raw: Mapping[str, Any]) -> bytes:
+    body = raw.get("body") or ""
+    if raw.get("isBase64Encoded"):
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidRequest("the request body is not valid base64") from exc
+    return body.encode("utf-8", "surrogatepass")
+
+
+def _json_or_none(body: bytes, read_json: Callable[[str], Any]) -> Any:
+    try:
+        return read_json(body.decode("utf-8"))
+    except ValueError:  # incl. JSONDecodeError, UnicodeDecodeError: validation says 400
+        return None

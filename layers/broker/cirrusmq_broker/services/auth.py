@@ -1,0 +1,198 @@
+"""Request authentication: verifies ``CIRRUS-HMAC-SHA256`` signatures (docs/AUTH-SPEC.md).
+
+One :class:`Authenticator` per process checks, in order: the three headers are there and
+well-formed (else ``MissingSignature``), the date is within 300 s of the broker clock
+(``RequestExpired``), the key exists, is active and the signature matches
+(``InvalidSignature``, one code and one message for all of these), and the nonce is new for
+the key (``ReplayedRequest``). Keys are cached (secret, permissions, status) for at most
+``cache_seconds`` per process, so a disabled key stops working within that time elsewhere
+(at once in the process that disabled it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl, quote
+
+from ..errors import (
+    AccessDenied,
+    InvalidSignature,
+    MissingSignature,
+    ReplayedRequest,
+    RequestExpired,
+)
+from ..permissions import Permissions
+from ..storage.access_keys import ACTIVE, AccessKeyStore, SecretCipher
+from ..storage.nonces import NonceStore
+
+ALGORITHM = "CIRRUS-HMAC-SHA256"
+DATE_HEADER = "x-cirrus-date"
+NONCE_HEADER = "x-cirrus-nonce"
+MAX_SKEW_SECONDS = 300
+NONCE_TTL_SECONDS = 600
+CACHE_SECONDS = 60
+CACHE_SIZE = 1024
+
+_AUTHORIZATION = re.compile(
+    rf"{ALGORITHM}\s+Credential=(?P<key>[A-Za-z0-9_-]{{1,128}})\s*,\s*"
+    r"Signature=(?P<signature>[0-9a-f]{64})"
+)
+_DATE = re.compile(r"\d{8}T\d{6}Z")
+_NONCE = re.compile(r"[A-Za-z0-9_-]{16,64}")
+_MISMATCH = "the request signature does not match"
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    """What the signature covers, as received."""
+
+    method: str
+    path: str
+    """As sent on the wire: percent-encoded, without the query."""
+    raw_query: str
+    headers: Mapping[str, str]
+    """Header names in lower case."""
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated access key and what it may do."""
+
+    access_key: str
+    permissions: Permissions
+
+    def require(self, allowed: bool, action: str) -> None:
+        """Raise AccessDenied naming ``action`` (e.g. "publish to topic orders") unless
+        ``allowed``."""
+        if not allowed:
+            raise AccessDenied(f"access denied: this access key may not {action}")
+
+
+def canonical_query(raw_query: str) -> str:
+    """Pairs decoded (``+`` is a space), each key and value percent-encoded per RFC 3986,
+    sorted by key then value, joined ``k=v`` with ``&``."""
+    pairs = parse_qsl(raw_query, keep_blank_values=True)
+    encoded = sorted((quote(k, safe="-._~"), quote(v, safe="-._~")) for k, v in pairs)
+    return "&".join(f"{k}={v}" for k, v in encoded)
+
+
+def string_to_sign(request: SignedRequest, date: str, nonce: str) -> str:
+    return "\n".join(
+        [
+            ALGORITHM,
+            request.method.upper(),
+            request.path,
+            canonical_query(request.raw_query),
+            date,
+            nonce,
+            hashlib.sha256(request.body).hexdigest(),
+        ]
+    )
+
+
+def sign(secret: str, text: str) -> str:
+    return hmac.new(secret.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class _CachedKey:
+    loaded_ms: int
+    secret: str | None
+    permissions: Permissions
+    active: bool
+
+
+class Authenticator:
+    """Verifies signed requests against the access keys."""
+
+    def __init__(
+        self,
+        *,
+        keys: AccessKeyStore,
+        cipher: SecretCipher,
+        nonces: NonceStore,
+        clock: Callable[[], int],
+        cache_seconds: int = CACHE_SECONDS,
+    ) -> None:
+        self._keys = keys
+        self._cipher = cipher
+        self._nonces = nonces
+        self._clock = clock
+        self._cache_ms = cache_seconds * 1000
+        self._cache: dict[str, _CachedKey] = {}
+        self._lock = threading.Lock()
+
+    def authenticate(self, request: SignedRequest) -> Principal:
+        """The principal that signed ``request``; raises a 401 error otherwise."""
+        access_key, signature, date, nonce = _read_headers(request.headers)
+        now = self._clock()
+        signed_at = datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        if abs(now - signed_at.timestamp() * 1000) > MAX_SKEW_SECONDS * 1000:
+            raise RequestExpired(
+                f"the request date {date} is more than {MAX_SKEW_SECONDS} s from the service's"
+                " clock; sign it again with the current time"
+            )
+        key = self._key(access_key, now)
+        expected = sign(key.secret, string_to_sign(request, date, nonce)) if key else "0" * 64
+        if not hmac.compare_digest(expected, signature) or key is None:
+            raise InvalidSignature(_MISMATCH)
+        if not self._nonces.remember(
+            access_key, nonce, now_s=now // 1000, expires_at=now // 1000 + NONCE_TTL_SECONDS
+        ):
+            raise ReplayedRequest("this request was seen before: sign each request anew")
+        return Principal(access_key, key.permissions)
+
+    def forget(self, access_key: str) -> None:
+        """Drop a cached key (it was disabled, enabled or deleted in this process)."""
+        with self._lock:
+            self._cache.pop(access_key, None)
+
+    def _key(self, access_key: str, now: int) -> _CachedKey | None:
+        """The active key with its secret, or None (unknown, disabled, undecryptable)."""
+        with self._lock:
+            cached = self._cache.get(access_key)
+        if cached is None or not 0 <= now - cached.loaded_ms < self._cache_ms:
+            record = self._keys.get(access_key)
+            if record is None:
+                self.forget(access_key)
+                return None
+            active = record.status == ACTIVE
+            secret = self._cipher.decrypt(access_key, record.secret_ciphertext) if active else None
+            cached = _CachedKey(now, secret, record.permissions, active)
+            with self._lock:
+                if len(self._cache) >= CACHE_SIZE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[access_key] = cached
+        return cached if cached.active and cached.secret is not None else None
+
+
+def _read_headers(headers: Mapping[str, str]) -> tuple[str, str, str, str]:
+    authorization = headers.get("authorization") or ""
+    match = _AUTHORIZATION.fullmatch(authorization.strip())
+    if match is None:
+        raise MissingSignature(
+            "sign the request: Authorization: CIRRUS-HMAC-SHA256 Credential=<access key>, "
+            "Signature=<64 hex>"
+        )
+    date = (headers.get(DATE_HEADER) or "").strip()
+    if not _DATE.fullmatch(date) or not _valid_date(date):
+        raise MissingSignature("X-Cirrus-Date is missing or not like 20261123T010700Z (UTC)")
+    nonce = (headers.get(NONCE_HEADER) or "").strip()
+    if not _NONCE.fullmatch(nonce):
+        raise MissingSignature("X-Cirrus-Nonce is missing or not 16-64 of [A-Za-z0-9_-]")
+    return match["key"], match["signature"], date, nonce
+
+
+def _valid_date(date: str) -> bool:
+    try:
+        datetime.strptime(date, "%Y%m%dT%H%M%SZ")
+    except ValueError:
+        return False
+    return True

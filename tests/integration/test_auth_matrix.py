@@ -1,0 +1,406 @@
+"""Signed requests and permissions, case by case: each refused request gets its status and
+code, and leaves every table (but the nonces) and the bucket exactly as they were.
+
+Authentication (401): unsigned, garbled, wrong secret, unknown / disabled / deleted key,
+tampered body / path / query / method, expired and future dates, a replay. Permissions
+(403): every boundary of an admin, a producer and two consumers, including acks of receipt
+handles for a topic or group the key may not consume. The module prints its tally.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from api_helpers import b64, broker_now, make_topic, receive, send, signed_client, stored_state
+from cirrusmq.credentials import Credentials
+from cirrusmq.signing import sign
+
+TALLY: collections.Counter[str] = collections.Counter()
+
+
+@dataclass
+class World:
+    stack: object
+    topic: str
+    other_topic: str
+    message_id: str
+    handles: list[str]
+    """Receipt handles of group ``billing`` on ``topic`` (in flight, one hour)."""
+    keys: dict[str, Credentials]
+
+
+def new_key(admin: httpx.Client, permissions: dict) -> Credentials:
+    created = admin.post("/v1/keys", json={"permissions": permissions, "description": "matrix"})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["status"] == "ACTIVE" and "secret_key" in body
+    return Credentials(body["access_key"], body["secret_key"])
+
+
+@pytest.fixture(scope="module")
+def world(cirrusmq_stack) -> World:
+    topic, other = f"orders-{uuid.uuid4().hex[:6]}", f"audit-{uuid.uuid4().hex[:6]}"
+    with signed_client(cirrusmq_stack) as admin:
+        make_topic(admin, topic, queues=2)
+        make_topic(admin, other, queues=1)
+        sent = send(admin, topic, {"body": b64(b"a")}, {"body": b64(b"b")})
+        send(admin, other, {"body": b64(b"c")})
+        got = receive(admin, "billing", topic, max_messages=2, invisible_seconds=3600)
+        keys = {
+            "producer": new_key(admin, {"publish": [topic]}),
+            "consumer": new_key(
+                admin, {"subscribe": [{"groups": ["billing"], "topics": ["orders-*"]}]}
+            ),
+            "auditor": new_key(admin, {"subscribe": [{"groups": ["billing"], "topics": [other]}]}),
+            "nothing": new_key(admin, {}),
+            "disabled": new_key(admin, {"admin": True}),
+            "deleted": new_key(admin, {"admin": True}),
+        }
+        assert admin.post(f"/v1/keys/{keys['disabled'].access_key}/disable").status_code == 200
+        assert admin.delete(f"/v1/keys/{keys['deleted'].access_key}").status_code == 204
+    keys["admin"] = cirrusmq_stack.credentials
+    return World(
+        cirrusmq_stack,
+        topic,
+        other,
+        sent["receipts"][0]["message_id"],
+        [m["receipt_handle"] for m in got],
+        keys,
+    )
+
+
+# ------------------------------------------------------------------ raw requests
+def raw(
+    world: World,
+    method: str,
+    path: str,
+    body: dict | None = None,
+    *,
+    key: str = "admin",
+    secret: str | None = None,
+    signed_path: str | None = None,
+    signed_body: bytes | None = None,
+    signed_method: str | None = None,
+    skew: float = 0,
+    headers: dict[str, str] | None = None,
+    drop: tuple[str, ...] = (),
+) -> httpx.Response:
+    """Send one request, signed as ``key`` (with the given tampering) unless ``key`` is ''."""
+    content = b"" if body is None else json.dumps(body).encode()
+    url = httpx.URL(world.stack.endpoint + path)
+    sent_headers = {"content-type": "application/json"} if body is not None else {}
+    if key:
+        credentials = world.keys[key]
+        if secret is not None:
+            credentials = Credentials(credentials.access_key, secret)
+        signed_url = httpx.URL(world.stack.endpoint + (signed_path or path))
+        sent_headers.update(
+            sign(
+                signed_method or method,
+                signed_url,
+                content if signed_body is None else signed_body,
+                credentials,
+                now=broker_now() + skew,
+            )
+        )
+    sent_headers.update(headers or {})
+    for name in drop:
+        sent_headers = {k: v for k, v in sent_headers.items() if k.lower() != name.lower()}
+    with httpx.Client(timeout=60) as client:
+        return client.request(method, url, content=content, headers=sent_headers)
+
+
+Case = Callable[[World], httpx.Response]
+
+
+def send_body(world: World) -> dict:
+    return {"messages": [{"body": b64(b"intruder")}]}
+
+
+AUTH_CASES: dict[str, tuple[Case, str]] = {
+    "unsigned": (
+        lambda w: raw(w, "POST", f"/v1/topics/{w.topic}/messages", send_body(w), key=""),
+        "MissingSignature",
+    ),
+    "unsigned-create-topic": (
+        lambda w: raw(w, "POST", "/v1/topics", {"name": "never-made"}, key=""),
+        "MissingSignature",
+    ),
+    "unsigned-web-form-multipart": (
+        lambda w: httpx.post(
+            f"{w.stack.endpoint}/v1/topics",
+            files={"name": (None, "never-made")},
+            timeout=60,
+        ),
+        "MissingSignature",
+    ),
+    "garbled-authorization": (
+        lambda w: raw(
+            w, "GET", f"/v1/topics/{w.topic}", headers={"Authorization": "Basic YWRtaW46eA=="}
+        ),
+        "MissingSignature",
+    ),
+    "no-date": (
+        lambda w: raw(w, "GET", f"/v1/topics/{w.topic}", drop=("X-Cirrus-Date",)),
+        "MissingSignature",
+    ),
+    "no-nonce": (
+        lambda w: raw(w, "GET", f"/v1/topics/{w.topic}", drop=("X-Cirrus-Nonce",)),
+        "MissingSignature",
+    ),
+    "short-nonce": (
+        lambda w: raw(w, "GET", f"/v1/topics/{w.topic}", headers={"X-Cirrus-Nonce": "abc"}),
+        "MissingSignature",
+    ),
+    "wrong-secret": (
+        lambda w: raw(
+            w, "POST", f"/v1/topics/{w.topic}/messages", send_body(w), secret="not-the-secret"
+        ),
+        "InvalidSignature",
+    ),
+    "unknown-key": (lambda w: _unknown_key(w), "InvalidSignature"),
+    "tampered-body": (
+        lambda w: raw(
+            w,
+            "POST",
+            f"/v1/topics/{w.topic}/messages",
+            send_body(w),
+            signed_body=json.dumps({"messages": [{"body": b64(b"ok")}]}).encode(),
+        ),
+        "InvalidSignature",
+    ),
+    "tampered-path": (
+        lambda w: raw(
+            w,
+            "DELETE",
+            f"/v1/topics/{w.topic}",
+            signed_path=f"/v1/topics/{w.topic}-x",
+        ),
+        "InvalidSignature",
+    ),
+    "tampered-query": (
+        lambda w: raw(
+            w,
+            "GET",
+            f"/v1/groups/billing?topic={w.other_topic}",
+            signed_path=f"/v1/groups/billing?topic={w.topic}",
+            key="consumer",
+        ),
+        "InvalidSignature",
+    ),
+    "tampered-method": (
+        lambda w: raw(w, "DELETE", f"/v1/topics/{w.topic}", signed_method="GET"),
+        "InvalidSignature",
+    ),
+    "expired-date": (
+        lambda w: raw(w, "POST", f"/v1/topics/{w.topic}/messages", send_body(w), skew=-301),
+        "RequestExpired",
+    ),
+    "future-date": (
+        lambda w: raw(w, "POST", f"/v1/topics/{w.topic}/messages", send_body(w), skew=+301),
+        "RequestExpired",
+    ),
+    "disabled-key": (
+        lambda w: raw(w, "POST", "/v1/topics", {"name": "never-made"}, key="disabled"),
+        "InvalidSignature",
+    ),
+    "deleted-key": (
+        lambda w: raw(w, "POST", "/v1/topics", {"name": "never-made"}, key="deleted"),
+        "InvalidSignature",
+    ),
+}
+
+
+def _unknown_key(w: World) -> httpx.Response:
+    w.keys.setdefault("unknown", Credentials("CMQAAAAAAAAAAAAAAAAA", "whatever-secret"))
+    return raw(w, "POST", "/v1/topics", {"name": "never-made"}, key="unknown")
+
+
+def _forbidden(key: str, method: str, path: str, body: Callable[[World], dict] | None = None):
+    def case(w: World) -> httpx.Response:
+        real = path.format(t=w.topic, o=w.other_topic, m=w.message_id, a=w.keys["admin"])
+        return raw(w, method, real, body(w) if body else None, key=key)
+
+    return case
+
+
+def _ack(key: str, group: str) -> Case:
+    return _forbidden(
+        key, "POST", f"/v1/groups/{group}/ack", lambda w: {"receipt_handles": w.handles}
+    )
+
+
+def _invisible(key: str, group: str) -> Case:
+    return _forbidden(
+        key,
+        "POST",
+        f"/v1/groups/{group}/invisible",
+        lambda w: {"receipt_handle": w.handles[0], "invisible_seconds": 60},
+    )
+
+
+FORBIDDEN: dict[str, Case] = {
+    # a producer cannot read, consume, administer, or publish elsewhere
+    "producer-create-topic": _forbidden("producer", "POST", "/v1/topics", lambda w: {"name": "x1"}),
+    "producer-delete-topic": _forbidden("producer", "DELETE", "/v1/topics/{t}"),
+    "producer-send-other-topic": _forbidden(
+        "producer", "POST", "/v1/topics/{o}/messages", send_body
+    ),
+    "producer-receive": _forbidden(
+        "producer", "POST", "/v1/groups/billing/receive", lambda w: {"topic": w.topic}
+    ),
+    "producer-lookup": _forbidden("producer", "GET", "/v1/topics/{t}/messages/{m}"),
+    "producer-ack": _ack("producer", "billing"),
+    "producer-invisible": _invisible("producer", "billing"),
+    "producer-describe-group": _forbidden("producer", "GET", "/v1/groups/billing"),
+    "producer-subscribe": _forbidden(
+        "producer", "PUT", "/v1/groups/billing/subscriptions/{t}", lambda w: {"filter": "A"}
+    ),
+    "producer-describe-other-topic": _forbidden("producer", "GET", "/v1/topics/{o}"),
+    "producer-list-keys": _forbidden("producer", "GET", "/v1/keys"),
+    "producer-create-key": _forbidden(
+        "producer", "POST", "/v1/keys", lambda w: {"permissions": {"admin": True}}
+    ),
+    # a consumer cannot publish, consume as another group or from another topic, administer
+    "consumer-send": _forbidden("consumer", "POST", "/v1/topics/{t}/messages", send_body),
+    "consumer-receive-as-other-group": _forbidden(
+        "consumer", "POST", "/v1/groups/shipping/receive", lambda w: {"topic": w.topic}
+    ),
+    "consumer-receive-other-topic": _forbidden(
+        "consumer", "POST", "/v1/groups/billing/receive", lambda w: {"topic": w.other_topic}
+    ),
+    "consumer-ack-as-other-group": _ack("consumer", "shipping"),
+    "consumer-invisible-as-other-group": _invisible("consumer", "shipping"),
+    "consumer-subscribe-other-topic": _forbidden(
+        "consumer", "PUT", "/v1/groups/billing/subscriptions/{o}", lambda w: {"filter": "A"}
+    ),
+    "consumer-describe-other-group": _forbidden("consumer", "GET", "/v1/groups/shipping"),
+    "consumer-lookup-other-topic": _forbidden("consumer", "GET", "/v1/topics/{o}/messages/{m}"),
+    "consumer-delete-topic": _forbidden("consumer", "DELETE", "/v1/topics/{t}"),
+    "consumer-disable-admin": _forbidden("consumer", "POST", "/v1/keys/{a.access_key}/disable"),
+    # the auditor may consume as billing, but only the other topic: the handles are not its
+    "auditor-invisible-foreign-topic-handle": _invisible("auditor", "billing"),
+    # no permissions at all
+    "nothing-describe-topic": _forbidden("nothing", "GET", "/v1/topics/{t}"),
+    "nothing-delete-key": _forbidden("nothing", "DELETE", "/v1/keys/{a.access_key}"),
+}
+
+
+def check_refused(world: World, name: str, case: Case, status: int, code: str) -> None:
+    before = stored_state(world.stack)
+    response = case(world)
+    TALLY["tried"] += 1
+    assert (response.status_code, response.json().get("code")) == (status, code), (
+        name,
+        response.text,
+    )
+    TALLY["rejected"] += 1
+    assert "secret" not in response.json()["message"].lower()
+    after = stored_state(world.stack)
+    changed = {table for table in before if before[table] != after[table]}
+    TALLY["stored"] += bool(changed)
+    assert not changed, f"{name} changed {changed}"
+
+
+@pytest.mark.parametrize("name", AUTH_CASES.keys())
+def test_unauthenticated_requests_are_refused_and_change_nothing(world, name):
+    case, code = AUTH_CASES[name]
+    check_refused(world, name, case, 401, code)
+
+
+@pytest.mark.parametrize("name", FORBIDDEN.keys())
+def test_each_permission_boundary_is_403_and_changes_nothing(world, name):
+    check_refused(world, name, FORBIDDEN[name], 403, "AccessDenied")
+
+
+def test_a_replayed_request_is_refused_and_changes_nothing(world):
+    url = httpx.URL(f"{world.stack.endpoint}/v1/topics/{world.topic}/messages")
+    content = json.dumps(send_body(world)).encode()
+    headers = {"content-type": "application/json"}
+    headers.update(sign("POST", url, content, world.keys["producer"], now=broker_now()))
+    first = httpx.post(url, content=content, headers=headers, timeout=60)
+    assert first.status_code == 200, first.text
+    check_refused(
+        world,
+        "replayed",
+        lambda w: httpx.post(url, content=content, headers=headers, timeout=60),
+        401,
+        "ReplayedRequest",
+    )
+
+
+def test_a_key_cannot_disable_or_delete_itself(world):
+    me = world.keys["admin"].access_key
+    check_refused(
+        world,
+        "self-disable",
+        _forbidden("admin", "POST", f"/v1/keys/{me}/disable"),
+        409,
+        "KeyInUse",
+    )
+    check_refused(
+        world, "self-delete", _forbidden("admin", "DELETE", f"/v1/keys/{me}"), 409, "KeyInUse"
+    )
+
+
+def test_acking_handles_of_a_topic_the_key_may_not_consume_acks_nothing(world):
+    before = stored_state(world.stack)
+    response = _ack("auditor", "billing")(world)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["acked"] == 0
+    assert {(r["status"], r["code"]) for r in body["results"]} == {("invalid", "AccessDenied")}
+    TALLY["tried"] += 1
+    TALLY["rejected"] += 1
+    assert stored_state(world.stack) == before
+
+
+def test_what_each_key_may_do_works(world):
+    """The other side of every boundary: the grants work."""
+    as_ = {name: signed_client(world.stack, creds) for name, creds in world.keys.items()}
+    try:
+        assert (
+            as_["producer"]
+            .post(f"/v1/topics/{world.topic}/messages", json=send_body(world))
+            .status_code
+            == 200
+        )
+        assert [t["name"] for t in as_["producer"].get("/v1/topics").json()["topics"]] == [
+            world.topic
+        ]
+        assert as_["nothing"].get("/v1/topics").json() == {"topics": []}
+        assert (
+            as_["consumer"].get(f"/v1/topics/{world.topic}/messages/{world.message_id}").status_code
+            == 200
+        )
+        assert as_["consumer"].get("/v1/groups/billing").status_code == 200
+        got = as_["consumer"].post(
+            "/v1/groups/billing/receive", json={"topic": world.topic, "max_messages": 1}
+        )
+        assert got.status_code == 200, got.text
+        acked = (
+            as_["consumer"]
+            .post("/v1/groups/billing/ack", json={"receipt_handles": world.handles})
+            .json()
+        )
+        assert acked["acked"] == len(world.handles), acked
+        assert (
+            as_["auditor"]
+            .post("/v1/groups/billing/receive", json={"topic": world.other_topic})
+            .status_code
+            == 200
+        )
+    finally:
+        for client in as_.values():
+            client.close()
+
+
+def test_zz_tally():
+    print(f"auth matrix: {dict(TALLY)}")
+    assert TALLY["tried"] == TALLY["rejected"] and TALLY["stored"] == 0, TALLY
