@@ -72,6 +72,7 @@ import inspect
 import itertools
 import math
 import re
+import secrets
 import statistics
 import sys
 import threading
@@ -85,7 +86,9 @@ from typing import Any
 import httpx
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
+from cirrusmq.credentials import Credentials
 from cirrusmq.push_consumer import PushConsumer
+from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_local.lambda_runtime import FunctionRuntime
@@ -124,6 +127,12 @@ INDEX_ENTRY_OVERHEAD = 100
 
 
 # ============================================================== DynamoDB item sizes
+CREDENTIALS = Credentials("local-admin", secrets.token_urlsafe(30))
+"""The local stack's bootstrap admin key (given to it at start)."""
+SIGNED = CirrusAuth(CREDENTIALS)
+"""Signs every request (the API refuses unsigned ones)."""
+
+
 def number_size(text: str) -> int:
     """Bytes of a DynamoDB number: its base-100 digit pairs, plus one byte."""
     value = Decimal(text)
@@ -1085,8 +1094,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
-        LocalStack(schedules=False, preload_handlers=True, expire_interval=None) as stack,
-        httpx.Client(base_url=stack.endpoint, timeout=120) as api,
+        LocalStack(
+            schedules=False, preload_handlers=True, expire_interval=None, credentials=CREDENTIALS
+        ) as stack,
+        httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
         meter = Meter(describe_tables(stack.boto3_client("dynamodb"), dict(stack.resources)))
         undo = meter.install()

@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import argparse
 import base64
+import secrets
 import statistics
 import sys
 import threading
 import time
 
 import httpx
+from cirrusmq.credentials import Credentials
+from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
 
 BODY = base64.b64encode(b"x" * 256).decode()
+
+
+CREDENTIALS = Credentials("local-admin", secrets.token_urlsafe(30))
+"""The local stack's bootstrap admin key (given to it at start)."""
+SIGNED = CirrusAuth(CREDENTIALS)
+"""Signs every request (the API refuses unsigned ones)."""
 
 
 def send(api: httpx.Client, topic: str) -> float:
@@ -46,7 +55,7 @@ def fill(endpoint: str, topic: str, count: int, threads: int) -> tuple[float, in
     failures = [0]
 
     def worker() -> None:
-        with httpx.Client(base_url=endpoint, timeout=120) as api:
+        with httpx.Client(base_url=endpoint, timeout=120, auth=SIGNED) as api:
             while True:
                 with lock:
                     if remaining[0] <= 0 or errors:
@@ -85,8 +94,8 @@ def main() -> None:
     args = parser.parse_args()
 
     with (
-        LocalStack(schedules=False, preload_handlers=True) as stack,
-        httpx.Client(base_url=stack.endpoint, timeout=120) as api,
+        LocalStack(schedules=False, preload_handlers=True, credentials=CREDENTIALS) as stack,
+        httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
         print(f"stack {stack.endpoint}, moto {stack.aws_endpoint} (pid {stack._moto.pid})")  # noqa: SLF001
         topic = f"growth-{time.time_ns()}"

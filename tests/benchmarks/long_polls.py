@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import secrets
 import statistics
 import sys
 import threading
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from cirrusmq.credentials import Credentials
+from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_local.lambda_runtime import FunctionRuntime
@@ -97,6 +100,12 @@ class ReceiveCalls:
 
 
 # ============================================================== sends
+CREDENTIALS = Credentials("local-admin", secrets.token_urlsafe(30))
+"""The local stack's bootstrap admin key (given to it at start)."""
+SIGNED = CirrusAuth(CREDENTIALS)
+"""Signs every request (the API refuses unsigned ones)."""
+
+
 def send_once(api: httpx.Client) -> float:
     started = time.perf_counter()
     r = api.post("/v1/topics/busy/messages", json=SEND_BODY)
@@ -134,7 +143,7 @@ class PollLog:
 def poll_loop(endpoint: str, group: str, stop_at: float, log: PollLog) -> None:
     body = {"topic": "idle", "wait_seconds": WAIT_SECONDS}
     first = True
-    with httpx.Client(base_url=endpoint, timeout=HTTP_TIMEOUT) as api:
+    with httpx.Client(base_url=endpoint, timeout=HTTP_TIMEOUT, auth=SIGNED) as api:
         for _ in range(MAX_POLLS_PER_THREAD):
             if time.perf_counter() >= stop_at:
                 return
@@ -175,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     run_started = time.perf_counter()
     counter = ReceiveCalls()
     with (
-        LocalStack(schedules=False) as stack,
-        httpx.Client(base_url=stack.endpoint, timeout=HTTP_TIMEOUT) as api,
+        LocalStack(schedules=False, credentials=CREDENTIALS) as stack,
+        httpx.Client(base_url=stack.endpoint, timeout=HTTP_TIMEOUT, auth=SIGNED) as api,
     ):
         for topic in ("idle", "busy"):
             api.post("/v1/topics", json={"name": topic, "queues": QUEUES}).raise_for_status()
