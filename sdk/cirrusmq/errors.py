@@ -97,12 +97,14 @@ class AuthenticationError(UnauthorizedError):
     once, at once, with a fresh date and nonce, and then raises.
     """
 
-    RESIGNABLE_CODES: ClassVar[frozenset[str]] = frozenset({"RequestExpired", "ReplayedRequest"})
-    """Codes worth one more attempt with a fresh signature."""
+    RESIGNABLE_CODES: ClassVar[frozenset[str]] = frozenset({"RequestExpired"})
+    """Codes worth one more attempt with a fresh signature. Not ``ReplayedRequest``: with a
+    random nonce it means this very request reached the service before (its outcome is
+    unknown), so sending it again could do it twice."""
 
     @property
     def resignable(self) -> bool:
-        """Whether a fresh date and nonce may help (``RequestExpired``, ``ReplayedRequest``)."""
+        """Whether a fresh date and nonce may help (``RequestExpired``)."""
         return self.code in self.RESIGNABLE_CODES
 
     @property

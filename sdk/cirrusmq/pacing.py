@@ -20,7 +20,7 @@ class PollPacer:
     ``threading.Event`` so that a shutdown interrupts it.
     """
 
-    def __init__(self, *, initial_interval_s: float = 0.05, max_interval_s: float = 8.0) -> None:
+    def __init__(self, *, initial_interval_s: float = 0.05, max_interval_s: float = 10.0) -> None:
         if initial_interval_s <= 0 or max_interval_s < initial_interval_s:
             raise ValueError("need 0 < initial_interval_s <= max_interval_s")
         self.initial_interval_s = initial_interval_s

@@ -69,7 +69,7 @@ class PushConsumer:
         max_cached_messages: int = 1024,
         receive_batch_size: int = 32,
         invisible_duration_s: int = 60,
-        max_poll_interval_s: float = 8.0,
+        max_poll_interval_s: float = 10.0,
         await_duration_s: float | None = None,
         request_timeout_s: float = 10.0,
         max_attempts: int = 3,

@@ -3,7 +3,7 @@
 :class:`Transport` (threads) and :class:`AsyncTransport` (asyncio) wrap one ``httpx`` client
 each. A call is retried with exponential backoff and jitter on transport errors, 429 and 5xx
 only (:class:`RetryPolicy`); every other error is raised at once as its typed
-:class:`~cirrusmq.errors.MQError` — except a 401 ``RequestExpired`` or ``ReplayedRequest``,
+:class:`~cirrusmq.errors.MQError` — except a 401 ``RequestExpired``,
 which is sent once more at once (a refused request did nothing).
 
 With credentials, every request is signed (:class:`~cirrusmq.signing.CirrusAuth`): each attempt

@@ -347,6 +347,44 @@ def test_a_key_cannot_disable_or_delete_itself(world):
     check_refused(
         world, "self-delete", _forbidden("admin", "DELETE", f"/v1/keys/{me}"), 409, "KeyInUse"
     )
+    check_refused(  # a disabled key still cached elsewhere must not revive itself
+        world, "self-enable", _forbidden("admin", "POST", f"/v1/keys/{me}/enable"), 409, "KeyInUse"
+    )
+
+
+def test_describing_a_group_shows_only_topics_the_key_may_consume(world):
+    """The auditor consumes only the other topic as billing: billing's offsets and filter on
+    the first topic stay hidden, and asking for that topic by name is refused."""
+    check_refused(
+        world,
+        "describe-foreign-topic",
+        _forbidden("auditor", "GET", f"/v1/groups/billing?topic={world.topic}"),
+        403,
+        "AccessDenied",
+    )
+    with signed_client(world.stack, world.keys["auditor"]) as auditor:
+        described = auditor.get("/v1/groups/billing").json()
+    assert {q["topic"] for q in described["queues"]} <= {world.other_topic}
+    assert {s["topic"] for s in described["subscriptions"]} <= {world.other_topic}
+
+
+def test_every_route_of_every_function_needs_a_signature(world):
+    """Guards deny-by-default against a route added without the check (or with request
+    validation switched off, which the check rides on)."""
+    routes = [
+        (route.method, route.path)
+        for runtime in world.stack.functions.values()
+        for route in runtime.function.http_routes
+    ]
+    assert len(routes) >= 16
+    for method, path in routes:
+        concrete = path.replace("{topic}", world.topic).replace("{group}", "billing")
+        concrete = concrete.replace("{message_id}", world.message_id).replace("{access_key}", "x")
+        response = httpx.request(method, world.stack.endpoint + concrete, json={}, timeout=60)
+        expected = (
+            200 if (method, path) in {("GET", "/v1/health"), ("GET", "/v1/openapi.json")} else 401
+        )
+        assert response.status_code == expected, (method, path, response.text)
 
 
 def test_acking_handles_of_a_topic_the_key_may_not_consume_acks_nothing(world):

@@ -25,6 +25,8 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignature
 from cirrusmq_broker.services.auth import Principal, SignedRequest
 
+KEYS_PATH = "/v1/keys"
+"""Requests to the keys API re-read the caller's key (never trust a cache there)."""
 UNSIGNED = frozenset({("GET", "/v1/health"), ("GET", "/v1/openapi.json")})
 """Routes anyone may call."""
 
@@ -151,7 +153,7 @@ def authenticate_event(event: Mapping[str, Any]) -> None:
             headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
             body=body,
         )
-        principal = current_broker().auth.authenticate(request)
+        principal = current_broker().auth.authenticate(request, fresh=path.startswith(KEYS_PATH))
     except Exception as exc:  # answered through the one error mapping, in check_access
         _authenticated.set(_Authenticated(None, exc, b""))
         return

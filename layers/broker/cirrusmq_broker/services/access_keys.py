@@ -75,8 +75,8 @@ class AccessKeysService:
         return [_public(r) for r in self._store.list()]
 
     def set_enabled(self, access_key: str, enabled: bool, *, caller: str) -> AccessKey:
-        if not enabled and access_key == caller:
-            raise KeyInUse("an access key cannot disable itself; use another admin key")
+        if access_key == caller:  # a disabled key still cached elsewhere must not revive itself
+            raise KeyInUse("an access key cannot disable or enable itself; use another admin key")
         record = self._store.set_status(access_key, ACTIVE if enabled else DISABLED)
         self._on_change(access_key)
         if record is None:

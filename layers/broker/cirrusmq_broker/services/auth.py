@@ -16,7 +16,7 @@ import hmac
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote
 
@@ -104,7 +104,7 @@ def sign(secret: str, text: str) -> str:
 @dataclass(frozen=True)
 class _CachedKey:
     loaded_ms: int
-    secret: str | None
+    secret: str | None = field(repr=False)
     permissions: Permissions
     active: bool
 
@@ -127,10 +127,15 @@ class Authenticator:
         self._clock = clock
         self._cache_ms = cache_seconds * 1000
         self._cache: dict[str, _CachedKey] = {}
+        self._secrets: dict[tuple[str, bytes], str] = {}
         self._lock = threading.Lock()
 
-    def authenticate(self, request: SignedRequest) -> Principal:
-        """The principal that signed ``request``; raises a 401 error otherwise."""
+    def authenticate(self, request: SignedRequest, *, fresh: bool = False) -> Principal:
+        """The principal that signed ``request``; raises a 401 error otherwise.
+
+        ``fresh`` reads the key's status and permissions again instead of trusting this
+        process's cache (the keys API: a key disabled elsewhere cannot act on keys).
+        """
         access_key, signature, date, nonce = _read_headers(request.headers)
         now = self._clock()
         signed_at = datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
@@ -139,6 +144,8 @@ class Authenticator:
                 f"the request date {date} is more than {MAX_SKEW_SECONDS} s from the service's"
                 " clock; sign it again with the current time"
             )
+        if fresh:
+            self.forget(access_key)
         key = self._key(access_key, now)
         expected = sign(key.secret, string_to_sign(request, date, nonce)) if key else "0" * 64
         if not hmac.compare_digest(expected, signature) or key is None:
@@ -148,6 +155,21 @@ class Authenticator:
         ):
             raise ReplayedRequest("this request was seen before: sign each request anew")
         return Principal(access_key, key.permissions)
+
+    def _secret(self, access_key: str, ciphertext: bytes) -> str | None:
+        """The decrypted secret; a secret never changes, so it is decrypted once per
+        container (status and permissions are what the short cache re-reads)."""
+        cache_key = (access_key, bytes(ciphertext))
+        with self._lock:
+            if cache_key in self._secrets:
+                return self._secrets[cache_key]
+        secret = self._cipher.decrypt(access_key, ciphertext)
+        with self._lock:
+            if len(self._secrets) >= CACHE_SIZE:
+                self._secrets.pop(next(iter(self._secrets)))
+            if secret is not None:
+                self._secrets[cache_key] = secret
+        return secret
 
     def forget(self, access_key: str) -> None:
         """Drop a cached key (it was disabled, enabled or deleted in this process)."""
@@ -164,7 +186,7 @@ class Authenticator:
                 self.forget(access_key)
                 return None
             active = record.status == ACTIVE
-            secret = self._cipher.decrypt(access_key, record.secret_ciphertext) if active else None
+            secret = self._secret(access_key, record.secret_ciphertext) if active else None
             cached = _CachedKey(now, secret, record.permissions, active)
             with self._lock:
                 if len(self._cache) >= CACHE_SIZE:

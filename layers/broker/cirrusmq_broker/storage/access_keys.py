@@ -14,15 +14,27 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..errors import StorageUnavailable
 from ..permissions import Permissions
 from .dynamo import error_code, from_item, to_item
 
 log = logging.getLogger(__name__)
 
 ACTIVE, DISABLED = "ACTIVE", "DISABLED"
-_UNREADABLE = frozenset(
-    {"InvalidCiphertextException", "IncorrectKeyException", "AccessDeniedException"}
+_UNREADABLE = frozenset({"InvalidCiphertextException", "IncorrectKeyException"})
+"""The ciphertext is not this key's: the key cannot sign (InvalidSignature)."""
+_KMS_FAULTS = frozenset(
+    {
+        "AccessDeniedException",
+        "DisabledException",
+        "KMSInvalidStateException",
+        "NotFoundException",
+        "KeyUnavailableException",
+        "DependencyTimeoutException",
+        "KMSInternalException",
+    }
 )
+"""KMS cannot decrypt now (a fault or a misconfiguration, not the caller's): 503."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,9 @@ class SecretCipher:
                 CiphertextBlob=ciphertext, EncryptionContext={"access_key": access_key}
             )["Plaintext"]
         except ClientError as exc:
+            if error_code(exc) in _KMS_FAULTS:
+                log.error("KMS cannot decrypt access key secrets: %s", error_code(exc))
+                raise StorageUnavailable("access keys cannot be read now; retry") from exc
             if error_code(exc) not in _UNREADABLE:
                 raise
             log.warning("the secret of access key %s does not decrypt", access_key)

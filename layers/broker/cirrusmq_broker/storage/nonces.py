@@ -23,7 +23,7 @@ class NonceStore:
             self._client.put_item(
                 TableName=self._table,
                 Item=to_item({"nonce_key": f"{access_key}#{nonce}", "expires_at": expires_at}),
-                ConditionExpression="attribute_not_exists(nonce_key) OR expires_at <= :now",
+                ConditionExpression="attribute_not_exists(nonce_key) OR expires_at < :now",
                 ExpressionAttributeValues=to_item({":now": now_s}),
             )
         except ClientError as exc:
