@@ -32,7 +32,9 @@ expirers of :mod:`cirrusmq_local.moto_expiry` in this process (the local stack c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import gc
 import io
 import json
 import logging
@@ -297,7 +299,27 @@ class _Admin:
             ClockHistory(request.get("clock_history") or []),
             int(request.get("budget", 5000)),
         )
+        if result.deleted:
+            reclaim_memory()
         return result.as_dict()
+
+
+_last_reclaim = 0.0
+
+
+def reclaim_memory(min_interval: float = 30.0) -> None:
+    """Give memory freed by expiry back to the system: collect reference cycles (deleted S3
+    keys hold their bodies; full collections are rare in a process this size) and, with
+    glibc, ``malloc_trim``. At most every ``min_interval`` seconds."""
+    global _last_reclaim
+    now = time.monotonic()
+    if now - _last_reclaim < min_interval:
+        return
+    _last_reclaim = now
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc
+            ctypes.CDLL(None).malloc_trim(0)
 
 
 PR_SET_PDEATHSIG = 1
