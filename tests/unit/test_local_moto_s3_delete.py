@@ -24,7 +24,9 @@ def s3():
 def test_deleted_objects_leave_no_tags_behind(s3) -> None:
     s3.create_bucket(Bucket="tags-bucket")
     for i in range(3):
-        s3.put_object(Bucket="tags-bucket", Key=f"k{i}", Body=b"x" * 100, Tagging="cirrusmq-retention-days=1")
+        s3.put_object(
+            Bucket="tags-bucket", Key=f"k{i}", Body=b"x" * 100, Tagging="cirrusmq-retention-days=1"
+        )
     tagger = s3_backends[DEFAULT_ACCOUNT_ID]["global"].tagger
     assert len(tagger.tags) == 3
     s3.delete_object(Bucket="tags-bucket", Key="k0")
