@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV   := .venv
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+# aws-sam-cli lives in its own venv: it pins boto3/click versions of its own.
+SAM_VERSION := 1.170.0
+SAM_VENV    := .venv-sam
+SAM         := $(SAM_VENV)/bin/sam
 
-.PHONY: install dev test bench lint
+.PHONY: install dev test test-deploy sam-build bench lint
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -13,11 +17,21 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+$(SAM):
+	test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet "aws-sam-cli==$(SAM_VERSION)"
+
 dev: install  ## install, then start the local stack (Ctrl-C stops it)
 	$(VENV)/bin/cirrusmq dev $(ARGS)
 
-test: install  ## install, then run the whole test suite
+test: install  ## install, then run the test suite (without the `deploy` tests)
 	$(VENV)/bin/pytest $(ARGS)
+
+test-deploy: install $(SAM)  ## fresh-venv installs, the wheel, sam build + sam validate --lint
+	CIRRUSMQ_SAM=$(SAM) CIRRUSMQ_REQUIRE_DEPLOY_TOOLS=1 $(VENV)/bin/pytest -m deploy $(ARGS)
+
+sam-build: install $(SAM)  ## sam build into .aws-sam/build (no Docker needed)
+	SAM_CLI_TELEMETRY=0 PYTHON=$(abspath $(VENV))/bin/python $(SAM) build $(ARGS)
 
 bench: install  ## core queue benchmark (figures in README.md)
 	$(VENV)/bin/python tests/benchmarks/core_queue.py $(ARGS)

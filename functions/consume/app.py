@@ -1,5 +1,6 @@
 """ConsumeFunction: receive, ack, change invisible duration, look up."""
 
+import cirrusmq_broker.codec  # noqa: F401 - pyarrow at init: every request reads batches
 from cirrusmq_api.app import create_app
 from cirrusmq_api.routes import consume
 

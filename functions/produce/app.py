@@ -1,5 +1,6 @@
 """ProduceFunction: appends message batches."""
 
+import cirrusmq_broker.codec  # noqa: F401 - pyarrow at init: every request writes batches
 from cirrusmq_api.app import create_app
 from cirrusmq_api.routes import produce
 

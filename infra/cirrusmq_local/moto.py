@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -85,8 +86,15 @@ class MotoServer:
         )
         env.pop("AWS_ENDPOINT_URL", None)
         self._log = tempfile.TemporaryFile(prefix="cirrusmq-moto-")  # noqa: SIM115 - closed in stop()
+        command = [sys.executable, "-m", "cirrusmq_local.moto_serial", "-H", self.host]
+        # It dies with this process, whatever kills it (kill -9 included). PR_SET_PDEATHSIG
+        # fires when the spawning *thread* ends, so only a main-thread spawn asks for it;
+        # the child's parent watcher covers every case.
+        command += ["-p", str(port), "--parent-pid", str(os.getpid())]
+        if threading.current_thread() is threading.main_thread():
+            command.append("--pdeathsig")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "cirrusmq_local.moto_serial", "-H", self.host, "-p", str(port)],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

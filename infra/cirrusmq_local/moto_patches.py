@@ -16,6 +16,8 @@ error, which moto raises directly); otherwise ``TransactionCanceledException`` w
 the items that passed). One deliberate difference: an ``Update`` that creates an item adds
 one stream record, where moto added two (the key-only item, then the update).
 
+:func:`delete_object` (S3) also drops a deleted object's tags, which moto keeps forever.
+
 The apply phase is plain dict assignment; atomicity against other requests comes from the
 caller (the server serialises writes per table, see :mod:`cirrusmq_local.moto_serial`).
 :func:`apply` installs the patch (idempotent).
@@ -44,10 +46,12 @@ from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+from moto.s3.models import S3Backend
 
 __all__ = ["apply", "is_applied", "transact_write_items"]
 
 _ORIGINAL = DynamoDBBackend.transact_write_items
+_ORIGINAL_S3_DELETE = S3Backend.delete_object
 _OPERATIONS = frozenset({"ConditionCheck", "Put", "Delete", "Update"})
 _DELETE = object()  # plan marker: remove the item
 
@@ -183,14 +187,31 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
             table.stream_shard.add(current, new)
 
 
+def delete_object(self: S3Backend, bucket_name: str, key_name: str, *args: Any, **kw: Any) -> Any:
+    """moto's ``delete_object``, which forgets a deleted key's tags (moto keeps them by ARN
+    forever: a long session's every expired or purged batch object) and closes its buffer."""
+    bucket = self.buckets.get(bucket_name)
+    key = bucket.keys.get(key_name) if bucket is not None and not bucket.is_versioned else None
+    result = _ORIGINAL_S3_DELETE(self, bucket_name, key_name, *args, **kw)
+    if key is not None and getattr(key, "arn", None) and key_name not in bucket.keys:
+        self.tagger.delete_all_tags_for_resource(key.arn)
+        dispose = getattr(key, "dispose", None)
+        if dispose is not None:
+            dispose()
+    return result
+
+
 def apply() -> None:
-    """Install :func:`transact_write_items` on moto's DynamoDB backend (idempotent)."""
+    """Install :func:`transact_write_items` on moto's DynamoDB backend and
+    :func:`delete_object` on its S3 backend (idempotent)."""
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    S3Backend.delete_object = delete_object  # type: ignore[method-assign]
 
 
 def revert() -> None:
     """Put moto's own implementation back (tests)."""
     DynamoDBBackend.transact_write_items = _ORIGINAL  # type: ignore[method-assign]
+    S3Backend.delete_object = _ORIGINAL_S3_DELETE  # type: ignore[method-assign]
 
 
 def is_applied() -> bool:

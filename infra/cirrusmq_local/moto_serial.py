@@ -32,6 +32,9 @@ expirers of :mod:`cirrusmq_local.moto_expiry` in this process (the local stack c
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import gc
 import io
 import json
 import logging
@@ -39,6 +42,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +51,14 @@ from urllib.parse import unquote
 from cirrusmq_local import moto_patches
 from cirrusmq_local.moto_expiry import ClockHistory, LifecycleExpirer, TtlExpirer, iter_tables
 
-__all__ = ["ADMIN_PREFIX", "ResourceLocks", "SharedExclusiveLock", "resources_of", "main"]
+__all__ = [
+    "ADMIN_PREFIX",
+    "ResourceLocks",
+    "SharedExclusiveLock",
+    "die_with_parent",
+    "main",
+    "resources_of",
+]
 
 ADMIN_PREFIX = "/_cirrusmq/"
 _DYNAMODB_TARGET = "DynamoDB_"
@@ -288,14 +299,71 @@ class _Admin:
             ClockHistory(request.get("clock_history") or []),
             int(request.get("budget", 5000)),
         )
+        if result.deleted:
+            reclaim_memory()
         return result.as_dict()
+
+
+_last_reclaim = 0.0
+
+
+def reclaim_memory(min_interval: float = 30.0) -> None:
+    """Give memory freed by expiry back to the system: collect reference cycles (deleted S3
+    keys hold their bodies; full collections are rare in a process this size) and, with
+    glibc, ``malloc_trim``. At most every ``min_interval`` seconds."""
+    global _last_reclaim
+    now = time.monotonic()
+    if now - _last_reclaim < min_interval:
+        return
+    _last_reclaim = now
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc
+            ctypes.CDLL(None).malloc_trim(0)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int, *, pdeathsig: bool, interval: float = 0.25) -> None:
+    """End this process when ``parent_pid`` (the process that started it) dies, however it
+    dies (``kill -9`` included): on Linux the kernel sends SIGKILL (``PR_SET_PDEATHSIG``,
+    when ``pdeathsig``: only if the thread that spawned us lives as long as its process),
+    and everywhere a watcher thread notices the parent change (``os.getppid()``)."""
+    if pdeathsig and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher remains
+            pass
+
+    def orphaned() -> bool:
+        return os.getppid() != parent_pid
+
+    if orphaned():  # the parent died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(interval)
+        os._exit(1)  # no cleanup to do: the state lives in this process's memory
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=5000)
+    parser.add_argument(
+        "--parent-pid", type=int, default=None, help="Exit when this process (our parent) dies."
+    )
+    parser.add_argument(
+        "--pdeathsig", action="store_true", help="With --parent-pid: also PR_SET_PDEATHSIG."
+    )
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid, pdeathsig=args.pdeathsig)
     os.environ.setdefault("MOTO_PORT", str(args.port))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     from moto.moto_server.threaded_moto_server import (

@@ -35,11 +35,16 @@ REGION_VAR = "CIRRUSMQ_AWS_REGION"
 
 
 def default_template_path() -> Path:
-    """``$CIRRUSMQ_TEMPLATE``, else the repository's ``template.yaml``."""
+    """``$CIRRUSMQ_TEMPLATE``, else the repository's ``template.yaml`` (in a checkout), else
+    the copy an installed wheel carries (``cirrusmq_local/stack/``, with the functions)."""
     override = os.environ.get("CIRRUSMQ_TEMPLATE")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent.parent / "template.yaml"
+    here = Path(__file__).resolve().parent
+    checkout = here.parent.parent / "template.yaml"
+    if checkout.is_file() and (checkout.parent / "functions").is_dir():
+        return checkout
+    return here / "stack" / "template.yaml"
 
 
 def bootstrap_credentials() -> Credentials:

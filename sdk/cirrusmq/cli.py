@@ -4,20 +4,47 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
 
 import typer
 
+from . import commands
 from .commands import register as register_client_commands
 
 app = typer.Typer(help="CirrusMQ: a serverless message queue with RocketMQ semantics.")
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        typer.echo(f"cirrusmq {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
-    """CirrusMQ command line."""
+def _root(
+    endpoint: commands.Endpoint = None,
+    access_key: commands.AccessKey = None,
+    secret_key: commands.SecretKey = None,
+    profile: commands.Profile = None,
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """CirrusMQ command line.
+
+    The connection options work before the command (cirrusmq --endpoint URL topic list) and
+    after it. Without any, the CLI uses CIRRUSMQ_* variables, else the 'default' profile in
+    ~/.cirrusmq/config, else the 'local' profile that `cirrusmq dev` writes.
+    """
+    commands.GLOBAL_OPTIONS.clear()
+    commands.GLOBAL_OPTIONS.update(
+        endpoint=endpoint, access_key=access_key, secret_key=secret_key, profile=profile
+    )
 
 
 register_client_commands(app)  # topic, group, send, consume (cirrusmq.commands)
@@ -31,6 +58,11 @@ def dev(
         None, exists=True, dir_okay=False, help="SAM template (default: the repo's template.yaml)."
     ),
     schedules: bool = typer.Option(True, help="Run the template's Schedule events on timers."),
+    write_profile: bool = typer.Option(
+        True,
+        help="Write the endpoint and credentials as the 'local' profile in ~/.cirrusmq/config "
+        "(or $CIRRUSMQ_CONFIG), which the CLI uses when nothing else is given.",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request."),
 ) -> None:
     """Run the whole backend locally (moto + the template's resources, routes and schedules)."""
@@ -58,7 +90,8 @@ def dev(
         except (TemplateError, OSError, RuntimeError) as exc:
             typer.echo(f"cannot start the local stack: {exc}", err=True)
             raise typer.Exit(1) from exc
-        _print_summary(stack)
+        profile_path = _save_local_profile(stack) if write_profile else None
+        _print_summary(stack, profile_path)
         while not stop.wait(0.5):
             pass
         typer.echo("stopping...")
@@ -69,21 +102,49 @@ def dev(
     typer.echo("stopped.")
 
 
-def _print_summary(stack: object) -> None:
+def _save_local_profile(stack: object) -> Path | None:
+    """Write the stack's endpoint and keys as the ``local`` profile; None if that failed."""
+    from .config import LOCAL_PROFILE, ConfigError, save_profile
+
+    credentials = stack.credentials  # type: ignore[attr-defined]
+    values = {
+        "endpoint": stack.endpoint,  # type: ignore[attr-defined]
+        "access_key": credentials.access_key,
+        "secret_key": credentials.secret_key,
+    }
+    try:
+        return save_profile(LOCAL_PROFILE, values)
+    except (OSError, ConfigError) as exc:
+        typer.echo(f"warning: could not write the 'local' profile: {exc}", err=True)
+        return None
+
+
+def _print_summary(stack: object, profile_path: Path | None = None) -> None:
     from cirrusmq_local import LocalStack
 
     assert isinstance(stack, LocalStack)
+    if profile_path is not None:
+        profile = [
+            f"  profile       'local' in {profile_path}: in another terminal, "
+            "`cirrusmq topic list` (or any command) uses this stack",
+            "                (CIRRUSMQ_* variables or a 'default' profile take precedence)",
+        ]
+    else:
+        profile = ["  profile       not written: pass --endpoint and the keys to the CLI"]
     lines = [
         f"CirrusMQ local stack ({stack.template_path})",
         f"  HTTP API      {stack.endpoint}",
         f"  AWS (moto)    {stack.aws_endpoint}   region us-east-1, any access key",
         f"  access key    {stack.credentials.access_key}",
         f"  secret key    {stack.credentials.secret_key}",
+        *profile,
+        "  data          in memory only: topics and messages are gone when this stops",
         "  resources",
         *(f"    {logical:<18} {physical}" for logical, physical in stack.resources.items()),
         "Press Ctrl-C to stop.",
     ]
-    typer.echo("\n".join(lines))
+    typer.echo("\n".join(lines), nl=True)
+    sys.stdout.flush()
 
 
 def main() -> None:

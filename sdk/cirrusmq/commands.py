@@ -117,11 +117,20 @@ def _admin(
             yield admin
 
 
+GLOBAL_OPTIONS: dict[str, str | None] = {}
+"""Connection options given before the command (``cirrusmq --endpoint URL topic list``), set
+by :mod:`cirrusmq.cli`; the command's own options win over them."""
+
+
 def _config(
     endpoint: str | None, access_key: str | None, secret_key: str | None, profile: str | None
 ) -> ClientConfig:
+    given = GLOBAL_OPTIONS
     return load_config(
-        endpoint=endpoint, access_key=access_key, secret_key=secret_key, profile=profile
+        endpoint=endpoint or given.get("endpoint"),
+        access_key=access_key or given.get("access_key"),
+        secret_key=secret_key or given.get("secret_key"),
+        profile=profile or given.get("profile"),
     )
 
 

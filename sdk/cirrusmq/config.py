@@ -5,7 +5,9 @@ Order, first found wins, field by field:
 1. explicit values (command-line options);
 2. the profile named explicitly (``--profile``), if any;
 3. the environment: ``CIRRUSMQ_ENDPOINT``, ``CIRRUSMQ_ACCESS_KEY``, ``CIRRUSMQ_SECRET_KEY``;
-4. the profile named by ``CIRRUSMQ_PROFILE``, else ``default``.
+4. the profile named by ``CIRRUSMQ_PROFILE``, else ``default`` -- or, when the file has no
+   ``default`` profile, ``local`` (which ``cirrusmq dev`` writes: the local stack's endpoint
+   and credentials).
 
 The profile file is TOML, ``~/.cirrusmq/config`` (or ``$CIRRUSMQ_CONFIG``)::
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from .credentials import Credentials
 
-__all__ = ["ClientConfig", "ConfigError", "default_config_path", "load_config"]
+__all__ = ["ClientConfig", "ConfigError", "default_config_path", "load_config", "save_profile"]
 
 ENDPOINT_VAR = "CIRRUSMQ_ENDPOINT"
 ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
@@ -34,6 +36,7 @@ SECRET_KEY_VAR = "CIRRUSMQ_SECRET_KEY"
 PROFILE_VAR = "CIRRUSMQ_PROFILE"
 CONFIG_VAR = "CIRRUSMQ_CONFIG"
 DEFAULT_PROFILE = "default"
+LOCAL_PROFILE = "local"
 _FIELDS = ("endpoint", "access_key", "secret_key")
 
 
@@ -106,7 +109,12 @@ def load_config(
     )
     fallback = environ.get(PROFILE_VAR) or DEFAULT_PROFILE
     if not profile:
-        layers.append(_read_profile(path, fallback, required=PROFILE_VAR in environ))
+        found = _read_profile(path, fallback, required=PROFILE_VAR in environ)
+        if not found and PROFILE_VAR not in environ and not (endpoint or environ.get(ENDPOINT_VAR)):
+            # nothing else given: the local stack's profile (its keys go with its endpoint)
+            found = _read_profile(path, LOCAL_PROFILE, required=False)
+            fallback = LOCAL_PROFILE if found else fallback
+        layers.append(found)
     values = {f: next((layer[f] for layer in layers if layer.get(f)), None) for f in _FIELDS}
     if not values["endpoint"]:
         raise ConfigError(
@@ -118,3 +126,51 @@ def load_config(
         Credentials(values["access_key"], values["secret_key"]) if values["access_key"] else None
     )
     return ClientConfig(values["endpoint"], credentials, profile or fallback)
+
+
+def save_profile(
+    name: str, values: Mapping[str, str], path: str | os.PathLike[str] | None = None
+) -> Path:
+    """Write ``[profile.<name>]`` (endpoint, access_key, secret_key) into the profile file,
+    replacing that section and keeping everything else; return the file's path.
+
+    The file is created (mode 0600, it holds a secret key) with its directory if needed.
+    """
+    path = Path(path) if path else default_config_path()
+    unknown = set(values) - set(_FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown profile key(s) {sorted(unknown)}")
+    try:
+        text = path.read_text(encoding="utf-8")
+        tomllib.loads(text)  # never rewrite a file we cannot read back
+    except FileNotFoundError:
+        text = ""
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines():
+        header = line.strip()
+        if header.startswith("["):
+            table = header.strip("[] ").replace(" ", "").replace('"', "")
+            skipping = table == f"profile.{name}"
+        if not skipping:
+            kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    section = [f"[profile.{name}]"]
+    section += [f"{key} = {_toml_string(values[key])}" for key in _FIELDS if values.get(key)]
+    body = "\n".join([*kept, *([""] if kept else []), *section]) + "\n"
+    tomllib.loads(body)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(body)
+    os.replace(tmp, path)
+    return path
+
+
+def _toml_string(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

@@ -79,4 +79,7 @@ def test_profiles_and_missing_configuration(cli, endpoint, credentials, tmp_path
     assert "ConnectError" in cli("topic", "list", code=1).output  # the environment's endpoint
     assert "no [profile.nope]" in cli("topic", "list", "--profile", "nope", code=1).output
     monkeypatch.delenv("CIRRUSMQ_ENDPOINT")
+    # nothing given and no 'default' profile: the 'local' one (which `cirrusmq dev` writes)
+    assert "topic(s)" in cli("topic", "list").output
+    (tmp_path / "config").write_text('[profile.broken]\nendpoint = "http://127.0.0.1:9"\n')
     assert "no endpoint" in cli("topic", "list", code=1).output

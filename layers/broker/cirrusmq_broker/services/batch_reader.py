@@ -6,7 +6,6 @@ import threading
 
 from cachetools import LRUCache
 
-from ..codec import decode_batch
 from ..model import IndexEntry, StoredMessage
 from ..storage.batch_objects import BatchObjectGone, BatchObjectStore
 
@@ -29,6 +28,8 @@ class BatchReader:
             data = self._objects.get(entry.object_key)
         except BatchObjectGone:
             return []  # past retention: the lifecycle rule removed it before the index TTL
+        from ..codec import decode_batch  # pyarrow: only for handlers that read batches
+
         batch = decode_batch(
             data,
             topic=entry.topic,

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from ulid import ULID
 
 from .. import limits
-from ..codec import encode_batch
 from ..errors import (
     IdempotencyConflict,
     InvalidMessage,
@@ -165,6 +164,8 @@ class ProduceService:
         Returns the batches awaiting their offsets, and the keys of the objects that only
         this attempt can reference (safe to delete if it is refused).
         """
+        from ..codec import encode_batch  # pyarrow: only for handlers that write batches
+
         name = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}" if stamp else None
         payloads = {
             q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
