@@ -379,6 +379,41 @@ def key_create(
     )
 
 
+@key_app.command("bootstrap")
+def key_bootstrap(
+    stack_name: Annotated[
+        str | None, typer.Option(help="The deployed CloudFormation stack (from sam deploy).")
+    ] = None,
+    table: Annotated[
+        str | None, typer.Option(help="AccessKeysTable name (without a stack).")
+    ] = None,
+    kms_key: Annotated[str | None, typer.Option(help="AccessKeySecretsKey id or ARN.")] = None,
+    region: Annotated[str | None, typer.Option(help="AWS region (else boto3's default).")] = None,
+    description: Annotated[str, typer.Option(help="What the key is for.")] = "bootstrap admin key",
+) -> None:
+    """Create the first admin key of a deployed stack with your AWS credentials (the API
+    itself only takes signed requests). Needs `pip install 'cirrusmq[local]'`."""
+    from .bootstrap import BootstrapError, bootstrap_admin_key
+
+    try:
+        credentials = bootstrap_admin_key(
+            stack_name=stack_name,
+            table=table,
+            kms_key=kms_key,
+            region=region,
+            description=description,
+        )
+    except BootstrapError as exc:
+        err.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    out.print(f"  access key   {credentials.access_key}", markup=False)
+    out.print(f"  secret key   {credentials.secret_key}", markup=False)
+    err.print(
+        "[bold yellow]This is the only time the secret key is shown: store it now[/bold yellow]"
+        " (e.g. as access_key / secret_key of a profile in ~/.cirrusmq/config)."
+    )
+
+
 @key_app.command("list")
 def key_list(
     as_json: AsJson = False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cirrusmq import Admin, Credentials
 from cirrusmq.cli import app
 from typer.testing import CliRunner
 
@@ -83,3 +84,30 @@ def test_profiles_and_missing_configuration(cli, endpoint, credentials, tmp_path
     assert "topic(s)" in cli("topic", "list").output
     (tmp_path / "config").write_text('[profile.broken]\nendpoint = "http://127.0.0.1:9"\n')
     assert "no endpoint" in cli("topic", "list", code=1).output
+
+
+def test_key_bootstrap_writes_a_working_admin_key(cirrusmq_stack, endpoint, monkeypatch):
+    """A deployed stack's first admin key, written with AWS credentials (here: moto's)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", cirrusmq_stack.aws_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    result = CliRunner().invoke(
+        app,
+        [
+            "key",
+            "bootstrap",
+            "--table",
+            cirrusmq_stack.resources["AccessKeysTable"],
+            "--kms-key",
+            cirrusmq_stack.resources["AccessKeySecretsKey"],
+            "--region",
+            "us-east-1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in result.stdout.splitlines()]
+    access_key = next(words[-1] for words in lines if words[:2] == ["access", "key"])
+    secret_key = next(words[-1] for words in lines if words[:2] == ["secret", "key"])
+    created = Credentials(access_key, secret_key)
+    with Admin(endpoint, created) as admin:
+        assert access_key in [k.access_key for k in admin.list_access_keys()]
