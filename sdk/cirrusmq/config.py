@@ -9,6 +9,9 @@ Order, first found wins, field by field:
    ``default`` profile, ``local`` (which ``cirrusmq dev`` writes: the local stack's endpoint
    and credentials).
 
+An endpoint given without keys that is the ``local`` profile's endpoint takes that profile's
+keys (they belong to that stack): ``cirrusmq --endpoint <local stack> topic list`` works.
+
 The profile file is TOML, ``~/.cirrusmq/config`` (or ``$CIRRUSMQ_CONFIG``)::
 
     [profile.default]
@@ -116,6 +119,14 @@ def load_config(
             fallback = LOCAL_PROFILE if found else fallback
         layers.append(found)
     values = {f: next((layer[f] for layer in layers if layer.get(f)), None) for f in _FIELDS}
+    if values["endpoint"] and not values["access_key"] and not profile:
+        # an endpoint without keys: the local stack's keys go with the local stack's endpoint
+        local = _read_profile(path, LOCAL_PROFILE, required=False)
+        if local and _same_endpoint(local.get("endpoint"), values["endpoint"]):
+            values["access_key"], values["secret_key"] = (
+                local.get("access_key"),
+                local.get("secret_key"),
+            )
     if not values["endpoint"]:
         raise ConfigError(
             f"no endpoint: pass --endpoint, set {ENDPOINT_VAR}, or add a profile to {path}"
@@ -126,6 +137,10 @@ def load_config(
         Credentials(values["access_key"], values["secret_key"]) if values["access_key"] else None
     )
     return ClientConfig(values["endpoint"], credentials, profile or fallback)
+
+
+def _same_endpoint(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and a.rstrip("/") == b.rstrip("/")
 
 
 def save_profile(

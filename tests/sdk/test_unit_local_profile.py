@@ -8,7 +8,8 @@ import cirrusmq.commands as commands
 import pytest
 from cirrusmq import __version__
 from cirrusmq.cli import app
-from cirrusmq.config import ConfigError, load_config, save_profile
+from cirrusmq.config import LOCAL_PROFILE, ConfigError, load_config, save_profile
+from cirrusmq.credentials import Credentials
 from typer.testing import CliRunner
 
 LOCAL = {"endpoint": "http://127.0.0.1:8080", "access_key": "local-admin", "secret_key": "s"}
@@ -97,3 +98,16 @@ def test_connection_options_before_or_after_the_command(argv, monkeypatch, tmp_p
     # the next invocation does not inherit the previous one's global options
     again = CliRunner().invoke(app, ["topic", "list"])
     assert again.exit_code == 1 and "no endpoint" in again.output
+
+
+def test_an_endpoint_without_keys_takes_the_local_stacks_keys_only_for_its_endpoint(tmp_path):
+    config = tmp_path / "config"
+    save_profile(
+        LOCAL_PROFILE,
+        {"endpoint": "http://127.0.0.1:8080", "access_key": "local-admin", "secret_key": "s"},
+        config,
+    )
+    same = load_config(endpoint="http://127.0.0.1:8080/", environ={}, config_path=config)
+    assert same.credentials == Credentials("local-admin", "s")
+    other = load_config(endpoint="https://api.example.com", environ={}, config_path=config)
+    assert other.credentials is None
