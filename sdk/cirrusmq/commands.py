@@ -456,9 +456,7 @@ def key_disable(
     profile: Profile = None,
 ) -> None:
     """Disable an access key (its requests are refused within 60 s)."""
-    with _admin(endpoint, access_key, secret_key, profile) as admin:
-        key = admin.disable_access_key(key_id)
-    out.print(f"access key {key.access_key} is {key.status}", markup=False)
+    _set_key_enabled(key_id, False, endpoint, access_key, secret_key, profile)
 
 
 @key_app.command("enable")
@@ -470,8 +468,19 @@ def key_enable(
     profile: Profile = None,
 ) -> None:
     """Enable a disabled access key again."""
+    _set_key_enabled(key_id, True, endpoint, access_key, secret_key, profile)
+
+
+def _set_key_enabled(
+    key_id: str,
+    enabled: bool,
+    endpoint: str | None,
+    access_key: str | None,
+    secret_key: str | None,
+    profile: str | None,
+) -> None:
     with _admin(endpoint, access_key, secret_key, profile) as admin:
-        key = admin.enable_access_key(key_id)
+        key = admin.enable_access_key(key_id) if enabled else admin.disable_access_key(key_id)
     out.print(f"access key {key.access_key} is {key.status}", markup=False)
 
 
