@@ -1,8 +1,15 @@
 import io
 
+import pyarrow as pa
 import pyarrow.parquet as pq
-from cirrusmq_broker.codec import SCHEMA_VERSION, decode_batch, encode_batch
-from cirrusmq_broker.model import NewMessage, ProducerStamp
+from cirrusmq_broker.codec import (
+    BATCH_SCHEMA,
+    SCHEMA_VERSION,
+    SYSTEM_COLUMNS,
+    decode_batch,
+    encode_batch,
+)
+from cirrusmq_broker.model import NewMessage, ProducerStamp, SystemFields
 
 
 def test_round_trip_keeps_every_field():
@@ -40,3 +47,46 @@ def test_object_is_zstd_parquet_with_versioned_schema():
     file = pq.ParquetFile(io.BytesIO(data))
     assert file.schema_arrow.metadata[b"cirrusmq.schema_version"] == SCHEMA_VERSION.encode()
     assert file.metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_system_fields_round_trip_and_default_to_empty():
+    moved = SystemFields(
+        delivery_timestamp=1_700_000_005_000,
+        origin_topic="orders",
+        origin_queue=3,
+        origin_offset=42,
+        reconsume_count=2,
+        dead_letter_reason="max delivery attempts (16) reached",
+        transaction_id="tx-1",
+    )
+    data = encode_batch(
+        [NewMessage("a", b"b", born_timestamp=1, system=moved), NewMessage("c", b"d")],
+        stored_timestamp=2,
+        stamp=None,
+    )
+    first, second = decode_batch(data, topic="t", queue=0, base_offset=0)
+    assert first.system == moved
+    assert second.system == SystemFields()
+
+
+def test_version_1_objects_decode_with_empty_system_fields():
+    v1 = pa.schema([f for f in BATCH_SCHEMA if f.name not in SYSTEM_COLUMNS])
+    table = pa.Table.from_pydict(
+        {
+            "message_id": ["a"],
+            "body": [b"b"],
+            "tag": [None],
+            "keys": [[]],
+            "properties": [[]],
+            "message_group": [None],
+            "born_timestamp": [1],
+            "stored_timestamp": [2],
+            "producer_id": [None],
+            "producer_sequence": [None],
+        },
+        schema=v1.with_metadata({"cirrusmq.schema_version": "1"}),
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    (message,) = decode_batch(sink.getvalue(), topic="t", queue=0, base_offset=5)
+    assert (message.offset, message.system) == (5, SystemFields())

@@ -3,6 +3,9 @@
 The schema is versioned in the file's metadata (``cirrusmq.schema_version``). Offsets are
 not stored: a batch's offsets are ``base_offset + row`` from its log index item, which is
 written after the object (so the object never depends on the race for the tail).
+
+Version 2 added the broker-written columns (:class:`~cirrusmq_broker.model.SystemFields`):
+null for a plain send; version 1 objects decode with them empty.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .model import NewMessage, ProducerStamp, StoredMessage
+from .model import NO_SYSTEM_FIELDS, NewMessage, ProducerStamp, StoredMessage, SystemFields
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 BATCH_SCHEMA = pa.schema(
     [
@@ -29,9 +32,29 @@ BATCH_SCHEMA = pa.schema(
         pa.field("stored_timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
         pa.field("producer_id", pa.string()),
         pa.field("producer_sequence", pa.int64()),
+        # version 2: what the broker records about a message it moved
+        pa.field("delivery_timestamp", pa.timestamp("ms", tz="UTC")),
+        pa.field("origin_topic", pa.string()),
+        pa.field("origin_queue", pa.int32()),
+        pa.field("origin_offset", pa.int64()),
+        pa.field("reconsume_count", pa.int32(), nullable=False),
+        pa.field("dead_letter_reason", pa.string()),
+        pa.field("transaction_id", pa.string()),
     ],
     metadata={"cirrusmq.schema_version": SCHEMA_VERSION},
 )
+
+
+SYSTEM_COLUMNS = (
+    "delivery_timestamp",
+    "origin_topic",
+    "origin_queue",
+    "origin_offset",
+    "reconsume_count",
+    "dead_letter_reason",
+    "transaction_id",
+)
+TIMESTAMP_COLUMNS = ("born_timestamp", "stored_timestamp", "delivery_timestamp")
 
 
 def encode_batch(
@@ -49,6 +72,7 @@ def encode_batch(
         "stored_timestamp": [stored_timestamp] * len(messages),
         "producer_id": [stamp.producer_id if stamp else None] * len(messages),
         "producer_sequence": [stamp.sequence if stamp else None] * len(messages),
+        **{name: [getattr(m.system, name) for m in messages] for name in SYSTEM_COLUMNS},
     }
     table = pa.Table.from_pydict(columns, schema=BATCH_SCHEMA)
     sink = io.BytesIO()
@@ -59,11 +83,13 @@ def encode_batch(
 def decode_batch(data: bytes, *, topic: str, queue: int, base_offset: int) -> list[StoredMessage]:
     """Decode a batch object; row ``i`` is offset ``base_offset + i``."""
     table = pq.read_table(io.BytesIO(data))
-    for name in ("born_timestamp", "stored_timestamp"):  # as epoch ms, never as datetimes
-        table = table.set_column(
-            table.schema.get_field_index(name), name, table[name].cast(pa.int64())
-        )
+    for name in TIMESTAMP_COLUMNS:  # as epoch ms, never as datetimes
+        if name in table.column_names:
+            table = table.set_column(
+                table.schema.get_field_index(name), name, table[name].cast(pa.int64())
+            )
     rows = table.to_pylist()
+    versioned = "reconsume_count" in table.column_names
     return [
         StoredMessage(
             topic=topic,
@@ -77,6 +103,12 @@ def decode_batch(data: bytes, *, topic: str, queue: int, base_offset: int) -> li
             message_group=row["message_group"],
             born_timestamp=row["born_timestamp"],
             stored_timestamp=row["stored_timestamp"],
+            system=_system_fields(row) if versioned else NO_SYSTEM_FIELDS,
         )
         for i, row in enumerate(rows)
     ]
+
+
+def _system_fields(row: dict) -> SystemFields:
+    fields = SystemFields(**{name: row[name] for name in SYSTEM_COLUMNS})
+    return NO_SYSTEM_FIELDS if fields == NO_SYSTEM_FIELDS else fields

@@ -50,6 +50,32 @@ class NewMessage:
     """Sharding key: messages of one group go to one queue, in order."""
     born_timestamp: int = 0
     """When the producer made it (ms); the broker's clock when the producer did not say."""
+    system: SystemFields = field(default_factory=lambda: NO_SYSTEM_FIELDS)
+    """What the broker records about a message it moved (delay, retry, dead letter, ...)."""
+
+
+@dataclass(frozen=True)
+class SystemFields:
+    """Broker-written columns of a batch (schema version 2); all empty for a plain send.
+
+    A message the broker moves (a delayed message made visible, a retry, a dead letter, a
+    committed transaction) keeps its message id and carries where it first was stored.
+    """
+
+    delivery_timestamp: int | None = None
+    """When a delayed message was due (ms)."""
+    origin_topic: str | None = None
+    """For a retry or dead letter: the topic it was first stored in."""
+    origin_queue: int | None = None
+    origin_offset: int | None = None
+    reconsume_count: int = 0
+    """Deliveries that failed before this copy was stored (0 for a first delivery)."""
+    dead_letter_reason: str | None = None
+    transaction_id: str | None = None
+    """For a message of a transaction: its id."""
+
+
+NO_SYSTEM_FIELDS = SystemFields()
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,7 @@ class StoredMessage:
     message_group: str | None
     born_timestamp: int
     stored_timestamp: int
+    system: SystemFields = NO_SYSTEM_FIELDS
 
 
 @dataclass(frozen=True)
