@@ -158,3 +158,20 @@ def test_a_disabled_key_stops_within_the_cache_time_elsewhere(broker, clock) -> 
     clock.advance(61)
     with pytest.raises(InvalidSignature):
         broker.auth.authenticate(signed(secret, key.access_key, clock.now, nonce="f" * 22))
+
+
+def test_a_local_stack_ahead_of_the_wall_clock_accepts_wall_clock_signatures(broker, clock):
+    """LocalStack.advance_time moves the broker clock only; SDK clients keep signing with the
+    wall clock, and their requests must still be accepted (and stale ones still refused)."""
+    from cirrusmq_broker import clock as broker_clock
+
+    key, secret = broker.access_keys.create(GRANTS)
+    broker_clock.advance(3600)
+    try:
+        wall = clock.now - 3_600_000
+        broker.auth.authenticate(signed(secret, key.access_key, wall))
+        broker.auth.authenticate(signed(secret, key.access_key, clock.now, nonce="s" * 22))
+        with pytest.raises(RequestExpired):
+            broker.auth.authenticate(signed(secret, key.access_key, wall - 301_000))
+    finally:
+        broker_clock.reset()

@@ -2,11 +2,12 @@
 
 One :class:`Authenticator` per process checks, in order: the three headers are there and
 well-formed (else ``MissingSignature``), the date is within 300 s of the broker clock
-(``RequestExpired``), the key exists, is active and the signature matches
-(``InvalidSignature``, one code and one message for all of these), and the nonce is new for
-the key (``ReplayedRequest``). Keys are cached (secret, permissions, status) for at most
-``cache_seconds`` per process, so a disabled key stops working within that time elsewhere
-(at once in the process that disabled it).
+(``RequestExpired``; on a local stack whose time was advanced, within 300 s of the wall
+clock also counts, since its clients sign with the wall clock), the key exists, is active
+and the signature matches (``InvalidSignature``, one code and one message for all of
+these), and the nonce is new for the key (``ReplayedRequest``). Keys are cached (secret,
+permissions, status) for at most ``cache_seconds`` per process, so a disabled key stops
+working within that time elsewhere (at once in the process that disabled it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote
 
+from .. import clock as broker_clock
 from ..errors import (
     AccessDenied,
     InvalidSignature,
@@ -138,8 +140,11 @@ class Authenticator:
         """
         access_key, signature, date, nonce = _read_headers(request.headers)
         now = self._clock()
-        signed_at = datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-        if abs(now - signed_at.timestamp() * 1000) > MAX_SKEW_SECONDS * 1000:
+        signed_at = datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+        if all(
+            abs(moment - signed_at * 1000) > MAX_SKEW_SECONDS * 1000
+            for moment in (now, now - broker_clock.offset_ms())
+        ):
             raise RequestExpired(
                 f"the request date {date} is more than {MAX_SKEW_SECONDS} s from the service's"
                 " clock; sign it again with the current time"
