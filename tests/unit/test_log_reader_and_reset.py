@@ -16,6 +16,7 @@ from cirrusmq_broker.errors import (
     StorageUnavailable,
     TopicNotFound,
 )
+from cirrusmq_broker.services import log_reader
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.group_states import lease_prefix
 
@@ -42,7 +43,9 @@ def lease_items(broker, group: str, topic: str, queue: int = 0) -> list:
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     items = ddb.scan(TableName=broker.settings.groups_table)["Items"]
     prefix = lease_prefix(topic, queue)
-    return [i for i in items if i["group_name"]["S"] == group and i["stream"]["S"].startswith(prefix)]
+    return [
+        i for i in items if i["group_name"]["S"] == group and i["stream"]["S"].startswith(prefix)
+    ]
 
 
 # ---------------------------------------------------------------------------- reads
@@ -105,13 +108,23 @@ def test_bad_reads_are_refused(broker):
         broker.log_reader.read("t", 0, 0, wait_seconds=21)
 
 
-def test_an_idle_long_poll_reads_only_the_head_about_once_a_second(broker):
+def test_an_idle_long_poll_reads_only_the_head_about_once_a_second(broker, monkeypatch):
     broker.admin.create_topic("t", queues=1)
+    now = [0.0]
     slept: list[float] = []
-    broker.log_reader._sleep = slept.append
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(log_reader.time, "monotonic", lambda: now[0])
+    broker.log_reader._sleep = sleep
+    heads = []
+    real_get = broker.heads.get
+    monkeypatch.setattr(broker.heads, "get", lambda *a: heads.append(a) or real_get(*a))
     result = broker.log_reader.read("t", 0, 0, wait_seconds=3)
     assert result.messages == [] and result.next_offset == 0
-    assert slept and all(s <= 1.0 for s in slept)
+    assert slept and all(s <= 1.0 for s in slept) and len(heads) == len(slept) + 1 <= 4
 
 
 # ---------------------------------------------------------------------------- timestamps
@@ -230,15 +243,15 @@ def test_bad_resets_change_nothing(broker, to, options, error):
 
 def test_a_queue_with_more_leases_than_one_transaction_takes_is_reset(broker):
     broker.admin.create_topic("t", queues=1)
-    batches(broker, "t", 120)
-    for _ in range(120):
+    batches(broker, "t", 103)
+    for _ in range(101):
         broker.consume.receive("g", "t", max_messages=1)
-    assert len(lease_items(broker, "g", "t")) == 120
+    assert len(lease_items(broker, "g", "t")) == 101
     result = broker.offset_reset.reset("g", "t", "offset", offsets={0: 100})
-    assert result.queues[0].dropped_leases == 120
+    assert result.queues[0].dropped_leases == 101
     assert lease_items(broker, "g", "t") == []
     got = broker.consume.receive("g", "t", max_messages=100)
-    assert [r.message.offset for r in got] == list(range(100, 120))
+    assert [r.message.offset for r in got] == [100, 101, 102]
 
 
 def test_a_reset_that_fails_part_way_changes_nothing_and_a_rerun_completes(broker, monkeypatch):
