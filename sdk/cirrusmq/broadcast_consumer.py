@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
+from typing import Any
 
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError
@@ -32,7 +33,7 @@ from .pacing import PollPacer
 from .pull_consumer import PullConsumer, default_instance_id
 from .transport import RetryPolicy, Transport
 
-__all__ = ["BroadcastConsumer", "MessageModel"]
+__all__ = ["BroadcastConsumer", "MessageModel", "broadcast_options"]
 
 log = logging.getLogger("cirrusmq.broadcast_consumer")
 
@@ -44,6 +45,20 @@ class MessageModel(enum.Enum):
     """Each message goes to one member of the group (the service's leases)."""
     BROADCASTING = "BROADCASTING"
     """Each member gets every message (offsets kept by each member)."""
+
+
+_PUSH_ONLY = frozenset(
+    {"consume_threads", "max_cached_messages", "invisible_duration_s", "await_duration_s"}
+)
+"""PushConsumer options about leases and its thread pool: no meaning in broadcasting."""
+
+
+def broadcast_options(options: dict[str, Any]) -> dict[str, Any]:
+    """PushConsumer keyword options as BroadcastConsumer takes them."""
+    kept = {k: v for k, v in options.items() if k not in _PUSH_ONLY and k != "outbox_path"}
+    if "receive_batch_size" in kept:
+        kept["max_poll_messages"] = min(1000, kept.pop("receive_batch_size"))
+    return kept
 
 
 class BroadcastConsumer:
