@@ -6,11 +6,13 @@ import base64
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
 from api_helpers import b64, make_topic, receive, send, signed_client, stored_state
 from cirrusmq.credentials import Credentials
+from cirrusmq_broker import clock
 from test_storage_faults import FAULTS, assert_retriable, failing, observed
 
 HOUR = 3600
@@ -113,8 +115,18 @@ def test_latest_and_per_queue_offsets(api, topic_name):
     assert {m["queue"] for m in got} == {1} and len(got) == queue["max_offset"]
 
 
+@pytest.fixture
+def clock_put_back() -> Iterator[None]:
+    """Sets the broker clock back to where it was after the test: left hours ahead, it would
+    refuse the SDK's signatures (made with this machine's clock) in later tests."""
+    before = clock.offset_ms()
+    yield
+    clock.reset()
+    clock.advance(before / 1000)
+
+
 def test_rewind_after_retention_starts_at_the_earliest_retained_and_says_so(
-    api, cirrusmq_stack, topic_name
+    api, cirrusmq_stack, topic_name, clock_put_back
 ):
     make_topic(api, topic_name, queues=1, retention_hours=1)
     send_batches(api, topic_name, 4)
