@@ -47,18 +47,26 @@ def _topic_path(topic: str) -> str:
 
 
 TopicOffsets = dict[int, tuple[int, int, int | None]]
-"""Queue -> (min offset, max offset, offset for the timestamp asked or None)."""
+"""Queue -> (min offset, max offset, offset for the timestamp asked or None); the min offset
+is 0 when not asked for."""
 
 
 def read_topic_offsets(
-    transport: Transport, topic: str, *, timestamp_ms: int | None = None
+    transport: Transport,
+    topic: str,
+    *,
+    timestamp_ms: int | None = None,
+    include_min: bool = True,
 ) -> TopicOffsets:
-    """``GET /v1/topics/{topic}/offsets`` (with ``?timestamp=``)."""
-    params = {"timestamp": str(timestamp_ms)} if timestamp_ms is not None else None
-    body = transport.request("GET", f"{_topic_path(topic)}/offsets", params=params)
+    """``GET /v1/topics/{topic}/offsets`` (with ``?timestamp=``; ``include_min=false``: the
+    queue ends only, one read on the service)."""
+    params = {"timestamp": str(timestamp_ms)} if timestamp_ms is not None else {}
+    if not include_min:
+        params["include_min"] = "false"
+    body = transport.request("GET", f"{_topic_path(topic)}/offsets", params=params or None)
     return {
         read_int(q, "queue"): (
-            read_int(q, "min_offset"),
+            read_optional_int(q, "min_offset") or 0,
             read_int(q, "max_offset"),
             read_optional_int(q, "timestamp_offset"),
         )
@@ -131,6 +139,9 @@ class PullConsumer:
         self._positions: dict[int, int] = {}
         self._committed: dict[int, int] = {}
         self._rotation = itertools.count()
+        self._ends: dict[int, int] | None = None
+        """Queue ends seen by the last check (several queues: reads go only where the end
+        is past the position; an idle poll costs one request, not one per queue)."""
         self.truncations: list[tuple[int, int, int]] = []
         """(queue, requested offset, offset read from) of reads that found the requested
         offsets past retention (the consumer skipped to the earliest retained one)."""
@@ -224,7 +235,9 @@ class PullConsumer:
 
         Positions move past what is returned (and past filtered-out or expired messages);
         :meth:`commit` stores them. With ``auto_commit``, each poll first commits what the
-        previous one returned.
+        previous one returned. One queue: the service long-polls. Several: one request
+        reads every queue's end, then only queues with something new are read; while
+        nothing is, that check is repeated every ``poll_interval_s``.
         """
         topic = self._check_assigned()
         if self.auto_commit:
@@ -233,18 +246,56 @@ class PullConsumer:
         while True:
             got: list[MessageView] = []
             queues = self._rotated()
+            single = len(queues) == 1
+            if not single:
+                queues = self._with_news(topic, queues)
             for q in queues:
                 room = self.max_poll_messages - len(got)
                 if room <= 0:
                     break
                 remaining = deadline - time.monotonic()
-                wait = min(MAX_WAIT_S, int(remaining)) if len(queues) == 1 and remaining > 1 else 0
+                wait = min(MAX_WAIT_S, int(remaining)) if single and remaining > 1 else 0
                 got += self._read(topic, q, room, wait)
             remaining = deadline - time.monotonic()
             if got or remaining <= 0 or self._closed.is_set():
                 return got
-            if len(queues) > 1 or remaining < 1:
+            if queues and not single:
+                continue  # read but all filtered out: the ends tell whether more is there
+            if not single or remaining < 1:
                 self._closed.wait(min(self.poll_interval_s, remaining))
+                self._ends = None  # look again after the pause
+
+    def _with_news(self, topic: str, queues: list[int]) -> list[int]:
+        """The queues whose end is past the position (the ends checked again when the last
+        ones known show nothing new)."""
+        checked = self._ends is None
+        if checked:
+            self._check_ends(topic)
+        news = self._news(topic, queues, fresh=checked)
+        if news or checked:
+            return news
+        self._check_ends(topic)
+        return self._news(topic, queues, fresh=True)
+
+    def _check_ends(self, topic: str) -> None:
+        ends = read_topic_offsets(self._transport, topic, include_min=False)
+        self._ends = {q: high for q, (_, high, _) in ends.items()}
+
+    def _news(self, topic: str, queues: list[int], *, fresh: bool) -> list[int]:
+        ends = self._ends or {}
+        with self._lock:
+            for q in queues:
+                end = ends.get(q, 0)
+                if fresh and self._positions[q] > end:  # e.g. the topic was made again
+                    log.warning(
+                        "%s queue %d: offset %d is beyond the end (%d); going on from the end",
+                        topic,
+                        q,
+                        self._positions[q],
+                        end,
+                    )
+                    self._positions[q] = end
+            return [q for q in queues if self._positions[q] < ends.get(q, 0)]
 
     def _rotated(self) -> list[int]:
         with self._lock:
@@ -297,6 +348,8 @@ class PullConsumer:
             )
             self.truncations.append((queue, offset, start))
         messages = [MessageView.from_wire(m) for m in read_list(body, "messages")]
+        if self._ends is not None:  # a read tells the queue's end for free
+            self._ends[queue] = max(self._ends.get(queue, 0), read_int(body, "max_offset"))
         with self._lock:
             if self._positions.get(queue) == offset:  # not moved by a seek meanwhile
                 self._positions[queue] = following

@@ -81,6 +81,10 @@ def test_offsets_for_a_timestamp_come_from_the_index(api, topic_name):
         [queue] = response.json()["queues"]
         assert (queue["min_offset"], queue["max_offset"]) == (0, 9)
         assert queue["timestamp_offset"] == expected, timestamp
+    ends = api.get(f"/v1/topics/{topic_name}/offsets", params={"include_min": "false"}).json()
+    assert ends["queues"] == [
+        {"queue": 0, "min_offset": None, "max_offset": 9, "timestamp_offset": None}
+    ]
 
 
 def test_rewind_by_timestamp_returns_exactly_the_messages_at_or_after_it(api, topic_name):

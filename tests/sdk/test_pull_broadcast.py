@@ -23,9 +23,10 @@ from cirrusmq import (
 )
 from cirrusmq.cli import app
 from cirrusmq.offset_commands import parse_reset_target, parse_timestamp
+from cirrusmq.transport import Transport
 from typer.testing import CliRunner
 
-from .conftest import unique
+from .conftest import RequestCounter, unique
 
 
 def send_all(endpoint, credentials, topic: str, texts: list[str], **fields) -> None:
@@ -77,6 +78,14 @@ def test_each_broadcast_instance_gets_every_message_once_and_resumes_after_a_res
 
     collectors = {name: Collector() for name in ("a", "b", "c")}
     consumers = {name: instance(name, c) for name, c in collectors.items()}
+    try:
+        check_broadcast(endpoint, credentials, topic, collectors, consumers, instance)
+    finally:
+        for consumer in consumers.values():
+            consumer.shutdown()
+
+
+def check_broadcast(endpoint, credentials, topic, collectors, consumers, instance) -> None:
     first = [f"m{i}" for i in range(40)]
     send_all(endpoint, credentials, topic, first, keys=["k"])
     for collector in collectors.values():
@@ -94,8 +103,6 @@ def test_each_broadcast_instance_gets_every_message_once_and_resumes_after_a_res
         assert collectors[name].seen == Counter(first + second)
     assert collectors["b"].seen == Counter(first)
     assert restarted.seen == Counter(second)
-    for consumer in consumers.values():
-        consumer.shutdown()
 
 
 def test_broadcast_applies_the_tag_filter_and_counts_listener_failures(
@@ -192,6 +199,33 @@ def test_pull_consumer_starts_at_the_end_by_default_and_long_polls(
         got = pull.poll(10)
         later.join()
         assert [m.text for m in got] == ["new"]
+
+
+def test_an_idle_pull_over_several_queues_costs_one_request_per_interval(
+    endpoint, credentials, make_topic, tmp_path
+):
+    topic = make_topic(queues=8)
+    counter = RequestCounter()
+    transport = Transport(endpoint, credentials, event_hooks=counter.hooks)
+    try:
+        with PullConsumer(
+            endpoint,
+            credentials,
+            unique("pull"),
+            offset_store_path=tmp_path / "o.db",
+            poll_interval_s=0.2,
+            transport=transport,
+        ) as pull:
+            pull.assign(topic)
+            counter.counts.clear()
+            assert pull.poll(0.5) == []
+            reads = sum(n for path, n in counter.counts.items() if "/queues/" in path)
+            checks = counter.counts[f"GET /v1/topics/{topic}/offsets"]
+            assert reads == 0 and 1 <= checks <= 4
+            send_all(endpoint, credentials, topic, ["x"], keys=["k"])
+            assert [m.text for m in pull.poll(2)] == ["x"]
+    finally:
+        transport.close()
 
 
 # ---------------------------------------------------------------------------- admin, cli

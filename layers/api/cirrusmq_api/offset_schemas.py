@@ -25,7 +25,9 @@ class ReadResponse(BaseModel):
 
 class QueueOffsetBody(BaseModel):
     queue: int
-    min_offset: int = Field(description="Earliest retained offset.")
+    min_offset: int | None = Field(
+        description="Earliest retained offset (null with include_min=false)."
+    )
     max_offset: int = Field(description="Next offset to be written (exclusive).")
     timestamp_offset: int | None = Field(
         None,

@@ -68,8 +68,13 @@ def topic_offsets(
     topic: str,
     queue: Annotated[int | None, Query(description="Only this queue.")] = None,
     timestamp: Annotated[int | None, Query(description="ms since the epoch.")] = None,
+    include_min: Annotated[
+        bool, Query(description="false: max offsets only (one read, no index query).")
+    ] = True,
 ) -> TopicOffsetsBody:
-    found = current_broker().log_reader.offsets(topic, queue=queue, timestamp_ms=timestamp)
+    found = current_broker().log_reader.offsets(
+        topic, queue=queue, timestamp_ms=timestamp, include_min=include_min
+    )
     return TopicOffsetsBody(
         topic=topic, timestamp=timestamp, queues=[QueueOffsetBody(**vars(q)) for q in found]
     )

@@ -72,7 +72,8 @@ class QueueOffsetInfo:
     """A queue's retained range, and the offset for a timestamp when one was asked for."""
 
     queue: int
-    min_offset: int
+    min_offset: int | None
+    """None when not asked for (``include_min=False``)."""
     max_offset: int
     timestamp_offset: int | None = None
 
@@ -201,10 +202,17 @@ class LogReader:
 
     # ================================================================ offsets
     def offsets(
-        self, topic_name: str, *, queue: int | None = None, timestamp_ms: int | None = None
+        self,
+        topic_name: str,
+        *,
+        queue: int | None = None,
+        timestamp_ms: int | None = None,
+        include_min: bool = True,
     ) -> list[QueueOffsetInfo]:
         """Per queue (or one): the retained range and, with ``timestamp_ms``, the lowest
-        offset stored at or after it (the queue's end when nothing is)."""
+        offset stored at or after it (the queue's end when nothing is). Without
+        ``include_min`` (and timestamp) it is one batched read of the heads, no index query:
+        the cheap way to see which queues have new messages."""
         if timestamp_ms is not None:
             check_timestamp(timestamp_ms)
         topic = self._topics.active(topic_name)
@@ -214,6 +222,9 @@ class LogReader:
         found = []
         for q in queues:
             end = heads[q].next_offset
+            if not include_min and timestamp_ms is None:
+                found.append(QueueOffsetInfo(q, None, end))
+                continue
             low = self._index.first_offset(topic.name, q, now_s=now_s, end=end)
             at = None
             if timestamp_ms is not None:
