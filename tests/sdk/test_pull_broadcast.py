@@ -31,8 +31,7 @@ from .conftest import RequestCounter, unique
 
 def send_all(endpoint, credentials, topic: str, texts: list[str], **fields) -> None:
     with Producer(endpoint, credentials) as producer:
-        for text in texts:
-            producer.send(Message(topic, text.encode(), **fields))
+        producer.send_batch([Message(topic, text.encode(), **fields) for text in texts])
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 30) -> None:
