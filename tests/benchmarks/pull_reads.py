@@ -13,8 +13,9 @@ poll, and per offset reset, through one ``LocalStack`` (moto server).
 
 AWS calls are every call of the in-process handlers (``observe_calls``); the batch objects
 are cached by the handler after the first read, as in a warm Lambda (each send of a batch
-writes one object per queue it touches, so S3 GETs per message follow the batch layout). Figures come from one
-run on this machine against moto: compare them as ratios; nothing is timed.
+writes one object per queue it touches, so S3 GETs per message follow the batch layout).
+Figures come from one run on this machine against moto: compare them as ratios; nothing is
+timed.
 """
 
 from __future__ import annotations
