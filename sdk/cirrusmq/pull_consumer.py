@@ -11,6 +11,7 @@ last commit (messages polled after that commit are read again: at least once).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import socket
@@ -142,9 +143,9 @@ class PullConsumer:
         self._ends: dict[int, int] | None = None
         """Queue ends seen by the last check (several queues: reads go only where the end
         is past the position; an idle poll costs one request, not one per queue)."""
-        self.truncations: list[tuple[int, int, int]] = []
-        """(queue, requested offset, offset read from) of reads that found the requested
-        offsets past retention (the consumer skipped to the earliest retained one)."""
+        self.truncations: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=100)
+        """(queue, requested offset, offset read from) of the last reads that found the
+        requested offsets past retention (the consumer skipped to the earliest retained one)."""
 
     # ------------------------------------------------------------------ assignment
     @property
