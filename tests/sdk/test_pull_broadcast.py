@@ -4,10 +4,15 @@ stack (real HTTP, real SQLite offset stores)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from cirrusmq import (
@@ -27,6 +32,8 @@ from cirrusmq.transport import Transport
 from typer.testing import CliRunner
 
 from .conftest import RequestCounter, unique
+
+WORKER = Path(__file__).with_name("broadcast_worker.py")
 
 
 def send_all(endpoint, credentials, topic: str, texts: list[str], **fields) -> None:
@@ -132,6 +139,45 @@ def test_broadcast_applies_the_tag_filter_and_counts_listener_failures(
         time.sleep(0.3)
     assert sorted(seen) == ["bad", "ok"]
     assert (consumer.consumed_messages, consumer.failed_messages) == (1, 1)
+
+
+def test_a_broadcast_instance_killed_mid_batch_loses_nothing_and_repeats_at_most_that_batch(
+    endpoint, credentials, make_topic, tmp_path
+):
+    topic, group = make_topic(queues=2), unique("bc")
+    texts = [f"m{i}" for i in range(30)]
+    send_all(endpoint, credentials, topic, texts)
+    store, log = tmp_path / "offsets.db", tmp_path / "seen.log"
+    env = {
+        **os.environ,
+        "CIRRUSMQ_ACCESS_KEY": credentials.access_key,
+        "CIRRUSMQ_SECRET_KEY": credentials.secret_key,
+    }
+    args = ["--endpoint", endpoint, "--topic", topic, "--group", group]
+    args += ["--store", str(store), "--log", str(log)]
+    worker = subprocess.Popen([sys.executable, str(WORKER), *args], env=env)
+    try:
+        wait_for(lambda: log.exists() and len(log.read_text().split()) >= 12)
+    finally:
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+    before = log.read_text().split()
+    collector = Collector()
+    with BroadcastConsumer(
+        endpoint,
+        credentials,
+        group,
+        [topic],
+        collector,
+        instance_id="worker",
+        offset_store_path=store,
+        max_poll_interval_s=0.2,
+    ):
+        wait_for(lambda: set(before) | set(collector.seen) >= set(texts))
+    assert Counter(before)[before[-1]] == 1 and max(Counter(before).values()) == 1
+    repeated = set(before) & set(collector.seen)
+    assert len(repeated) <= 5  # at most the batch in progress (max_poll_messages=5)
+    assert sorted(set(before) | set(collector.seen)) == sorted(texts)
 
 
 # ---------------------------------------------------------------------------- pull
