@@ -27,6 +27,7 @@ from .admin import (
     TopicDescription,
 )
 from .aio import AsyncProducer, AsyncSimpleConsumer
+from .broadcast_consumer import BroadcastConsumer, MessageModel
 from .consumer import SimpleConsumer
 from .credentials import Credentials
 from .errors import (
@@ -51,8 +52,10 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
+from .offsets_admin import OffsetReset, QueueOffsetInfo, QueueReset
 from .outbox import Refusal, RefusedBatch
 from .producer import Producer
+from .pull_consumer import PullConsumer
 from .push_consumer import MessageListener, PushConsumer
 from .signing import CirrusAuth
 from .transport import RetryPolicy
@@ -109,4 +112,11 @@ __all__ = [
     "UnauthorizedError",
     "UnsupportedFeatureError",
     "__version__",
+    # pull / broadcast consumers, offsets and rewind
+    "BroadcastConsumer",
+    "MessageModel",
+    "OffsetReset",
+    "PullConsumer",
+    "QueueOffsetInfo",
+    "QueueReset",
 ]

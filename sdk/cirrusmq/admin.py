@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 from .consumer import group_path
 from .credentials import Credentials
 from .message import FilterExpression, MessageView
+from .offsets_admin import OffsetReset, QueueOffsetInfo, ResetTarget, reset_offsets, topic_offsets
 from .transport import RetryPolicy, Transport
 from .wire import malformed, read_bool, read_int, read_list, read_mapping, read_str, read_str_list
 
@@ -374,6 +376,21 @@ class Admin:
     def health(self) -> dict[str, Any]:
         """The service's ``{"status", "version"}``."""
         return dict(read_mapping(self._transport.request("GET", "/v1/health")))
+
+    # ------------------------------------------------------------------ offsets, rewind
+    def topic_offsets(
+        self, topic: str, *, timestamp: int | datetime | None = None
+    ) -> list[QueueOffsetInfo]:
+        """Per queue: min and max offset, and with ``timestamp`` (ms or datetime) the lowest
+        offset stored at or after it (found from the index, exact per message)."""
+        return topic_offsets(self._transport, topic, timestamp=timestamp)
+
+    def reset_offsets(self, group: str, topic: str, to: ResetTarget) -> OffsetReset:
+        """Move ``group``'s position on ``topic`` (RocketMQ's "回溯消费"): ``to`` is
+        ``"earliest"``, ``"latest"``, a timestamp (ms since the epoch, or a datetime), or
+        ``{queue: offset}``. Open leases are dropped (their receipt handles go stale); a
+        target past retention starts at the earliest retained offset (``truncated``)."""
+        return reset_offsets(self._transport, group, topic, to)
 
     # ------------------------------------------------------------------ access keys
     def create_access_key(self, permissions: Permissions, description: str = "") -> AccessKeySecret:

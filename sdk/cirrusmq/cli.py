@@ -13,6 +13,7 @@ import typer
 
 from . import commands
 from .commands import register as register_client_commands
+from .offset_commands import register as register_offset_commands
 
 app = typer.Typer(help="CirrusMQ: a serverless message queue with RocketMQ semantics.")
 
@@ -48,6 +49,7 @@ def _root(
 
 
 register_client_commands(app)  # topic, group, send, consume (cirrusmq.commands)
+register_offset_commands(app)  # offsets show|reset, read (cirrusmq.offset_commands)
 
 
 @app.command()

@@ -22,7 +22,9 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from os import PathLike
+from typing import Any
 
+from .broadcast_consumer import BroadcastConsumer, MessageModel, broadcast_options
 from .consumer import AckRetrier, SimpleConsumer, handles_of, log_unacked, make_retrier
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError, NotFoundError, SubscriptionConflictError
@@ -57,6 +59,16 @@ class PushConsumer:
     once their invisible duration ends — nothing is lost. Also a context manager.
     """
 
+    # ---- broadcasting: PushConsumer(..., message_model=MessageModel.BROADCASTING)
+    def __new__(cls, *args: Any, message_model: Any = None, **options: Any) -> Any:
+        """With ``message_model=MessageModel.BROADCASTING``, a
+        :class:`~cirrusmq.broadcast_consumer.BroadcastConsumer` (RocketMQ's
+        ``setMessageModel(BROADCASTING)``); lease options have no meaning there and are
+        ignored (``receive_batch_size`` sets its read size)."""
+        if MessageModel(message_model or MessageModel.CLUSTERING) is MessageModel.BROADCASTING:
+            return BroadcastConsumer(*args, **broadcast_options(options))
+        return super().__new__(cls)
+
     def __init__(
         self,
         endpoint: str,
@@ -65,6 +77,7 @@ class PushConsumer:
         subscriptions: Mapping[str, FilterExpression | str] | Iterable[str],
         listener: MessageListener,
         *,
+        message_model: MessageModel | str = MessageModel.CLUSTERING,  # see __new__
         consume_threads: int = 8,
         max_cached_messages: int = 1024,
         receive_batch_size: int = 32,

@@ -125,6 +125,10 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/keys/{access_key}/disable"): _admin("disable access key {access_key}"),
     ("POST", "/v1/keys/{access_key}/enable"): _admin("enable access key {access_key}"),
     ("DELETE", "/v1/keys/{access_key}"): _admin("delete access key {access_key}"),
+    # ---- reads by offset, queue offsets, offset reset
+    ("GET", "/v1/topics/{topic}/queues/{queue}/messages"): _read_topic,
+    ("GET", "/v1/topics/{topic}/offsets"): _see_topic,
+    ("POST", "/v1/groups/{group}/offsets/{topic}/reset"): _consume,
 }
 """(method, route) → the permission it needs."""
 

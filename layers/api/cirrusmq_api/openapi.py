@@ -25,13 +25,14 @@ BODY_METHODS = frozenset({"post", "put", "patch"})
 
 ERROR_CODES: dict[int, str] = {
     400: "The request is invalid (InvalidRequest, InvalidTopicName, InvalidGroupName, "
+    "InvalidOffset, InvalidTimestamp, "
     "InvalidMessage, TooManyMessages, MessageGroupRequired, InvalidFilterExpression, "
     "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired); "
     "nothing was changed.",
     401: "Not authenticated (MissingSignature, InvalidSignature, RequestExpired, "
     "ReplayedRequest); nothing was changed.",
     403: "AccessDenied: the access key lacks the permission; nothing was changed.",
-    404: "Not found (TopicNotFound, MessageNotFound, KeyNotFound, RouteNotFound).",
+    404: "Not found (TopicNotFound, QueueNotFound, MessageNotFound, KeyNotFound, RouteNotFound).",
     409: "Conflict (TopicAlreadyExists, TopicBeingDeleted, IdempotencyConflict, "
     "SubscriptionConflict, KeyInUse); nothing was changed.",
     413: "Too large (MessageTooLarge: a body over 4 MiB; RequestTooLarge: over 6 MiB).",
@@ -62,6 +63,10 @@ ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     ("post", "/v1/keys/{access_key}/disable"): frozenset({400, 404, 409, 413, 415}),
     ("post", "/v1/keys/{access_key}/enable"): frozenset({400, 404, 413, 415}),
     ("delete", "/v1/keys/{access_key}"): frozenset({400, 404, 409}),
+    # ---- reads by offset, queue offsets, offset reset
+    ("get", "/v1/topics/{topic}/queues/{queue}/messages"): frozenset({400, 404}),
+    ("get", "/v1/topics/{topic}/offsets"): frozenset({400, 404}),
+    ("post", "/v1/groups/{group}/offsets/{topic}/reset"): frozenset({400, 404, 413, 415}),
 }
 """Client errors per route (besides STORAGE_ERRORS); a route missing here gets 400, 404,
 409 and, with a body, 413 and 415."""

@@ -14,7 +14,9 @@ from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.consume import ConsumeService
 from .services.janitor import JanitorService
+from .services.log_reader import LogReader
 from .services.message_lookup import MessageLookup
+from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
@@ -22,6 +24,7 @@ from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
+from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
 from .storage.janitor_checkpoints import SweepCheckpoints
@@ -152,6 +155,29 @@ class Broker:
             states=self.states,
             checkpoints=SweepCheckpoints(self._dynamodb, self.settings.queue_heads_table),
             orphan_grace_seconds=self.settings.orphan_grace_seconds,
+            clock=self.clock,
+        )
+
+    # ------------------------------------------------------------ reads by offset, offset reset
+    @functools.cached_property
+    def log_reader(self) -> LogReader:
+        return LogReader(
+            topics=self.catalog,
+            index=self.index,
+            heads=self.heads,
+            reader=self.reader,
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def offset_reset(self) -> OffsetResetService:
+        return OffsetResetService(
+            topics=self.catalog,
+            index=self.index,
+            heads=self.heads,
+            states=self.states,
+            writer=GroupOffsetWriter(self._dynamodb, self.settings.groups_table),
+            log_reader=self.log_reader,
             clock=self.clock,
         )
 

@@ -184,3 +184,20 @@ class KeyInUse(Conflict):
     """An access key cannot disable or delete itself."""
 
     code = "KeyInUse"
+
+
+# ---------------------------------------------------------------- reads by offset, offset reset
+class InvalidOffset(InvalidRequest):
+    """An offset below 0 or beyond the queue's next offset."""
+
+    code = "InvalidOffset"
+
+
+class InvalidTimestamp(InvalidRequest):
+    code = "InvalidTimestamp"
+
+
+class QueueNotFound(NotFound):
+    """A queue number the topic does not have."""
+
+    code = "QueueNotFound"

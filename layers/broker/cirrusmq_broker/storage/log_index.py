@@ -205,6 +205,27 @@ class LogIndex:
         )
         return [int(from_item(item)["base_offset"]) for item in response["Items"]]
 
+    # ---------------------------------------------------------------- reads by offset
+    def entry_holding(
+        self, topic: str, queue: int, offset: int, *, now_s: int
+    ) -> IndexEntry | None:
+        """The retained entry whose batch holds ``offset`` (None if expired or absent)."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s AND base_offset <= :o",
+            ExpressionAttributeNames={"#s": "stream"},
+            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue), ":o": offset}),
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        if not response["Items"]:
+            return None
+        values = from_item(response["Items"][0])
+        entry = _entry(topic, queue, values)
+        live = int(values.get("expires_at", 0)) > now_s
+        return entry if live and offset < entry.next_offset else None
+
     # ---------------------------------------------------------------- internals
     def _query_from(
         self, topic: str, queue: int, base_offset: int, limit: int

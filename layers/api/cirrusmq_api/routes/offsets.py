@@ -1,0 +1,105 @@
+"""Reads by offset straight from a queue's log, queue offsets, and group offset reset."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.errors import InvalidRequest, QueueNotFound
+
+from ..convert import message_body
+from ..offset_schemas import (
+    QueueOffsetBody,
+    QueueResetBody,
+    ReadResponse,
+    ResetOffsetsRequest,
+    ResetOffsetsResponse,
+    TopicOffsetsBody,
+)
+
+router = APIGatewayHttpRouter()
+
+
+def _queue_number(text: str) -> int:
+    if not text.isdigit() or len(text) > 6:
+        raise QueueNotFound(f"there is no queue {text[:40]!r}")
+    return int(text)
+
+
+@router.get(
+    "/v1/topics/<topic>/queues/<queue>/messages",
+    summary="Read messages by offset from one queue (no consumer group)",
+)
+def read_messages(
+    topic: str,
+    queue: str,
+    offset: Annotated[int, Query(description="First offset to read.")],
+    max_messages: Annotated[int, Query(description="1-1000.")] = 32,
+    filter: Annotated[str, Query(description="'*' or 'TagA || TagB'.")] = "*",  # noqa: A002
+    wait_seconds: Annotated[float, Query(description="Long poll, 0-20 s.")] = 0,
+) -> ReadResponse:
+    result = current_broker().log_reader.read(
+        topic,
+        _queue_number(queue),
+        offset,
+        max_messages=max_messages,
+        filter_expression=filter,
+        wait_seconds=wait_seconds,
+    )
+    return ReadResponse(
+        topic=result.topic,
+        queue=result.queue,
+        requested_offset=result.requested_offset,
+        start_offset=result.start_offset,
+        truncated=result.truncated,
+        next_offset=result.next_offset,
+        max_offset=result.max_offset,
+        messages=[message_body(m) for m in result.messages],
+    )
+
+
+@router.get(
+    "/v1/topics/<topic>/offsets",
+    summary="Offsets of a topic's queues (min, max, and the offset for a timestamp)",
+)
+def topic_offsets(
+    topic: str,
+    queue: Annotated[int | None, Query(description="Only this queue.")] = None,
+    timestamp: Annotated[int | None, Query(description="ms since the epoch.")] = None,
+    include_min: Annotated[
+        bool, Query(description="false: max offsets only (one read, no index query).")
+    ] = True,
+) -> TopicOffsetsBody:
+    found = current_broker().log_reader.offsets(
+        topic, queue=queue, timestamp_ms=timestamp, include_min=include_min
+    )
+    return TopicOffsetsBody(
+        topic=topic, timestamp=timestamp, queues=[QueueOffsetBody(**vars(q)) for q in found]
+    )
+
+
+@router.post(
+    "/v1/groups/<group>/offsets/<topic>/reset",
+    summary="Reset a consumer group's offsets on a topic (rewind or skip ahead)",
+)
+def reset_offsets(group: str, topic: str, request: ResetOffsetsRequest) -> ResetOffsetsResponse:
+    offsets = None
+    if request.offsets is not None:
+        offsets = {}
+        for key, value in request.offsets.items():
+            if not key.isdigit() or len(key) > 6:
+                raise InvalidRequest(f"offsets: {key[:40]!r} is not a queue number")
+            offsets[int(key)] = value
+    result = current_broker().offset_reset.reset(
+        group, topic, request.to, timestamp_ms=request.timestamp, offsets=offsets
+    )
+    return ResetOffsetsResponse(
+        group=result.group,
+        topic=result.topic,
+        to=result.target.value,
+        timestamp=result.timestamp,
+        queues=[QueueResetBody(**vars(q)) for q in result.queues],
+        note=result.note(),
+    )

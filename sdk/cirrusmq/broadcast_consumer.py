@@ -1,0 +1,222 @@
+"""Broadcast consumption: every instance receives every message of its subscriptions.
+
+RocketMQ's ``MessageModel.BROADCASTING``: whatever the other members of the group do, each
+consumer instance gets each message (tag filter applied) once, and its offsets are kept on
+the instance, not on the service. Built on the read-by-offset path
+(:class:`~cirrusmq.pull_consumer.PullConsumer`, one per subscribed topic), not on the group's
+leases: nothing is acked, no group state is written.
+
+An idle instance reads each queue of its topics without waiting on the service, then waits
+on its own side, longer and longer up to ``max_poll_interval_s`` (as the push consumer does).
+
+Offsets live in SQLite (:class:`~cirrusmq.offset_store.OffsetStore`) under
+``<group>/<instance id>`` (default instance id: the host name; give each instance on one host
+its own). They are committed after each batch the listener processed, so a restarted instance
+goes on where it stopped; a crash repeats at most the batch in progress. As in RocketMQ's
+broadcasting mode, a message the listener fails on is not redelivered (it is logged and
+counted in ``failed_messages``).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from os import PathLike
+from typing import Any
+
+from .credentials import Credentials
+from .errors import ClientClosedError, MQError
+from .message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
+from .pacing import PollPacer
+from .pull_consumer import PullConsumer, default_instance_id
+from .transport import RetryPolicy, Transport
+
+__all__ = ["BroadcastConsumer", "MessageModel", "broadcast_options"]
+
+log = logging.getLogger("cirrusmq.broadcast_consumer")
+
+
+class MessageModel(enum.Enum):
+    """How a group's members share messages (RocketMQ's ``MessageModel``)."""
+
+    CLUSTERING = "CLUSTERING"
+    """Each message goes to one member of the group (the service's leases)."""
+    BROADCASTING = "BROADCASTING"
+    """Each member gets every message (offsets kept by each member)."""
+
+
+_PUSH_ONLY = frozenset(
+    {"consume_threads", "max_cached_messages", "invisible_duration_s", "await_duration_s"}
+)
+"""PushConsumer options about leases and its thread pool: no meaning in broadcasting."""
+
+
+def broadcast_options(options: dict[str, Any]) -> dict[str, Any]:
+    """PushConsumer keyword options as BroadcastConsumer takes them."""
+    kept = {k: v for k, v in options.items() if k not in _PUSH_ONLY and k != "outbox_path"}
+    if "receive_batch_size" in kept:
+        kept["max_poll_messages"] = min(1000, kept.pop("receive_batch_size"))
+    return kept
+
+
+class BroadcastConsumer:
+    """Calls ``listener`` with every message of ``subscriptions``, on one thread.
+
+    ``start()`` begins; ``shutdown()`` lets the batch in progress finish, commits and closes.
+    Also a context manager. ``consume_from`` applies to topics this instance has no stored
+    offsets for: ``"latest"`` (RocketMQ's default) or ``"earliest"``.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str] | Iterable[str],
+        listener: Callable[[MessageView], ConsumeResult],
+        *,
+        instance_id: str | None = None,
+        offset_store_path: str | PathLike[str] | None = None,
+        consume_from: str = "latest",
+        max_poll_messages: int = 32,
+        max_poll_interval_s: float = 5.0,
+        request_timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        transport: Transport | None = None,
+    ) -> None:
+        subs = normalize_subscriptions(subscriptions)
+        if not subs:
+            raise ValueError("a broadcast consumer needs at least one subscription")
+        self.group = group
+        self.instance_id = instance_id or default_instance_id()
+        self.listener = listener
+        self.max_poll_interval_s = max_poll_interval_s
+        """The longest an idle instance waits between two reads (its latency bound)."""
+        self._pacer = PollPacer(
+            initial_interval_s=min(0.05, max_poll_interval_s), max_interval_s=max_poll_interval_s
+        )
+        self._own_transport = transport is None
+        self._transport = transport or Transport(
+            endpoint,
+            credentials,
+            request_timeout_s=request_timeout_s,
+            retry=RetryPolicy(max_attempts=max_attempts),
+        )
+        self._pullers = {
+            topic: PullConsumer(
+                endpoint,
+                credentials,
+                group,
+                instance_id=self.instance_id,
+                offset_store_path=offset_store_path,
+                consume_from=consume_from,
+                filter_expression=expression,
+                max_poll_messages=max_poll_messages,
+                transport=self._transport,
+            )
+            for topic, expression in subs.items()
+        }
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state = "new"
+        self._lock = threading.Lock()
+        self.consumed_messages = 0
+        self.failed_messages = 0
+        self.fetch_error: MQError | None = None
+        """The last error reading the service (the consumer keeps retrying)."""
+
+    @property
+    def subscriptions(self) -> list[str]:
+        return list(self._pullers)
+
+    def start(self) -> BroadcastConsumer:
+        """Assign every queue of each subscribed topic and start consuming (idempotent)."""
+        with self._lock:
+            if self._state == "running":
+                return self
+            if self._state != "new":
+                raise ClientClosedError("the broadcast consumer was shut down")
+            for topic, puller in self._pullers.items():
+                puller.assign(topic)
+            self._thread = threading.Thread(
+                target=self._run, name=f"cirrusmq-broadcast-{self.group}", daemon=True
+            )
+            self._state = "running"
+        self._thread.start()
+        return self
+
+    def __enter__(self) -> BroadcastConsumer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop after the batch in progress, commit the offsets, release everything."""
+        with self._lock:
+            if self._state == "stopped":
+                return
+            running, self._state = self._state == "running", "stopped"
+        self._stop.set()
+        if running and self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.warning("shutdown: the listener is still running; offsets not committed")
+                return
+        for puller in self._pullers.values():
+            if running:
+                puller.commit()
+            puller.close()
+        if self._own_transport:
+            self._transport.close()
+
+    def positions(self, topic: str) -> dict[int, int]:
+        """Queue -> next offset this instance reads on ``topic``."""
+        puller = self._pullers[topic]
+        return {q: puller.position(q) for q in puller.assignment}
+
+    # ------------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            busy = False
+            for puller in self._pullers.values():
+                if self._stop.is_set():
+                    return
+                try:
+                    messages = puller.poll(0)
+                except MQError as error:
+                    failures += 1
+                    self.fetch_error = error
+                    delay = min(5.0, 0.2 * 2**failures)
+                    log.warning("broadcast read failed (%s); retrying in %.1f s", error, delay)
+                    self._stop.wait(delay)
+                    continue
+                failures = 0
+                busy = busy or bool(messages)
+                for message in messages:
+                    self._consume(message)
+                puller.commit()  # after the batch: a crash repeats at most this batch
+            delay = self._pacer.after_receive(int(busy))
+            if delay:
+                self._stop.wait(delay)  # idle: the wait doubles up to max_poll_interval_s
+
+    def _consume(self, message: MessageView) -> None:
+        try:
+            result = self.listener(message)
+        except Exception:
+            log.exception("listener failed on message %s", message.message_id)
+            result = ConsumeResult.FAILURE
+        if result is ConsumeResult.SUCCESS:
+            self.consumed_messages += 1
+        else:
+            self.failed_messages += 1
+            log.warning(
+                "broadcast message %s (%s queue %d offset %d) failed; not redelivered",
+                message.message_id,
+                message.topic,
+                message.queue,
+                message.offset,
+            )

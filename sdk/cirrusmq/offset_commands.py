@@ -1,0 +1,214 @@
+"""CLI commands for offsets: ``cirrusmq offsets show|reset`` and ``cirrusmq read``.
+
+:func:`register` adds them to the application in :mod:`cirrusmq.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .commands import (
+    AccessKey,
+    AsJson,
+    Endpoint,
+    Profile,
+    SecretKey,
+    _admin,
+    _config,
+    _print_json,
+    _print_message,
+    _reported_errors,
+    err,
+    out,
+)
+from .message import FilterExpression, MessageView
+from .offsets_admin import ResetTarget
+from .transport import Transport
+from .wire import read_bool, read_int, read_list
+
+__all__ = ["parse_reset_target", "parse_timestamp", "register"]
+
+offsets_app = typer.Typer(
+    help="Show a topic's queue offsets; reset (rewind) a consumer group's offsets.",
+    no_args_is_help=True,
+)
+
+_QUEUE_OFFSET = re.compile(r"^(\d{1,6}):(\d{1,19})$")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``offsets`` and ``read`` to ``app``."""
+    app.add_typer(offsets_app, name="offsets")
+    app.command("read")(read)
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch from digits (ms) or an ISO-8601 time (UTC if no zone)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a timestamp: give milliseconds since the epoch or an ISO-8601 "
+            "time such as 2026-11-23T03:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_reset_target(text: str) -> ResetTarget:
+    """``earliest``, ``latest``, a timestamp, or ``queue:offset[,queue:offset...]``."""
+    text = text.strip()
+    if text in ("earliest", "latest"):
+        return text
+    parts = [part.strip() for part in text.split(",")]
+    matches = [_QUEUE_OFFSET.fullmatch(part) for part in parts]
+    if all(matches):
+        return {int(m[1]): int(m[2]) for m in matches if m}
+    if "," in text:
+        raise ValueError(f"{text!r} is not queue:offset[,queue:offset...] (e.g. 0:120,3:0)")
+    return parse_timestamp(text)
+
+
+@offsets_app.command("show")
+def offsets_show(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    timestamp: Annotated[
+        str | None,
+        typer.Option(help="Also the offset of the first message stored at/after this time."),
+    ] = None,
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Show the min and max offset of each queue of TOPIC (and the offset for a time)."""
+    try:
+        at = parse_timestamp(timestamp) if timestamp is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--timestamp") from exc
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        queues = admin.topic_offsets(topic, timestamp=at)
+    if as_json:
+        _print_json({"topic": topic, "timestamp": at, "queues": [vars(q) for q in queues]})
+        return
+    columns = ["queue", "min offset", "max offset"] + (["offset at time"] if at else [])
+    table = Table(*columns)
+    for q in queues:
+        row = [str(q.queue), str(q.min_offset), str(q.max_offset)]
+        table.add_row(*row, *([str(q.timestamp_offset)] if at else []))
+    out.print(table)
+
+
+@offsets_app.command("reset")
+def offsets_reset(
+    group: Annotated[str, typer.Argument(help="Consumer group (clustering).")],
+    topic: Annotated[str, typer.Argument(help="Topic.")],
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="earliest | latest | a time (ms since the epoch or ISO-8601) | "
+            "queue:offset[,queue:offset...]",
+        ),
+    ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Move GROUP's offsets on TOPIC (rewind or skip); its in-flight messages are dropped."""
+    try:
+        target = parse_reset_target(to)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--to") from exc
+    if not yes:
+        typer.confirm(f"Reset the offsets of group {group} on {topic} to {to}?", abort=True)
+    with _admin(endpoint, access_key, secret_key, profile) as admin:
+        result = admin.reset_offsets(group, topic, target)
+    if as_json:
+        _print_json(
+            {
+                "group": result.group,
+                "topic": result.topic,
+                "to": result.to,
+                "timestamp": result.timestamp,
+                "queues": [vars(q) for q in result.queues],
+                "note": result.note,
+            }
+        )
+        return
+    table = Table("queue", "offset", "was", "min", "max", "dropped leases", "note")
+    for q in result.queues:
+        note = "past retention: earliest" if q.truncated else ""
+        table.add_row(
+            str(q.queue),
+            str(q.offset),
+            str(q.previous_cursor),
+            str(q.min_offset),
+            str(q.max_offset),
+            str(q.dropped_leases),
+            note,
+        )
+    out.print(table)
+    if result.note:
+        err.print(f"[yellow]note:[/yellow] {result.note}")
+
+
+def read(
+    topic: Annotated[str, typer.Argument(help="Topic to read.")],
+    queue: Annotated[int, typer.Option(help="Queue number.")] = 0,
+    offset: Annotated[int, typer.Option(help="First offset to read.")] = 0,
+    max_messages: Annotated[int, typer.Option("--max", help="At most this many (1-1000).")] = 32,
+    filter_expression: Annotated[
+        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
+    ] = "*",
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Read messages of one queue by offset (no consumer group; nothing is acked)."""
+    try:
+        expression = FilterExpression(filter_expression).expression
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--filter") from exc
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        transport = Transport(cfg.endpoint, cfg.credentials)
+        try:
+            body: Any = transport.request(
+                "GET",
+                f"/v1/topics/{topic}/queues/{queue}/messages",
+                params={
+                    "offset": str(offset),
+                    "max_messages": str(max_messages),
+                    "filter": expression,
+                },
+            )
+        finally:
+            transport.close()
+    for m in read_list(body, "messages"):
+        _print_message(MessageView.from_wire(m), as_json=as_json)
+    start, following = read_int(body, "start_offset"), read_int(body, "next_offset")
+    if read_bool(body, "truncated", False):
+        err.print(f"[yellow]note:[/yellow] offsets {offset}-{start - 1} are past retention")
+    summary = {"next_offset": following, "max_offset": read_int(body, "max_offset")}
+    if as_json:
+        sys.stderr.write(json.dumps(summary) + "\n")
+    else:
+        err.print(f"next offset {following} (queue end {summary['max_offset']})")
