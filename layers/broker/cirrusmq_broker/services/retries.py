@@ -198,7 +198,13 @@ class RetryService:
         destination, queue = self._destination(group, topic, target)
         copies: list[NewMessage] = [moved_copy(m, attempt, target) for m in messages]
         stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
-        return self._moves.append(destination, queue, copies, stamp, digest)
+        recorded = self._moves.append(destination, queue, copies, stamp, digest)
+        if not target.dead:  # this container looks at the retry topic when it is due
+            key = (group, retry_origin(group, topic.name) or topic.name)
+            due = visible_at(self._clock(), target.number)
+            with self._lock:
+                self._next_check[key] = min(self._next_check.get(key, due), due)
+        return recorded
 
     def _destination(self, group: str, topic: Topic, target: Target) -> tuple[Topic, int]:
         if target.dead:
@@ -256,6 +262,8 @@ class RetryService:
             if state.earliest_deadline is not None:
                 next_due = min(next_due, state.earliest_deadline)
         received = serve_once(view, retry, tag_filter, budget, invisible_s, give_up)
+        for r in received:  # their leases may expire: look again then
+            next_due = min(next_due, r.invisible_until)
         self._later(key, 0 if len(received) >= budget else next_due)
         return [self.present(r) for r in received]
 
