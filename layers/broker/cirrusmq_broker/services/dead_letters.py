@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import InvalidRequest, TopicNotFound
+from ..errors import GroupNotFound, InvalidRequest, TopicNotFound
 from ..model import ProducerStamp, StoredMessage
 from ..retry_rules import dlq_topic, redriven_copy
 from ..storage.group_configs import GroupConfigStore
@@ -50,7 +50,7 @@ class DeadLetterPage:
 @dataclass(frozen=True)
 class RedriveResult:
     redriven: int
-    """Messages appended to their topics by this call."""
+    """Messages appended to their topics by this call (not those redriven before)."""
     skipped: int
     """Messages whose topic no longer exists (they stay in the DLQ)."""
     next_offset: int
@@ -90,7 +90,7 @@ class DeadLetterService:
         if start < 0:
             raise InvalidRequest("start must be >= 0")
         name = dlq_topic(group)
-        if self._moves.existing(name) is None:
+        if self._no_dead_letters(group):
             return DeadLetterPage([], None)
         start = max(start, self._configs.dead_letter_marks(group).floor)
         found: list[DeadLetter] = []
@@ -125,7 +125,7 @@ class DeadLetterService:
             for message_id in message_ids:
                 check_message_id(message_id)
         name = dlq_topic(group)
-        if self._moves.existing(name) is None:
+        if self._no_dead_letters(group):
             return RedriveResult(0, 0, 0, True)
         marks = self._configs.dead_letter_marks(group)
         head = self._heads.get(name, 0).next_offset
@@ -153,7 +153,7 @@ class DeadLetterService:
         redriven; returns the new floor."""
         check_group_name(group)
         name = dlq_topic(group)
-        if self._moves.existing(name) is None:
+        if self._no_dead_letters(group):
             return 0
         head = self._heads.get(name, 0).next_offset
         floor = head if before is None else min(max(before, 0), head)
@@ -161,6 +161,14 @@ class DeadLetterService:
         return max(floor, self._configs.dead_letter_marks(group).floor)
 
     # ---------------------------------------------------------------- internals
+    def _no_dead_letters(self, group: str) -> bool:
+        """True if the group has no dead-letter topic; GroupNotFound if it has no items."""
+        if self._moves.existing(dlq_topic(group)) is not None:
+            return False
+        if not self._configs.group_exists(group):
+            raise GroupNotFound(f"consumer group {group!r} does not exist")
+        return True
+
     def _batches(self, name: str, start: int, head: int):  # noqa: ANN202 - generator
         """(entry, messages) of the DLQ from the batch holding ``start`` up to ``head``."""
         now_s = self._clock() // 1000
@@ -189,8 +197,8 @@ class DeadLetterService:
                     f"~redrive.{group}.{step}.{origin}#{queue}", group_messages[0].offset
                 )
                 copies = [redriven_copy(m) for m in group_messages]
-                self._moves.append(topic, queue % topic.queues, copies, stamp)
-                moved += len(group_messages)
+                if self._moves.append(topic, queue % topic.queues, copies, stamp) is None:
+                    moved += len(group_messages)  # else redriven before: not stored again
             except TopicNotFound:
                 lost += len(group_messages)
         return moved, lost

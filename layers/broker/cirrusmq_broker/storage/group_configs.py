@@ -37,6 +37,16 @@ class GroupConfigStore:
         self._client = client
         self._table = table
 
+    def group_exists(self, group: str) -> bool:
+        """Whether the group has any item (state, subscription, settings)."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="group_name = :g",
+            ExpressionAttributeValues=to_item({":g": group}),
+            Limit=1,
+        )
+        return bool(response["Items"])
+
     def max_delivery_attempts(self, group: str) -> int | None:
         item = self._client.get_item(
             TableName=self._table,
