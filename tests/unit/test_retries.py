@@ -212,3 +212,41 @@ def retry_messages(broker) -> int:
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     items = ddb.scan(TableName=broker.settings.log_index_table)["Items"]
     return sum(int(i["count"]["N"]) for i in items if i["stream"]["S"].startswith("retry."))
+
+
+def test_a_fifo_nack_redelivers_in_place_after_the_delay(broker, clock):
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"1", message_group="k")])
+    [m] = broker.consume.receive("g", "f", invisible_seconds=60)
+    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle], 20)] == ["acked"]
+    clock.advance(19)
+    assert broker.consume.receive("g", "f") == []
+    clock.advance(1)
+    [again] = broker.consume.receive("g", "f")
+    assert (again.message.offset, again.delivery_attempt) == (m.message.offset, 2)
+
+
+def test_redrive_by_topic_and_by_message_id(broker, clock):
+    for name in ("a", "b"):
+        broker.admin.create_topic(name, queues=1)
+        send(broker, name, b"1-" + name.encode(), b"2-" + name.encode())
+    broker.retries.set_max_delivery_attempts("g", 1)
+    for name in ("a", "b"):
+        got = broker.consume.receive("g", name, max_messages=10)
+        broker.retries.nack("g", [m.receipt_handle for m in got])
+    assert len(broker.dead_letters.list("g").dead_letters) == 4
+    assert len(broker.dead_letters.list("g", topic="a").dead_letters) == 2
+    page = broker.dead_letters.list("g", limit=3)
+    assert len(page.dead_letters) == 3 and page.next_start == 3
+    one = next(d for d in page.dead_letters if d.message.body == b"1-b")
+    result = broker.dead_letters.redrive("g", message_ids=[one.message.message_id])
+    assert result.redriven == 1
+    assert broker.dead_letters.redrive("g", message_ids=[one.message.message_id]).redriven == 0
+    assert broker.dead_letters.redrive("g", topic="a").redriven == 2
+    assert [m.message.body for m in broker.consume.receive("g", "b")] == [b"1-b"]
+    assert sorted(m.message.body for m in broker.consume.receive("g", "a", max_messages=9)) == [
+        b"1-a",
+        b"2-a",
+    ]
+    with pytest.raises(InvalidRequest):
+        broker.dead_letters.redrive("g", max_messages=0)

@@ -73,8 +73,10 @@ from .topic_catalog import TopicCatalog
 RETRY_CHECK_SECONDS = 5
 """An idle consumer reads its retry topic's queues at most this often per container."""
 CONFIG_CACHE_SECONDS = 30
-MAX_MOVES_PER_PASS = 8
-"""Expired leases one receive moves per queue (each is an append); the rest next time."""
+MAX_MOVES_PER_PASS = 40
+"""Expired leases one receive moves per queue (each is an append; the settles are items of
+the queue's write transaction, which takes 100). As many as a receive would redeliver in
+place (consume.MAX_LEASES_PER_PASS), so none of them is: the rest wait for the next pass."""
 SAVE_ATTEMPTS = 6
 
 ServeOnce = Callable[[GroupView, Topic, TagFilter, int, int, float], list[ReceivedMessage]]
