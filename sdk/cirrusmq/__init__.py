@@ -29,6 +29,7 @@ from .admin import (
 from .aio import AsyncProducer, AsyncSimpleConsumer
 from .consumer import SimpleConsumer
 from .credentials import Credentials
+from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary  # retries (issue 9)
 from .errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -109,4 +110,8 @@ __all__ = [
     "UnauthorizedError",
     "UnsupportedFeatureError",
     "__version__",
+    # retries (issue 9)
+    "DeadLetter",
+    "DeadLetterPage",
+    "RedriveSummary",
 ]
