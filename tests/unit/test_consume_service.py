@@ -77,6 +77,7 @@ def test_unacked_message_comes_back_after_invisible_duration(broker, clock):
     [again] = broker.consume.receive("g", "t", invisible_seconds=10)
     assert again.delivery_attempt == 2 and again.message.offset == first.message.offset
     assert (again.message.topic, again.message.message_id) == ("t", first.message.message_id)
+    assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]  # moved on
     assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
     assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]  # acking twice is fine
     clock.advance(60)

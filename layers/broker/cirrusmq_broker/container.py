@@ -30,6 +30,7 @@ from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
 from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
+from .storage.move_records import MoveRecords
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
@@ -144,6 +145,7 @@ class Broker:
             states=self.states,
             views=GroupViewReader(self._dynamodb, self.heads, self.states),
             configs=self.group_configs,
+            records=MoveRecords(self._dynamodb, self.settings.producers_table),
             signer=lambda: ReceiptSigner(self.settings.receipt_secret),
             clock=self.clock,
         )

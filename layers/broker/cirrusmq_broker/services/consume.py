@@ -523,6 +523,11 @@ class ConsumeService:
                 states[key] = self._states.load_one(group, handle.topic, handle.queue)
             state = states[key]
             if state.version and handle.offset < min(state.committed, state.cursor):
+                if self._retries is not None and self._retries.moved(  # retries: moved on
+                    group, handle.topic, handle.queue, handle.lease_id
+                ):
+                    outcomes[position] = _moved_on(texts[position])
+                    continue
                 outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
                 continue
             covering = (
@@ -533,7 +538,14 @@ class ConsumeService:
             if covering is not None and any(x.lease_id == handle.lease_id for x in covering):
                 still[position] = handle  # its lease is live: the ack raced a change
             elif covering is not None and not any(x.holds(handle.offset) for x in covering):
-                outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
+                moved = self._retries is not None and self._retries.moved(
+                    group, handle.topic, handle.queue, handle.lease_id
+                )  # retries: its lease expired and was moved on, not acked
+                outcomes[position] = (
+                    _moved_on(texts[position])
+                    if moved
+                    else AckOutcome(texts[position], AckStatus.ACKED)
+                )
             else:
                 outcomes[position] = AckOutcome(
                     texts[position],
@@ -635,6 +647,15 @@ def _flow_bound(state: GroupQueueState) -> bool:
     return (
         state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
         or state.open_leases >= limits.MAX_LEASES_PER_QUEUE
+    )
+
+
+def _moved_on(text: str) -> AckOutcome:
+    """Retries: the handle's lease expired and its message went to the retry topic."""
+    return AckOutcome(
+        text,
+        AckStatus.EXPIRED,
+        ReceiptHandleExpired("the receipt handle is stale: the message will be delivered again"),
     )
 
 

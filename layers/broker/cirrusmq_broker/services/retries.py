@@ -46,6 +46,7 @@ from ..retry_rules import (
     DEFAULT_MAX_DELIVERY_ATTEMPTS,
     DLQ_QUEUES,
     DLQ_RETENTION_HOURS,
+    DLQ_TARGET,
     MAX_MAX_DELIVERY_ATTEMPTS,
     MAX_NACK_DELAY_SECONDS,
     MIN_MAX_DELIVERY_ATTEMPTS,
@@ -65,6 +66,7 @@ from ..storage.group_configs import GroupConfigStore
 from ..storage.group_states import GroupStateStore
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
+from ..storage.move_records import MoveRecords
 from ..validation import check_group_name
 from .batch_reader import BatchReader
 from .moves import MoveAppender
@@ -93,6 +95,7 @@ class RetryService:
         states: GroupStateStore,
         views: GroupViewReader,
         configs: GroupConfigStore,
+        records: MoveRecords,
         signer: Callable[[], ReceiptSigner],
         clock: Callable[[], int],
     ) -> None:
@@ -103,6 +106,7 @@ class RetryService:
         self._states = states
         self._views = views
         self._configs = configs
+        self._records = records
         self._make_signer = signer
         self._clock = clock
         self._max: TTLCache[str, int] = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS)
@@ -178,12 +182,21 @@ class RetryService:
             if fifo and not target.dead:
                 continue  # FIFO: redelivered in place, in order
             by_target.setdefault(target, []).append(message)
-        producer = f"~expire.{state.group}.{state.topic}#{state.queue}.{lease.lease_id}"
+        producer = expire_producer(state.group, state.topic, state.queue, lease.lease_id)
         for target, messages in sorted(by_target.items(), key=lambda kv: kv[0].number):
             self._move(state.group, topic, target, messages, lease.attempt, producer)
             settled.extend(m.offset for m in messages)
         if settled:
             state.settle(lease.lease_id, settled)
+
+    def moved(self, group: str, topic: str, queue: int, lease_id: str) -> bool:
+        """Whether the lease's unsettled messages were moved on when it expired (an ack of
+        its handle then is stale, not an ack: the message comes back from the retry topic).
+        One batched read; asked only on an ack's slow path."""
+        producer = expire_producer(group, topic, queue, lease_id)
+        return self._records.any_recorded(
+            [ProducerStamp(producer, n) for n in range(DLQ_TARGET + 1)]
+        )
 
     def _move(
         self,
@@ -468,3 +481,8 @@ class RetryService:
                 state.earliest_deadline = deadline
             if self._states.save(state):
                 return
+
+
+def expire_producer(group: str, topic: str, queue: int, lease_id: str) -> str:
+    """The producer id of the moves of an expired lease (lease ids are unique per delivery)."""
+    return f"~expire.{group}.{topic}#{queue}.{lease_id}"
