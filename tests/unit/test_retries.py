@@ -250,3 +250,18 @@ def test_redrive_by_topic_and_by_message_id(broker, clock):
     ]
     with pytest.raises(InvalidRequest):
         broker.dead_letters.redrive("g", max_messages=0)
+
+
+def test_a_lease_over_many_small_batches_moves_every_message(broker, clock):
+    """Leases over a full index page of batches (100 each here): every message moves."""
+    broker.admin.create_topic("t", queues=1)
+    for i in range(105):
+        send(broker, "t", b"%d" % i)
+    got = broker.consume.receive("g", "t", max_messages=200, invisible_seconds=10)
+    got += broker.consume.receive("g", "t", max_messages=200, invisible_seconds=10)
+    assert len(got) == 105
+    clock.advance(10)
+    assert broker.consume.receive("g", "t") == []  # moved to the retry topic
+    clock.advance(10)
+    again = broker.consume.receive("g", "t", max_messages=200)
+    assert sorted(int(m.message.body) for m in again) == list(range(105))

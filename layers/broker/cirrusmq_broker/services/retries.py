@@ -173,9 +173,7 @@ class RetryService:
     def _expire_lease(
         self, state: GroupQueueState, topic: Topic, lease: Lease, maximum: int, fifo: bool
     ) -> None:
-        offsets = lease.unsettled()
-        found = self._messages_at(state, offsets)
-        settled = [o for o in offsets if o not in found]  # past retention: nothing to move
+        found, settled = self._find_all(state, lease.unsettled())  # settled: past retention
         by_target: dict[Target, list[StoredMessage]] = {}
         for message in found.values():
             target = target_for(message, lease.attempt, maximum, nacked=False)
@@ -229,6 +227,24 @@ class RetryService:
         return self._moves.ensure(retry_topic(group, origin), RETRY_QUEUES, retention), (
             target.number
         )
+
+    def _find_all(
+        self, state: GroupQueueState, offsets: list[int]
+    ) -> tuple[dict[int, StoredMessage], list[int]]:
+        """The messages at ``offsets`` (ascending), and those of them past retention.
+
+        One lookup reads a page of the index (about 100 batches); offsets beyond it are
+        looked up again, so none is taken for gone only because the page ended there."""
+        found: dict[int, StoredMessage] = {}
+        gone: list[int] = []
+        pending = list(offsets)
+        while pending:
+            got = self._messages_at(state, pending)
+            horizon = max(got) if got else pending[-1]
+            gone += [o for o in pending if o not in got and o <= horizon]
+            found.update(got)
+            pending = [o for o in pending if o > horizon]
+        return found, gone
 
     def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
         found: dict[int, StoredMessage] = {}
@@ -420,7 +436,7 @@ class RetryService:
         for p, h in handles.items():
             if h.offset in lease.acked:
                 statuses[p] = "acked"
-        found = self._messages_at(state, held)
+        found, _ = self._find_all(state, held)  # the others are past retention: settled
         maximum = self.max_delivery_attempts(group)
         fifo = topic.message_type is MessageType.FIFO
         by_target: dict[Target, list[StoredMessage]] = {}
