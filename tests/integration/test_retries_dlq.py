@@ -210,3 +210,44 @@ def test_bad_input_is_refused(endpoint, credentials, admin, topic, group):
         assert result.acked
     assert admin.describe_group(group, topic).inflight == 0
     assert admin.list_dead_letters(group).dead_letters == ()  # known group, no dead letters
+
+
+def test_cli_group_update_and_dlq_commands(
+    cirrusmq_stack, endpoint, credentials, topic, group, tmp_path, monkeypatch
+):
+    import json
+
+    from cirrusmq.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
+    monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, result.output
+        return result.output
+
+    updated = run("group", "update", group, "--max-delivery-attempts", "1")
+    assert "max delivery attempts 1" in updated
+    run("group", "update", group, "--max-delivery-attempts", "0", code=2)
+    with Producer(endpoint, credentials) as producer:
+        producer.send(Message(topic, "dead"))
+    with SimpleConsumer(endpoint, credentials, group, [topic], await_duration=0) as consumer:
+        [m] = consumer.receive(1, 30)
+        consumer.nack(m)
+        listed = json.loads(run("dlq", "list", group, "--json"))["dead_letters"]
+        assert [(d["message_id"], d["attempts"], d["preview"]) for d in listed] == [
+            (m.message_id, 1, "dead")
+        ]
+        assert m.message_id in run("dlq", "show", group, m.message_id)
+        assert "redriven 1" in run("dlq", "redrive", group, "--topic", topic, "--rate", "50")
+        [back] = consumer.receive(1, 30)
+        assert back.message_id == m.message_id
+        consumer.ack(back)
+    assert "below offset 1" in run("dlq", "purge", group)
+    assert json.loads(run("dlq", "list", group, "--json"))["dead_letters"] == []
