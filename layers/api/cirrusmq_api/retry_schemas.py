@@ -85,7 +85,9 @@ class RedriveBody(BaseModel):
 
 
 class PurgeRequest(Strict):
-    before: StrictInt | None = Field(None, ge=0, description="Default: every dead letter so far.")
+    before: StrictInt | None = Field(
+        None, ge=0, le=2**63 - 1, description="Default: every dead letter so far."
+    )
 
 
 class PurgeBody(BaseModel):

@@ -8,7 +8,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.services.dead_letters import PREVIEW_BYTES, DeadLetter
+from cirrusmq_broker.services.dead_letters import MAX_OFFSET, PREVIEW_BYTES, DeadLetter
 
 from ..retry_schemas import (
     DeadLetterBody,
@@ -35,7 +35,7 @@ def list_dead_letters(
     group: str,
     topic: Annotated[str | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    start: Annotated[int, Query(ge=0)] = 0,
+    start: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> DeadLetterList:
     page = current_broker().dead_letters.list(group, topic=topic, limit=limit, start=start)
     return DeadLetterList(

@@ -31,6 +31,7 @@ PREVIEW_BYTES = 256
 MAX_LIST = 1000
 MAX_REDRIVE_PER_CALL = 1000
 MAX_REDRIVE_IDS = 100
+MAX_OFFSET = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ class DeadLetterService:
             check_topic_name(topic)
         if not 1 <= limit <= MAX_LIST:
             raise InvalidRequest(f"limit must be 1-{MAX_LIST}")
-        if start < 0:
-            raise InvalidRequest("start must be >= 0")
+        if not 0 <= start <= MAX_OFFSET:
+            raise InvalidRequest(f"start must be 0-{MAX_OFFSET}")
         name = dlq_topic(group)
         if self._no_dead_letters(group):
             return DeadLetterPage([], None)
@@ -156,7 +157,9 @@ class DeadLetterService:
         if self._no_dead_letters(group):
             return 0
         head = self._heads.get(name, 0).next_offset
-        floor = head if before is None else min(max(before, 0), head)
+        if before is not None and not 0 <= before <= MAX_OFFSET:
+            raise InvalidRequest(f"before must be 0-{MAX_OFFSET}")
+        floor = head if before is None else min(before, head)
         self._configs.raise_floor(group, floor)
         return max(floor, self._configs.dead_letter_marks(group).floor)
 
