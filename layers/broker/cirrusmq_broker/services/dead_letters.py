@@ -32,6 +32,9 @@ MAX_LIST = 1000
 MAX_REDRIVE_PER_CALL = 1000
 MAX_REDRIVE_IDS = 100
 MAX_OFFSET = 2**63 - 1
+MAX_LIST_SCAN = 10_000
+"""Dead letters one listing examines at most (a topic filter skips the others): a page may
+hold fewer than ``limit`` and still have a ``next_start``."""
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,14 @@ class DeadLetterService:
         start = max(start, self._configs.dead_letter_marks(group).floor)
         found: list[DeadLetter] = []
         head = self._heads.get(name, 0).next_offset
+        scanned = 0
         for _, batch in self._batches(name, start, head):
             for message in batch:
                 if message.offset < start:
                     continue
-                if len(found) >= limit:
+                if len(found) >= limit or scanned >= MAX_LIST_SCAN:
                     return DeadLetterPage(found, message.offset)
+                scanned += 1
                 if topic is None or message.system.origin_topic == topic:
                     found.append(DeadLetter(message.offset, message))
         return DeadLetterPage(found, None)
