@@ -1,9 +1,15 @@
 """AdminFunction: topics, group inspection, access keys, health, OpenAPI."""
 
 from cirrusmq_api.app import create_app
-from cirrusmq_api.routes import groups, keys, meta, topics
+from cirrusmq_api.routes import dead_letters, groups, keys, meta, topics
 
-app = create_app(topics.router, groups.router, keys.router, meta.router)
+app = create_app(
+    topics.router,
+    groups.router,
+    keys.router,
+    meta.router,
+    dead_letters.router,  # retries (issue 9)
+)
 
 
 def lambda_handler(event: dict, context: object) -> dict:

@@ -30,6 +30,7 @@ from .aio import AsyncProducer, AsyncSimpleConsumer
 from .broadcast_consumer import BroadcastConsumer, MessageModel
 from .consumer import SimpleConsumer
 from .credentials import Credentials
+from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary  # retries (issue 9)
 from .errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -119,4 +120,8 @@ __all__ = [
     "PullConsumer",
     "QueueOffsetInfo",
     "QueueReset",
+    # retries (issue 9)
+    "DeadLetter",
+    "DeadLetterPage",
+    "RedriveSummary",
 ]

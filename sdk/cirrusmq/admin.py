@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from . import dead_letters as _dlq
 from .consumer import group_path
 from .credentials import Credentials
 from .message import FilterExpression, MessageView
@@ -96,6 +97,8 @@ class GroupQueue:
 class GroupDescription:
     group: str
     queues: tuple[GroupQueue, ...]
+    max_delivery_attempts: int | None = None
+    """Deliveries before a message goes to the group's dead-letter topic (issue 9)."""
 
     @property
     def lag(self) -> int:
@@ -340,6 +343,7 @@ class Admin:
                 )
                 for q in read_list(body, "queues")
             ),
+            body.get("max_delivery_attempts") if isinstance(body, dict) else None,
         )
 
     def subscribe(
@@ -393,6 +397,47 @@ class Admin:
         return reset_offsets(self._transport, group, topic, to)
 
     # ------------------------------------------------------------------ access keys
+    # ---------------------------------------------------------------- retries (issue 9)
+    def update_group(self, group: str, *, max_delivery_attempts: int) -> int:
+        """Set how often a message of ``group`` is delivered (1-1000, default 16: RocketMQ's
+        maxReconsumeTimes 15 + the first delivery) before it becomes a dead letter."""
+        return _dlq.update_group(self._transport.request, group_path(group), max_delivery_attempts)
+
+    def list_dead_letters(
+        self, group: str, topic: str | None = None, *, limit: int = 100, start: int = 0
+    ) -> _dlq.DeadLetterPage:
+        """The group's dead letters from DLQ offset ``start`` (optionally of one topic)."""
+        return _dlq.list_dead_letters(
+            self._transport.request, group_path(group), topic, limit, start
+        )
+
+    def redrive_dead_letters(
+        self,
+        group: str,
+        topic: str | None = None,
+        *,
+        message_ids: list[str] | None = None,
+        max_messages: int | None = None,
+        rate: float | None = None,
+    ) -> _dlq.RedriveSummary:
+        """Send dead letters back to their original topics (same message id, attempts start
+        again), at most ``rate`` per second. Resumable and idempotent: run it again after a
+        failure; nothing is redriven twice."""
+        return _dlq.redrive_dead_letters(
+            self._transport.request,
+            group_path(group),
+            topic=topic,
+            message_ids=message_ids,
+            max_messages=max_messages,
+            rate=rate,
+        )
+
+    def purge_dead_letters(self, group: str, *, before: int | None = None) -> int:
+        """Drop the group's dead letters (below DLQ offset ``before``); returns the floor."""
+        return _dlq.purge_dead_letters(self._transport.request, group_path(group), before)
+
+    # ---------------------------------------------------------------- end of retries
+
     def create_access_key(self, permissions: Permissions, description: str = "") -> AccessKeySecret:
         """Create an access key; the result holds its secret — the only time it is shown.
 

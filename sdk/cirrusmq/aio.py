@@ -452,6 +452,32 @@ class AsyncSimpleConsumer(ConsumerBase):
         )
         return with_new_handle(message, response)
 
+    # ---------------------------------------------------------------- nack (issue 9)
+    async def nack(
+        self, message: MessageView | str, delay: float | timedelta | None = None
+    ) -> AckResult:
+        """Give ``message`` back (see :meth:`cirrusmq.SimpleConsumer.nack`)."""
+        (result,) = await self.nack_batch([message], delay)
+        raise_unless_acked(result)
+        return result
+
+    async def nack_batch(
+        self, messages: Iterable[MessageView | str], delay: float | timedelta | None = None
+    ) -> list[AckResult]:
+        """Nack messages; one result per distinct handle, in order."""
+        from .nacks import nack_requests, nack_results
+
+        self._check_open()
+        results: list[AckResult] = []
+        for handles, body in nack_requests(messages, delay):
+            response = await self._transport.request(
+                "POST", group_path(self.group, "nack"), json_body=body
+            )
+            results.extend(nack_results(handles, response))
+        return results
+
+    # ---------------------------------------------------------------- end of nack
+
     async def close(self) -> None:
         """Release the connection pool and the outbox (idempotent)."""
         if self._closed:

@@ -89,6 +89,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(key_app, name="key")
     app.command("send")(send)
     app.command("consume")(consume)
+    from . import dlq_commands  # retries (issue 9): group update, dlq ...
+
+    dlq_commands.register(app, group_app)
 
 
 @contextmanager

@@ -460,6 +460,33 @@ class SimpleConsumer(ConsumerBase):
         )
         return with_new_handle(message, response)
 
+    # ---------------------------------------------------------------- nack (issue 9)
+    def nack(self, message: MessageView | str, delay: float | timedelta | None = None) -> AckResult:
+        """Give ``message`` back ("reconsume later"): it is delivered again after the next
+        backoff (10s 30s 1m ... 2h), or no earlier than ``delay`` seconds (rounded up to a
+        backoff level), or goes to the dead-letter topic after the group's last attempt.
+        Raises like :meth:`ack` for a stale or invalid handle."""
+        (result,) = self.nack_batch([message], delay)
+        raise_unless_acked(result)
+        return result
+
+    def nack_batch(
+        self, messages: Iterable[MessageView | str], delay: float | timedelta | None = None
+    ) -> list[AckResult]:
+        """Nack messages; one result per distinct handle, in order (``acked`` = given back)."""
+        from .nacks import nack_requests, nack_results
+
+        self._check_open()
+        results: list[AckResult] = []
+        for handles, body in nack_requests(messages, delay):
+            response = self._transport.request(
+                "POST", group_path(self.group, "nack"), json_body=body
+            )
+            results.extend(nack_results(handles, response))
+        return results
+
+    # ---------------------------------------------------------------- end of nack
+
     def close(self) -> None:
         """Release the connection pool and the outbox (idempotent)."""
         if self._closed:

@@ -379,6 +379,11 @@ class PushConsumer:
                 )
 
     def _retry_later(self, message: MessageView) -> None:
+        try:  # issue 9: the service retries it on its backoff schedule (or dead-letters it)
+            self._consumer.nack(message)
+            return
+        except Exception as error:  # an older service, or unreachable: the old way
+            log.info("could not nack message %s (%s): rescheduling", message.message_id, error)
         attempt = max(1, message.delivery_attempt)
         delay = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
         try:

@@ -30,3 +30,10 @@ def statuses(broker: Broker, group: str) -> list:
 def ack_statuses(broker: Broker, group: str, handles: list[str]) -> list[str]:
     """The per-handle status of an ack: 'acked', 'expired' or 'invalid'."""
     return [outcome.status.value for outcome in broker.consume.ack(group, handles)]
+
+
+def in_place_redelivery(broker: Broker) -> Broker:
+    """The broker with expired leases redelivered in place (the FIFO path, issue 9) for
+    every topic: for tests of the lease mechanics themselves."""
+    broker.consume._retries = None
+    return broker

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from broker_helpers import ack_statuses, send, statuses
+from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
 from cirrusmq_broker.errors import (
     ForeignReceiptHandle,
     InvalidDuration,
@@ -71,10 +71,13 @@ def test_unacked_message_comes_back_after_invisible_duration(broker, clock):
     assert first.delivery_attempt == 1
     clock.advance(9.9)
     assert broker.consume.receive("g", "t") == []
-    clock.advance(0.2)
+    clock.advance(0.2)  # expired: moved to the retry topic's first level (10 s backoff)
+    assert broker.consume.receive("g", "t", invisible_seconds=10) == []
+    clock.advance(10)
     [again] = broker.consume.receive("g", "t", invisible_seconds=10)
     assert again.delivery_attempt == 2 and again.message.offset == first.message.offset
-    assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]
+    assert (again.message.topic, again.message.message_id) == ("t", first.message.message_id)
+    assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]  # moved on
     assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
     assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]  # acking twice is fine
     clock.advance(60)
@@ -82,6 +85,7 @@ def test_unacked_message_comes_back_after_invisible_duration(broker, clock):
 
 
 def test_ack_acts_on_every_valid_handle(broker, clock):
+    in_place_redelivery(broker)
     fill_queues(broker, "t", [1, 1])  # two queues, so two leases
     got = broker.consume.receive("g", "t", invisible_seconds=10)
     assert len(got) == 2
@@ -112,6 +116,7 @@ def test_foreign_and_forged_handles(broker):
 
 
 def test_change_invisible_duration_postpones_redelivery(broker, clock):
+    in_place_redelivery(broker)
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x", b"y")
     got = broker.consume.receive("g", "t", invisible_seconds=10)
@@ -183,6 +188,8 @@ def test_a_receive_that_dies_after_leasing_loses_nothing(broker, clock, monkeypa
         with pytest.raises(SimulatedCrash):
             broker.consume.receive("g", "t", invisible_seconds=10)
     assert broker.consume.receive("g", "t") == []  # leased, invisible
+    clock.advance(10)
+    assert broker.consume.receive("g", "t") == []  # moved to the retry topic (10 s)
     clock.advance(10)
     again = broker.consume.receive("g", "t", invisible_seconds=10)
     assert [(m.message.body, m.delivery_attempt) for m in again] == [(b"a", 2), (b"b", 2)]

@@ -11,7 +11,14 @@ from collections import Counter
 
 import boto3
 import pytest
-from broker_helpers import ack_statuses, index_items, object_keys, send, statuses
+from broker_helpers import (
+    ack_statuses,
+    in_place_redelivery,
+    index_items,
+    object_keys,
+    send,
+    statuses,
+)
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, SubscriptionConflict, TopicNotFound
 from cirrusmq_broker.model import ProducerStamp
@@ -161,6 +168,7 @@ def test_lookup_by_a_time_carrying_id(broker):
 
 
 def test_describe_shows_what_holds_the_committed_offset(broker, clock):
+    in_place_redelivery(broker)  # FIFO path (elsewhere an expired lease moves to retry)
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a", b"b")
     [a] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import boto3
-from broker_helpers import ack_statuses, send, statuses
+from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
@@ -172,6 +172,7 @@ def test_write_units_of_a_receive_and_an_ack_do_not_grow_with_leases_in_flight(b
 
 
 def test_the_old_handle_of_a_moved_message_acks_it_for_good(broker, clock):
+    in_place_redelivery(broker)
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x", b"y")
     x, y = broker.consume.receive("g", "t", invisible_seconds=10)
@@ -223,6 +224,7 @@ def test_a_stale_deadline_bound_costs_one_query_then_polls_are_idle(broker, cloc
 
 
 def test_a_stale_handle_of_a_split_lease_is_expired_and_a_settled_one_acked(broker, clock):
+    in_place_redelivery(broker)
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a", b"b", b"c")
     a, b, c = broker.consume.receive("g", "t", invisible_seconds=10)

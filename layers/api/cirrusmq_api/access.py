@@ -23,6 +23,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignature
+from cirrusmq_broker.retry_rules import retry_origin
 from cirrusmq_broker.services.auth import Principal, SignedRequest
 
 KEYS_PATH = "/v1/keys"
@@ -129,6 +130,13 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/topics/{topic}/queues/{queue}/messages"): _read_topic,
     ("GET", "/v1/topics/{topic}/offsets"): _see_topic,
     ("POST", "/v1/groups/{group}/offsets/{topic}/reset"): _consume,
+    # ---- retries and dead letters (issue 9)
+    ("POST", "/v1/groups/{group}/nack"): _as_group,  # + per handle, like an ack
+    ("PUT", "/v1/groups/{group}"): _admin("change settings of group {group}"),
+    ("GET", "/v1/groups/{group}/dead-letters"): _admin("list dead letters of group {group}"),
+    ("POST", "/v1/groups/{group}/dead-letters/redrive"): _admin("redrive group {group}"),
+    ("POST", "/v1/groups/{group}/dead-letters/purge"): _admin("purge group {group}"),
+    # ---- end of retries
 }
 """(method, route) → the permission it needs."""
 
@@ -136,7 +144,13 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
 def may_consume(group: str) -> Callable[[str], bool]:
     """Per receipt handle: whether the caller may consume the handle's topic as ``group``."""
     permissions = current_principal().permissions
-    return lambda topic: permissions.may_subscribe(group, topic)
+
+    def allowed(topic: str) -> bool:
+        # retries (issue 9): the group's retry topic of T is consumed exactly when T may be
+        origin = retry_origin(group, topic)
+        return permissions.may_subscribe(group, topic if origin is None else origin)
+
+    return allowed
 
 
 # -------------------------------------------------------------------------- middleware

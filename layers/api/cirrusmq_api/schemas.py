@@ -186,6 +186,9 @@ class GroupBody(BaseModel):
     group: str
     queues: list[GroupQueueBody]
     subscriptions: list[GroupSubscriptionBody]
+    max_delivery_attempts: int | None = Field(  # retries (issue 9)
+        None, description="Deliveries before a message goes to the dead-letter topic."
+    )
 
 
 class HealthBody(BaseModel):

@@ -13,22 +13,27 @@ from .services.admin import AdminService
 from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.consume import ConsumeService
+from .services.dead_letters import DeadLetterService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.message_lookup import MessageLookup
+from .services.moves import MoveAppender
 from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
+from .services.retries import RetryService
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
+from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
 from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
+from .storage.move_records import MoveRecords
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
@@ -111,7 +116,56 @@ class Broker:
             views=GroupViewReader(self._dynamodb, self.heads, self.states),
             signer=ReceiptSigner(self.settings.receipt_secret),
             clock=self.clock,
+            retries=self.retries,
         )
+
+    # ---------------------------------------------------------------- retries (issue 9)
+    @functools.cached_property
+    def _appender(self) -> BatchAppender:
+        return BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
+
+    @functools.cached_property
+    def group_configs(self) -> GroupConfigStore:
+        return GroupConfigStore(self._dynamodb, self.settings.groups_table)
+
+    @functools.cached_property
+    def moves(self) -> MoveAppender:
+        return MoveAppender(
+            store=self.topic_store,
+            objects=self.objects,
+            appender=self._appender,
+            producers=self.producers,
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def retries(self) -> RetryService:
+        return RetryService(
+            topics=self.catalog,
+            moves=self.moves,
+            index=self.index,
+            reader=self.reader,
+            states=self.states,
+            views=GroupViewReader(self._dynamodb, self.heads, self.states),
+            configs=self.group_configs,
+            records=MoveRecords(self._dynamodb, self.settings.producers_table),
+            signer=lambda: ReceiptSigner(self.settings.receipt_secret),
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def dead_letters(self) -> DeadLetterService:
+        return DeadLetterService(
+            topics=self.catalog,
+            moves=self.moves,
+            index=self.index,
+            heads=self.heads,
+            reader=self.reader,
+            configs=self.group_configs,
+            clock=self.clock,
+        )
+
+    # ---------------------------------------------------------------- end of retries
 
     @functools.cached_property
     def lookup(self) -> MessageLookup:

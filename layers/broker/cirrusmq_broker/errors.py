@@ -78,6 +78,10 @@ class MessageNotFound(NotFound):
     code = "MessageNotFound"
 
 
+class GroupNotFound(NotFound):  # retries (issue 9): dead letters of a group never seen
+    code = "GroupNotFound"
+
+
 class Conflict(BrokerError):
     code, http_status, retriable = "Conflict", 409, False
 

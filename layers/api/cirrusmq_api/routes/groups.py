@@ -31,4 +31,5 @@ def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> 
             for t, f in sorted(description.subscriptions.items())
             if allowed(t)
         ],
+        max_delivery_attempts=current_broker().retries.max_delivery_attempts(group, fresh=True),
     )

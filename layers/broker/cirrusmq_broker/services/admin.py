@@ -62,7 +62,11 @@ class AdminService:
         return topic
 
     def list_topics(self) -> list[Topic]:
-        return [t for t in self._store.list() if t.status is TopicStatus.ACTIVE]
+        return [
+            t
+            for t in self._store.list()
+            if t.status is TopicStatus.ACTIVE and "." not in t.name  # internal topics hidden
+        ]
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self._active(name)

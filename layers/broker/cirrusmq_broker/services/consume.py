@@ -48,6 +48,7 @@ from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHead, QueueHeads
 from ..validation import check_group_name, check_topic_name
 from .batch_reader import BatchReader
+from .retries import RetryService
 from .topic_catalog import TopicCatalog
 
 RESPONSE_BYTE_BUDGET = limits.MAX_REQUEST_BYTES - 256 * 1024
@@ -142,6 +143,7 @@ class ConsumeService:
         signer: ReceiptSigner,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
+        retries: RetryService | None = None,
     ) -> None:
         self._topics = topics
         self._index = index
@@ -156,6 +158,8 @@ class ConsumeService:
         self._flow_checked: dict[tuple[str, str, int], float] = {}
         """(group, topic, queue) → when its leases were last read for flow control (s)."""
         self._lock = threading.Lock()
+        self._retries = retries
+        """Issue 9 (retries): expired leases move to the retry topic, which receive serves."""
 
     # ================================================================ receive
     def receive(
@@ -185,9 +189,17 @@ class ConsumeService:
                 view.subscription = tag_filter.expression
             self._check_subscription(group, topic.name, tag_filter, view.subscription)
             recorded = True  # checked on every pass: a changed subscription stops this poll
-            received = self._receive_once(
-                view, topic, tag_filter, max_messages, invisible_seconds, give_up
-            )
+            received = []
+            if self._retries is not None:  # retries: due retry messages of this topic first
+                received = self._retries.serve(
+                    group, topic, tag_filter, max_messages, invisible_seconds, give_up,
+                    self._receive_once,
+                )  # fmt: skip
+            if len(received) < max_messages:
+                received += self._receive_once(
+                    view, topic, tag_filter, max_messages - len(received), invisible_seconds,
+                    give_up,
+                )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
                 return received
@@ -243,6 +255,8 @@ class ConsumeService:
                 break  # full, or out of time: answer with what there is
             now = self._clock()
             end = view.heads[q].next_offset
+            if self._retries is not None:  # retries: expired leases go to the retry topic
+                view.states[q] = self._retries.expire(view.states[q], topic, now)
             plan = self._plan(view.states[q], tag_filter, wanted, now, end)
             count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
             try:
@@ -323,6 +337,8 @@ class ConsumeService:
         plan.entries, plan.scan_end = page.entries, cursor
         room = limits.MAX_INFLIGHT_PER_QUEUE - (cursor - state.committed)
         for entry in page.entries:
+            if entry.base_offset >= end:
+                break  # appended after the head was read (or not visible yet: retries)
             batch = self._reader.messages(entry)
             if not batch:  # the object is past retention already: skip its offsets
                 plan.scan_end = entry.next_offset
@@ -507,6 +523,11 @@ class ConsumeService:
                 states[key] = self._states.load_one(group, handle.topic, handle.queue)
             state = states[key]
             if state.version and handle.offset < min(state.committed, state.cursor):
+                if self._retries is not None and self._retries.moved(  # retries: moved on
+                    group, handle.topic, handle.queue, handle.lease_id
+                ):
+                    outcomes[position] = _moved_on(texts[position])
+                    continue
                 outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
                 continue
             covering = (
@@ -517,7 +538,14 @@ class ConsumeService:
             if covering is not None and any(x.lease_id == handle.lease_id for x in covering):
                 still[position] = handle  # its lease is live: the ack raced a change
             elif covering is not None and not any(x.holds(handle.offset) for x in covering):
-                outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
+                moved = self._retries is not None and self._retries.moved(
+                    group, handle.topic, handle.queue, handle.lease_id
+                )  # retries: its lease expired and was moved on, not acked
+                outcomes[position] = (
+                    _moved_on(texts[position])
+                    if moved
+                    else AckOutcome(texts[position], AckStatus.ACKED)
+                )
             else:
                 outcomes[position] = AckOutcome(
                     texts[position],
@@ -619,6 +647,15 @@ def _flow_bound(state: GroupQueueState) -> bool:
     return (
         state.cursor - state.committed >= limits.MAX_INFLIGHT_PER_QUEUE
         or state.open_leases >= limits.MAX_LEASES_PER_QUEUE
+    )
+
+
+def _moved_on(text: str) -> AckOutcome:
+    """Retries: the handle's lease expired and its message went to the retry topic."""
+    return AckOutcome(
+        text,
+        AckStatus.EXPIRED,
+        ReceiptHandleExpired("the receipt handle is stale: the message will be delivered again"),
     )
 
 

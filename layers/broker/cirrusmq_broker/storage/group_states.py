@@ -277,6 +277,8 @@ class GroupStateStore:
         ):
             for values in map(from_item, page["Items"]):
                 stream = values["stream"]
+                if stream.startswith("#"):  # group settings, dead-letter marks (retries)
+                    continue
                 if stream.endswith(SUBSCRIPTION_SUFFIX):
                     subscriptions[values["topic"]] = values["filter"]
                 elif LEASE_MARK in stream:

@@ -1,0 +1,150 @@
+"""Pure rules of consumer retries and dead letters: names, backoff levels, attempt counting.
+
+A message is delivered at most ``max_delivery_attempts`` times (default 16). After a failed
+delivery number k (k = the message's ``reconsume_count`` + its lease's attempt) it is either
+re-published to the group's retry topic ``retry.<group>.<topic>`` at backoff level k-1
+(capped at the last level), or, once k reached the maximum, to the group's dead-letter topic
+``dlq.<group>``. The retry topic has one queue per backoff level, so along one queue the
+time a batch becomes visible (stored time + the level's delay) never decreases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .model import NewMessage, StoredMessage, SystemFields
+
+RETRY_PREFIX = "retry."
+DLQ_PREFIX = "dlq."
+BACKOFF_SECONDS: tuple[int, ...] = (
+    10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+)  # fmt: skip
+"""RocketMQ delay levels 3-18: one retry-topic queue per level."""
+RETRY_QUEUES = len(BACKOFF_SECONDS)
+DLQ_QUEUES = 1
+DLQ_RETENTION_HOURS = 14 * 24
+MIN_RETRY_RETENTION_HOURS = 24
+"""A retry topic keeps its messages at least this long (the longest backoff is 2 h)."""
+DEFAULT_MAX_DELIVERY_ATTEMPTS = 16
+MIN_MAX_DELIVERY_ATTEMPTS, MAX_MAX_DELIVERY_ATTEMPTS = 1, 1000
+MAX_NACK_DELAY_SECONDS = BACKOFF_SECONDS[-1]
+DLQ_TARGET = RETRY_QUEUES
+"""Target number of the dead-letter topic (levels are 0..15)."""
+REASON_EXPIRED = "max delivery attempts reached; last attempt: invisible time expired"
+REASON_NACKED = "max delivery attempts reached; last attempt: negatively acknowledged"
+
+
+def retry_topic(group: str, topic: str) -> str:
+    return f"{RETRY_PREFIX}{group}.{topic}"
+
+
+def dlq_topic(group: str) -> str:
+    return f"{DLQ_PREFIX}{group}"
+
+
+def is_internal(topic: str) -> bool:
+    """Internal topics carry a ``.`` (user names cannot)."""
+    return "." in topic
+
+
+def retry_origin(group: str, topic: str) -> str | None:
+    """The user topic ``topic`` is the retry topic of (for ``group``), else None."""
+    prefix = f"{RETRY_PREFIX}{group}."
+    return topic[len(prefix) :] if topic.startswith(prefix) else None
+
+
+def level_for_delay(seconds: int) -> int:
+    """The smallest level whose delay is at least ``seconds`` (never early)."""
+    for level, delay in enumerate(BACKOFF_SECONDS):
+        if delay >= seconds:
+            return level
+    raise ValueError(f"a delay is at most {MAX_NACK_DELAY_SECONDS} s")
+
+
+def visible_at(stored_timestamp: int, level: int) -> int:
+    """When a retry batch stored at ``stored_timestamp`` in level queue ``level`` is due."""
+    return stored_timestamp + BACKOFF_SECONDS[level] * 1000
+
+
+def deliveries(message: StoredMessage, lease_attempt: int) -> int:
+    """Deliveries of the message so far, this one included."""
+    return message.system.reconsume_count + lease_attempt
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a failed message goes: a retry level (0-15) or the dead-letter topic (16)."""
+
+    number: int
+    reason: str | None = None
+
+    @property
+    def dead(self) -> bool:
+        return self.number == DLQ_TARGET
+
+
+def target_for(
+    message: StoredMessage,
+    lease_attempt: int,
+    max_attempts: int,
+    *,
+    nacked: bool,
+    delay_seconds: int | None = None,
+) -> Target:
+    """The next stop of a message whose delivery ``lease_attempt`` failed."""
+    done = deliveries(message, lease_attempt)
+    if done >= max_attempts:
+        return Target(DLQ_TARGET, REASON_NACKED if nacked else REASON_EXPIRED)
+    if delay_seconds is not None:
+        return Target(level_for_delay(delay_seconds))
+    return Target(min(done - 1, RETRY_QUEUES - 1))
+
+
+def moved_copy(message: StoredMessage, lease_attempt: int, target: Target) -> NewMessage:
+    """The copy re-published to the retry or dead-letter topic: same id, body, tag, keys,
+    properties and born time; its first place and how often it failed."""
+    system = message.system
+    return NewMessage(
+        message_id=message.message_id,
+        body=message.body,
+        tag=message.tag,
+        keys=message.keys,
+        properties=dict(message.properties),
+        message_group=message.message_group,
+        born_timestamp=message.born_timestamp,
+        system=SystemFields(
+            origin_topic=system.origin_topic or message.topic,
+            origin_queue=system.origin_queue if system.origin_topic else message.queue,
+            origin_offset=system.origin_offset if system.origin_topic else message.offset,
+            reconsume_count=deliveries(message, lease_attempt),
+            dead_letter_reason=target.reason,
+            transaction_id=system.transaction_id,
+        ),
+    )
+
+
+def redriven_copy(message: StoredMessage) -> NewMessage:
+    """A dead letter sent back to its topic: same id, reconsume count reset to 0."""
+    return NewMessage(
+        message_id=message.message_id,
+        body=message.body,
+        tag=message.tag,
+        keys=message.keys,
+        properties=dict(message.properties),
+        message_group=message.message_group,
+        born_timestamp=message.born_timestamp,
+        system=SystemFields(transaction_id=message.system.transaction_id),
+    )
+
+
+def as_original(message: StoredMessage) -> StoredMessage:
+    """A retry message as its consumer sees it: at its original topic, queue and offset."""
+    system = message.system
+    if system.origin_topic is None:
+        return message
+    return replace(
+        message,
+        topic=system.origin_topic,
+        queue=system.origin_queue if system.origin_queue is not None else message.queue,
+        offset=system.origin_offset if system.origin_offset is not None else message.offset,
+    )

@@ -1,0 +1,223 @@
+"""Dead letters of a consumer group (``dlq.<group>``, one queue): list, redrive, purge.
+
+Redrive sends dead letters back to their original topic and queue (a new append there: the
+same message id, reconsume count reset to 0, so the group gets its full attempts again). It
+is resumable and idempotent: it walks the DLQ one index batch at a time from a cursor item
+(one per filter); each batch's messages are appended per original (topic, queue) with the
+stamp ``~redrive.<group>.<dlq offset of the batch>``/<n>, then the cursor advances
+conditionally. A crash before the cursor moved re-runs the batch: its appends are
+AlreadyRecorded, nothing is stored twice. Redrive by message ids moves each message on its
+own (stamp per DLQ offset) and leaves the cursors alone. Purge raises a floor below which
+nothing is listed or redriven; the objects expire with the DLQ's retention (14 days).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import GroupNotFound, InvalidRequest, TopicNotFound
+from ..model import ProducerStamp, StoredMessage
+from ..retry_rules import dlq_topic, redriven_copy
+from ..storage.group_configs import GroupConfigStore
+from ..storage.log_index import LogIndex
+from ..storage.queue_heads import QueueHeads
+from ..validation import check_group_name, check_message_id, check_topic_name
+from .batch_reader import BatchReader
+from .moves import MoveAppender
+from .topic_catalog import TopicCatalog
+
+PREVIEW_BYTES = 256
+MAX_LIST = 1000
+MAX_REDRIVE_PER_CALL = 1000
+MAX_REDRIVE_IDS = 100
+MAX_OFFSET = 2**63 - 1
+MAX_LIST_SCAN = 10_000
+"""Dead letters one listing examines at most (a topic filter skips the others): a page may
+hold fewer than ``limit`` and still have a ``next_start``."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    offset: int
+    """Offset in the group's dead-letter topic (``start`` of a listing)."""
+    message: StoredMessage
+
+
+@dataclass(frozen=True)
+class DeadLetterPage:
+    dead_letters: list[DeadLetter]
+    next_start: int | None
+    """Where the next page starts (None: the end of the DLQ for now)."""
+
+
+@dataclass(frozen=True)
+class RedriveResult:
+    redriven: int
+    """Messages appended to their topics by this call (not those redriven before)."""
+    skipped: int
+    """Messages whose topic no longer exists (they stay in the DLQ)."""
+    next_offset: int
+    """The DLQ offset redrive goes on from."""
+    done: bool
+    """Nothing left to redrive (for now)."""
+
+
+class DeadLetterService:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        moves: MoveAppender,
+        index: LogIndex,
+        heads: QueueHeads,
+        reader: BatchReader,
+        configs: GroupConfigStore,
+        clock: Callable[[], int],
+    ) -> None:
+        self._topics = topics
+        self._moves = moves
+        self._index = index
+        self._heads = heads
+        self._reader = reader
+        self._configs = configs
+        self._clock = clock
+
+    def list(
+        self, group: str, *, topic: str | None = None, limit: int = 100, start: int = 0
+    ) -> DeadLetterPage:
+        check_group_name(group)
+        if topic is not None:
+            check_topic_name(topic)
+        if not 1 <= limit <= MAX_LIST:
+            raise InvalidRequest(f"limit must be 1-{MAX_LIST}")
+        if not 0 <= start <= MAX_OFFSET:
+            raise InvalidRequest(f"start must be 0-{MAX_OFFSET}")
+        name = dlq_topic(group)
+        if self._no_dead_letters(group):
+            return DeadLetterPage([], None)
+        start = max(start, self._configs.dead_letter_marks(group).floor)
+        found: list[DeadLetter] = []
+        head = self._heads.get(name, 0).next_offset
+        scanned = 0
+        for _, batch in self._batches(name, start, head):
+            for message in batch:
+                if message.offset < start:
+                    continue
+                if len(found) >= limit or scanned >= MAX_LIST_SCAN:
+                    return DeadLetterPage(found, message.offset)
+                scanned += 1
+                if topic is None or message.system.origin_topic == topic:
+                    found.append(DeadLetter(message.offset, message))
+        return DeadLetterPage(found, None)
+
+    def redrive(
+        self,
+        group: str,
+        *,
+        topic: str | None = None,
+        message_ids: list[str] | None = None,
+        max_messages: int = 100,
+    ) -> RedriveResult:
+        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics."""
+        check_group_name(group)
+        if topic is not None:
+            check_topic_name(topic)
+        if not 1 <= max_messages <= MAX_REDRIVE_PER_CALL:
+            raise InvalidRequest(f"max_messages must be 1-{MAX_REDRIVE_PER_CALL}")
+        if message_ids is not None:
+            if not 1 <= len(message_ids) <= MAX_REDRIVE_IDS:
+                raise InvalidRequest(f"message_ids takes 1-{MAX_REDRIVE_IDS} ids")
+            for message_id in message_ids:
+                check_message_id(message_id)
+        name = dlq_topic(group)
+        if self._no_dead_letters(group):
+            return RedriveResult(0, 0, 0, True)
+        marks = self._configs.dead_letter_marks(group)
+        head = self._heads.get(name, 0).next_offset
+        if message_ids is not None:
+            return self._redrive_ids(group, name, set(message_ids), marks.floor, head)
+        key = topic or "*"
+        cursor = marks.cursor(key)
+        redriven = skipped = 0
+        for entry, batch in self._batches(name, cursor, head):
+            if redriven + skipped >= max_messages:
+                return RedriveResult(redriven, skipped, cursor, False)
+            chosen = [
+                m
+                for m in batch
+                if m.offset >= cursor and (topic is None or m.system.origin_topic == topic)
+            ]
+            moved, lost = self._send_back(group, f"{entry.base_offset}", chosen)
+            if not self._configs.advance_cursor(group, key, cursor, entry.next_offset):
+                raise InvalidRequest("another redrive of this group is running; try again")
+            redriven, skipped, cursor = redriven + moved, skipped + lost, entry.next_offset
+        return RedriveResult(redriven, skipped, max(cursor, head), True)
+
+    def purge(self, group: str, *, before: int | None = None) -> int:
+        """Dead letters below ``before`` (default: all so far) are no longer listed or
+        redriven; returns the new floor."""
+        check_group_name(group)
+        name = dlq_topic(group)
+        if self._no_dead_letters(group):
+            return 0
+        head = self._heads.get(name, 0).next_offset
+        if before is not None and not 0 <= before <= MAX_OFFSET:
+            raise InvalidRequest(f"before must be 0-{MAX_OFFSET}")
+        floor = head if before is None else min(before, head)
+        self._configs.raise_floor(group, floor)
+        return max(floor, self._configs.dead_letter_marks(group).floor)
+
+    # ---------------------------------------------------------------- internals
+    def _no_dead_letters(self, group: str) -> bool:
+        """True if the group has no dead-letter topic; GroupNotFound if it has no items."""
+        if self._moves.existing(dlq_topic(group)) is not None:
+            return False
+        if not self._configs.group_exists(group):
+            raise GroupNotFound(f"consumer group {group!r} does not exist")
+        return True
+
+    def _batches(self, name: str, start: int, head: int):  # noqa: ANN202 - generator
+        """(entry, messages) of the DLQ from the batch holding ``start`` up to ``head``."""
+        now_s = self._clock() // 1000
+        first = self._index.entry_at(name, 0, start) if start > 0 else None
+        base = first.base_offset if first else start
+        while base < head:
+            page = self._index.read_from(name, 0, base, 50, now_s=now_s, end=head)
+            if not page.entries:
+                return
+            for entry in page.entries:
+                yield entry, self._reader.messages(entry)
+            base = page.entries[-1].next_offset
+
+    def _send_back(self, group: str, step: str, messages: list[StoredMessage]) -> tuple[int, int]:
+        """Append ``messages`` to their original topics, one append per (topic, queue)."""
+        by_origin: dict[tuple[str, int], list[StoredMessage]] = {}
+        for m in messages:
+            if m.system.origin_topic is None:
+                continue
+            by_origin.setdefault((m.system.origin_topic, m.system.origin_queue or 0), []).append(m)
+        moved = lost = 0
+        for (origin, queue), group_messages in sorted(by_origin.items()):
+            try:
+                topic = self._topics.active(origin)
+                stamp = ProducerStamp(
+                    f"~redrive.{group}.{step}.{origin}#{queue}", group_messages[0].offset
+                )
+                copies = [redriven_copy(m) for m in group_messages]
+                if self._moves.append(topic, queue % topic.queues, copies, stamp) is None:
+                    moved += len(group_messages)  # else redriven before: not stored again
+            except TopicNotFound:
+                lost += len(group_messages)
+        return moved, lost
+
+    def _redrive_ids(
+        self, group: str, name: str, wanted: set[str], floor: int, head: int
+    ) -> RedriveResult:
+        redriven = skipped = 0
+        for _, batch in self._batches(name, floor, head):
+            for m in batch:
+                if m.offset >= floor and m.message_id in wanted:
+                    moved, lost = self._send_back(group, f"id{m.offset}", [m])
+                    redriven, skipped = redriven + moved, skipped + lost
+        return RedriveResult(redriven, skipped, head, True)

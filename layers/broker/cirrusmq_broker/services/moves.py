@@ -1,0 +1,136 @@
+"""Internal moves: the broker appends messages it re-publishes (retry, dead letter, redrive).
+
+A move writes ONE batch object under ``topics/`` with a name derived from its stamp (so a
+re-run finds it rather than writing a second one) and appends it with that stamp (so a
+re-run is recorded AlreadyRecorded and stores nothing twice). The stamp's record digest is
+derived from the stamp alone: a re-run after a crash counts as done even if the set of
+messages it would move changed in between (see services/retries.py for why that is safe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+
+from cachetools import TTLCache
+
+from .. import limits
+from ..errors import TopicAlreadyExists, TopicNotFound
+from ..model import MessageType, NewMessage, ProducerStamp, Topic, TopicStatus
+from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
+from ..storage.batch_objects import BatchObjectStore, object_key
+from ..storage.producers import ProducerRecord, ProducerRecords
+from ..storage.topics import TopicStore
+from .produce import REUSE_EXISTING_OBJECT_SECONDS
+
+INTERNAL_TOPIC_CACHE_SECONDS = 30
+
+
+class MoveAppender:
+    def __init__(
+        self,
+        *,
+        store: TopicStore,
+        objects: BatchObjectStore,
+        appender: BatchAppender,
+        producers: ProducerRecords,
+        clock: Callable[[], int],
+    ) -> None:
+        self._store = store
+        self._objects = objects
+        self._appender = appender
+        self._producers = producers
+        self._clock = clock
+        self._topics: TTLCache[str, Topic | None] = TTLCache(
+            maxsize=4096, ttl=INTERNAL_TOPIC_CACHE_SECONDS
+        )
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- topics
+    def existing(self, name: str) -> Topic | None:
+        """The active topic ``name`` (internal names allowed), cached briefly, misses too."""
+        with self._lock:
+            if name in self._topics:
+                return self._topics[name]
+        topic = self._store.get(name)
+        if topic is not None and topic.status is not TopicStatus.ACTIVE:
+            topic = None
+        with self._lock:
+            self._topics[name] = topic
+        return topic
+
+    def ensure(self, name: str, queues: int, retention_hours: int) -> Topic:
+        """The internal topic ``name``, created on first use."""
+        topic = self.existing(name)
+        if topic is not None:
+            return topic
+        fresh = Topic(name, queues, MessageType.NORMAL, retention_hours, self._clock())
+        try:
+            self._store.create(fresh)
+        except TopicAlreadyExists:
+            fresh = self._store.get(name, consistent=True) or fresh
+        with self._lock:
+            self._topics[name] = fresh
+        return fresh
+
+    # ---------------------------------------------------------------- appends
+    def append(
+        self,
+        topic: Topic,
+        queue: int,
+        messages: list[NewMessage],
+        stamp: ProducerStamp,
+        digest: str | None = None,
+    ) -> str | None:
+        """Append ``messages`` to ``topic``/``queue`` once.
+
+        Returns None when stored now, else the digest recorded for this stamp before
+        (nothing is stored now); ``digest`` defaults to one derived from the stamp alone.
+        TopicNotFound if the topic was deleted.
+        """
+        from ..codec import encode_batch  # pyarrow: only for handlers that write batches
+
+        now = self._clock()
+        digest = digest or stamp_digest(stamp)
+        name = hashlib.sha256(f"{stamp_digest(stamp)}{digest}".encode()).hexdigest()[:40]
+        data = encode_batch(messages, stored_timestamp=now, stamp=stamp)
+        key = object_key(topic.name, queue, now, name)
+        # A re-run finds its first object; one old enough for the orphan sweeper to take any
+        # moment is not reused (the sweeper deletes unindexed objects only).
+        if (
+            not self._objects.put(key, data, retention_hours=topic.retention_hours)
+            and self._objects.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
+        ):
+            key = object_key(topic.name, queue, now)
+            self._objects.put(key, data, retention_hours=topic.retention_hours)
+        batch = PendingBatch(
+            topic.name,
+            queue,
+            key,
+            len(messages),
+            len(data),
+            min(m.born_timestamp for m in messages),
+            max(m.born_timestamp for m in messages),
+            now,
+        )
+        try:
+            self._appender.append(
+                [batch],
+                stamp=stamp,
+                build_record=lambda bases: ProducerRecord(digest, bases),
+                expires_at=now // 1000 + topic.retention_hours * 3600,
+                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+            )
+        except AlreadyRecorded:
+            record = self._producers.get(stamp)
+            return record.digest if record is not None else digest
+        except QueueClosed as exc:
+            with self._lock:
+                self._topics.pop(topic.name, None)
+            raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
+        return None
+
+
+def stamp_digest(stamp: ProducerStamp) -> str:
+    return hashlib.sha256(f"{stamp.producer_id}#{stamp.sequence}".encode()).hexdigest()

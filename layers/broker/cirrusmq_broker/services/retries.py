@@ -1,0 +1,504 @@
+"""Consumer retries: expired leases and nacks go to the group's retry topic (or its DLQ).
+
+Three hooks of a receive / ack-like call, all without timers or a scheduler:
+
+- ``expire`` (receive, per queue with a lease past its deadline): the lease's unsettled
+  messages are re-published to the next backoff level of ``retry.<group>.<topic>`` (one
+  append per lease and level), or to ``dlq.<group>`` after the group's last attempt, then
+  settled in the lease, so the queue's committed offset moves on. On a FIFO topic they stay
+  in place (order) unless the last attempt failed: then they go to the DLQ.
+- ``serve`` (receive): the retry topic's queues are served as part of a receive of the user
+  topic; a level queue is read only up to the first batch not yet visible.
+- ``nack``: the consumer gives messages back now, optionally asking for a delay.
+
+Idempotency of expiry: the append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
+with the target (level 0-15, 16 = DLQ) as sequence; a lease id is unique per delivery. The
+record's digest derives from the stamp alone, so a re-run after a crash between the append
+and the settle finds it AlreadyRecorded and only settles. Between the crash and the re-run
+the lease's unsettled set can only shrink (an ack of an expired lease still lands; a
+change_invisible moves a message out to a lease of its own): the re-run settles what is left,
+and a message acked in between is delivered once more from the retry topic (at least once,
+never lost). A nack names its offsets in the digest (see ``nack``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from cachetools import TTLCache
+
+from ..errors import (
+    AccessDenied,
+    ForeignReceiptHandle,
+    InvalidDuration,
+    InvalidRequest,
+    ReceiptHandleExpired,
+    TopicNotFound,
+)
+from ..filters import TagFilter
+from ..group_state import GroupQueueState, Lease
+from ..model import MessageType, NewMessage, ProducerStamp, ReceivedMessage, StoredMessage, Topic
+from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
+from ..retry_rules import (
+    DEFAULT_MAX_DELIVERY_ATTEMPTS,
+    DLQ_QUEUES,
+    DLQ_RETENTION_HOURS,
+    DLQ_TARGET,
+    MAX_MAX_DELIVERY_ATTEMPTS,
+    MAX_NACK_DELAY_SECONDS,
+    MIN_MAX_DELIVERY_ATTEMPTS,
+    MIN_RETRY_RETENTION_HOURS,
+    RETRY_QUEUES,
+    Target,
+    as_original,
+    dlq_topic,
+    is_internal,
+    moved_copy,
+    retry_origin,
+    retry_topic,
+    target_for,
+    visible_at,
+)
+from ..storage.group_configs import GroupConfigStore
+from ..storage.group_states import GroupStateStore
+from ..storage.group_views import GroupView, GroupViewReader
+from ..storage.log_index import LogIndex
+from ..storage.move_records import MoveRecords
+from ..validation import check_group_name
+from .batch_reader import BatchReader
+from .moves import MoveAppender
+from .topic_catalog import TopicCatalog
+
+RETRY_CHECK_SECONDS = 5
+"""An idle consumer reads its retry topic's queues at most this often per container."""
+CONFIG_CACHE_SECONDS = 30
+MAX_MOVES_PER_PASS = 40
+"""Expired leases one receive moves per queue (each is an append; the settles are items of
+the queue's write transaction, which takes 100). As many as a receive would redeliver in
+place (consume.MAX_LEASES_PER_PASS), so none of them is: the rest wait for the next pass."""
+SAVE_ATTEMPTS = 6
+
+ServeOnce = Callable[[GroupView, Topic, TagFilter, int, int, float], list[ReceivedMessage]]
+
+
+class RetryService:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        moves: MoveAppender,
+        index: LogIndex,
+        reader: BatchReader,
+        states: GroupStateStore,
+        views: GroupViewReader,
+        configs: GroupConfigStore,
+        records: MoveRecords,
+        signer: Callable[[], ReceiptSigner],
+        clock: Callable[[], int],
+    ) -> None:
+        self._topics = topics
+        self._moves = moves
+        self._index = index
+        self._reader = reader
+        self._states = states
+        self._views = views
+        self._configs = configs
+        self._records = records
+        self._make_signer = signer
+        self._clock = clock
+        self._max: TTLCache[str, int] = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS)
+        self._next_check: dict[tuple[str, str], int] = {}
+        """(group, topic) → when (ms) its retry topic is worth reading again."""
+        self._visible: dict[str, tuple[int, int]] = {}
+        """Retry stream → (offset X, T): the batch at X becomes visible at T (immutable)."""
+        self._lock = threading.Lock()
+
+    def _signer(self) -> ReceiptSigner:
+        """Built on first use: a process that never reads handles needs no secret."""
+        signer = getattr(self, "_built_signer", None)
+        if signer is None:
+            signer = self._built_signer = self._make_signer()
+        return signer
+
+    # ================================================================ settings
+    def max_delivery_attempts(self, group: str, *, fresh: bool = False) -> int:
+        with self._lock:
+            cached = None if fresh else self._max.get(group)
+        if cached is not None:
+            return cached
+        value = self._configs.max_delivery_attempts(group) or DEFAULT_MAX_DELIVERY_ATTEMPTS
+        with self._lock:
+            self._max[group] = value
+        return value
+
+    def set_max_delivery_attempts(self, group: str, value: int) -> int:
+        check_group_name(group)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidRequest("max_delivery_attempts must be an integer")
+        if not MIN_MAX_DELIVERY_ATTEMPTS <= value <= MAX_MAX_DELIVERY_ATTEMPTS:
+            raise InvalidRequest(
+                f"max_delivery_attempts must be {MIN_MAX_DELIVERY_ATTEMPTS}-"
+                f"{MAX_MAX_DELIVERY_ATTEMPTS}"
+            )
+        self._configs.set_max_delivery_attempts(group, value)
+        with self._lock:
+            self._max[group] = value
+        return value
+
+    # ================================================================ expiry
+    def expire(self, state: GroupQueueState, topic: Topic, now: int) -> GroupQueueState:
+        """Move the messages of expired leases on (see the module doc); the state as saved."""
+        if not state.may_have_expired(now):
+            return state
+        for _ in range(SAVE_ATTEMPTS):
+            if not state.complete:
+                self._states.load_leases(state)
+            state.refresh()
+            expired = state.expired_leases(now)[:MAX_MOVES_PER_PASS]
+            if not expired:
+                return state
+            maximum = self.max_delivery_attempts(state.group)
+            fifo = topic.message_type is MessageType.FIFO
+            for lease in expired:
+                self._expire_lease(state, topic, lease, maximum, fifo)
+            state.refresh()
+            if not state.changed() or self._states.save(state):
+                return state
+            state = self._states.load_one(state.group, state.topic, state.queue)
+        return state  # contended: the receive's own save decides what happens next
+
+    def _expire_lease(
+        self, state: GroupQueueState, topic: Topic, lease: Lease, maximum: int, fifo: bool
+    ) -> None:
+        found, settled = self._find_all(state, lease.unsettled())  # settled: past retention
+        by_target: dict[Target, list[StoredMessage]] = {}
+        for message in found.values():
+            target = target_for(message, lease.attempt, maximum, nacked=False)
+            if fifo and not target.dead:
+                continue  # FIFO: redelivered in place, in order
+            by_target.setdefault(target, []).append(message)
+        producer = expire_producer(state.group, state.topic, state.queue, lease.lease_id)
+        for target, messages in sorted(by_target.items(), key=lambda kv: kv[0].number):
+            self._move(state.group, topic, target, messages, lease.attempt, producer)
+            settled.extend(m.offset for m in messages)
+        if settled:
+            state.settle(lease.lease_id, settled)
+
+    def moved(self, group: str, topic: str, queue: int, lease_id: str) -> bool:
+        """Whether the lease's unsettled messages were moved on when it expired (an ack of
+        its handle then is stale, not an ack: the message comes back from the retry topic).
+        One batched read; asked only on an ack's slow path."""
+        producer = expire_producer(group, topic, queue, lease_id)
+        return self._records.any_recorded(
+            [ProducerStamp(producer, n) for n in range(DLQ_TARGET + 1)]
+        )
+
+    def _move(
+        self,
+        group: str,
+        topic: Topic,
+        target: Target,
+        messages: list[StoredMessage],
+        attempt: int,
+        producer: str,
+        *,
+        sequence: int | None = None,
+        digest: str | None = None,
+    ) -> str | None:
+        destination, queue = self._destination(group, topic, target)
+        copies: list[NewMessage] = [moved_copy(m, attempt, target) for m in messages]
+        stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
+        recorded = self._moves.append(destination, queue, copies, stamp, digest)
+        if not target.dead:  # this container looks at the retry topic when it is due
+            key = (group, retry_origin(group, topic.name) or topic.name)
+            due = visible_at(self._clock(), target.number)
+            with self._lock:
+                self._next_check[key] = min(self._next_check.get(key, due), due)
+        return recorded
+
+    def _destination(self, group: str, topic: Topic, target: Target) -> tuple[Topic, int]:
+        if target.dead:
+            return self._moves.ensure(dlq_topic(group), DLQ_QUEUES, DLQ_RETENTION_HOURS), 0
+        origin = retry_origin(group, topic.name) or topic.name
+        retention = max(topic.retention_hours, MIN_RETRY_RETENTION_HOURS)
+        return self._moves.ensure(retry_topic(group, origin), RETRY_QUEUES, retention), (
+            target.number
+        )
+
+    def _find_all(
+        self, state: GroupQueueState, offsets: list[int]
+    ) -> tuple[dict[int, StoredMessage], list[int]]:
+        """The messages at ``offsets`` (ascending), and those of them past retention.
+
+        One lookup reads a page of the index (about 100 batches); offsets beyond it are
+        looked up again, so none is taken for gone only because the page ended there."""
+        found: dict[int, StoredMessage] = {}
+        gone: list[int] = []
+        pending = list(offsets)
+        while pending:
+            got = self._messages_at(state, pending)
+            horizon = max(got) if got else pending[-1]
+            gone += [o for o in pending if o not in got and o <= horizon]
+            found.update(got)
+            pending = [o for o in pending if o > horizon]
+        return found, gone
+
+    def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
+        found: dict[int, StoredMessage] = {}
+        if not offsets:
+            return found
+        pending = list(offsets)
+        for entry in self._index.covering(state.topic, state.queue, offsets[0], offsets[-1]):
+            batch = self._reader.messages(entry)
+            for offset in pending:
+                if offset >= entry.next_offset:
+                    break
+                if 0 <= offset - entry.base_offset < len(batch):
+                    found[offset] = batch[offset - entry.base_offset]
+            pending = [o for o in pending if o >= entry.next_offset]
+        return found
+
+    # ================================================================ serving
+    def serve(
+        self,
+        group: str,
+        topic: Topic,
+        tag_filter: TagFilter,
+        budget: int,
+        invisible_s: int,
+        give_up: float,
+        serve_once: ServeOnce,
+    ) -> list[ReceivedMessage]:
+        """Deliver due retry messages of ``topic`` to ``group`` (as their originals)."""
+        key = (group, topic.name)
+        now = self._clock()
+        with self._lock:
+            if now < self._next_check.get(key, 0):
+                return []
+        retry = self._moves.existing(retry_topic(group, topic.name))
+        if retry is None:
+            self._later(key, now + RETRY_CHECK_SECONDS * 1000)
+            return []
+        view = self._views.read(group, retry.name, retry.queues)
+        next_due = now + RETRY_CHECK_SECONDS * 1000
+        for q, head in list(view.heads.items()):
+            state = view.states[q]
+            end, due = self._visible_end(retry, q, state, head.next_offset, now)
+            view.heads[q] = replace(head, next_offset=end)
+            if due is not None:
+                next_due = min(next_due, due)
+            if state.earliest_deadline is not None:
+                next_due = min(next_due, state.earliest_deadline)
+        received = serve_once(view, retry, tag_filter, budget, invisible_s, give_up)
+        for r in received:  # their leases may expire: look again then
+            next_due = min(next_due, r.invisible_until)
+        self._later(key, 0 if len(received) >= budget else next_due)
+        return [self.present(r) for r in received]
+
+    def _later(self, key: tuple[str, str], when: int) -> None:
+        with self._lock:
+            if len(self._next_check) > 10_000:
+                self._next_check.clear()
+            self._next_check[key] = when
+
+    def _visible_end(
+        self, retry: Topic, queue: int, state: GroupQueueState, head: int, now: int
+    ) -> tuple[int, int | None]:
+        """(offset before which the level queue is visible now, when the next batch is due)."""
+        if head <= state.cursor:
+            return head, None
+        stream = f"{retry.name}#{queue}"
+        with self._lock:
+            cached = self._visible.get(stream)
+        if cached is not None and cached[0] >= state.cursor and now < cached[1]:
+            return cached[0], cached[1]  # the index is immutable: no need to read it again
+        page = self._index.read_from(
+            retry.name, queue, state.cursor_base, 100, now_s=now // 1000, end=head
+        )
+        end = max(page.floor, state.cursor)
+        for entry in page.entries:
+            due = visible_at(entry.stored_timestamp, queue)
+            if due > now:
+                with self._lock:
+                    if len(self._visible) > 10_000:
+                        self._visible.clear()
+                    self._visible[stream] = (entry.base_offset, due)
+                return max(entry.base_offset, state.cursor), due
+            end = entry.next_offset
+        return min(max(end, state.cursor), head), None
+
+    @staticmethod
+    def present(received: ReceivedMessage) -> ReceivedMessage:
+        """A retry delivery as the consumer sees it: original place, attempts so far."""
+        message = received.message
+        return replace(
+            received,
+            message=as_original(message),
+            delivery_attempt=message.system.reconsume_count + received.delivery_attempt,
+        )
+
+    # ================================================================ nack
+    def nack(
+        self,
+        group: str,
+        receipt_handles: list[str],
+        delay_seconds: int | None = None,
+        may_consume: Callable[[str], bool] | None = None,
+    ) -> list[tuple[str, str, Exception | None]]:
+        """Give messages back: each goes to the retry topic at the next backoff level, or at
+        the smallest level of at least ``delay_seconds``, or to the DLQ after the last
+        attempt; then it is settled. One (handle, status, error) per handle, in order;
+        status is ``acked`` (given back: the receipt handle is done), ``expired`` or
+        ``invalid`` like an ack's.
+
+        Idempotency: per lease and target one append stamped with the lease id and the
+        first offset, its digest naming the exact offsets; a resend of the same nack is
+        AlreadyRecorded and only settles. A resend naming other offsets (after a crash
+        between append and settle) moves each message on its own instead (a message may
+        then be delivered once more; none is lost).
+        """
+        from .. import limits
+
+        check_group_name(group)
+        if not 1 <= len(receipt_handles) <= limits.MAX_ACK_HANDLES:
+            raise InvalidRequest(f"nack takes 1-{limits.MAX_ACK_HANDLES} receipt handles")
+        if delay_seconds is not None and (
+            isinstance(delay_seconds, bool) or not 0 <= delay_seconds <= MAX_NACK_DELAY_SECONDS
+        ):
+            raise InvalidDuration(f"delay_seconds must be 0-{MAX_NACK_DELAY_SECONDS}")
+        outcomes: dict[int, tuple[str, str, Exception | None]] = {}
+        by_lease: dict[tuple[str, int, str], dict[int, ReceiptHandle]] = {}
+        for position, text in enumerate(receipt_handles):
+            try:
+                handle = self._signer().decode(text)
+                if handle.group != group:
+                    raise ForeignReceiptHandle(
+                        "the receipt handle belongs to another consumer group"
+                    )
+            except (InvalidReceiptHandle, ForeignReceiptHandle) as exc:
+                outcomes[position] = (text, "invalid", exc)
+                continue
+            if may_consume is not None and not may_consume(handle.topic):
+                denied = AccessDenied(
+                    f"access denied: this access key may not consume topic {handle.topic} "
+                    f"as group {group}"
+                )
+                outcomes[position] = (text, "invalid", denied)
+                continue
+            by_lease.setdefault((handle.topic, handle.queue, handle.lease_id), {})[position] = (
+                handle
+            )
+        for (topic_name, queue, lease_id), handles in by_lease.items():
+            try:
+                topic = self._topic(topic_name)
+            except TopicNotFound as exc:
+                for p in handles:
+                    outcomes[p] = (receipt_handles[p], "invalid", exc)
+                continue
+            done = self._nack_lease(group, topic, queue, lease_id, handles, delay_seconds)
+            for p, status in done.items():
+                error = (
+                    ReceiptHandleExpired(
+                        "the receipt handle is stale: the message was acked or redelivered since"
+                    )
+                    if status == "expired"
+                    else None
+                )
+                outcomes[p] = (receipt_handles[p], status, error)
+        return [outcomes[p] for p in range(len(receipt_handles))]
+
+    def _topic(self, name: str) -> Topic:
+        if is_internal(name):
+            topic = self._moves.existing(name)
+            if topic is None:
+                raise TopicNotFound(f"topic {name!r} does not exist")
+            return topic
+        return self._topics.active(name)
+
+    def _nack_lease(
+        self,
+        group: str,
+        topic: Topic,
+        queue: int,
+        lease_id: str,
+        handles: dict[int, ReceiptHandle],
+        delay_seconds: int | None,
+    ) -> dict[int, str]:
+        state = self._states.load_one(group, topic.name, queue)
+        lease = self._states.load_lease(state, lease_id) if state.version else None
+        statuses = {p: "expired" for p in handles}
+        if lease is None:
+            return statuses
+        held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
+        for p, h in handles.items():
+            if h.offset in lease.acked:
+                statuses[p] = "acked"
+        found, _ = self._find_all(state, held)  # the others are past retention: settled
+        maximum = self.max_delivery_attempts(group)
+        fifo = topic.message_type is MessageType.FIFO
+        by_target: dict[Target, list[StoredMessage]] = {}
+        in_place: list[int] = []
+        for offset in held:
+            message = found.get(offset)
+            if message is None:
+                continue  # past retention: settles with nothing to move
+            target = target_for(
+                message, lease.attempt, maximum, nacked=True, delay_seconds=delay_seconds
+            )
+            if fifo and not target.dead:
+                in_place.append(offset)
+            else:
+                by_target.setdefault(target, []).append(message)
+        producer = f"~nack.{group}.{topic.name}#{queue}.{lease_id}"
+        for target, messages in by_target.items():
+            offsets = [m.offset for m in messages]
+            digest = hashlib.sha256(f"{producer}#{target.number}#{offsets}".encode()).hexdigest()
+            sequence = offsets[0] * (RETRY_QUEUES + 1) + target.number
+            recorded = self._move(
+                group, topic, target, messages, lease.attempt, producer,
+                sequence=sequence, digest=digest,
+            )  # fmt: skip
+            if recorded is not None and recorded != digest:
+                for m in messages:  # another set was moved under this stamp: one by one
+                    self._move(
+                        group, topic, target, [m], lease.attempt, producer + ".1",
+                        sequence=m.offset * (RETRY_QUEUES + 1) + target.number,
+                    )  # fmt: skip
+        settle = [o for o in held if o not in in_place]
+        if settle:
+            self._states.ack(group, topic.name, queue, lease_id, settle)
+        if in_place:
+            self._suspend(state, lease, in_place, delay_seconds)
+        for p, h in handles.items():
+            if h.offset in held:
+                statuses[p] = "acked"
+        return statuses
+
+    def _suspend(
+        self, state: GroupQueueState, lease: Lease, offsets: list[int], delay: int | None
+    ) -> None:
+        """FIFO: the lease ends after ``delay`` (at least 10 s): then it is delivered again
+        in place, in order, with its attempt increased."""
+        from .. import limits
+
+        seconds = max(delay or 0, limits.MIN_INVISIBLE_SECONDS)
+        for _ in range(SAVE_ATTEMPTS):
+            state = self._states.load_one(state.group, state.topic, state.queue)
+            current = self._states.load_lease(state, lease.lease_id)
+            if current is None:
+                return
+            deadline = self._clock() + seconds * 1000
+            state.leases[current.lease_id] = replace(current, deadline=deadline)
+            state.touched.setdefault(current.slot, current)
+            if state.earliest_deadline is None or deadline < state.earliest_deadline:
+                state.earliest_deadline = deadline
+            if self._states.save(state):
+                return
+
+
+def expire_producer(group: str, topic: str, queue: int, lease_id: str) -> str:
+    """The producer id of the moves of an expired lease (lease ids are unique per delivery)."""
+    return f"~expire.{group}.{topic}#{queue}.{lease_id}"

@@ -1,0 +1,114 @@
+"""Per-group settings and dead-letter bookkeeping (GroupsTable items of the group).
+
+``#config``: the group's ``max_delivery_attempts``. ``#dlq``: the dead-letter floor (what a
+purge left behind) and one redrive cursor per filter (``redrive_<key>``, the next DLQ offset
+that redrive still has to look at). Their sort keys start with ``#``, which no topic stream
+does, and they carry no ``topic`` attribute (the by_topic index stays sparse).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .dynamo import error_code, from_item, to_item
+
+CONFIG_STREAM = "#config"
+DLQ_STREAM = "#dlq"
+INTERNAL_MARK = "#"
+"""Group items whose sort key starts with this are not topic states."""
+
+
+@dataclass(frozen=True)
+class DeadLetterMarks:
+    floor: int = 0
+    """Dead letters below this offset were purged."""
+    cursors: dict[str, int] | None = None
+    """Redrive filter key → next DLQ offset to look at."""
+
+    def cursor(self, key: str) -> int:
+        return max(self.floor, (self.cursors or {}).get(key, 0))
+
+
+class GroupConfigStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def group_exists(self, group: str) -> bool:
+        """Whether the group has any item (state, subscription, settings)."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="group_name = :g",
+            ExpressionAttributeValues=to_item({":g": group}),
+            Limit=1,
+        )
+        return bool(response["Items"])
+
+    def max_delivery_attempts(self, group: str) -> int | None:
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
+            ConsistentRead=True,
+        ).get("Item")
+        value = from_item(item).get("max_delivery_attempts") if item else None
+        return int(value) if value is not None else None
+
+    def set_max_delivery_attempts(self, group: str, value: int) -> None:
+        self._client.update_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
+            UpdateExpression="SET max_delivery_attempts = :m",
+            ExpressionAttributeValues=to_item({":m": value}),
+        )
+
+    def dead_letter_marks(self, group: str) -> DeadLetterMarks:
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": DLQ_STREAM}),
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return DeadLetterMarks()
+        values = from_item(item)
+        cursors = {
+            k.removeprefix("redrive_"): int(v)
+            for k, v in values.items()
+            if k.startswith("redrive_")
+        }
+        return DeadLetterMarks(int(values.get("purged_below", 0)), cursors)
+
+    def advance_cursor(self, group: str, key: str, expected: int, to: int) -> bool:
+        """Move redrive cursor ``key`` from ``expected`` (or below: never stored, or under the
+        floor) to ``to``; False if another redrive moved it first."""
+        name = f"redrive_{key}"
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"group_name": group, "stream": DLQ_STREAM}),
+                UpdateExpression="SET #c = :to",
+                ConditionExpression="attribute_not_exists(#c) OR #c <= :expected",
+                ExpressionAttributeNames={"#c": name},
+                ExpressionAttributeValues=to_item({":to": to, ":expected": expected}),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def raise_floor(self, group: str, floor: int) -> None:
+        """Purge: dead letters below ``floor`` are no longer listed or redriven."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"group_name": group, "stream": DLQ_STREAM}),
+                UpdateExpression="SET purged_below = :f",
+                ConditionExpression="attribute_not_exists(purged_below) OR purged_below < :f",
+                ExpressionAttributeValues=to_item({":f": floor}),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise

@@ -1,0 +1,21 @@
+"""Whether the broker moved a lease's messages on (retries, issue 9): the idempotency records
+of the moves (ProducersTable) are looked up by their stamps, all in one batched read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import ProducerStamp
+from .dynamo import KeysToRead, batch_get
+from .producers import producer_key
+
+
+class MoveRecords:
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def any_recorded(self, stamps: list[ProducerStamp]) -> bool:
+        keys = [{"producer_key": producer_key(s)} for s in stamps]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        return bool(found[self._table])
