@@ -14,6 +14,7 @@ from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.consume import ConsumeService
 from .services.janitor import JanitorService
+from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
 from .services.produce import ProduceService
 from .services.topic_catalog import TopicCatalog
@@ -22,6 +23,7 @@ from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
+from .storage.consumer_registry import ConsumerRegistry
 from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
 from .storage.janitor_checkpoints import SweepCheckpoints
@@ -105,10 +107,21 @@ class Broker:
             heads=self.heads,
             reader=self.reader,
             states=self.states,
-            views=GroupViewReader(self._dynamodb, self.heads, self.states),
+            views=GroupViewReader(self._dynamodb, self.heads, self.states, self.registry),
             signer=ReceiptSigner(self.settings.receipt_secret),
             clock=self.clock,
         )
+
+    # --- consumer registration, heartbeats, orderly locks (issue 11)
+    @functools.cached_property
+    def registry(self) -> ConsumerRegistry:
+        return ConsumerRegistry(self._dynamodb, self.settings.groups_table)
+
+    @functools.cached_property
+    def membership(self) -> MembershipService:
+        return MembershipService(topics=self.catalog, registry=self.registry, clock=self.clock)
+
+    # --- end consumer registration
 
     @functools.cached_property
     def lookup(self) -> MessageLookup:
