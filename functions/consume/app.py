@@ -2,9 +2,9 @@
 
 import cirrusmq_broker.codec  # noqa: F401 - pyarrow at init: every request reads batches
 from cirrusmq_api.app import create_app
-from cirrusmq_api.routes import consume
+from cirrusmq_api.routes import consume, consumers
 
-app = create_app(consume.router)
+app = create_app(consume.router, consumers.router)
 
 
 def lambda_handler(event: dict, context: object) -> dict:

@@ -10,7 +10,7 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied
 
 from ..access import may_consume
-from ..schemas import GroupBody, GroupQueueBody, GroupSubscriptionBody
+from ..schemas import GroupBody, GroupQueueBody, GroupSubscriptionBody, consumer_body
 
 router = APIGatewayHttpRouter()
 
@@ -30,5 +30,10 @@ def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> 
             GroupSubscriptionBody(topic=t, filter=f)
             for t, f in sorted(description.subscriptions.items())
             if allowed(t)
+        ],
+        consumers=[  # live consumers and their queues (issue 11)
+            consumer_body(c)
+            for c in current_broker().membership.consumers(group)
+            if topic is None or topic in c.topics
         ],
     )

@@ -28,10 +28,16 @@ def openapi():  # noqa: ANN201 (a JSON document, not a schema'd body)
 @functools.cache
 def openapi_document() -> str:
     from ..app import create_app
-    from . import consume, groups, keys, produce, topics
+    from . import consume, consumers, groups, keys, produce, topics
 
     app = create_app(
-        topics.router, groups.router, keys.router, router, produce.router, consume.router
+        topics.router,
+        groups.router,
+        keys.router,
+        router,
+        produce.router,
+        consume.router,
+        consumers.router,
     )
     schema = app.get_openapi_json_schema(
         title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
