@@ -50,6 +50,7 @@ from .errors import (
     UnauthorizedError,
     UnsupportedFeatureError,
 )
+from .membership import ConsumerInfo  # consumer registration (issue 11)
 from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
 from .outbox import Refusal, RefusedBatch
 from .producer import Producer
@@ -74,6 +75,7 @@ __all__ = [
     "ClientClosedError",
     "ConflictError",
     "ConsumeResult",
+    "ConsumerInfo",
     "Credentials",
     "FilterExpression",
     "ForbiddenError",

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from .consumer import group_path
 from .credentials import Credentials
+from .membership import ConsumerInfo
 from .message import FilterExpression, MessageView
 from .transport import RetryPolicy, Transport
 from .wire import malformed, read_bool, read_int, read_list, read_mapping, read_str, read_str_list
@@ -94,6 +95,8 @@ class GroupQueue:
 class GroupDescription:
     group: str
     queues: tuple[GroupQueue, ...]
+    consumers: tuple[ConsumerInfo, ...] = ()
+    """Live consumers (registered by heartbeats) and their queues, by client id."""
 
     @property
     def lag(self) -> int:
@@ -338,6 +341,7 @@ class Admin:
                 )
                 for q in read_list(body, "queues")
             ),
+            tuple(ConsumerInfo.from_wire(c) for c in read_list(body, "consumers", optional=True)),
         )
 
     def subscribe(
