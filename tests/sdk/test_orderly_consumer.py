@@ -207,3 +207,32 @@ def test_a_concurrent_push_consumer_shows_in_the_group(endpoint, credentials, ad
         assert consumer.client_id == "plain-1" and not consumer.orderly
         assert consumer.queues == {topic: None}  # NORMAL topic: every queue, shared
     assert admin.describe_group(group).consumers == ()
+
+
+def test_cli_group_describe_shows_the_live_consumers_and_their_queues(
+    endpoint, credentials, make_topic, group, tmp_path, monkeypatch
+):
+    import json
+
+    from cirrusmq.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
+    monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
+    topic = make_topic("fifo", queues=3, message_type="FIFO")
+    runner = CliRunner()
+    listener = lambda m: ConsumeResult.SUCCESS  # noqa: E731
+    with (
+        orderly_consumer(endpoint, credentials, group, topic, listener, client_id="c1"),
+        orderly_consumer(endpoint, credentials, group, topic, listener, client_id="c2"),
+    ):
+        shown = runner.invoke(app, ["group", "describe", group])
+        assert shown.exit_code == 0, shown.output
+        assert "c1" in shown.output and "orderly" in shown.output and "0,1" in shown.output
+        as_json = json.loads(runner.invoke(app, ["group", "describe", group, "--json"]).output)
+        queues = {c["client_id"]: c["queues"][topic] for c in as_json["consumers"]}
+        assert queues == {"c1": [0, 1], "c2": [2]}
+    assert "no live consumers" in runner.invoke(app, ["group", "describe", group]).output
