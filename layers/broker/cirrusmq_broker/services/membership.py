@@ -98,24 +98,19 @@ class MembershipService:
         raise Busy(f"group {group!r}'s registry is contended; retry the heartbeat")
 
     def deregister(self, group: str, client_id: str) -> int:
-        """Remove ``client_id`` from the group and release every queue lock it holds on its
-        FIFO topics, so successors take over at once; the number of locks released."""
+        """Release every queue lock ``client_id`` holds on its FIFO topics, then remove it
+        from the group, so successors take over at once; the number of locks released.
+
+        Locks go first: a crash in between leaves the consumer registered, and a re-run
+        (or its heartbeat timeout) finishes the job; the other order could leave locks
+        nobody knows to release."""
         check_group_name(group)
         check_client_id(client_id)
-        for attempt in range(SAVE_ATTEMPTS):
-            now = self._clock()
-            membership = self._registry.load(group)
-            member = membership.members.get(client_id)
-            if member is None:
-                break
-            membership.leave(client_id, now)
-            if self._registry.save(membership):
-                break
-            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
-        else:
-            raise Busy(f"group {group!r}'s registry is contended; retry")
+        member = self._registry.load(group).members.get(client_id)
+        if member is None:
+            return 0
         released = 0
-        for topic in member.topics if member is not None else ():
+        for topic in member.topics:
             try:
                 definition = self._topics.active(topic)
             except TopicNotFound:
@@ -124,7 +119,16 @@ class MembershipService:
                 continue
             for queue in range(definition.queues):
                 released += self._registry.release_lock(group, topic, queue, client_id)
-        return released
+        for attempt in range(SAVE_ATTEMPTS):
+            now = self._clock()
+            membership = self._registry.load(group)
+            if client_id not in membership.members:
+                return released
+            membership.leave(client_id, now)
+            if self._registry.save(membership):
+                return released
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        raise Busy(f"group {group!r}'s registry is contended; retry")
 
     def consumers(self, group: str) -> list[ConsumerStatus]:
         """The group's live consumers, sorted by client id, with their queues."""
