@@ -95,6 +95,10 @@ class PushConsumer:
         once silent for ``heartbeat_timeout_s`` (5-3600)."""
         if consume_threads < 1 or max_cached_messages < 1:
             raise ValueError("consume_threads and max_cached_messages must be at least 1")
+        if heartbeat_interval_s is not None and heartbeat_interval_s <= 0:
+            raise ValueError("heartbeat_interval_s must be positive (or None: no registration)")
+        if suspend_s < 0:
+            raise ValueError("suspend_s must not be negative")
         subscriptions = normalize_subscriptions(subscriptions)
         if not subscriptions:
             raise ValueError("a push consumer needs at least one subscription")
