@@ -92,7 +92,7 @@ def heartbeat(
 
 def deregister(transport: Transport, group: str, client_id: str) -> None:
     """Remove ``client_id`` from ``group`` and release its queue locks at once."""
-    transport.request("DELETE", f"{group_path(group, 'consumers')}/{quote(client_id, safe='')}")
+    transport.request("DELETE", f"{group_path(group, 'consumers')}/{quote(client_id, safe='@:')}")
 
 
 class Heartbeater:

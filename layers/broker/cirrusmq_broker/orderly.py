@@ -42,6 +42,8 @@ class Verdict:
 
     allowed: bool
     reason: str = ""
+    in_flight_decides: bool = False
+    """Refused only because a delivery may be in flight: exact leases may allow it."""
 
 
 def may_serve(
@@ -67,8 +69,11 @@ def may_serve(
         owner_share = membership.allocated(state.topic, queues, owner, now)
         if owner_share is not None and state.queue in owner_share:
             return Verdict(False, "locked by its live owner")
-        if owner_share is not None and not in_flight(state):
-            return Verdict(True)  # rebalanced away and idle: take it over at once
+        if owner_share is not None:
+            if not in_flight(state):
+                return Verdict(True)  # rebalanced away and idle: take it over at once
+            if state.lock_expiry > now:
+                return Verdict(False, "its previous owner has a delivery in flight", True)
     if state.lock_expiry > now:
         return Verdict(False, "locked")
     return Verdict(True)

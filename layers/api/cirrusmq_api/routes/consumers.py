@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
@@ -37,5 +39,5 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
     summary="Deregister a consumer and release its queue locks at once",
 )
 def deregister(group: str, client_id: str):  # noqa: ANN201 (204, no body)
-    current_broker().membership.deregister(group, client_id)
+    current_broker().membership.deregister(group, unquote(client_id))  # '@' may come as %40
     return Response(204, None, body=None)

@@ -79,8 +79,9 @@ long poll so ends far under the 30 s HTTP API timeout."""
 SAVE_ATTEMPTS = 6
 MAX_ACK_QUEUES = 100
 """Queues one ack may touch."""
-FIFO_RECHECK_SECONDS = 0.25
-"""A FIFO queue seen with a delivery in flight has its leases re-read at most this often."""
+FIFO_RECHECK_SECONDS = 1.0
+"""A FIFO queue seen with a delivery in flight has its leases re-read at most this often
+(an ack through the same process clears that at once)."""
 MAX_LEASES_PER_PASS = 40
 """Expired leases one pass redelivers per queue: each is at most two items of the queue's
 write transaction (DynamoDB takes 100)."""
@@ -326,10 +327,9 @@ class ConsumeService:
         at most every FIFO_RECHECK_SECONDS while a delivery is in flight."""
         state = view.states[queue]
         members = view.members or Membership(state.group)
-        if not orderly.may_serve(state, client_id, members, topic.queues, now).allowed and (
-            state.complete or state.open_leases == 0
-        ):
-            return False
+        verdict = orderly.may_serve(state, client_id, members, topic.queues, now)
+        if not verdict.allowed and (not verdict.in_flight_decides or state.complete):
+            return False  # another consumer's queue: decided without reading leases
         if not state.complete and state.open_leases > 0:
             key = (state.group, state.topic, state.queue)
             with self._lock:
