@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -31,8 +32,8 @@ def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> 
             for t, f in sorted(description.subscriptions.items())
             if allowed(t)
         ],
-        consumers=[  # live consumers and their queues (issue 11)
-            consumer_body(c)
+        consumers=[  # live consumers and their queues (issue 11), on topics the key may see
+            consumer_body(replace(c, topics={t: f for t, f in c.topics.items() if allowed(t)}))
             for c in current_broker().membership.consumers(group)
             if topic is None or topic in c.topics
         ],
