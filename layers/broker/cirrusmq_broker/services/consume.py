@@ -253,7 +253,7 @@ class ConsumeService:
         deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
         queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
         fifo = topic.message_type is MessageType.FIFO
-        members = view.members or Membership(view_group(view, topic))
+        members = view.members or Membership(view.states[0].group)
         if fifo:  # orderly: only the queues this client may hold, with nothing in flight
             queues = [q for q in queues if self._fifo_ready(view, topic, q, client_id, now)]
         received: list[ReceivedMessage] = []
@@ -701,11 +701,6 @@ class GroupDescription:
     queues: list[GroupQueueStatus]
     subscriptions: dict[str, str]
     """Topic → the group's filter on it."""
-
-
-def view_group(view: GroupView, topic: Topic) -> str:
-    """The group a view was read for (from any of its states)."""
-    return next(iter(view.states.values())).group
 
 
 def _has_work(view: GroupView, queue: int, now: int) -> bool:
