@@ -2,9 +2,9 @@
 
 import cirrusmq_broker.codec  # noqa: F401 - pyarrow at init: every request reads batches
 from cirrusmq_api.app import create_app
-from cirrusmq_api.routes import consume, offsets, retries
+from cirrusmq_api.routes import consume, consumers, offsets, retries
 
-app = create_app(consume.router, offsets.router, retries.router)
+app = create_app(consume.router, offsets.router, retries.router, consumers.router)
 
 
 def lambda_handler(event: dict, context: object) -> dict:

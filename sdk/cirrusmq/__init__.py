@@ -52,6 +52,7 @@ from .errors import (
     UnauthorizedError,
     UnsupportedFeatureError,
 )
+from .membership import ConsumerInfo  # consumer registration (issue 11)
 from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
 from .offsets_admin import OffsetReset, QueueOffsetInfo, QueueReset
 from .outbox import Refusal, RefusedBatch
@@ -78,6 +79,7 @@ __all__ = [
     "ClientClosedError",
     "ConflictError",
     "ConsumeResult",
+    "ConsumerInfo",
     "Credentials",
     "FilterExpression",
     "ForbiddenError",

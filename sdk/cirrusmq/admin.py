@@ -10,6 +10,7 @@ from urllib.parse import quote
 from . import dead_letters as _dlq
 from .consumer import group_path
 from .credentials import Credentials
+from .membership import ConsumerInfo
 from .message import FilterExpression, MessageView
 from .offsets_admin import OffsetReset, QueueOffsetInfo, ResetTarget, reset_offsets, topic_offsets
 from .transport import RetryPolicy, Transport
@@ -99,6 +100,8 @@ class GroupDescription:
     queues: tuple[GroupQueue, ...]
     max_delivery_attempts: int | None = None
     """Deliveries before a message goes to the group's dead-letter topic (issue 9)."""
+    consumers: tuple[ConsumerInfo, ...] = ()
+    """Live consumers (registered by heartbeats) and their queues, by client id."""
 
     @property
     def lag(self) -> int:
@@ -344,6 +347,7 @@ class Admin:
                 for q in read_list(body, "queues")
             ),
             body.get("max_delivery_attempts") if isinstance(body, dict) else None,
+            tuple(ConsumerInfo.from_wire(c) for c in read_list(body, "consumers", optional=True)),
         )
 
     def subscribe(

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Column, Table
 
 from .admin import AccessKey as KeyInfo
-from .admin import Admin, Permissions, SubscribeGrant
+from .admin import Admin, GroupDescription, Permissions, SubscribeGrant
 from .config import ClientConfig, ConfigError, load_config
 from .consumer import SimpleConsumer
 from .errors import AuthenticationError, MQError
@@ -261,7 +261,13 @@ def group_describe(
     with _admin(endpoint, access_key, secret_key, profile) as admin:
         description = admin.describe_group(group, topic)
     if as_json:
-        _print_json({"group": description.group, "queues": [vars(q) for q in description.queues]})
+        _print_json(
+            {
+                "group": description.group,
+                "queues": [vars(q) for q in description.queues],
+                "consumers": [vars(c) for c in description.consumers],
+            }
+        )
         return
     table = Table("topic", "queue", "committed", "cursor", "max offset", "lag", "in flight")
     for q in description.queues:
@@ -276,6 +282,22 @@ def group_describe(
         )
     out.print(table)
     out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+    _print_consumers(description)
+
+
+def _print_consumers(description: GroupDescription) -> None:
+    """The group's live consumers and their queues (issue 11)."""
+    if not description.consumers:
+        out.print("no live consumers")
+        return
+    table = Table("consumer", "mode", "topic", "queues", "expires")
+    for c in description.consumers:
+        for topic, queues in sorted(c.queues.items()):
+            shown = "all (shared)" if queues is None else ",".join(map(str, queues)) or "-"
+            mode = "orderly" if c.orderly else "concurrent"
+            expires = datetime.fromtimestamp(c.expires_at / 1000, UTC).strftime("%H:%M:%S")
+            table.add_row(c.client_id, mode, topic, shown, expires)
+    out.print(table)
 
 
 @group_app.command("subscribe")

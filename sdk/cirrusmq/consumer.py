@@ -64,6 +64,7 @@ def receive_steps(
     max_messages: int,
     invisible_s: int,
     await_s: float,
+    client_id: str | None = None,
 ) -> Generator[ReceiveRequest, list[MessageView], list[MessageView]]:
     """The receive requests of one ``receive`` call, as a generator.
 
@@ -86,6 +87,8 @@ def receive_steps(
             "invisible_seconds": invisible_s,
             "wait_seconds": wait_s,
         }
+        if client_id is not None:  # orderly receive on FIFO topics takes its queue locks
+            body["client_id"] = client_id
         return topic, body, wait_s
 
     if len(topics) == 1:
@@ -255,6 +258,8 @@ class ConsumerBase:
         self._retrier: AckRetrier | None = None
         self._rotation = itertools.count()
         self._closed = False
+        self.client_id: str | None = None
+        """Sent with every receive: on FIFO topics it holds the queue locks (orderly)."""
 
     @property
     def subscriptions(self) -> dict[str, FilterExpression]:
@@ -293,6 +298,7 @@ class ConsumerBase:
             max_messages=max_message_num,
             invisible_s=int(seconds(invisible_duration)),
             await_s=self.await_duration_s,
+            client_id=self.client_id,
         )
 
     def _ack_plan(self, messages: Iterable[MessageView | str]) -> _AckCall:

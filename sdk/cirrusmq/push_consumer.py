@@ -10,6 +10,11 @@ message (``ConsumeResult.FAILURE`` or an exception) is made visible again after 
 (10 s, 30 s, 1 min, 2 min, ... like RocketMQ's retry levels) and redelivered with
 ``delivery_attempt`` + 1. Acks that cannot reach the service are retried until their receipt
 expires (in memory, or in the SQLite outbox at ``outbox_path``).
+
+Every push consumer registers with its group and heartbeats in the background (it shows in
+``Admin.describe_group``); shutdown deregisters it. With ``orderly=True`` (FIFO topics) each
+queue's messages are processed strictly one after the other, queues in parallel
+(:mod:`cirrusmq.orderly`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from .broadcast_consumer import BroadcastConsumer, MessageModel, broadcast_optio
 from .consumer import AckRetrier, SimpleConsumer, handles_of, log_unacked, make_retrier
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError, NotFoundError, SubscriptionConflictError
+from .membership import Heartbeater, new_client_id
 from .message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
+from .orderly import QueueSerializer, by_queue, run_orderly_batch
 from .pacing import PollPacer
 from .transport import RetryPolicy, Transport
 
@@ -88,9 +95,23 @@ class PushConsumer:
         max_attempts: int = 3,
         outbox_path: str | PathLike[str] | None = None,
         transport: Transport | None = None,
+        orderly: bool = False,
+        client_id: str | None = None,
+        heartbeat_interval_s: float | None = 10.0,
+        heartbeat_timeout_s: int = 120,
+        suspend_s: float = 1.0,
     ) -> None:
+        """``orderly``: per-queue sequential processing (FIFO topics); a failing listener
+        suspends its queue ``suspend_s`` and the same message comes back (attempt + 1).
+        ``client_id`` names this instance in its group (default: host@pid@random); it
+        heartbeats every ``heartbeat_interval_s`` (None: never registers) and is removed
+        once silent for ``heartbeat_timeout_s`` (5-3600)."""
         if consume_threads < 1 or max_cached_messages < 1:
             raise ValueError("consume_threads and max_cached_messages must be at least 1")
+        if heartbeat_interval_s is not None and heartbeat_interval_s <= 0:
+            raise ValueError("heartbeat_interval_s must be positive (or None: no registration)")
+        if suspend_s < 0:
+            raise ValueError("suspend_s must not be negative")
         subscriptions = normalize_subscriptions(subscriptions)
         if not subscriptions:
             raise ValueError("a push consumer needs at least one subscription")
@@ -129,6 +150,28 @@ class PushConsumer:
             transport=self._transport,
         )
         self._outbox_path = outbox_path
+        # --- registration and orderly consumption (issue 11)
+        self.orderly = orderly
+        self.client_id = client_id or new_client_id()
+        self.suspend_s = suspend_s
+        self._consumer.client_id = self.client_id
+        self._wake = threading.Event()
+        """Set when an orderly queue finished a batch: the fetcher polls again at once."""
+        self._heartbeater = (
+            Heartbeater(
+                self._transport,
+                group,
+                self.client_id,
+                lambda: {t: f.expression for t, f in self._consumer.subscriptions.items()},
+                orderly=orderly,
+                interval_s=heartbeat_interval_s,
+                timeout_s=heartbeat_timeout_s,
+            )
+            if heartbeat_interval_s is not None
+            else None
+        )
+        self._serializer: QueueSerializer | None = None
+        # --- end registration
         self._cond = threading.Condition()
         self._cached = 0
         self._state = "new"  # new -> running -> stopping -> stopped
@@ -160,11 +203,15 @@ class PushConsumer:
             self._executor = ThreadPoolExecutor(
                 self.consume_threads, thread_name_prefix=f"cirrusmq-consume-{self.group}"
             )
+            if self.orderly:
+                self._serializer = QueueSerializer(self._executor.submit, self._consume_batch)
             self._threads = [
                 threading.Thread(target=self._fetch_loop, name="cirrusmq-fetch", daemon=True),
                 threading.Thread(target=self._ack_loop, name="cirrusmq-ack", daemon=True),
             ]
             self._state = "running"
+        if self._heartbeater is not None:
+            self._heartbeater.start()  # registered (queues allocated) before the first receive
         for thread in self._threads:
             thread.start()
         return self
@@ -202,6 +249,7 @@ class PushConsumer:
             return
         deadline = time.monotonic() + timeout_s
         self._stopping.set()
+        self._wake.set()
         with self._cond:
             while self._cached or self._sweeping:
                 if not self._cond.wait(max(0.0, deadline - time.monotonic())):
@@ -227,6 +275,8 @@ class PushConsumer:
                     "shutdown: %d ack(s) could not reach the service", self._retrier.pending()
                 )
         self._retrier.close()
+        if self._heartbeater is not None:
+            self._heartbeater.stop()  # deregisters: its queue locks are released at once
         with self._cond:
             self._acker_done = True
         self._release_if_idle()
@@ -310,8 +360,9 @@ class PushConsumer:
             failures = 0
             delay = self._pacer.after_receive(len(messages))
             self._dispatch(messages)
-            if delay:
-                self._stopping.wait(delay)  # idle: a shutdown ends the wait at once
+            if delay and self._wake.wait(delay):  # idle: a shutdown ends the wait at once
+                self._wake.clear()  # an orderly queue is free again: poll now
+                self._pacer.reset()
 
     def _dispatch(self, messages: list[MessageView]) -> None:
         with self._cond:
@@ -321,8 +372,12 @@ class PushConsumer:
                 assert self._executor is not None
                 self._cached += len(messages)
                 self.max_cached_seen = max(self.max_cached_seen, self._cached)
-                for message in messages:
-                    self._executor.submit(self._consume, message)
+                if self._serializer is not None:  # orderly: one worker at a time per queue
+                    for key, batch in by_queue(messages).items():
+                        self._serializer.submit(key, batch)
+                else:
+                    for message in messages:
+                        self._executor.submit(self._consume, message)
             self._cond.notify_all()
         if messages and late:
             self._release(messages)
@@ -362,6 +417,41 @@ class PushConsumer:
                 self._cached -= 1
                 self._cond.notify_all()
             self._release_if_idle()
+
+    def _consume_batch(self, batch: list[MessageView]) -> None:
+        """Orderly: one queue's batch, in order (see :mod:`cirrusmq.orderly`)."""
+        try:
+            run_orderly_batch(
+                batch,
+                listener=self.listener,
+                ack=self._ack_now,
+                retry_now=self._retry_now,
+                suspend=self._stopping.wait,
+                suspend_s=self.suspend_s,
+                stopped=lambda: self._state == "stopped",
+            )
+        except Exception:  # never lose the count below
+            log.exception("handling a batch of queue %s failed", batch[0].queue)
+        finally:
+            with self._cond:
+                self._cached -= len(batch)
+                self._cond.notify_all()
+            self._wake.set()
+            self._release_if_idle()
+
+    def _ack_now(self, messages: list[MessageView]) -> None:
+        """Orderly: ack before the queue's next delivery can come."""
+        try:
+            self._ack(messages)
+        except Exception:  # redelivered after the invisible duration: repeats, in order
+            log.exception("acking %d message(s) failed", len(messages))
+
+    def _retry_now(self, message: MessageView) -> None:
+        """Orderly: the failed message and the rest of its delivery come back at once."""
+        try:
+            self._consumer.change_invisible_duration(message, 0)
+        except Exception as error:  # it comes back anyway when its invisible time ends
+            log.info("could not release message %s: %s", message.message_id, error)
 
     def _succeeded(self, message: MessageView) -> None:
         with self._cond:

@@ -286,6 +286,22 @@ FORBIDDEN: dict[str, Case] = {
     "consumer-disable-admin": _forbidden("consumer", "POST", "/v1/keys/{a.access_key}/disable"),
     # the auditor may consume as billing, but only the other topic: the handles are not its
     "auditor-invisible-foreign-topic-handle": _invisible("auditor", "billing"),
+    # consumer registration (issue 11): as its own groups and topics only
+    "producer-heartbeat": _forbidden(
+        "producer", "POST", "/v1/groups/billing/heartbeat", lambda w: {"client_id": "c1"}
+    ),
+    "consumer-heartbeat-as-other-group": _forbidden(
+        "consumer", "POST", "/v1/groups/shipping/heartbeat", lambda w: {"client_id": "c1"}
+    ),
+    "consumer-heartbeat-other-topic": _forbidden(
+        "consumer",
+        "POST",
+        "/v1/groups/billing/heartbeat",
+        lambda w: {"client_id": "c1", "subscriptions": {w.other_topic: "*"}},
+    ),
+    "consumer-deregister-in-other-group": _forbidden(
+        "consumer", "DELETE", "/v1/groups/shipping/consumers/c1"
+    ),
     # no permissions at all
     "nothing-describe-topic": _forbidden("nothing", "GET", "/v1/topics/{t}"),
     "nothing-delete-key": _forbidden("nothing", "DELETE", "/v1/keys/{a.access_key}"),

@@ -121,6 +121,9 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/groups/{group}/ack"): _as_group,  # + per handle: ack_permission()
     ("POST", "/v1/groups/{group}/invisible"): _as_group,  # + the handle's topic
     ("GET", "/v1/groups/{group}"): _as_group,
+    # consumers (issue 11): + per subscribed topic in the heartbeat route
+    ("POST", "/v1/groups/{group}/heartbeat"): _as_group,
+    ("DELETE", "/v1/groups/{group}/consumers/{client_id}"): _as_group,
     ("POST", "/v1/keys"): _admin("create access keys"),
     ("GET", "/v1/keys"): _admin("list access keys"),
     ("POST", "/v1/keys/{access_key}/disable"): _admin("disable access key {access_key}"),

@@ -27,7 +27,8 @@ ERROR_CODES: dict[int, str] = {
     400: "The request is invalid (InvalidRequest, InvalidTopicName, InvalidGroupName, "
     "InvalidOffset, InvalidTimestamp, "
     "InvalidMessage, TooManyMessages, MessageGroupRequired, InvalidFilterExpression, "
-    "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired); "
+    "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired, "
+    "InvalidClientId, TooManyMembers); "
     "nothing was changed.",
     401: "Not authenticated (MissingSignature, InvalidSignature, RequestExpired, "
     "ReplayedRequest); nothing was changed.",
@@ -57,6 +58,8 @@ ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     ("post", "/v1/groups/{group}/invisible"): frozenset({400, 404, 413, 415}),
     ("put", "/v1/groups/{group}/subscriptions/{topic}"): frozenset({400, 404, 409, 413, 415}),
     ("get", "/v1/groups/{group}"): frozenset({400, 404}),
+    ("post", "/v1/groups/{group}/heartbeat"): frozenset({400, 404, 413, 415}),
+    ("delete", "/v1/groups/{group}/consumers/{client_id}"): frozenset({400}),
     ("get", "/v1/health"): frozenset(),
     ("post", "/v1/keys"): frozenset({400, 413, 415}),
     ("get", "/v1/keys"): frozenset(),
@@ -98,6 +101,7 @@ PARAMETER_SCHEMAS = {
     "topic": NAME_SCHEMA,
     "group": NAME_SCHEMA,
     "access_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$", "minLength": 1},
+    "client_id": {"type": "string", "pattern": "^[A-Za-z0-9@._:-]{1,128}$", "minLength": 1},
     "message_id": {
         "type": "string",
         "pattern": MESSAGE_ID_PATTERN.pattern,

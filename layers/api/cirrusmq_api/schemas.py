@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from cirrusmq_broker import limits
 from cirrusmq_broker.permissions import MAX_PATTERNS
 from cirrusmq_broker.services.access_keys import MAX_DESCRIPTION_CHARS
+from cirrusmq_broker.services.membership import ConsumerStatus
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
@@ -116,6 +117,12 @@ class ReceiveRequest(Strict):
         **documented_range(limits.MIN_INVISIBLE_SECONDS, limits.MAX_INVISIBLE_SECONDS),
     )
     wait_seconds: float = Field(0, **documented_range(0, limits.MAX_WAIT_SECONDS))
+    client_id: str | None = Field(
+        None,
+        description="The consumer's id (1-128 of A-Z a-z 0-9 @ . _ : -). On a FIFO topic it "
+        "takes the queues' locks (orderly consumption); without it only unlocked queues "
+        "are served and no lock is taken.",
+    )
 
 
 class ReceiveResponse(BaseModel):
@@ -154,7 +161,10 @@ class SubscriptionBody(BaseModel):
 class ChangeInvisibleRequest(Strict):
     receipt_handle: str
     invisible_seconds: int = Field(
-        ..., **documented_range(limits.MIN_INVISIBLE_SECONDS, limits.MAX_INVISIBLE_SECONDS)
+        ...,
+        description="10-43200; on a FIFO topic 0-43200 and it applies to the message and the "
+        "rest of its delivery (0: redeliver now to the queue's lock owner).",
+        **documented_range(0, limits.MAX_INVISIBLE_SECONDS),
     )
 
 
@@ -182,12 +192,61 @@ class GroupSubscriptionBody(BaseModel):
     filter: str
 
 
+# ------------------------------------------------------------ consumers (issue 11)
+class HeartbeatRequest(Strict):
+    client_id: str = Field(description="1-128 of A-Z a-z 0-9 @ . _ : -")
+    subscriptions: dict[str, str] = Field(
+        default_factory=dict, description="Topic -> filter ('*' or 'TagA || TagB')."
+    )
+    orderly: StrictBool = False
+    heartbeat_timeout_seconds: int = Field(
+        120,
+        description="Silent this long, the consumer is removed (its queues move).",
+        **documented_range(5, 3600),
+    )
+
+
+class ConsumerQueuesBody(BaseModel):
+    topic: str
+    filter: str
+    queues: list[int] | None = Field(
+        description="Queues allocated to it (FIFO topics); null: every queue, shared."
+    )
+
+
+class ConsumerBody(BaseModel):
+    client_id: str
+    orderly: bool
+    last_heartbeat: int
+    expires_at: int
+    topics: list[ConsumerQueuesBody]
+
+
+def consumer_body(status: ConsumerStatus) -> ConsumerBody:
+    return ConsumerBody(
+        client_id=status.client_id,
+        orderly=status.orderly,
+        last_heartbeat=status.last_heartbeat,
+        expires_at=status.expires_at,
+        topics=[
+            ConsumerQueuesBody(topic=t, filter=f, queues=status.queues.get(t))
+            for t, f in sorted(status.topics.items())
+        ],
+    )
+
+
+# ------------------------------------------------------------ end consumers
+
+
 class GroupBody(BaseModel):
     group: str
     queues: list[GroupQueueBody]
     subscriptions: list[GroupSubscriptionBody]
     max_delivery_attempts: int | None = Field(  # retries (issue 9)
         None, description="Deliveries before a message goes to the dead-letter topic."
+    )
+    consumers: list[ConsumerBody] = Field(
+        default_factory=list, description="Live consumers (registered by heartbeats)."
     )
 
 

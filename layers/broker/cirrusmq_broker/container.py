@@ -16,6 +16,7 @@ from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
+from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
 from .services.moves import MoveAppender
 from .services.offset_reset import OffsetResetService
@@ -27,6 +28,7 @@ from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
+from .storage.consumer_registry import ConsumerRegistry
 from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_states import GroupStateStore
@@ -113,7 +115,7 @@ class Broker:
             heads=self.heads,
             reader=self.reader,
             states=self.states,
-            views=GroupViewReader(self._dynamodb, self.heads, self.states),
+            views=GroupViewReader(self._dynamodb, self.heads, self.states, self.registry),
             signer=ReceiptSigner(self.settings.receipt_secret),
             clock=self.clock,
             retries=self.retries,
@@ -166,6 +168,16 @@ class Broker:
         )
 
     # ---------------------------------------------------------------- end of retries
+    # --- consumer registration, heartbeats, orderly locks (issue 11)
+    @functools.cached_property
+    def registry(self) -> ConsumerRegistry:
+        return ConsumerRegistry(self._dynamodb, self.settings.groups_table)
+
+    @functools.cached_property
+    def membership(self) -> MembershipService:
+        return MembershipService(topics=self.catalog, registry=self.registry, clock=self.clock)
+
+    # --- end consumer registration
 
     @functools.cached_property
     def lookup(self) -> MessageLookup:

@@ -95,6 +95,13 @@ class GroupQueueState:
     touched: dict[LeaseSlot, Lease | None] = field(default_factory=dict)
     stored: tuple[int, int, int, int | None, int] | None = None
     """The summary as stored (None: not stored)."""
+    # --- orderly consumption (FIFO topics): the queue's lock, see orderly.py
+    lock_owner: str | None = None
+    """Client id holding the queue for the group (FIFO topics only)."""
+    lock_expiry: int = 0
+    """Milliseconds since the epoch: the lock lapses then unless renewed."""
+    stored_lock: tuple[str | None, int] = (None, 0)
+    """The lock as stored."""
 
     def __post_init__(self) -> None:
         if self.version == 0:
@@ -113,7 +120,11 @@ class GroupQueueState:
 
     def changed(self) -> bool:
         """Whether anything differs from what is stored."""
-        return bool(self.touched) or self.summary() != self.stored
+        return (
+            bool(self.touched)
+            or self.summary() != self.stored
+            or (self.lock_owner, self.lock_expiry) != self.stored_lock
+        )
 
     def inflight(self) -> int:
         return sum(len(lease.unsettled()) for lease in self.leases.values())
@@ -237,16 +248,19 @@ class GroupQueueState:
             self._put(rest)
         return taken
 
-    def change_invisible(self, lease_id: str, offset: int, *, deadline: int) -> Lease | None:
+    def change_invisible(
+        self, lease_id: str, offset: int, *, deadline: int, whole: bool = False
+    ) -> Lease | None:
         """Give one delivered message its own deadline; None if it is no longer leased.
 
         The lease must be loaded. A lease holding just that message gets the new deadline in
-        place; otherwise the message moves to a lease of its own.
+        place; otherwise the message moves to a lease of its own. ``whole`` (FIFO topics:
+        a queue's messages stay together, in order) sets the whole lease's deadline in place.
         """
         lease = self.leases.get(lease_id)
         if lease is None or not lease.holds(offset):
             return None
-        if lease.unsettled() == [offset]:
+        if whole or lease.unsettled() == [offset]:
             changed = replace(lease, deadline=deadline)
             self._put(changed, replacing=lease)
             return changed

@@ -36,6 +36,7 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         max_messages=request.max_messages,
         invisible_seconds=request.invisible_seconds,
         wait_seconds=request.wait_seconds,
+        client_id=request.client_id,
     )
     return ReceiveResponse(messages=[received_body(r) for r in received])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -10,7 +11,7 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied
 
 from ..access import may_consume
-from ..schemas import GroupBody, GroupQueueBody, GroupSubscriptionBody
+from ..schemas import GroupBody, GroupQueueBody, GroupSubscriptionBody, consumer_body
 
 router = APIGatewayHttpRouter()
 
@@ -32,4 +33,9 @@ def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> 
             if allowed(t)
         ],
         max_delivery_attempts=current_broker().retries.max_delivery_attempts(group, fresh=True),
+        consumers=[  # live consumers and their queues (issue 11), on topics the key may see
+            consumer_body(replace(c, topics={t: f for t, f in c.topics.items() if allowed(t)}))
+            for c in current_broker().membership.consumers(group)
+            if topic is None or topic in c.topics
+        ],
     )

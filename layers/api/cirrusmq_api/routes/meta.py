@@ -28,10 +28,18 @@ def openapi():  # noqa: ANN201 (a JSON document, not a schema'd body)
 @functools.cache
 def openapi_document() -> str:
     from ..app import create_app
-    from . import consume, groups, keys, offsets, produce, topics
+    from . import consume, consumers, dead_letters, groups, keys, offsets, produce, retries, topics
 
     app = create_app(
-        topics.router, groups.router, keys.router, router, produce.router, consume.router
+        topics.router,
+        groups.router,
+        keys.router,
+        router,
+        produce.router,
+        consume.router,
+        consumers.router,
+        retries.router,
+        dead_letters.router,
     )
     app.include_router(offsets.router)  # reads by offset, queue offsets, offset reset
     schema = app.get_openapi_json_schema(

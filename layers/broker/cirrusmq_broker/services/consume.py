@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .. import limits
+from .. import limits, orderly
 from ..errors import (
     AccessDenied,
     BrokerError,
@@ -40,7 +40,15 @@ from ..errors import (
 )
 from ..filters import TagFilter
 from ..group_state import GroupQueueState, Lease
-from ..model import GroupQueueStatus, IndexEntry, ReceivedMessage, StoredMessage, Topic
+from ..membership import Membership, check_client_id
+from ..model import (
+    GroupQueueStatus,
+    IndexEntry,
+    MessageType,
+    ReceivedMessage,
+    StoredMessage,
+    Topic,
+)
 from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
 from ..storage.group_states import GroupStateStore
 from ..storage.group_views import GroupView, GroupViewReader
@@ -72,6 +80,9 @@ long poll so ends far under the 30 s HTTP API timeout."""
 SAVE_ATTEMPTS = 6
 MAX_ACK_QUEUES = 100
 """Queues one ack may touch."""
+FIFO_RECHECK_SECONDS = 1.0
+"""A FIFO queue seen with a delivery in flight has its leases re-read at most this often
+(an ack through the same process clears that at once)."""
 MAX_LEASES_PER_PASS = 40
 """Expired leases one pass redelivers per queue: each is at most two items of the queue's
 write transaction (DynamoDB takes 100)."""
@@ -157,6 +168,9 @@ class ConsumeService:
         self._starts: dict[str, itertools.count[int]] = {}
         self._flow_checked: dict[tuple[str, str, int], float] = {}
         """(group, topic, queue) → when its leases were last read for flow control (s)."""
+        self._fifo_busy: dict[tuple[str, str, int], tuple[float, int]] = {}
+        """(group, topic, queue) of a FIFO topic → until when it is known busy: (monotonic s,
+        the in-flight lease's deadline on the broker's clock), whichever comes first."""
         self._lock = threading.Lock()
         self._retries = retries
         """Issue 9 (retries): expired leases move to the retry topic, which receive serves."""
@@ -171,9 +185,16 @@ class ConsumeService:
         max_messages: int = limits.DEFAULT_RECEIVE_MESSAGES,
         invisible_seconds: int = limits.DEFAULT_INVISIBLE_SECONDS,
         wait_seconds: float = 0,
+        client_id: str | None = None,
     ) -> list[ReceivedMessage]:
-        """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first."""
+        """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
+
+        On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
+        that takes the queues' locks; without it, only unlocked queues are served and no lock
+        is taken."""
         check_group_name(group)
+        if client_id is not None:
+            check_client_id(client_id)
         tag_filter = TagFilter.parse(filter_expression)
         if not 1 <= max_messages <= limits.MAX_RECEIVE_MESSAGES:
             raise InvalidRequest(f"max_messages must be 1-{limits.MAX_RECEIVE_MESSAGES}")
@@ -183,8 +204,9 @@ class ConsumeService:
         topic = self._topics.active(topic_name)
         give_up = time.monotonic() + wait_seconds
         recorded = False
+        fifo = topic.message_type is MessageType.FIFO
         while True:
-            view = self._views.read(group, topic.name, topic.queues)
+            view = self._views.read(group, topic.name, topic.queues, members=fifo)
             if view.subscription is None and recorded:
                 view.subscription = tag_filter.expression
             self._check_subscription(group, topic.name, tag_filter, view.subscription)
@@ -198,7 +220,7 @@ class ConsumeService:
             if len(received) < max_messages:
                 received += self._receive_once(
                     view, topic, tag_filter, max_messages - len(received), invisible_seconds,
-                    give_up,
+                    give_up, client_id,
                 )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
@@ -237,10 +259,15 @@ class ConsumeService:
         budget: int,
         invisible_s: int,
         give_up: float,
+        client_id: str | None = None,
     ) -> list[ReceivedMessage]:
         now = self._clock()
         deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
         queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
+        fifo = topic.message_type is MessageType.FIFO
+        members = view.members or Membership(view.states[0].group)
+        if fifo:  # orderly: only the queues this client may hold, with nothing in flight
+            queues = [q for q in queues if self._fifo_ready(view, topic, q, client_id, now)]
         received: list[ReceivedMessage] = []
         bytes_left = RESPONSE_BYTE_BUDGET
         for q in queues:
@@ -257,11 +284,18 @@ class ConsumeService:
             end = view.heads[q].next_offset
             if self._retries is not None:  # retries: expired leases go to the retry topic
                 view.states[q] = self._retries.expire(view.states[q], topic, now)
-            plan = self._plan(view.states[q], tag_filter, wanted, now, end)
+            plan = self._plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
             count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
             try:
                 taken = self._take(
-                    view.states[q], plan, count, tag_filter, now, invisible_s * 1000, end
+                    view.states[q],
+                    plan,
+                    count,
+                    tag_filter,
+                    now,
+                    invisible_s * 1000,
+                    end,
+                    orderly_for=(client_id, members, topic.queues) if fifo else None,
                 )
             except Busy:
                 continue  # other consumers of the group hold this queue: serve the others
@@ -299,17 +333,61 @@ class ConsumeService:
                 self._flow_checked.clear()
         return True
 
+    def _fifo_ready(
+        self, view: GroupView, topic: Topic, queue: int, client_id: str | None, now: int
+    ) -> bool:
+        """Whether a FIFO queue may serve ``client_id`` now (its lock, the allocation, and
+        no delivery in flight); reads the queue's leases when the summary cannot tell,
+        at most every FIFO_RECHECK_SECONDS while a delivery is in flight."""
+        state = view.states[queue]
+        members = view.members or Membership(state.group)
+        verdict = orderly.may_serve(state, client_id, members, topic.queues, now)
+        if not verdict.allowed and (not verdict.in_flight_decides or state.complete):
+            return False  # another consumer's queue: decided without reading leases
+        if not state.complete and state.open_leases > 0:
+            key = (state.group, state.topic, state.queue)
+            with self._lock:
+                until, deadline = self._fifo_busy.get(key, (0.0, 0))
+                if until > time.monotonic() and deadline > now:
+                    return False
+            self._states.load_leases(state)
+            state.refresh()
+            live = [
+                lease.deadline
+                for lease in state.leases.values()
+                if lease.unsettled() and lease.deadline > now
+            ]
+            if live:
+                with self._lock:
+                    if len(self._fifo_busy) > 10_000:
+                        self._fifo_busy.clear()
+                    self._fifo_busy[key] = (time.monotonic() + FIFO_RECHECK_SECONDS, min(live))
+                return False
+        return orderly.may_serve(state, client_id, members, topic.queues, now).allowed
+
     def _plan(
-        self, state: GroupQueueState, tag_filter: TagFilter, budget: int, now: int, end: int
+        self,
+        state: GroupQueueState,
+        tag_filter: TagFilter,
+        budget: int,
+        now: int,
+        end: int,
+        *,
+        fifo: bool = False,
     ) -> QueuePlan:
         if not state.complete and (
-            state.may_have_expired(now) or (_flow_bound(state) and self._flow_recheck(state))
+            (fifo and state.open_leases > 0)
+            or state.may_have_expired(now)
+            or (_flow_bound(state) and self._flow_recheck(state))
         ):
             self._states.load_leases(state)  # the cheap bounds say: look at the leases
         state.refresh()  # acks since the last save may have freed flow control
         plan = QueuePlan(scan_end=state.cursor)
         wanted = budget
-        for lease in state.expired_leases(now)[:MAX_LEASES_PER_PASS]:
+        expired, allow_new = state.expired_leases(now)[:MAX_LEASES_PER_PASS], True
+        if fifo:  # one delivery in flight per queue: the oldest expired one, else new ones
+            expired, allow_new = orderly.gate(state, now)
+        for lease in expired:
             if wanted <= 0:
                 break
             looked_up = lease.unsettled()[: wanted + 64]
@@ -321,7 +399,7 @@ class ConsumeService:
             messages = [found[o] for o in looked_up if o in found][:wanted]
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
-        if wanted <= 0 or state.cursor >= end or _flow_bound(state):
+        if not allow_new or wanted <= 0 or state.cursor >= end or _flow_bound(state):
             return plan  # nothing new, or flow control: this queue waits for acks
         page = self._index.read_from(
             state.topic,
@@ -361,14 +439,19 @@ class ConsumeService:
         now: int,
         invisible_ms: int,
         end: int,
+        orderly_for: tuple[str | None, Membership, int] | None = None,
     ) -> list[ReceivedMessage]:
         """Lease ``share`` messages of the plan and store the state (re-planning on a race).
 
         A state that only moved (skipped expired or filtered messages) or whose bounds were
         made exact from its leases is stored too, so that is not redone on the next poll.
+        ``orderly_for`` (FIFO topics: client id, the group's members, the topic's queue
+        count): the delivery takes or renews the client's lock in the same write.
         """
         for attempt in range(SAVE_ATTEMPTS):
             delivered = self._apply(state, plan, share, now, invisible_ms)
+            if orderly_for is not None and orderly_for[0] is not None and delivered:
+                orderly.take_lock(state, orderly_for[0], now, invisible_ms)
             state.refresh()
             if not delivered and not state.changed():
                 return []  # nothing to hand out and nothing to record
@@ -376,7 +459,13 @@ class ConsumeService:
                 return [self._received(state, message, lease) for message, lease in delivered]
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another consumer won: back off
             state = self._states.load_one(state.group, state.topic, state.queue)
-            plan = self._plan(state, tag_filter, share, self._clock(), end)
+            if orderly_for is not None:
+                client_id, members, queues = orderly_for
+                if not orderly.may_serve(state, client_id, members, queues, self._clock()).allowed:
+                    return []  # another consumer took the queue meanwhile
+            plan = self._plan(
+                state, tag_filter, share, self._clock(), end, fifo=orderly_for is not None
+            )
         raise Busy(f"group {state.group!r} is contended on queue {state.queue}; retry")
 
     @staticmethod
@@ -491,6 +580,8 @@ class ConsumeService:
                 states.pop((topic, queue), None)  # it raced a change: read again
             else:
                 raise Busy("the group state is contended; retry the ack")
+            with self._lock:  # an ack may end a FIFO queue's delivery in flight
+                self._fifo_busy.pop((group, topic, queue), None)
             for position in pending:
                 outcomes.setdefault(
                     position, AckOutcome(receipt_handles[position], AckStatus.ACKED)
@@ -567,10 +658,14 @@ class ConsumeService:
         """Set one message's invisible time to now + ``invisible_seconds``; a new handle.
         AccessDenied if ``may_consume(topic)`` refuses the handle's topic."""
         check_group_name(group)
-        _check_invisible(invisible_seconds)
         handle = self._decode(group, receipt_handle)
         if may_consume is not None and not may_consume(handle.topic):
             raise AccessDenied(_denied(group, handle.topic))
+        # FIFO topics: the whole lease moves (its messages stay in order), and 0 s is allowed
+        # (redeliver at once, to the lock owner only: a failing orderly listener's retry)
+        fifo = self._topics.active(handle.topic).message_type is MessageType.FIFO
+        if not (fifo and 0 <= invisible_seconds <= limits.MAX_INVISIBLE_SECONDS):
+            _check_invisible(invisible_seconds)
         for _ in range(SAVE_ATTEMPTS):
             state = self._states.load_one(group, handle.topic, handle.queue)
             if state.open_leases >= 2 * limits.MAX_LEASES_PER_QUEUE:
@@ -583,7 +678,9 @@ class ConsumeService:
             if handle.lease_id not in state.leases:
                 self._states.load_lease(state, handle.lease_id)
             deadline = self._clock() + invisible_seconds * 1000
-            lease = state.change_invisible(handle.lease_id, handle.offset, deadline=deadline)
+            lease = state.change_invisible(
+                handle.lease_id, handle.offset, deadline=deadline, whole=fifo
+            )
             if lease is None:
                 raise ReceiptHandleExpired(
                     "the receipt handle is stale: the message was acked or redelivered since"

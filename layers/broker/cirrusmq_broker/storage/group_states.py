@@ -39,6 +39,9 @@ SUBSCRIPTION_SUFFIX = "#subscription"
 LEASE_MARK = "#L"
 unchanged_since_read = "version = :version"
 lease_unchanged = "v = :v"
+NOT_A_STREAM = "."
+"""Items of a group whose sort key starts with this are not queue states (topic names have no
+dot): e.g. the consumer registry."""
 LOOKBACK_PAGE = 16
 """Lease items read per page when looking for the lease covering an offset."""
 
@@ -230,6 +233,7 @@ class GroupStateStore:
         }
         state.touched.clear()
         state.stored = state.summary()
+        state.stored_lock = (state.lock_owner, state.lock_expiry)
         return True
 
     # ------------------------------------------------------------------ subscriptions
@@ -279,6 +283,8 @@ class GroupStateStore:
                 stream = values["stream"]
                 if stream.startswith("#"):  # group settings, dead-letter marks (retries)
                     continue
+                if stream.startswith(NOT_A_STREAM):
+                    continue  # the group's consumer registry (storage/consumer_registry.py)
                 if stream.endswith(SUBSCRIPTION_SUFFIX):
                     subscriptions[values["topic"]] = values["filter"]
                 elif LEASE_MARK in stream:
@@ -406,6 +412,8 @@ def _values(state: GroupQueueState, *, version: int) -> dict[str, Any]:
         "earliest_deadline": state.earliest_deadline,
         "open_leases": state.open_leases,
         "version": version,
+        "lock_owner": state.lock_owner,  # orderly consumption (FIFO topics)
+        "lock_expiry": state.lock_expiry or None,
     }
 
 
@@ -420,8 +428,11 @@ def _state(v: dict[str, Any]) -> GroupQueueState:
         earliest_deadline=v.get("earliest_deadline"),
         open_leases=v.get("open_leases", 0),
         version=v["version"],
+        lock_owner=v.get("lock_owner"),
+        lock_expiry=v.get("lock_expiry", 0),
     )
     state.stored = state.summary()
+    state.stored_lock = (state.lock_owner, state.lock_expiry)
     return state
 
 

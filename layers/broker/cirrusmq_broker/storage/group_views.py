@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..group_state import GroupQueueState
-from .dynamo import batch_get
+from ..membership import Membership
+from .consumer_registry import ConsumerRegistry
+from .dynamo import KeysToRead, batch_get
 from .group_states import GroupStateStore
 from .queue_heads import QueueHead, QueueHeads
 
@@ -23,20 +25,39 @@ class GroupView:
     heads: dict[int, QueueHead]
     states: dict[int, GroupQueueState]
     subscription: str | None
+    members: Membership | None = None
+    """The group's consumers (read when asked for: orderly receives of FIFO topics)."""
 
 
 class GroupViewReader:
-    def __init__(self, client: Any, heads: QueueHeads, states: GroupStateStore) -> None:
+    def __init__(
+        self,
+        client: Any,
+        heads: QueueHeads,
+        states: GroupStateStore,
+        registry: ConsumerRegistry | None = None,
+    ) -> None:
         self._client = client
         self._heads = heads
         self._states = states
+        self._registry = registry
 
-    def read(self, group: str, topic: str, queues: int) -> GroupView:
+    def read(self, group: str, topic: str, queues: int, *, members: bool = False) -> GroupView:
         wanted = list(range(queues))
         heads_read = self._heads.to_read(topic, wanted)
         states_read = self._states.to_read(group, topic, wanted)
+        if members and self._registry is not None:  # same table: one more key in the batch
+            registry_key = self._registry.to_read(group).keys
+            states_read = KeysToRead(states_read.table, [*states_read.keys, *registry_key])
         found = batch_get(self._client, [heads_read, states_read])
-        states, subscription = self._states.parse(group, topic, wanted, found[states_read.table])
+        items = found[states_read.table]
+        states, subscription = self._states.parse(group, topic, wanted, items)
+        membership = (
+            self._registry.parse(group, items) if members and self._registry is not None else None
+        )
         return GroupView(
-            self._heads.parse(topic, wanted, found[heads_read.table]), states, subscription
+            self._heads.parse(topic, wanted, found[heads_read.table]),
+            states,
+            subscription,
+            membership,
         )

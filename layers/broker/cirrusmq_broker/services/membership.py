@@ -1,0 +1,160 @@
+"""Consumer registration: heartbeats, deregistration (which releases queue locks at once),
+and the group's live consumers with their queues.
+
+Rules live in membership.py (who is live), allocation.py (who gets which queue) and
+orderly.py (locks); this module reads and writes them through the consumer registry.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..errors import Busy, InvalidDuration, InvalidRequest, TopicNotFound
+from ..filters import TagFilter
+from ..membership import (
+    DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+    MAX_HEARTBEAT_TIMEOUT_SECONDS,
+    MAX_MEMBER_TOPICS,
+    MIN_HEARTBEAT_TIMEOUT_SECONDS,
+    Member,
+    Membership,
+    check_client_id,
+)
+from ..model import MessageType
+from ..storage.consumer_registry import ConsumerRegistry
+from ..validation import check_group_name, check_topic_name
+from .topic_catalog import TopicCatalog
+
+SAVE_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class ConsumerStatus:
+    """A live consumer of a group and the queues it is allocated (per subscribed topic)."""
+
+    client_id: str
+    orderly: bool
+    last_heartbeat: int
+    expires_at: int
+    topics: dict[str, str]
+    """Topic → filter."""
+    queues: dict[str, list[int] | None]
+    """Topic → its allocated queues (FIFO topics); None: every queue, shared (NORMAL ...)."""
+
+
+class MembershipService:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        registry: ConsumerRegistry,
+        clock: Callable[[], int],
+    ) -> None:
+        self._topics = topics
+        self._registry = registry
+        self._clock = clock
+
+    def heartbeat(
+        self,
+        group: str,
+        client_id: str,
+        subscriptions: Mapping[str, str],
+        *,
+        orderly: bool = False,
+        heartbeat_timeout_seconds: int = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+    ) -> ConsumerStatus:
+        """Register ``client_id`` (or keep it registered) for ``heartbeat_timeout_seconds``;
+        its status, with the queues it is allocated now."""
+        check_group_name(group)
+        check_client_id(client_id)
+        if not (
+            MIN_HEARTBEAT_TIMEOUT_SECONDS
+            <= heartbeat_timeout_seconds
+            <= MAX_HEARTBEAT_TIMEOUT_SECONDS
+        ):
+            raise InvalidDuration(
+                f"heartbeat_timeout_seconds must be {MIN_HEARTBEAT_TIMEOUT_SECONDS}-"
+                f"{MAX_HEARTBEAT_TIMEOUT_SECONDS}"
+            )
+        if len(subscriptions) > MAX_MEMBER_TOPICS:
+            raise InvalidRequest(f"a consumer subscribes at most {MAX_MEMBER_TOPICS} topics")
+        topics = {}
+        for topic, expression in subscriptions.items():
+            check_topic_name(topic)
+            topics[topic] = TagFilter.parse(expression).expression
+        for topic in topics:
+            self._topics.active(topic)  # TopicNotFound: nothing is stored
+        for attempt in range(SAVE_ATTEMPTS):
+            now = self._clock()
+            membership = self._registry.load(group)
+            member = Member(client_id, topics, orderly, now, now + heartbeat_timeout_seconds * 1000)
+            membership.beat(member, now)
+            if self._registry.save(membership):
+                return self._status(membership, member, now)
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        raise Busy(f"group {group!r}'s registry is contended; retry the heartbeat")
+
+    def deregister(self, group: str, client_id: str) -> int:
+        """Release every queue lock ``client_id`` holds on its FIFO topics, then remove it
+        from the group, so successors take over at once; the number of locks released.
+
+        Locks go first: a crash in between leaves the consumer registered, and a re-run
+        (or its heartbeat timeout) finishes the job; the other order could leave locks
+        nobody knows to release."""
+        check_group_name(group)
+        check_client_id(client_id)
+        member = self._registry.load(group).members.get(client_id)
+        if member is None:
+            return 0
+        released = 0
+        for topic in member.topics:
+            try:
+                definition = self._topics.active(topic)
+            except TopicNotFound:
+                continue
+            if definition.message_type is not MessageType.FIFO:
+                continue
+            for queue in range(definition.queues):
+                released += self._registry.release_lock(group, topic, queue, client_id)
+        for attempt in range(SAVE_ATTEMPTS):
+            now = self._clock()
+            membership = self._registry.load(group)
+            if client_id not in membership.members:
+                return released
+            membership.leave(client_id, now)
+            if self._registry.save(membership):
+                return released
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        raise Busy(f"group {group!r}'s registry is contended; retry")
+
+    def consumers(self, group: str) -> list[ConsumerStatus]:
+        """The group's live consumers, sorted by client id, with their queues."""
+        check_group_name(group)
+        now = self._clock()
+        membership = self._registry.load(group)
+        return [self._status(membership, m, now) for m in membership.live(now)]
+
+    def _status(self, membership: Membership, member: Member, now: int) -> ConsumerStatus:
+        queues: dict[str, list[int] | None] = {}
+        for topic in sorted(member.topics):
+            try:
+                definition = self._topics.active(topic)
+            except TopicNotFound:
+                continue
+            if definition.message_type is MessageType.FIFO:
+                queues[topic] = (
+                    membership.allocated(topic, definition.queues, member.client_id, now) or []
+                )
+            else:
+                queues[topic] = None
+        return ConsumerStatus(
+            member.client_id,
+            member.orderly,
+            member.last_heartbeat,
+            member.expires_at,
+            dict(member.topics),
+            queues,
+        )

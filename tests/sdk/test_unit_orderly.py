@@ -1,0 +1,105 @@
+"""The orderly push consumer's pieces, without a service: per-queue serial batches, and one
+queue's batch stopping at the first failure."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from cirrusmq import ConsumeResult, MessageView
+from cirrusmq.orderly import QueueSerializer, by_queue, run_orderly_batch
+
+
+def view(queue: int, offset: int, topic: str = "t") -> MessageView:
+    return MessageView(
+        message_id=f"{queue}-{offset}",
+        topic=topic,
+        body=b"x",
+        tag=None,
+        keys=(),
+        properties={},
+        message_group=None,
+        queue=queue,
+        offset=offset,
+        born_timestamp=0,
+        stored_timestamp=0,
+        receipt_handle=f"h{queue}-{offset}",
+    )
+
+
+def test_batches_of_one_queue_never_overlap_and_queues_run_in_parallel():
+    running: dict[int, int] = {}
+    overlap, parallel = [], []
+    lock = threading.Lock()
+
+    def run(batch):
+        queue = batch[0].queue
+        with lock:
+            running[queue] = running.get(queue, 0) + 1
+            overlap.append(running[queue] > 1)
+            parallel.append(sum(1 for n in running.values() if n))
+        time.sleep(0.01)
+        with lock:
+            running[queue] -= 1
+
+    with ThreadPoolExecutor(8) as pool:
+        serializer = QueueSerializer(pool.submit, run)
+        for offset in range(10):
+            for queue in range(4):
+                serializer.submit(("t", queue), [view(queue, offset)])
+    assert not any(overlap) and max(parallel) > 1
+    assert serializer.busy() == 0
+
+
+def test_by_queue_keeps_offset_order_per_queue():
+    grouped = by_queue([view(1, 5), view(0, 2), view(1, 3), view(0, 1)])
+    assert {k: [m.offset for m in v] for k, v in grouped.items()} == {
+        ("t", 1): [3, 5],
+        ("t", 0): [1, 2],
+    }
+
+
+def test_a_failure_acks_the_successes_suspends_and_retries_from_the_failed_message():
+    calls: list[tuple] = []
+    batch = [view(0, o) for o in range(5)]
+
+    def listener(message):
+        calls.append(("listen", message.offset))
+        if message.offset == 2:
+            raise RuntimeError("boom")
+        return ConsumeResult.SUCCESS
+
+    done = run_orderly_batch(
+        batch,
+        listener=listener,
+        ack=lambda ms: calls.append(("ack", [m.offset for m in ms])),
+        retry_now=lambda m: calls.append(("retry", m.offset)),
+        suspend=lambda s: calls.append(("suspend", s)),
+        suspend_s=1.5,
+        stopped=lambda: False,
+    )
+    assert done == 2
+    assert calls == [
+        ("listen", 0),
+        ("listen", 1),
+        ("listen", 2),
+        ("ack", [0, 1]),
+        ("suspend", 1.5),
+        ("retry", 2),
+    ]
+
+
+def test_a_whole_success_is_one_ack_and_a_stop_leaves_the_rest_unacked():
+    acks: list[list[int]] = []
+    stop_after = iter([False, False, True])
+    done = run_orderly_batch(
+        [view(0, o) for o in range(3)],
+        listener=lambda m: ConsumeResult.SUCCESS,
+        ack=lambda ms: acks.append([m.offset for m in ms]),
+        retry_now=lambda m: None,
+        suspend=lambda s: None,
+        suspend_s=0,
+        stopped=lambda: next(stop_after),
+    )
+    assert (done, acks) == (2, [[0, 1]])

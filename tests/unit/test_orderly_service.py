@@ -1,0 +1,148 @@
+"""Orderly (FIFO) receive on in-process moto with a fake clock: queue locks, one delivery in
+flight per queue, allocation over registered consumers, heartbeat expiry, deregistration."""
+
+from __future__ import annotations
+
+import pytest
+from broker_helpers import ack_statuses, send
+from cirrusmq_broker.errors import InvalidDuration, MessageGroupRequired, TopicNotFound
+from cirrusmq_broker.membership import InvalidClientId
+from cirrusmq_broker.model import MessageType
+from cirrusmq_broker.services.produce import MessageInput
+
+
+def fifo(broker, name: str = "f", queues: int = 1) -> None:
+    broker.admin.create_topic(name, queues=queues, message_type=MessageType.FIFO)
+
+
+def offsets(received) -> list[int]:
+    return [r.message.offset for r in received]
+
+
+def test_fifo_send_needs_a_message_group(broker):
+    fifo(broker)
+    with pytest.raises(MessageGroupRequired):
+        broker.produce.send("f", [MessageInput(b"x")])
+
+
+def test_one_delivery_in_flight_per_queue_and_the_lock_owner_gets_the_redelivery(broker, clock):
+    fifo(broker)
+    send(broker, "f", *[b"%d" % i for i in range(6)], message_group="g1")
+    first = broker.consume.receive("G", "f", max_messages=3, client_id="a")
+    assert offsets(first) == [0, 1, 2]
+    # nothing after them while they are in flight, for anyone
+    assert broker.consume.receive("G", "f", client_id="a") == []
+    assert broker.consume.receive("G", "f", client_id="b") == []
+    clock.advance(61)  # the lease expired; the lock (30 s) too, so b may take over
+    again = broker.consume.receive("G", "f", max_messages=10, client_id="a")
+    assert offsets(again) == [0, 1, 2] and {r.delivery_attempt for r in again} == {2}
+    assert broker.consume.receive("G", "f", client_id="b") == []  # a holds the lock again
+    assert ack_statuses(broker, "G", [r.receipt_handle for r in again]) == ["acked"] * 3
+    nxt = broker.consume.receive("G", "f", max_messages=10, client_id="a")
+    assert offsets(nxt) == [3, 4, 5]
+
+
+def test_a_locked_queue_gives_a_second_consumer_nothing_until_the_lock_lapses(broker, clock):
+    fifo(broker)
+    send(broker, "f", b"0", b"1", message_group="g1")
+    [m0] = broker.consume.receive("G", "f", max_messages=1, client_id="a")
+    broker.consume.ack("G", [m0.receipt_handle])
+    assert broker.consume.receive("G", "f", client_id="b") == []  # a's lock holds
+    clock.advance(59)
+    assert broker.consume.receive("G", "f", client_id="b") == []  # as long as its lease did
+    clock.advance(2)
+    [m1] = broker.consume.receive("G", "f", client_id="b")
+    assert m1.message.offset == 1
+
+
+def test_groups_consume_the_same_queue_independently(broker):
+    fifo(broker)
+    send(broker, "f", b"0", b"1", message_group="g1")
+    assert offsets(broker.consume.receive("G1", "f", client_id="a")) == [0, 1]
+    assert offsets(broker.consume.receive("G2", "f", client_id="b")) == [0, 1]
+
+
+def test_allocation_rebalance_and_deregistration(broker, clock):
+    fifo(broker, queues=4)
+    for key in ("k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"):
+        send(broker, "f", key.encode(), message_group=key)
+    ms = broker.membership
+    assert ms.heartbeat("G", "a", {"f": "*"}, orderly=True).queues == {"f": [0, 1, 2, 3]}
+    assert ms.heartbeat("G", "b", {"f": "*"}, orderly=True).queues == {"f": [2, 3]}
+    got_a = broker.consume.receive("G", "f", max_messages=100, client_id="a")
+    assert {r.message.queue for r in got_a} <= {0, 1}
+    got_b = broker.consume.receive("G", "f", max_messages=100, client_id="b")
+    assert {r.message.queue for r in got_b} <= {2, 3}
+    statuses = {c.client_id: c.queues for c in ms.consumers("G")}
+    assert statuses == {"a": {"f": [0, 1]}, "b": {"f": [2, 3]}}
+    broker.consume.ack("G", [r.receipt_handle for r in got_a + got_b])
+    # b leaves: deregistration frees its locks at once, a gets every queue
+    send(broker, "f", b"late", message_group="k2")
+    assert ms.deregister("G", "b") >= 1
+    assert ms.heartbeat("G", "a", {"f": "*"}, orderly=True).queues == {"f": [0, 1, 2, 3]}
+    late = broker.consume.receive("G", "f", max_messages=100, client_id="a")
+    assert [r.message.body for r in late] == [b"late"]
+
+
+def test_a_silent_consumer_expires_and_its_queues_move(broker, clock):
+    fifo(broker, queues=2)
+    ms = broker.membership
+    ms.heartbeat("G", "a", {"f": "*"}, orderly=True, heartbeat_timeout_seconds=10)
+    ms.heartbeat("G", "b", {"f": "*"}, orderly=True, heartbeat_timeout_seconds=10)
+    assert [c.client_id for c in ms.consumers("G")] == ["a", "b"]
+    clock.advance(8)
+    ms.heartbeat("G", "b", {"f": "*"}, orderly=True, heartbeat_timeout_seconds=10)
+    clock.advance(3)
+    assert [c.client_id for c in ms.consumers("G")] == ["b"]
+    assert ms.consumers("G")[0].queues == {"f": [0, 1]}
+
+
+def test_rebalanced_queue_is_taken_over_once_nothing_is_in_flight(broker, clock):
+    fifo(broker, queues=2)
+    ms = broker.membership
+    ms.heartbeat("G", "a", {"f": "*"}, orderly=True)
+    keys = {0: None, 1: None}
+    for i in range(50):
+        keys[_queue_of(f"k{i}", 2)] = keys[_queue_of(f"k{i}", 2)] or f"k{i}"
+    send(broker, "f", b"x", b"y", message_group=keys[1])
+    [x] = broker.consume.receive("G", "f", max_messages=1, client_id="a")
+    ms.heartbeat("G", "b", {"f": "*"}, orderly=True)  # b joins: queue 1 moves to b
+    assert broker.consume.receive("G", "f", client_id="b") == []  # x is in flight with a
+    broker.consume.ack("G", [x.receipt_handle])
+    clock.advance(1)
+    [y] = broker.consume.receive("G", "f", client_id="b")
+    assert y.message.body == b"y"
+
+
+def test_change_invisible_zero_redelivers_the_whole_lease_on_fifo_only(broker):
+    fifo(broker)
+    send(broker, "f", b"0", b"1", b"2", message_group="g1")
+    got = broker.consume.receive("G", "f", max_messages=3, client_id="a")
+    broker.consume.ack("G", [got[0].receipt_handle])
+    broker.consume.change_invisible("G", got[1].receipt_handle, 0)
+    again = broker.consume.receive("G", "f", max_messages=3, client_id="a")
+    assert offsets(again) == [1, 2] and again[0].delivery_attempt == 2
+    broker.admin.create_topic("n", queues=1)
+    send(broker, "n", b"x")
+    [n] = broker.consume.receive("G", "n")
+    with pytest.raises(InvalidDuration):
+        broker.consume.change_invisible("G", n.receipt_handle, 0)
+
+
+def test_bad_input(broker):
+    fifo(broker)
+    with pytest.raises(InvalidClientId):
+        broker.consume.receive("G", "f", client_id="bad id")
+    with pytest.raises(InvalidClientId):
+        broker.membership.heartbeat("G", "x" * 200, {"f": "*"})
+    with pytest.raises(InvalidDuration):
+        broker.membership.heartbeat("G", "a", {"f": "*"}, heartbeat_timeout_seconds=1)
+    with pytest.raises(TopicNotFound):
+        broker.membership.heartbeat("G", "a", {"nope": "*"})
+    assert broker.membership.consumers("G") == []
+
+
+def _queue_of(group: str, queues: int) -> int:
+    import zlib
+
+    return zlib.crc32(group.encode()) % queues
