@@ -162,7 +162,6 @@ def test_heartbeat_needs_the_permission_to_consume_each_topic(api, cirrusmq_stac
     assert consumers(api, group) == []
 
 
-@pytest.mark.xfail(strict=True, reason="needs the DLQ from the retries branch")
 def test_after_the_last_attempt_a_fifo_message_goes_to_the_dlq_and_the_queue_moves_on(
     api, topic_name
 ):
@@ -182,5 +181,7 @@ def test_after_the_last_attempt_a_fifo_message_goes_to_the_dlq_and_the_queue_mov
         )
         assert response.status_code == 200
     assert [m["offset"] for m in got] == [1]
-    dead = receive(api, unique("g"), f"dlq.{group}", max_messages=10)
-    assert [m["body"] for m in dead] == [b64(b"poison")]
+    dead = api.get(f"/v1/groups/{group}/dead-letters").json()["dead_letters"]
+    assert [(d["body_preview"], d["origin_offset"], d["delivery_attempts"]) for d in dead] == [
+        (b64(b"poison"), 0, 16)
+    ]
