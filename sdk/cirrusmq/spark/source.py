@@ -63,7 +63,8 @@ class _Reading:
     query: ReadOptions
 
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
-        assert isinstance(partition, ObjectsPartition)
+        if not isinstance(partition, ObjectsPartition):  # Spark's stand-in when none planned
+            return iter(())
         return read_slices(self.stack, self.query.topic, partition.slices)
 
     def _log(self) -> QueueLog:
