@@ -77,3 +77,36 @@ def test_interval_arithmetic():
     assert subtract((0, 10), [(2, 4), (6, 7)]) == [(0, 2), (4, 6), (7, 10)]
     assert subtract((0, 10), [(0, 10)]) == [] and subtract((5, 8), []) == [(5, 8)]
     assert merge([(4, 6), (0, 2), (2, 3), (5, 9)]) == [(0, 3), (4, 9)]
+
+
+def test_cli_export_and_replay(spark, cirrusmq_stack, admin, producer, topic_name, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from cirrusmq.cli import app
+
+    admin.create_topic(topic_name, queues=1)
+    send_batches(producer, topic_name, batches=1, per_batch=3)
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(cirrusmq_stack.spark_options()))
+    out = str(tmp_path / "export")
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["spark", "export", "--topic", topic_name, "--output", out, "--options-file", str(options)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "exported 3 messages" in result.output
+    again = runner.invoke(
+        app, ["spark", "export", "--topic", topic_name, "--output", out, "-o", f"bogus=1", "--options-file", str(options)]
+    )
+    assert "nothing new to export" in again.output
+
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", cirrusmq_stack.endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", cirrusmq_stack.credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", cirrusmq_stack.credentials.secret_key)
+    admin.create_topic(topic_name + "-r", queues=1)
+    replayed = runner.invoke(
+        app, ["spark", "replay", "--source", out, "--topic", topic_name + "-r", "--rate", "100"]
+    )
+    assert replayed.exit_code == 0, replayed.output
+    assert json.loads(replayed.output.strip().splitlines()[-1])["messages"] == 3
+    assert admin.describe_topic(topic_name + "-r").message_count == 3
