@@ -41,11 +41,10 @@ def main() -> None:
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     from cirrusmq import Admin, Message, Producer
     from cirrusmq.spark import register
     from cirrusmq.testing import LocalStack
+    from pyspark.sql import SparkSession
 
     with LocalStack(schedules=False) as stack, tempfile.TemporaryDirectory() as tmp:
         topic = "bench-spark"

@@ -15,9 +15,8 @@ pyspark = pytest.importorskip("pyspark", reason="the Spark tests need pyspark ([
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory) -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
     from cirrusmq.spark import register
+    from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers start with this venv
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from helpers import drain, load, send_batches
-
 from cirrusmq.spark.jobs.export import MANIFEST, export, merge, subtract
 from cirrusmq.spark.jobs.replay import replay
 from cirrusmq.spark.jobs.stats import stats
+from spark_helpers import drain, load, send_batches
 
 
 def _tag(batch: int, i: int) -> str | None:
@@ -25,10 +24,9 @@ def test_export_replay_round_trip_is_idempotent(
 
     first = export(spark, options, topic_name, out)
     assert first.messages == 12 and first.ranges == {0: [(0, 6)], 1: [(0, 6)]}
-    dataset = spark.read.parquet(out)
-    assert dataset.count() == 12
-    assert {r.tag for r in dataset.select("tag").distinct().collect()} == {None, "a", "b"}
-    assert dataset.select("dt").distinct().count() == 1
+    dataset = spark.read.parquet(out).select("tag", "dt").collect()
+    assert len(dataset) == 12 and len({r.dt for r in dataset}) == 1
+    assert {r.tag for r in dataset} == {None, "a", "b"}
     assert export(spark, options, topic_name, out).run is None  # a re-run: nothing new
 
     send_batches(producer, topic_name, batches=1, per_batch=4, queues=2, tag_of=_tag)
@@ -41,23 +39,36 @@ def test_export_replay_round_trip_is_idempotent(
     target = topic_name + "-replayed"
     admin.create_topic(target, queues=2)
     replayed = replay(
-        spark, out, target, endpoint=cirrusmq_stack.endpoint,
-        credentials=cirrusmq_stack.credentials, rate=1000, batch_size=5,
+        spark,
+        out,
+        target,
+        endpoint=cirrusmq_stack.endpoint,
+        credentials=cirrusmq_stack.credentials,
+        rate=1000,
+        batch_size=5,
     )
     assert (replayed.messages, replayed.requests, replayed.already_stored) == (16, 4, 0)
     again = replay(
-        spark, out, target, endpoint=cirrusmq_stack.endpoint,
-        credentials=cirrusmq_stack.credentials, batch_size=5,
+        spark,
+        out,
+        target,
+        endpoint=cirrusmq_stack.endpoint,
+        credentials=cirrusmq_stack.credentials,
+        batch_size=5,
     )
     assert again.already_stored == 16  # the same stamps: stored nothing twice
     original = load(spark, cirrusmq_stack, topic_name).collect()
     copied = load(spark, cirrusmq_stack, target).collect()
-    assert sorted((r.message_id, r.body, r.tag, tuple(r["keys"]), dict(r.properties)) for r in copied) == sorted(
+    assert sorted(
+        (r.message_id, r.body, r.tag, tuple(r["keys"]), dict(r.properties)) for r in copied
+    ) == sorted(
         (r.message_id, r.body, r.tag, tuple(r["keys"]), dict(r.properties)) for r in original
     )
 
 
-def test_stats_count_messages_bytes_and_group_lag(spark, cirrusmq_stack, admin, producer, topic_name):
+def test_stats_count_messages_bytes_and_group_lag(
+    spark, cirrusmq_stack, admin, producer, topic_name
+):
     options = cirrusmq_stack.spark_options()
     admin.create_topic(topic_name, queues=1)
     send_batches(producer, topic_name, batches=1, per_batch=6, tag_of=_tag)  # None a b a b a
@@ -68,7 +79,10 @@ def test_stats_count_messages_bytes_and_group_lag(spark, cirrusmq_stack, admin, 
     by_tag = {r.tag: (r.messages, r.bytes) for r in frames["messages"].collect()}
     size = len(b"body-0-0")
     assert by_tag == {None: (2, 2 * size), "a": (5, 5 * size), "b": (3, 3 * size)}
-    lag = [(r.group, r.queue, r.committed_offset, r.max_offset, r.lag) for r in frames["group_lag"].collect()]
+    lag = [
+        (r.group, r.queue, r.committed_offset, r.max_offset, r.lag)
+        for r in frames["group_lag"].collect()
+    ]
     assert lag == [("g-stats", 0, 6, 10, 4)]
     assert [r.unsettled for r in frames["backlog"].collect()] == [4]
 
@@ -79,10 +93,11 @@ def test_interval_arithmetic():
     assert merge([(4, 6), (0, 2), (2, 3), (5, 9)]) == [(0, 3), (4, 9)]
 
 
-def test_cli_export_and_replay(spark, cirrusmq_stack, admin, producer, topic_name, tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
+def test_cli_export_and_replay(
+    spark, cirrusmq_stack, admin, producer, topic_name, tmp_path, monkeypatch
+):
     from cirrusmq.cli import app
+    from typer.testing import CliRunner
 
     admin.create_topic(topic_name, queues=1)
     send_batches(producer, topic_name, batches=1, per_batch=3)
@@ -91,12 +106,25 @@ def test_cli_export_and_replay(spark, cirrusmq_stack, admin, producer, topic_nam
     out = str(tmp_path / "export")
     runner = CliRunner()
     result = runner.invoke(
-        app, ["spark", "export", "--topic", topic_name, "--output", out, "--options-file", str(options)]
+        app,
+        ["spark", "export", "--topic", topic_name, "--output", out, "--options-file", str(options)],
     )
     assert result.exit_code == 0, result.output
     assert "exported 3 messages" in result.output
     again = runner.invoke(
-        app, ["spark", "export", "--topic", topic_name, "--output", out, "-o", f"bogus=1", "--options-file", str(options)]
+        app,
+        [
+            "spark",
+            "export",
+            "--topic",
+            topic_name,
+            "--output",
+            out,
+            "-o",
+            "bogus=1",
+            "--options-file",
+            str(options),
+        ],
     )
     assert "nothing new to export" in again.output
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from helpers import mirror, send_batches
+from spark_helpers import mirror, send_batches
 
 
 def test_spark_reads_the_mirrored_prefix_with_partition_columns(

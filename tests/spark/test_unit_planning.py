@@ -6,8 +6,14 @@ import io
 
 import pyarrow.parquet as pq
 import pytest
-
-from cirrusmq.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, StackOptions, parse_offsets
+from cirrusmq.spark.options import (
+    EARLIEST,
+    LATEST,
+    OptionError,
+    ReadOptions,
+    StackOptions,
+    parse_offsets,
+)
 from cirrusmq.spark.planning import Slice, limit_offsets
 from cirrusmq.spark.rows import ARROW_SCHEMA, slice_rows
 from cirrusmq_broker.codec import encode_batch

@@ -22,7 +22,8 @@ Options = Annotated[
     typer.Option("--option", "-o", help="Data source option KEY=VALUE (repeatable)."),
 ]
 OptionsFile = Annotated[
-    str | None, typer.Option(help="JSON object of data source options (or $CIRRUSMQ_SPARK_OPTIONS).")
+    str | None,
+    typer.Option(help="JSON object of data source options (or $CIRRUSMQ_SPARK_OPTIONS)."),
 ]
 Master = Annotated[str | None, typer.Option(help="Spark master, e.g. local[4].")]
 
@@ -75,7 +76,9 @@ def export_command(
     if result.run is None:
         typer.echo("nothing new to export")
     else:
-        typer.echo(f"exported {result.messages} messages in {result.files} files (run {result.run})")
+        typer.echo(
+            f"exported {result.messages} messages in {result.files} files (run {result.run})"
+        )
 
 
 @spark_app.command("stats")
@@ -104,9 +107,13 @@ def stats_command(
 def replay_command(
     source: Annotated[str, typer.Option(help="Parquet dataset (e.g. an export).")],
     topic: Annotated[str, typer.Option(help="Topic to publish into.")],
-    rate: Annotated[float | None, typer.Option(help="Messages per second (default: no limit).")] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Messages per second (default: no limit).")
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Messages per request.")] = 100,
-    replay_id: Annotated[str | None, typer.Option(help="Names the replay (default: source).")] = None,
+    replay_id: Annotated[
+        str | None, typer.Option(help="Names the replay (default: source).")
+    ] = None,
     master: Master = None,
 ) -> None:
     """Publish a dataset back into a topic, rate-limited; re-running it stores nothing twice."""

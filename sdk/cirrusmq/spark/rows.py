@@ -68,7 +68,9 @@ def s3_client(stack: StackOptions) -> Any:
         return client
 
 
-def read_slices(stack: StackOptions, topic: str, slices: Iterable[Slice]) -> Iterator[pa.RecordBatch]:
+def read_slices(
+    stack: StackOptions, topic: str, slices: Iterable[Slice]
+) -> Iterator[pa.RecordBatch]:
     """The rows of ``slices`` as record batches of :data:`ARROW_SCHEMA`.
 
     An object deleted since planning (retention, a purge) is skipped: its offsets are gone.

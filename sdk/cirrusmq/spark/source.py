@@ -52,10 +52,14 @@ class CirrusMQDataSource(DataSource):
         return SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return CirrusMQBatchReader(StackOptions.parse(self.options), ReadOptions.parse(self.options))
+        return CirrusMQBatchReader(
+            StackOptions.parse(self.options), ReadOptions.parse(self.options)
+        )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return CirrusMQStreamReader(StackOptions.parse(self.options), ReadOptions.parse(self.options))
+        return CirrusMQStreamReader(
+            StackOptions.parse(self.options), ReadOptions.parse(self.options)
+        )
 
 
 class _Reading:

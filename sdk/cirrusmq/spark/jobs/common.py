@@ -50,7 +50,11 @@ def load_options(pairs: Iterable[str] = (), options_file: str | None = None) -> 
 
 def add_option_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-o", "--option", action="append", default=[], metavar="KEY=VALUE",
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help=f"a cirrusmq data source option (also ${OPTIONS_ENV} as JSON)",
     )
     parser.add_argument("--options-file", help="a JSON object of data source options")

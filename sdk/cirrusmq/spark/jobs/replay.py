@@ -74,7 +74,9 @@ def _wire(row: dict[str, Any], position: int) -> dict[str, Any]:
     }
     born = row.get("born_timestamp")
     if born is not None:
-        wire["born_timestamp"] = int(born.timestamp() * 1000) if hasattr(born, "timestamp") else int(born)
+        wire["born_timestamp"] = (
+            int(born.timestamp() * 1000) if hasattr(born, "timestamp") else int(born)
+        )
     for name in ("tag", "message_group"):
         if row.get(name):
             wire[name] = row[name]

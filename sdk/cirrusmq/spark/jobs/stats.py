@@ -49,7 +49,9 @@ class GroupLag:
         return max(0, self.max_offset - self.committed_offset)
 
 
-def group_lags(options: Mapping[str, str], groups: Sequence[str], topics: Sequence[str]) -> list[GroupLag]:
+def group_lags(
+    options: Mapping[str, str], groups: Sequence[str], topics: Sequence[str]
+) -> list[GroupLag]:
     """Where each group stands on each queue of ``topics`` it has consumed."""
     if not groups:
         return []
@@ -92,7 +94,10 @@ def stats(
 
     from pyspark.sql import functions as F
 
-    frames = [reader(spark, options, t, startingOffsets="earliest", endingOffsets="latest") for t in topics]
+    frames = [
+        reader(spark, options, t, startingOffsets="earliest", endingOffsets="latest")
+        for t in topics
+    ]
     data = frames[0]
     for other in frames[1:]:
         data = data.unionByName(other)
@@ -135,7 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = session("cirrusmq-stats", args.master)
     frames = stats(
-        spark, load_options(args.option, args.options_file), args.topic, args.output, groups=args.group
+        spark,
+        load_options(args.option, args.options_file),
+        args.topic,
+        args.output,
+        groups=args.group,
     )
     lag = [r.asDict() for r in frames["group_lag"].collect()]
     print(json.dumps({"group_lag": lag}, default=str))
