@@ -28,10 +28,16 @@ def test_export_replay_round_trip_is_idempotent(
     assert len(dataset) == 12 and len({r.dt for r in dataset}) == 1
     assert {r.tag for r in dataset} == {None, "a", "b"}
     assert export(spark, options, topic_name, out).run is None  # a re-run: nothing new
+    manifest_path = tmp_path / "export" / MANIFEST
+    before_second = manifest_path.read_text()
 
     send_batches(producer, topic_name, batches=1, per_batch=4, queues=2, tag_of=_tag)
     second = export(spark, options, topic_name, out)  # incremental: the new offsets only
     assert second.messages == 4 and second.ranges == {0: [(6, 8)], 1: [(6, 8)]}
+    # a crash after the files moved but before the offsets were recorded: the re-run is the
+    # same run, replaces its files, and records them
+    manifest_path.write_text(before_second)
+    assert export(spark, options, topic_name, out).run == second.run
     assert spark.read.parquet(out).count() == 16
     manifest = json.loads((tmp_path / "export" / MANIFEST).read_text())
     assert manifest[topic_name] == {"0": [[0, 8]], "1": [[0, 8]]}
