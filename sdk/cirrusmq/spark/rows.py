@@ -17,16 +17,9 @@ import pyarrow.parquet as pq
 
 from .options import StackOptions
 from .planning import Slice
+from .schema import SCHEMA_DDL
 
-SCHEMA_DDL = (
-    "topic STRING, queue INT, offset BIGINT, message_id STRING, keys ARRAY<STRING>, "
-    "tag STRING, properties MAP<STRING, STRING>, body BINARY, message_group STRING, "
-    "born_timestamp TIMESTAMP, stored_timestamp TIMESTAMP, delivery_timestamp TIMESTAMP, "
-    "origin_topic STRING, origin_queue INT, origin_offset BIGINT, reconsume_count INT, "
-    "dead_letter_reason STRING, transaction_id STRING, producer_id STRING, "
-    "producer_sequence BIGINT"
-)
-"""The data source's columns (Spark DDL), in order."""
+__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "read_slices", "slice_rows"]
 
 _TS = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = pa.schema(

@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from .options import LATEST, ReadOptions, StackOptions
 from .planning import QueueLog, Slice, limit_offsets
-from .rows import SCHEMA_DDL, read_slices
+from .schema import SCHEMA_DDL
 
 FORMAT = "cirrusmq"
 
@@ -69,6 +69,8 @@ class _Reading:
     def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
         if not isinstance(partition, ObjectsPartition):  # Spark's stand-in when none planned
             return iter(())
+        from .rows import read_slices  # pyarrow: executors only, not the planner process
+
         return read_slices(self.stack, self.query.topic, partition.slices)
 
     def _log(self) -> QueueLog:
