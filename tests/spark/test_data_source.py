@@ -137,6 +137,9 @@ def test_orphans_and_staged_prefixes_are_never_read(
     s3.put_object(Bucket=bucket, Key=f"half/{topic_name}/x.parquet", Body=data)
     rows = load(spark, cirrusmq_stack, topic_name).collect()
     assert sorted(r.offset for r in rows) == [0, 1, 2, 3, 4]
+    # without the topics table (an internal topic is not in it) the queues come from the heads
+    rows = load(spark, cirrusmq_stack, topic_name, topicsTable="").select("offset").collect()
+    assert sorted(r.offset for r in rows) == [0, 1, 2, 3, 4]
 
 
 def test_bad_options_are_refused(spark, cirrusmq_stack):
