@@ -365,6 +365,33 @@ class LocalStack:
         assert self._expiry is not None
         return self._expiry.run(full=True)
 
+    # ------------------------------------------------------------------ spark (issue 12)
+    def spark_options(self) -> dict[str, str]:
+        """Options of the ``cirrusmq`` Spark data source that point at this running stack:
+        ``spark.read.format("cirrusmq").options(**stack.spark_options()).option("topic", t)``.
+
+        They carry the moto endpoint, dummy keys, the bucket and table names, and the broker
+        clock's current offset (after :meth:`advance_time`, call it again)."""
+        self._require()
+        names = {
+            "bucket": "MessageBucket",
+            "logIndexTable": "LogIndexTable",
+            "queueHeadsTable": "QueueHeadsTable",
+            "topicsTable": "TopicsTable",
+            "groupsTable": "GroupsTable",
+        }
+        options = {o: self._resources[r] for o, r in names.items() if r in self._resources}
+        return {
+            **options,
+            "endpoint": self.aws_endpoint,
+            "region": REGION,
+            "accessKeyId": DUMMY_CREDENTIALS["aws_access_key_id"],
+            "secretAccessKey": DUMMY_CREDENTIALS["aws_secret_access_key"],
+            "clockOffsetMs": str(clock.offset_ms()),
+        }
+
+    # ------------------------------------------------------------------ end spark
+
     def __repr__(self) -> str:
         where = self.endpoint if self.running else "stopped"
         return f"LocalStack({self.template_path}, {where})"

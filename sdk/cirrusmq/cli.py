@@ -51,6 +51,12 @@ def _root(
 register_client_commands(app)  # topic, group, send, consume (cirrusmq.commands)
 register_offset_commands(app)  # offsets show|reset, read (cirrusmq.offset_commands)
 
+# --- spark (issue 12): cirrusmq spark export|stats|replay --------------------------------
+from .spark.cli import spark_app  # noqa: E402  (typer only; pyspark loads when a job runs)
+
+app.add_typer(spark_app, name="spark")
+# --- end spark --------------------------------------------------------------------------
+
 
 @app.command()
 def dev(

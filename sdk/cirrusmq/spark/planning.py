@@ -1,0 +1,193 @@
+"""Planning a read on the driver: which queues, which offsets, which batch objects.
+
+Offsets are not stored in the objects: a batch's rows are ``base_offset + row`` of its log
+index item. So a read is planned from the index (through the broker's own
+:class:`~cirrusmq_broker.storage.log_index.LogIndex`, which skips items past retention that
+DynamoDB's TTL has not deleted yet) and the queue heads (each queue's next offset). The index
+only ever names objects under ``topics/``: delayed (``timers/``) and transaction half
+messages (``half/``) are never read, and neither are orphaned objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .options import EARLIEST, LATEST, ReadOptions, StackOptions, parse_offsets
+
+MAX_QUEUES = 64
+"""The most queues a topic can have (validation): a topic not in the topics table (an
+internal one, e.g. ``retry.<group>.<topic>``) has its queues found from their heads."""
+INDEX_PAGE = 100
+FAR_FUTURE_MS = 2**62
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Offsets ``[first, end)`` of one batch object (whose row 0 is ``base_offset``)."""
+
+    queue: int
+    object_key: str
+    base_offset: int
+    first: int
+    end: int
+    size_bytes: int
+
+
+class QueueLog:
+    """A topic's queues as the index and the heads describe them (driver side)."""
+
+    def __init__(self, stack: StackOptions, topic: str, queues: int | None = None) -> None:
+        from cirrusmq_broker.storage.log_index import LogIndex
+        from cirrusmq_broker.storage.queue_heads import QueueHeads
+
+        self.stack = stack
+        self.topic = topic
+        self._queue_count = queues
+        self._dynamodb = stack.client("dynamodb")
+        self.index = LogIndex(self._dynamodb, stack.log_index_table)
+        self._heads = QueueHeads(self._dynamodb, stack.queue_heads_table)
+
+    @cached_property
+    def queues(self) -> list[int]:
+        """The topic's queue numbers: from the topics table, else from the heads found."""
+        if self._queue_count is not None:
+            return list(range(self._queue_count))
+        if self.stack.topics_table:
+            from cirrusmq_broker.storage.topics import TopicStore
+
+            topic = TopicStore(self._dynamodb, self.stack.topics_table).get(self.topic)
+            if topic is not None:
+                return list(range(topic.queues))
+        heads = self._heads.get_many(self.topic, list(range(MAX_QUEUES)))
+        return [q for q, head in heads.items() if head.next_offset > 0]
+
+    def heads(self) -> dict[int, int]:
+        """Each queue's next offset (the end of its log)."""
+        if not self.queues:
+            return {}
+        found = self._heads.get_many(self.topic, self.queues)
+        return {q: found[q].next_offset for q in self.queues}
+
+    def earliest(self, queue: int, head: int) -> int:
+        """The lowest retained offset of ``queue`` (``head`` if nothing is retained)."""
+        return self.index.first_offset(self.topic, queue, now_s=self.stack.now_s(), end=head)
+
+    def offset_at_time(self, queue: int, timestamp_ms: int, head: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (``head`` if none).
+
+        Every message of a batch has the batch's stored timestamp, so this is exact."""
+        found = self.index.stored_between(self.topic, queue, timestamp_ms, FAR_FUTURE_MS, limit=1)
+        return min(found[0].base_offset, head) if found else head
+
+    def resolve(
+        self,
+        spec: str | None,
+        timestamp_ms: int | None,
+        heads: dict[int, int],
+        *,
+        default: int,
+        what: str,
+    ) -> dict[int, int]:
+        """Per queue, the offset that ``spec`` (``earliest``/``latest``/JSON) or
+        ``timestamp_ms`` names; queues the JSON leaves out get ``default``."""
+        if timestamp_ms is not None:
+            return {q: self.offset_at_time(q, timestamp_ms, h) for q, h in heads.items()}
+        parsed = default if spec is None else parse_offsets(spec, self.topic, what=what)
+        wanted = parsed if isinstance(parsed, dict) else {}
+        fallback = parsed if isinstance(parsed, int) else default
+        unknown = sorted(set(wanted) - set(heads))
+        if unknown:
+            raise ValueError(f"{what}: topic {self.topic!r} has no queue {unknown[0]}")
+        resolved: dict[int, int] = {}
+        for queue, head in heads.items():
+            offset = wanted.get(queue, fallback)
+            if offset == EARLIEST:
+                offset = self.earliest(queue, head)
+            elif offset == LATEST:
+                offset = head
+            resolved[queue] = min(offset, head)
+        return resolved
+
+    def batch_range(self, read: ReadOptions) -> tuple[dict[int, int], dict[int, int]]:
+        """The (start, end) offsets per queue of a batch read (earliest..latest by default)."""
+        heads = self.heads()
+        start = self.resolve(
+            read.starting, read.starting_timestamp, heads, default=EARLIEST, what="startingOffsets"
+        )
+        end = self.resolve(
+            read.ending, _after(read.ending_timestamp), heads, default=LATEST, what="endingOffsets"
+        )
+        return start, {q: max(end[q], start[q]) for q in heads}
+
+    def slices(self, queue: int, start: int, end: int) -> list[Slice]:
+        """The retained batch objects holding offsets ``[start, end)`` of ``queue``, cut to
+        that range (expired batches are left out: their offsets are gone)."""
+        if start >= end:
+            return []
+        holding = self.index.entry_at(self.topic, queue, start)
+        cursor = holding.base_offset if holding is not None else start
+        found: list[Slice] = []
+        now_s = self.stack.now_s()
+        while cursor < end:
+            page = self.index.read_from(self.topic, queue, cursor, INDEX_PAGE, now_s=now_s, end=end)
+            if not page.entries:
+                break
+            for entry in page.entries:
+                if entry.base_offset >= end:
+                    return found
+                first, last = max(start, entry.base_offset), min(end, entry.next_offset)
+                if first < last:
+                    found.append(
+                        Slice(
+                            queue,
+                            entry.object_key,
+                            entry.base_offset,
+                            first,
+                            last,
+                            entry.size_bytes,
+                        )
+                    )
+            cursor = page.entries[-1].next_offset
+        return found
+
+    def plan(
+        self, start: dict[int, int], end: dict[int, int], objects_per_partition: int
+    ) -> list[list[Slice]]:
+        """The slices of ``[start, end)`` of every queue, in groups of at most
+        ``objects_per_partition`` objects (one Spark input partition each)."""
+        groups: list[list[Slice]] = []
+        for queue in sorted(start):
+            slices = self.slices(queue, start[queue], end.get(queue, start[queue]))
+            for i in range(0, len(slices), objects_per_partition):
+                groups.append(slices[i : i + objects_per_partition])
+        return groups
+
+
+def _after(timestamp_ms: int | None) -> int | None:
+    """An ending timestamp is inclusive: the end is the first batch stored after it."""
+    return None if timestamp_ms is None else timestamp_ms + 1
+
+
+def limit_offsets(
+    start: dict[int, int], latest: dict[int, int], max_offsets: int
+) -> dict[int, int]:
+    """End offsets taking at most ``max_offsets`` messages over all queues, shared in
+    proportion to each queue's backlog (as Spark's Kafka source does), at least one from
+    every queue with a backlog while the limit allows."""
+    backlog = {q: max(0, latest[q] - start.get(q, latest[q])) for q in latest}
+    total = sum(backlog.values())
+    if total <= max_offsets:
+        return dict(latest)
+    end = {q: start.get(q, latest[q]) for q in latest}
+    budget = max_offsets
+    shares = {q: (b * max_offsets) // total for q, b in backlog.items()}
+    for q in sorted(backlog, key=lambda q: -backlog[q]):
+        take = min(backlog[q], max(shares[q], 1 if backlog[q] else 0), budget)
+        end[q] += take
+        budget -= take
+    for q in sorted(backlog):  # what rounding left over
+        take = min(latest[q] - end[q], budget)
+        end[q] += take
+        budget -= take
+    return end

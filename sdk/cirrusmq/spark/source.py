@@ -1,0 +1,145 @@
+"""The ``cirrusmq`` PySpark data source: batch and streaming reads through the log index.
+
+Semantics follow Spark's Kafka source: ``startingOffsets`` / ``endingOffsets`` are
+``earliest``, ``latest`` or JSON offsets per queue (``{"<topic>": {"0": 12, "1": -2}}``, -2
+earliest, -1 latest), ``startingTimestamp`` / ``endingTimestamp`` (ms) pick offsets by the
+time batches were stored. Streaming offsets are ``{"<queue>": next offset}``;
+``maxOffsetsPerTrigger`` bounds a micro-batch. See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .options import LATEST, ReadOptions, StackOptions
+from .planning import QueueLog, Slice, limit_offsets
+from .schema import SCHEMA_DDL
+
+FORMAT = "cirrusmq"
+
+
+@dataclass
+class ObjectsPartition(InputPartition):
+    """One Spark task: slices of a bounded number of batch objects."""
+
+    slices: list[Slice]
+
+
+class CirrusMQDataSource(DataSource):
+    """``spark.read.format("cirrusmq")`` / ``spark.readStream.format("cirrusmq")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return CirrusMQBatchReader(
+            StackOptions.parse(self.options), ReadOptions.parse(self.options)
+        )
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return CirrusMQStreamReader(
+            StackOptions.parse(self.options), ReadOptions.parse(self.options)
+        )
+
+
+class _Reading:
+    stack: StackOptions
+    query: ReadOptions
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:  # type: ignore[override]
+        if not isinstance(partition, ObjectsPartition):  # Spark's stand-in when none planned
+            return iter(())
+        from .rows import read_slices  # pyarrow: executors only, not the planner process
+
+        return read_slices(self.stack, self.query.topic, partition.slices)
+
+    def _log(self) -> QueueLog:
+        return QueueLog(self.stack, self.query.topic, self.query.queues)
+
+    def _partitions(self, log: QueueLog, start: dict[int, int], end: dict[int, int]) -> list:
+        groups = log.plan(start, end, self.query.objects_per_partition)
+        return [ObjectsPartition(group) for group in groups]
+
+
+class CirrusMQBatchReader(_Reading, DataSourceReader):
+    """A batch read of ``[startingOffsets, endingOffsets)`` of every queue."""
+
+    def __init__(self, stack: StackOptions, read: ReadOptions) -> None:
+        self.stack, self.query = stack, read
+
+    def partitions(self) -> list[InputPartition]:
+        log = self._log()
+        start, end = log.batch_range(self.query)
+        return self._partitions(log, start, end)
+
+
+class CirrusMQStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream of every queue's new messages; offsets are ``{"<queue>": next offset}``."""
+
+    def __init__(self, stack: StackOptions, read: ReadOptions) -> None:
+        self.stack, self.query = stack, read
+        self._target: dict[int, int] | None = None
+
+    def initialOffset(self) -> dict:
+        log = self._log()
+        heads = log.heads()
+        start = log.resolve(
+            self.query.starting,
+            self.query.starting_timestamp,
+            heads,
+            default=LATEST,
+            what="startingOffsets",
+        )
+        return _offset_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.query.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._log().heads()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = _offsets(start)
+        latest = self._target if self._target is not None else self._log().heads()
+        latest = {q: max(h, begin.get(q, 0)) for q, h in latest.items()}
+        begin = {q: begin.get(q, 0) for q in latest}  # a queue added since: from its start
+        if isinstance(limit, ReadMaxRows):
+            latest = limit_offsets(begin, latest, limit.max_rows)
+        return _offset_json({**begin, **latest})
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        begin, finish = _offsets(start), _offsets(end)
+        begin = {q: begin.get(q, 0) for q in finish}
+        return self._partitions(self._log(), begin, finish)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the data is immutable and the checkpoint holds the offsets."""
+
+
+def _offset_json(offsets: dict[int, int]) -> dict[str, int]:
+    return {str(q): int(o) for q, o in sorted(offsets.items())}
+
+
+def _offsets(data: dict) -> dict[int, int]:
+    return {int(q): int(o) for q, o in data.items()}

@@ -1,0 +1,90 @@
+"""Pure parts of the data source: options, offset limits, slicing objects (no Spark)."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow.parquet as pq
+import pytest
+from cirrusmq.spark.options import (
+    EARLIEST,
+    LATEST,
+    OptionError,
+    ReadOptions,
+    StackOptions,
+    parse_offsets,
+)
+from cirrusmq.spark.planning import Slice, limit_offsets
+from cirrusmq.spark.rows import ARROW_SCHEMA, slice_rows
+from cirrusmq_broker.codec import encode_batch
+from cirrusmq_broker.model import NewMessage, ProducerStamp
+
+
+def test_offsets_are_words_or_json_per_queue():
+    assert parse_offsets("earliest", "t", what="x") == EARLIEST
+    assert parse_offsets(" LATEST ", "t", what="x") == LATEST
+    assert parse_offsets('{"t": {"0": 5, "1": -2}}', "t", what="x") == {0: 5, 1: -2}
+    assert parse_offsets('{"3": -1}', "t", what="x") == {3: -1}
+    for bad in ("soon", "[1]", '{"0": -3}', '{"a": 1}', '{"0": true}'):
+        with pytest.raises(OptionError):
+            parse_offsets(bad, "t", what="x")
+
+
+def test_options_are_case_insensitive_and_checked():
+    stack = StackOptions.parse(
+        {"BUCKET": "b", "logindextable": "i", "queueHeadsTable": "h", "clockOffsetMs": "5"}
+    )
+    assert (stack.bucket, stack.log_index_table, stack.clock_offset_ms) == ("b", "i", 5)
+    with pytest.raises(OptionError, match="queueHeadsTable"):
+        StackOptions.parse({"bucket": "b", "logIndexTable": "i"})
+    read = ReadOptions.parse({"topic": "t", "maxOffsetsPerTrigger": "10"})
+    assert (read.max_offsets_per_trigger, read.objects_per_partition) == (10, 8)
+    for bad in ({}, {"topic": "t", "objectsPerPartition": "0"}, {"topic": "t", "queues": "x"}):
+        with pytest.raises(OptionError):
+            ReadOptions.parse(bad)
+
+
+def test_offset_limit_is_shared_by_backlog():
+    start, latest = {0: 0, 1: 10, 2: 5}, {0: 100, 1: 20, 2: 5}
+    assert limit_offsets(start, latest, 1000) == latest
+    end = limit_offsets(start, latest, 11)
+    assert sum(end[q] - start[q] for q in start) == 11
+    assert end[0] - start[0] == 10 and end[1] - start[1] == 1 and end[2] == 5
+    one = limit_offsets({0: 0, 1: 0}, {0: 1, 1: 1000}, 2)
+    assert one == {0: 1, 1: 1}  # a small backlog is not starved
+
+
+def _object(count: int) -> pq.ParquetFile:
+    messages = [NewMessage(f"m{i}", f"b{i}".encode(), tag="t") for i in range(count)]
+    data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=ProducerStamp("p", 1))
+    return pq.read_table(io.BytesIO(data))
+
+
+def test_a_slice_cuts_rows_and_numbers_offsets():
+    table = _object(5)
+    batch = slice_rows(table, "t", Slice(2, "k", 100, 102, 104, 0))
+    assert batch.schema == ARROW_SCHEMA
+    assert batch.column("offset").to_pylist() == [102, 103]
+    assert batch.column("message_id").to_pylist() == ["m2", "m3"]
+    assert batch.column("queue").to_pylist() == [2, 2]
+    assert batch.column("producer_sequence").to_pylist() == [1, 1]
+
+
+def test_a_version_1_object_reads_with_empty_broker_columns():
+    table = _object(2)
+    v1 = table.select([n for n in table.column_names if n not in _V2_ONLY])
+    batch = slice_rows(v1, "t", Slice(0, "k", 0, 0, 2, 0))
+    assert batch.column("reconsume_count").to_pylist() == [0, 0]
+    assert batch.column("origin_topic").to_pylist() == [None, None]
+    assert batch.column("delivery_timestamp").null_count == 2
+
+
+_V2_ONLY = {
+    "delivery_timestamp",
+    "origin_topic",
+    "origin_queue",
+    "origin_offset",
+    "reconsume_count",
+    "dead_letter_reason",
+    "transaction_id",
+}
