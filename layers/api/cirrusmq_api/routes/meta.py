@@ -28,11 +28,12 @@ def openapi():  # noqa: ANN201 (a JSON document, not a schema'd body)
 @functools.cache
 def openapi_document() -> str:
     from ..app import create_app
-    from . import consume, groups, keys, produce, topics
+    from . import consume, groups, keys, produce, topics, transactions
 
     app = create_app(
         topics.router, groups.router, keys.router, router, produce.router, consume.router
     )
+    app.include_router(transactions.router)  # transactions (issue 10)
     schema = app.get_openapi_json_schema(
         title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
     )
