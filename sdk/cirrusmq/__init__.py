@@ -42,10 +42,12 @@ from .errors import (
     OutboxFullError,
     OutboxLockedError,
     PayloadTooLargeError,
+    ProducerFencedError,  # transactions (issue 10)
     ReceiptHandleExpiredError,
     ServerError,
     SubscriptionConflictError,
     ThrottledError,
+    TransactionEndedError,  # transactions (issue 10)
     TransportError,
     UnauthorizedError,
     UnsupportedFeatureError,
@@ -55,6 +57,16 @@ from .outbox import Refusal, RefusedBatch
 from .producer import Producer
 from .push_consumer import MessageListener, PushConsumer
 from .signing import CirrusAuth
+from .transaction import (  # transactions (issue 10)
+    OpenTransaction,
+    Transaction,
+    TransactionAdmin,
+    TransactionChecker,
+    TransactionMessageView,
+    TransactionProducer,
+    TransactionReceipt,
+    TransactionResolution,
+)
 from .transport import RetryPolicy
 
 __version__ = "0.1.0"
@@ -109,4 +121,15 @@ __all__ = [
     "UnauthorizedError",
     "UnsupportedFeatureError",
     "__version__",
+    # transactions (issue 10)
+    "OpenTransaction",
+    "ProducerFencedError",
+    "Transaction",
+    "TransactionAdmin",
+    "TransactionChecker",
+    "TransactionEndedError",
+    "TransactionMessageView",
+    "TransactionProducer",
+    "TransactionReceipt",
+    "TransactionResolution",
 ]
