@@ -222,3 +222,36 @@ def _auth(credentials):
     from cirrusmq import CirrusAuth
 
     return CirrusAuth(credentials)
+
+
+def test_cli_lists_and_ends_transactions(endpoint, credentials, txn_topic, monkeypatch, tmp_path):
+    import json
+
+    from cirrusmq.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
+    runner = CliRunner()
+
+    def cli(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, result.output
+        return result.output
+
+    group = unique("pg")
+    with TransactionProducer(endpoint, credentials, producer_group=group) as producer:
+        keep, drop = producer.begin_transaction(), producer.begin_transaction()
+        keep.send(Message(txn_topic, b"kept"))
+        drop.send(Message(txn_topic, b"dropped"))
+    listed = json.loads(cli("txn", "list", group, "--json"))
+    assert sorted(t["transaction_id"] for t in listed) == sorted([keep.id, drop.id])
+    assert all(t["topic"] == txn_topic and t["checks"] == 0 for t in listed)
+    assert "2 open transaction(s)" in cli("txn", "list", group)
+    assert f"committed transaction {keep.id}" in cli("txn", "commit", group, keep.id)
+    assert f"rolled back transaction {drop.id}" in cli("txn", "rollback", group, drop.id)
+    assert "TransactionAlreadyEnded" in cli("txn", "rollback", group, keep.id, code=1)
+    assert json.loads(cli("txn", "list", group, "--json")) == []
+    assert drain(endpoint, credentials, txn_topic) == [b"kept"]
