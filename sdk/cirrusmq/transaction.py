@@ -234,7 +234,20 @@ class TransactionProducer:
     ) -> list[TransactionReceipt]:
         self._check_open()
         born = _now_ms()
-        body = self._transport.request(
+        try:
+            body = self._send_request(txn, part, messages, born)
+        except ProducerFencedError:
+            self.fenced = True
+            raise
+        return [
+            TransactionReceipt(read_str(r, "message_id"), read_int(r, "queue"), txn.id)
+            for r in read_list(read_mapping(body), "receipts")
+        ]
+
+    def _send_request(
+        self, txn: Transaction, part: int, messages: Sequence[Message], born: int
+    ) -> Any:
+        return self._transport.request(
             "POST",
             f"{_txn_path(self.producer_group, txn.id)}/messages",
             json_body={
@@ -246,10 +259,6 @@ class TransactionProducer:
                 **self._timings,
             },
         )
-        return [
-            TransactionReceipt(read_str(r, "message_id"), read_int(r, "queue"), txn.id)
-            for r in read_list(read_mapping(body), "receipts")
-        ]
 
     def _end(self, transaction_id: str, resolution: TransactionResolution, check: bool = False):
         try:

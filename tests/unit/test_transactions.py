@@ -336,3 +336,45 @@ def test_a_deleted_topic_rolls_its_transactions_back(txn_broker, clock):
         b.transactions.end(PG, "tx1", Resolution.COMMIT)
     txn = b.transactions.describe(PG, "tx1")
     assert txn.state is TxnState.ROLLED_BACK and "deleted" in (txn.end_reason or "")
+
+
+def test_a_check_answered_rollback_discards_and_records_who(txn_broker, clock):
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    half(b, "tx1", b"not paid", timings=CheckTimings(0, 5, 3))
+    assert b.transactions.run_checks().asked == 1
+    [check] = b.transactions.poll_checks(PG, "p1", 1)
+    assert check.message.offset == -1 and check.message_count == 1
+    result = b.transactions.end(PG, "tx1", Resolution.ROLLBACK, producer=("p1", 1), by="check")
+    assert result.state is TxnState.ROLLED_BACK
+    txn = b.transactions.describe(PG, "tx1")
+    assert (txn.ended_by, txn.end_reason) == ("check", "rolled back by a check's answer")
+    assert visible(b) == [] and half_objects(b) == []
+    clock.advance(60)
+    assert b.transactions.run_checks().asked == 0  # ended: out of the due index
+    assert b.transactions.poll_checks(PG, "p1", 1) == []
+
+
+def test_check_rules_are_pure():
+    from cirrusmq_broker.transaction_state import CheckAction, Transaction, check_step
+
+    txn = Transaction(
+        PG,
+        "t",
+        "p",
+        1,
+        "pay",
+        TxnState.OPEN,
+        0,
+        CheckTimings(6, 30, 2),
+        checks=0,
+        next_check_at=6000,
+    )
+    assert check_step(txn, 5999, 72).action is CheckAction.NONE
+    assert check_step(txn, 6000, 72).action is CheckAction.ASK
+    assert check_step(txn, 6000, None).action is CheckAction.ROLLBACK
+    spent = dataclasses.replace(txn, checks=2)
+    assert check_step(spent, 6000, 72).reason == "no verdict after 2 checks"
+    assert check_step(txn, 3600 * 1000, 1).action is CheckAction.ROLLBACK
+    committing = dataclasses.replace(txn, state=TxnState.COMMITTING)
+    assert check_step(committing, 0, 72).action is CheckAction.RESUME_COMMIT
