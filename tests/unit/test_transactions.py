@@ -378,3 +378,58 @@ def test_check_rules_are_pure():
     assert check_step(txn, 3600 * 1000, 1).action is CheckAction.ROLLBACK
     committing = dataclasses.replace(txn, state=TxnState.COMMITTING)
     assert check_step(committing, 0, 72).action is CheckAction.RESUME_COMMIT
+
+
+def _crashing_at(step: int):
+    """An observer that kills the Lambda before its ``step``-th AWS call (0-based)."""
+    count = Counter()
+
+    def observer(_service, _op, _params):
+        count["n"] += 1
+        if count["n"] == step + 1:
+            raise SimulatedCrash()
+
+    return observer
+
+
+def test_crash_matrix_of_half_sends_and_rollback(txn_broker):
+    """A send that dies at any call, retried, stores its part once; a rollback that dies at
+    any call, run again, discards everything."""
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+
+    crashed = 0
+    step = 0
+    while True:
+        remove = observe_calls(_crashing_at(step))
+        try:
+            half(b, f"s{step}", f"paid{step}".encode(), message_id=f"m{step}")
+            remove()
+            break
+        except SimulatedCrash:
+            remove()
+            half(b, f"s{step}", f"paid{step}".encode(), message_id=f"m{step}")  # the retry
+            crashed += 1
+        step += 1
+    assert crashed >= 2
+    for i in range(step + 1):
+        b.transactions.end(PG, f"s{i}", Resolution.COMMIT)
+    assert visible(b) == sorted(f"paid{i}".encode() for i in range(step + 1))
+
+    steps = 0
+    while True:
+        txid = f"r{steps}"
+        half(b, txid, b"never")
+        remove = observe_calls(_crashing_at(steps))
+        try:
+            b.transactions.end(PG, txid, Resolution.ROLLBACK, producer=("p1", 1))
+            remove()
+            break
+        except SimulatedCrash:
+            remove()
+            b.transactions.end(PG, txid, Resolution.ROLLBACK, producer=("p1", 1))  # re-run
+        assert b.transactions.describe(PG, txid).state is TxnState.ROLLED_BACK
+        steps += 1
+    assert steps >= 2
+    assert visible(b, group="g2") == sorted(f"paid{i}".encode() for i in range(step + 1))
+    assert half_objects(b) == [] and b.transactions.list_open(PG) == []
