@@ -7,7 +7,7 @@ from typing import Literal
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import limits
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.services.transactions import MAX_CHECKS_PER_POLL
+from cirrusmq_broker.services.transaction_checks import MAX_CHECKS_PER_POLL
 from cirrusmq_broker.transaction_state import (
     MAX_IMMUNITY_SECONDS,
     MAX_INTERVAL_SECONDS,

@@ -9,8 +9,6 @@ transactions) and stores each message exactly once.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,33 +17,24 @@ from dataclasses import dataclass
 from .. import limits
 from ..errors import (
     AccessDenied,
-    BrokerError,
     Conflict,
     IdempotencyConflict,
-    InvalidMessage,
-    InvalidRequest,
-    MessageGroupRequired,
-    MessageTooLarge,
     NotTransactional,
     ProducerFenced,
     ProducerNotRegistered,
-    TooManyMessages,
     TopicNotFound,
     TransactionAlreadyEnded,
     TransactionNotFound,
     TransactionTopicMismatch,
 )
-from ..model import MessageType, NewMessage, ProducerStamp, StoredMessage, SystemFields, Topic
+from ..model import MessageType, NewMessage, ProducerStamp, Topic
 from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
 from ..storage.batch_objects import object_key
 from ..storage.half_objects import HalfObjectStore
 from ..storage.producers import ProducerRecord
 from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
 from ..transaction_state import (
-    CLAIM_SECONDS,
-    DUE_SHARDS,
     ENDED_KEEP_SECONDS,
-    CheckAction,
     CheckTimings,
     HalfObject,
     HalfPart,
@@ -54,30 +43,29 @@ from ..transaction_state import (
     TxnState,
     check_id,
     check_part,
-    check_step,
     commit_stamp_id,
     committed_name,
     due_shard,
     half_key,
     route,
 )
-from ..validation import (
-    check_group_name,
-    check_keys,
-    check_message_group,
-    check_message_id,
-    check_properties,
-    check_tag,
-    check_timestamp,
-)
+from ..validation import check_group_name
 from .produce import MessageInput
 from .topic_catalog import TopicCatalog
+from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
+from .transaction_input import digest as input_digest
+from .transaction_input import validate_half_messages
+
+__all__ = [
+    "CheckReport",
+    "CheckRequest",
+    "EndResult",
+    "HalfReceipt",
+    "HalfSendResult",
+    "TransactionService",
+]
 
 log = logging.getLogger("cirrusmq.transactions")
-
-POLL_INTERVAL_SECONDS = 1.0
-"""A producer's long poll re-reads its group's check inbox this often (one GetItem)."""
-MAX_CHECKS_PER_POLL = 32
 
 
 @dataclass(frozen=True)
@@ -105,29 +93,7 @@ class EndResult:
     reason: str | None = None
 
 
-@dataclass(frozen=True)
-class CheckRequest:
-    """A back-check for a producer: is this transaction committed in your application?"""
-
-    producer_group: str
-    transaction_id: str
-    transactional_id: str
-    topic: str
-    check_number: int
-    message_count: int
-    message: StoredMessage
-    """The transaction's first half message (offset -1: not stored in the topic yet)."""
-
-
-@dataclass
-class CheckReport:
-    asked: int = 0
-    committed: int = 0
-    rolled_back: int = 0
-    failed: int = 0
-
-
-class TransactionService:
+class TransactionService(TransactionChecks):
     def __init__(
         self,
         *,
@@ -192,8 +158,8 @@ class TransactionService:
                 "send without a transaction"
             )
         now = self._clock()
-        messages = _validate(topic, inputs, now, transaction_id, part)
-        digest = _digest(topic.name, inputs)
+        messages = validate_half_messages(topic, inputs, now, transaction_id, part)
+        digest = input_digest(topic.name, inputs)
         queues = route(transaction_id, [m.message_group for m in messages], topic.queues)
         by_queue: dict[int, list[NewMessage]] = {}
         for message, queue in zip(messages, queues, strict=True):
@@ -510,118 +476,6 @@ class TransactionService:
         check_id(transaction_id, "transaction id")
         return self._get(producer_group, transaction_id)
 
-    # ------------------------------------------------------------------- checks
-    def run_checks(self, *, limit: int = 100) -> CheckReport:
-        """One pass of the back-checker over the transactions due now."""
-        now = self._clock()
-        report = CheckReport()
-        asked: dict[str, list[str]] = {}
-        for shard in range(DUE_SHARDS):
-            for txn in self._store.due(f"due#{shard}", now, limit=limit):
-                try:
-                    self._check_one(txn, now, report, asked)
-                except BrokerError:
-                    report.failed += 1
-                    log.exception("check of %s/%s failed", txn.producer_group, txn.transaction_id)
-        for group, ids in asked.items():
-            self._store.add_pending(group, ids)
-        return report
-
-    def _check_one(
-        self, txn: Transaction, now: int, report: CheckReport, asked: dict[str, list[str]]
-    ) -> None:
-        try:
-            retention: int | None = self._topics.active(txn.topic).retention_hours
-        except TopicNotFound:
-            retention = None
-        step = check_step(txn, now, retention)
-        if step.action is CheckAction.RESUME_COMMIT:
-            try:
-                self._finish_commit(txn)
-                report.committed += 1
-            except TopicNotFound:
-                report.rolled_back += 1
-        elif step.action is CheckAction.ROLLBACK:
-            assert step.reason is not None
-            self._rolled_back(txn, step.reason, "checker")
-            report.rolled_back += 1
-        elif step.action is CheckAction.ASK and self._store.ask(txn, now):
-            asked.setdefault(txn.producer_group, []).append(txn.transaction_id)
-            report.asked += 1
-
-    def next_due_in(self, horizon_seconds: float) -> float | None:
-        """Seconds until the next transaction is due within the horizon (None: none)."""
-        now = self._clock()
-        until = now + int(horizon_seconds * 1000)
-        due = [
-            txn.next_check_at
-            for shard in range(DUE_SHARDS)
-            for txn in self._store.due(f"due#{shard}", until, limit=1)
-            if txn.next_check_at is not None
-        ]
-        return max(0.0, (min(due) - now) / 1000) if due else None
-
-    def poll_checks(
-        self,
-        producer_group: str,
-        transactional_id: str,
-        epoch: int,
-        *,
-        wait_seconds: float = 0,
-        max_checks: int = 10,
-    ) -> list[CheckRequest]:
-        """Long poll for check requests of the group (any live producer of it gets each
-        one; a check handed out is claimed for CLAIM_SECONDS)."""
-        check_group_name(producer_group)
-        check_id(transactional_id, "transactional id")
-        if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
-            raise InvalidRequest(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
-        if not 1 <= max_checks <= MAX_CHECKS_PER_POLL:
-            raise InvalidRequest(f"max_checks must be 1-{MAX_CHECKS_PER_POLL}")
-        self._fence(producer_group, transactional_id, epoch)
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            found = self._take_checks(producer_group, max_checks)
-            if found or time.monotonic() + POLL_INTERVAL_SECONDS > deadline:
-                return found
-            self._sleep(POLL_INTERVAL_SECONDS)
-
-    def _take_checks(self, producer_group: str, wanted: int) -> list[CheckRequest]:
-        pending = self._store.pending_checks(producer_group)
-        if not pending:
-            return []
-        ids = sorted(pending)[:100]
-        txns = {t.transaction_id: t for t in self._store.get_many(producer_group, ids)}
-        stale = [i for i in ids if i not in txns or txns[i].state is not TxnState.OPEN]
-        if stale:
-            self._store.remove_pending(producer_group, stale)
-        now = self._clock()
-        found = []
-        for txn in sorted(txns.values(), key=lambda t: t.created_at):
-            if len(found) >= wanted:
-                break
-            if txn.state is not TxnState.OPEN or txn.claim_until >= now or not txn.objects:
-                continue
-            if self._store.claim(txn, now, now + CLAIM_SECONDS * 1000):
-                found.append(self._check_request(txn))
-        return found
-
-    def _check_request(self, txn: Transaction) -> CheckRequest:
-        from ..codec import decode_batch
-
-        first = txn.objects[0]
-        data = self._halves.get(first.key)
-        message = decode_batch(data, topic=txn.topic, queue=first.queue, base_offset=0)[0]
-        return CheckRequest(
-            producer_group=txn.producer_group,
-            transaction_id=txn.transaction_id,
-            transactional_id=txn.transactional_id,
-            topic=txn.topic,
-            check_number=txn.checks,
-            message_count=txn.message_count,
-            message=dataclasses.replace(message, offset=-1),
-        )
-
 
 # ---------------------------------------------------------------------- helpers
 
@@ -638,75 +492,3 @@ def _already_ended(txn: Transaction, wanted: Resolution) -> TransactionAlreadyEn
 
 def _receipts(part: HalfPart) -> list[HalfReceipt]:
     return [HalfReceipt(i, q) for i, q in zip(part.message_ids, part.queues, strict=True)]
-
-
-def _validate(
-    topic: Topic, inputs: Sequence[MessageInput], now: int, transaction_id: str, part: int
-) -> list[NewMessage]:
-    if not 1 <= len(inputs) <= limits.MAX_MESSAGES_PER_SEND:
-        raise TooManyMessages(
-            f"a send carries 1-{limits.MAX_MESSAGES_PER_SEND} messages, got {len(inputs)}"
-        )
-    messages, seen = [], set()
-    system = SystemFields(transaction_id=transaction_id)
-    for position, raw in enumerate(inputs):
-        if not raw.body:
-            raise InvalidMessage(f"message {position}: the body is empty")
-        if len(raw.body) > limits.MAX_BODY_BYTES:
-            raise MessageTooLarge(
-                f"message {position}: body of {len(raw.body)} bytes is over "
-                f"{limits.MAX_BODY_BYTES} bytes"
-            )
-        message_id = (
-            check_message_id(raw.message_id)
-            if raw.message_id
-            else _generated_id(transaction_id, part, position)
-        )
-        if message_id in seen:
-            raise InvalidMessage(f"message {position}: duplicate message id {message_id!r}")
-        seen.add(message_id)
-        group = check_message_group(raw.message_group) if raw.message_group else None
-        if topic.message_type is MessageType.FIFO and group is None:  # pragma: no cover
-            raise MessageGroupRequired(f"message {position}: set message_group")
-        messages.append(
-            NewMessage(
-                message_id=message_id,
-                body=raw.body,
-                tag=check_tag(raw.tag) if raw.tag is not None else None,
-                keys=check_keys(list(raw.keys)),
-                properties=check_properties(raw.properties),
-                message_group=group,
-                born_timestamp=(
-                    check_timestamp(raw.born_timestamp, f"message {position}: born_timestamp")
-                    if raw.born_timestamp is not None
-                    else now
-                ),
-                system=system,
-            )
-        )
-    return messages
-
-
-def _generated_id(transaction_id: str, part: int, position: int) -> str:
-    """The same on every retry of the send."""
-    return "T" + hashlib.sha256(f"{transaction_id}#{part}#{position}".encode()).hexdigest()[:31]
-
-
-def _digest(topic: str, inputs: Sequence[MessageInput]) -> str:
-    h = hashlib.sha256(topic.encode())
-    for m in inputs:
-        h.update(hashlib.sha256(m.body).digest())
-        h.update(
-            json.dumps(
-                [
-                    m.message_id,
-                    m.tag,
-                    list(m.keys),
-                    sorted(m.properties.items()),
-                    m.message_group,
-                    m.born_timestamp,
-                ],
-                separators=(",", ":"),
-            ).encode()
-        )
-    return h.hexdigest()
