@@ -433,3 +433,17 @@ def test_crash_matrix_of_half_sends_and_rollback(txn_broker):
     assert steps >= 2
     assert visible(b, group="g2") == sorted(f"paid{i}".encode() for i in range(step + 1))
     assert half_objects(b) == [] and b.transactions.list_open(PG) == []
+
+
+def test_a_live_producer_keeps_its_registration(txn_broker, clock):
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    store = b.transactions._store
+    _, first = store.registration(PG, "p1")
+    assert first == clock.now // 1000 + 30 * 24 * 3600  # expires unless the producer polls
+    clock.advance(3600)
+    b.transactions.poll_checks(PG, "p1", 1)
+    assert store.registration(PG, "p1")[1] == first  # refreshed at most once a day
+    clock.advance(2 * 24 * 3600)
+    b.transactions.poll_checks(PG, "p1", 1)
+    assert store.registration(PG, "p1")[1] == clock.now // 1000 + 30 * 24 * 3600

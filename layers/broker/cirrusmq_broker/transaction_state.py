@@ -34,6 +34,9 @@ CLAIM_SECONDS = 15
 """A check handed to one producer is not handed to another one for this long."""
 ENDED_KEEP_SECONDS = 7 * 24 * 3600
 """An ended transaction (with its verdict and reason) is kept this long, then expires."""
+REGISTRATION_KEEP_SECONDS = 30 * 24 * 3600
+"""A producer registration expires this long after its producer last polled for checks
+(refreshed at most once a day)."""
 DUE_SHARDS = 4
 """Open transactions spread over this many partitions of the due-time index."""
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import limits
-from ..errors import BrokerError, InvalidRequest, TopicNotFound
+from ..errors import InvalidRequest, TopicNotFound
 from ..model import StoredMessage
 from ..transaction_state import (
     CLAIM_SECONDS,
     DUE_SHARDS,
+    REGISTRATION_KEEP_SECONDS,
     CheckAction,
     Transaction,
     TxnState,
@@ -73,6 +74,7 @@ class TransactionChecks:
     _topics: TopicCatalog
     _clock: Callable[[], int]
     _sleep: Callable[[float], None]
+    _fence: Callable[[str, str, int], int]
 
     def run_checks(self, *, limit: int = 100) -> CheckReport:
         """One pass of the back-checker over the transactions due now."""
@@ -83,7 +85,7 @@ class TransactionChecks:
             for txn in self._store.due(f"due#{shard}", now, limit=limit):
                 try:
                     self._check_one(txn, now, report, asked)
-                except BrokerError:
+                except Exception:  # the others still get their turn; this one next pass
                     report.failed += 1
                     log.exception("check of %s/%s failed", txn.producer_group, txn.transaction_id)
         for group, ids in asked.items():
@@ -141,7 +143,10 @@ class TransactionChecks:
             raise InvalidRequest(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         if not 1 <= max_checks <= MAX_CHECKS_PER_POLL:
             raise InvalidRequest(f"max_checks must be 1-{MAX_CHECKS_PER_POLL}")
-        self._fence(producer_group, transactional_id, epoch)
+        expires_at = self._fence(producer_group, transactional_id, epoch)
+        keep_until = self._clock() // 1000 + REGISTRATION_KEEP_SECONDS
+        if keep_until - expires_at > 24 * 3600:  # a live producer keeps its registration
+            self._store.touch(producer_group, transactional_id, epoch, keep_until)
         deadline = time.monotonic() + wait_seconds
         while True:
             found = self._take_checks(producer_group, max_checks)

@@ -35,6 +35,7 @@ from ..storage.producers import ProducerRecord
 from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
 from ..transaction_state import (
     ENDED_KEEP_SECONDS,
+    REGISTRATION_KEEP_SECONDS,
     CheckTimings,
     HalfObject,
     HalfPart,
@@ -116,10 +117,14 @@ class TransactionService(TransactionChecks):
         """A new epoch for (producer group, transactional id): older instances are fenced."""
         check_group_name(producer_group)
         check_id(transactional_id, "transactional id")
-        return self._store.register(producer_group, transactional_id, self._clock())
+        now = self._clock()
+        expires_at = now // 1000 + REGISTRATION_KEEP_SECONDS
+        return self._store.register(producer_group, transactional_id, now, expires_at=expires_at)
 
-    def _fence(self, producer_group: str, transactional_id: str, epoch: int) -> None:
-        current = self._store.epoch(producer_group, transactional_id)
+    def _fence(self, producer_group: str, transactional_id: str, epoch: int) -> int:
+        """Refuse a caller whose epoch is not current; returns when its registration expires."""
+        found = self._store.registration(producer_group, transactional_id)
+        current, expires_at = found if found else (None, 0)
         if current is None:
             raise ProducerNotRegistered(
                 f"transactional id {transactional_id!r} is not registered in producer group "
@@ -131,6 +136,7 @@ class TransactionService(TransactionChecks):
                 f"registration (epoch {current})",
                 details={"epoch": epoch, "current_epoch": current},
             )
+        return expires_at
 
     # -------------------------------------------------------------- half sends
     def send(

@@ -54,24 +54,51 @@ class TransactionStore:
         return to_item({"producer_group": producer_group, "item_key": item_key})
 
     # ------------------------------------------------------------ registrations
-    def register(self, producer_group: str, transactional_id: str, now: int) -> int:
-        """A new epoch for the transactional id (one conditional-free atomic increment)."""
+    def register(
+        self, producer_group: str, transactional_id: str, now: int, *, expires_at: int
+    ) -> int:
+        """A new epoch for the transactional id (one atomic increment); the registration
+        expires (TTL) unless its producer keeps polling (:meth:`touch`)."""
         response = self._client.update_item(
             TableName=self.table,
             Key=self._key(producer_group, producer_key(transactional_id)),
-            UpdateExpression="ADD epoch :one SET registered_at = :now",
-            ExpressionAttributeValues=to_item({":one": 1, ":now": now}),
+            UpdateExpression="ADD epoch :one SET registered_at = :now, expires_at = :exp",
+            ExpressionAttributeValues=to_item({":one": 1, ":now": now, ":exp": expires_at}),
             ReturnValues="UPDATED_NEW",
         )
         return int(from_item(response["Attributes"])["epoch"])
 
-    def epoch(self, producer_group: str, transactional_id: str) -> int | None:
+    def registration(self, producer_group: str, transactional_id: str) -> tuple[int, int] | None:
+        """(epoch, expires_at) of the registration, None if there is none."""
         item = self._client.get_item(
             TableName=self.table,
             Key=self._key(producer_group, producer_key(transactional_id)),
             ConsistentRead=True,
         ).get("Item")
-        return int(from_item(item)["epoch"]) if item else None
+        if not item:
+            return None
+        values = from_item(item)
+        return int(values["epoch"]), int(values.get("expires_at", 0))
+
+    def epoch(self, producer_group: str, transactional_id: str) -> int | None:
+        found = self.registration(producer_group, transactional_id)
+        return found[0] if found else None
+
+    def touch(
+        self, producer_group: str, transactional_id: str, epoch: int, expires_at: int
+    ) -> None:
+        """Keep a live producer's registration (only while it is still at ``epoch``)."""
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key=self._key(producer_group, producer_key(transactional_id)),
+                UpdateExpression="SET expires_at = :exp",
+                ConditionExpression="epoch = :epoch",
+                ExpressionAttributeValues=to_item({":exp": expires_at, ":epoch": epoch}),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def fence_request(self, producer_group: str, transactional_id: str, epoch: int) -> dict:
         """A transaction item: the registration is still at ``epoch``."""
