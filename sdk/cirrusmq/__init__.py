@@ -44,10 +44,12 @@ from .errors import (
     OutboxFullError,
     OutboxLockedError,
     PayloadTooLargeError,
+    ProducerFencedError,  # transactions (issue 10)
     ReceiptHandleExpiredError,
     ServerError,
     SubscriptionConflictError,
     ThrottledError,
+    TransactionEndedError,  # transactions (issue 10)
     TransportError,
     UnauthorizedError,
     UnsupportedFeatureError,
@@ -60,6 +62,16 @@ from .producer import Producer
 from .pull_consumer import PullConsumer
 from .push_consumer import MessageListener, PushConsumer
 from .signing import CirrusAuth
+from .transaction import (  # transactions (issue 10)
+    OpenTransaction,
+    Transaction,
+    TransactionAdmin,
+    TransactionChecker,
+    TransactionMessageView,
+    TransactionProducer,
+    TransactionReceipt,
+    TransactionResolution,
+)
 from .transport import RetryPolicy
 
 __version__ = "0.1.0"
@@ -126,4 +138,15 @@ __all__ = [
     "DeadLetter",
     "DeadLetterPage",
     "RedriveSummary",
+    # transactions (issue 10)
+    "OpenTransaction",
+    "ProducerFencedError",
+    "Transaction",
+    "TransactionAdmin",
+    "TransactionChecker",
+    "TransactionEndedError",
+    "TransactionMessageView",
+    "TransactionProducer",
+    "TransactionReceipt",
+    "TransactionResolution",
 ]

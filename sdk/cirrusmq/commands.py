@@ -32,6 +32,7 @@ from .errors import AuthenticationError, MQError
 from .message import FilterExpression, Message, MessageView
 from .outbox import RefusedBatch, SqliteOutbox
 from .producer import Producer
+from .transaction import TransactionAdmin, TransactionResolution  # transactions (issue 10)
 
 __all__ = ["register"]
 
@@ -92,6 +93,7 @@ def register(app: typer.Typer) -> None:
     from . import dlq_commands  # retries (issue 9): group update, dlq ...
 
     dlq_commands.register(app, group_app)
+    app.add_typer(txn_app, name="txn")  # transactions (issue 10)
 
 
 @contextmanager
@@ -832,3 +834,93 @@ def _print_message(m: MessageView, *, as_json: bool) -> None:
     extras += [f"attempt={m.delivery_attempt}"] if m.delivery_attempt > 1 else []
     head = f"{m.topic}[{m.queue}]@{m.offset} {m.message_id}"
     out.print(" ".join([head, *extras, m.text]), markup=False)
+
+
+# ------------------------------------------------------------ transactions (issue 10)
+txn_app = typer.Typer(
+    help="Operators: list a producer group's undecided transactions, end one by hand.",
+    no_args_is_help=True,
+)
+
+
+@contextmanager
+def _txn_admin(
+    endpoint: str | None, access_key: str | None, secret_key: str | None, profile: str | None
+) -> Iterator[TransactionAdmin]:
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with TransactionAdmin(cfg.endpoint, cfg.credentials) as admin:
+            yield admin
+
+
+@txn_app.command("list")
+def txn_list(
+    producer_group: Annotated[str, typer.Argument(help="Producer group.")],
+    as_json: AsJson = False,
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """List the group's open transactions: age, checks so far, topic, message count."""
+    with _txn_admin(endpoint, access_key, secret_key, profile) as admin:
+        found = admin.list_open(producer_group)
+    if as_json:
+        _print_json([vars(t) for t in found])
+        return
+    table = Table("transaction", "state", "topic", "messages", "age (s)", "checks", "producer")
+    for t in found:
+        table.add_row(
+            t.transaction_id,
+            t.state,
+            t.topic,
+            str(t.message_count),
+            f"{t.age_seconds:.0f}",
+            f"{t.checks}/{t.max_checks}",
+            t.transactional_id,
+        )
+    out.print(table)
+    out.print(f"{len(found)} open transaction(s) in producer group {producer_group}")
+
+
+def _txn_resolve(
+    producer_group: str,
+    transaction_id: str,
+    resolution: TransactionResolution,
+    options: tuple[str | None, str | None, str | None, str | None],
+) -> None:
+    with _txn_admin(*options) as admin:
+        changed = admin.resolve(producer_group, transaction_id, resolution)
+    verb = "committed" if resolution is TransactionResolution.COMMIT else "rolled back"
+    out.print(f"{verb} transaction {transaction_id}" + ("" if changed else " (already)"))
+
+
+@txn_app.command("commit")
+def txn_commit(
+    producer_group: Annotated[str, typer.Argument(help="Producer group.")],
+    transaction_id: Annotated[str, typer.Argument(help="Transaction id.")],
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Commit an undecided transaction by hand: its messages become visible."""
+    options = (endpoint, access_key, secret_key, profile)
+    _txn_resolve(producer_group, transaction_id, TransactionResolution.COMMIT, options)
+
+
+@txn_app.command("rollback")
+def txn_rollback(
+    producer_group: Annotated[str, typer.Argument(help="Producer group.")],
+    transaction_id: Annotated[str, typer.Argument(help="Transaction id.")],
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Roll back an undecided transaction by hand: its messages are discarded."""
+    options = (endpoint, access_key, secret_key, profile)
+    _txn_resolve(producer_group, transaction_id, TransactionResolution.ROLLBACK, options)
+
+
+# ------------------------------------------------------ end of transactions (issue 10)

@@ -23,10 +23,12 @@ __all__ = [
     "OutboxFullError",
     "OutboxLockedError",
     "PayloadTooLargeError",
+    "ProducerFencedError",
     "ReceiptHandleExpiredError",
     "ServerError",
     "SubscriptionConflictError",
     "ThrottledError",
+    "TransactionEndedError",
     "TransportError",
     "UnauthorizedError",
     "UnsupportedFeatureError",
@@ -195,9 +197,35 @@ class UnsupportedFeatureError(MQError):
     """The SDK or the service does not support this yet (e.g. ``delivery_timestamp``)."""
 
 
+# ---------------------------------------------------------- transactions (issue 10)
+class ProducerFencedError(ConflictError):
+    """409 ``ProducerFenced``: a newer :class:`~cirrusmq.TransactionProducer` registered with
+    the same producer group and transactional id; this one's sends and verdicts are refused
+    (zombie fencing). Close it; the newer instance answers the checks."""
+
+    @property
+    def current_epoch(self) -> int | None:
+        value = self.details.get("current_epoch")
+        return value if isinstance(value, int) else None
+
+
+class TransactionEndedError(ConflictError):
+    """409 ``TransactionAlreadyEnded``: the transaction was committed or rolled back before;
+    another verdict cannot change that (``state`` says which)."""
+
+    @property
+    def state(self) -> str | None:
+        return self.details.get("state")
+
+
+# ---------------------------------------------------- end of transactions (issue 10)
+
+
 _BY_CODE: dict[str, type[MQError]] = {
     "ReceiptHandleExpired": ReceiptHandleExpiredError,
     "SubscriptionConflict": SubscriptionConflictError,
+    "ProducerFenced": ProducerFencedError,  # transactions (issue 10)
+    "TransactionAlreadyEnded": TransactionEndedError,  # transactions (issue 10)
 }
 
 _BY_STATUS: dict[int, type[MQError]] = {

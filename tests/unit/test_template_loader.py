@@ -79,6 +79,7 @@ def test_tables(template) -> None:
         "QueueHeadsTable",
         "AccessKeysTable",
         "NoncesTable",
+        "TransactionsTable",  # transactions (issue 10)
     }
     log_index = template.tables["LogIndexTable"]
     assert [k["AttributeName"] for k in log_index.key_schema] == ["stream", "base_offset"]
@@ -108,6 +109,8 @@ def test_functions_merge_globals(template) -> None:
         "ProduceFunction",
         "ConsumeFunction",
         "JanitorFunction",
+        "TransactionsFunction",  # transactions (issue 10)
+        "TxnCheckerFunction",  # transactions (issue 10)
     }
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"

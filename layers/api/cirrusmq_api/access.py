@@ -109,6 +109,38 @@ def _as_group(p: Principal, params: Params, _: Callable[[], Any]) -> None:
     p.require(p.permissions.may_subscribe_group(group), f"consume as group {group}")
 
 
+# ---------------------------------------------------------- transactions (issue 10)
+def _producer(p: Principal, params: Params, _: Callable[[], Any]) -> None:
+    """A key that may publish somewhere may act as a transactional producer; the routes
+    check the transaction's topic (may_publish) themselves."""
+    p.require(
+        p.permissions.admin or bool(p.permissions.publish),
+        f"act as a transactional producer of group {params.get('producer_group', '')}",
+    )
+
+
+def _txn_send(p: Principal, params: Params, body: Callable[[], Any]) -> None:
+    document = body()
+    topic = document.get("topic") if isinstance(document, dict) else None
+    if isinstance(topic, str):
+        _publish(p, {"topic": topic}, body)
+    else:  # malformed: refused by validation next
+        _producer(p, params, body)
+
+
+_TXN = "/v1/producer-groups/{producer_group}"
+TRANSACTION_ROUTE_RULES: dict[tuple[str, str], Rule] = {
+    ("POST", f"{_TXN}/producers"): _producer,
+    ("POST", f"{_TXN}/transactions/{{transaction_id}}/messages"): _txn_send,
+    ("POST", f"{_TXN}/transactions/{{transaction_id}}/end"): _producer,  # + the txn's topic
+    ("POST", f"{_TXN}/checks"): _producer,
+    ("GET", f"{_TXN}/transactions"): _admin("list transactions of {producer_group}"),
+    ("GET", f"{_TXN}/transactions/{{transaction_id}}"): _admin("describe transactions"),
+    ("POST", f"{_TXN}/transactions/{{transaction_id}}/resolve"): _admin("end transactions"),
+}
+# ---------------------------------------------------- end of transactions (issue 10)
+
+
 ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/topics"): _admin("create topics"),
     ("GET", "/v1/topics"): _any_key,
@@ -140,6 +172,7 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/groups/{group}/dead-letters/redrive"): _admin("redrive group {group}"),
     ("POST", "/v1/groups/{group}/dead-letters/purge"): _admin("purge group {group}"),
     # ---- end of retries
+    **TRANSACTION_ROUTE_RULES,  # transactions (issue 10)
 }
 """(method, route) → the permission it needs."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .clock import now_ms
 from .receipts import ReceiptSigner
@@ -40,6 +41,9 @@ from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
 from .storage.topics import TopicStore
+
+if TYPE_CHECKING:
+    from .services.transactions import TransactionService
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,23 @@ class Broker:
             log_reader=self.log_reader,
             clock=self.clock,
         )
+
+    # ------------------------------------------------------ transactions (issue 10)
+    @functools.cached_property
+    def transactions(self) -> TransactionService:
+        from .services.transactions import TransactionService
+        from .storage.half_objects import HalfObjectStore
+        from .storage.transactions import TransactionStore
+
+        return TransactionService(
+            store=TransactionStore(self._dynamodb, self.settings.transactions_table),
+            halves=HalfObjectStore(aws_client("s3", self.settings), self.settings.bucket),
+            topics=self.catalog,
+            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            clock=self.clock,
+        )
+
+    # ----------------------------------------------- end of transactions (issue 10)
 
 
 @functools.lru_cache(maxsize=8)

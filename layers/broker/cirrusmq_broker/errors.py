@@ -205,3 +205,53 @@ class QueueNotFound(NotFound):
     """A queue number the topic does not have."""
 
     code = "QueueNotFound"
+
+
+# ------------------------------------------------------------------ transactions (issue 10)
+class TransactionRequired(InvalidRequest):
+    """A plain send to a TRANSACTION topic: use the transaction API."""
+
+    code = "TransactionRequired"
+
+
+class NotTransactional(InvalidRequest):
+    """A transactional send to a topic that is not of type TRANSACTION."""
+
+    code = "NotTransactional"
+
+
+class TransactionNotFound(NotFound):
+    code = "TransactionNotFound"
+
+
+class ProducerNotRegistered(NotFound):
+    """The transactional id was never registered for the producer group."""
+
+    code = "ProducerNotRegistered"
+
+
+class ProducerFenced(Conflict):
+    """A newer producer registered with the same transactional id: this one is a zombie."""
+
+    code = "ProducerFenced"
+
+
+class TransactionAlreadyEnded(Conflict):
+    """The transaction was committed or rolled back; another verdict cannot change that."""
+
+    code = "TransactionAlreadyEnded"
+
+
+class TransactionTopicMismatch(Conflict):
+    """Every message of one transaction goes to one topic."""
+
+    code = "TransactionTopicMismatch"
+
+
+class TooManyTransactionParts(InvalidRequest):
+    """A transaction holds at most ``limits``' number of sends."""
+
+    code = "TooManyTransactionParts"
+
+
+# ------------------------------------------------------------- end of transactions block

@@ -40,6 +40,9 @@ class Settings:
     """Endpoint override (the local stack's moto server); None on AWS."""
     aws_region: str | None = None
     """Region override; None uses the environment's default."""
+    # -- transactions (issue 10)
+    transactions_table: str = ""
+    """DynamoDB table of transactions, producer registrations and check inboxes."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -67,6 +70,7 @@ class Settings:
             cors_allow_origins=cors_allow_origins(env),
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,
+            transactions_table=get("TRANSACTIONS_TABLE", ""),  # transactions (issue 10)
         )
 
 

@@ -28,7 +28,18 @@ def openapi():  # noqa: ANN201 (a JSON document, not a schema'd body)
 @functools.cache
 def openapi_document() -> str:
     from ..app import create_app
-    from . import consume, consumers, dead_letters, groups, keys, offsets, produce, retries, topics
+    from . import (
+        consume,
+        consumers,
+        dead_letters,
+        groups,
+        keys,
+        offsets,
+        produce,
+        retries,
+        topics,
+        transactions,
+    )
 
     app = create_app(
         topics.router,
@@ -42,6 +53,7 @@ def openapi_document() -> str:
         dead_letters.router,
     )
     app.include_router(offsets.router)  # reads by offset, queue offsets, offset reset
+    app.include_router(transactions.router)  # transactions (issue 10)
     schema = app.get_openapi_json_schema(
         title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
     )

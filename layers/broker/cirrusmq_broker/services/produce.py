@@ -22,6 +22,7 @@ from ..errors import (
     MessageTooLarge,
     TooManyMessages,
     TopicNotFound,
+    TransactionRequired,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
 from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
@@ -94,6 +95,11 @@ class ProduceService:
         A refused request (4xx) leaves nothing behind: objects it wrote are deleted again.
         """
         topic = self._topics.active(topic_name)
+        if topic.message_type is MessageType.TRANSACTION:  # transactions (issue 10)
+            raise TransactionRequired(
+                f"topic {topic.name!r} is a TRANSACTION topic: send its messages in a "
+                "transaction (TransactionProducer; docs/transactions.md)"
+            )
         self._notice_incarnation(topic)
         if stamp is not None:
             check_producer_id(stamp.producer_id)

@@ -1,0 +1,11 @@
+"""TransactionsFunction: half sends, verdicts, check polls and the operators' view."""
+
+import cirrusmq_broker.codec  # noqa: F401 - pyarrow at init: half sends write batches
+from cirrusmq_api.app import create_app
+from cirrusmq_api.routes import transactions
+
+app = create_app(transactions.router)
+
+
+def lambda_handler(event: dict, context: object) -> dict:
+    return app.resolve(event, context)

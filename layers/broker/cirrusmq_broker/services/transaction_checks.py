@@ -1,0 +1,191 @@
+"""Back-checks of undecided transactions: the checker's pass and the producers' long poll.
+
+A pass queries the sparse due index (``open_by_due``, a few shards; no scan), and per due
+transaction applies :func:`~cirrusmq_broker.transaction_state.check_step`: ask the group
+(count the check, add the id to the group's inbox), roll back (out of checks, past
+retention, topic deleted) or finish an interrupted commit. A producer's long poll reads
+its group's inbox item about once a second and claims each pending check for itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import limits
+from ..errors import InvalidRequest, TopicNotFound
+from ..model import StoredMessage
+from ..transaction_state import (
+    CLAIM_SECONDS,
+    DUE_SHARDS,
+    REGISTRATION_KEEP_SECONDS,
+    CheckAction,
+    Transaction,
+    TxnState,
+    check_id,
+    check_step,
+)
+from ..validation import check_group_name
+
+if TYPE_CHECKING:
+    from ..storage.half_objects import HalfObjectStore
+    from ..storage.transactions import TransactionStore
+    from .topic_catalog import TopicCatalog
+
+log = logging.getLogger("cirrusmq.transactions")
+
+POLL_INTERVAL_SECONDS = 1.0
+"""A producer's long poll re-reads its group's check inbox this often (one GetItem)."""
+MAX_CHECKS_PER_POLL = 32
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """A back-check for a producer: is this transaction committed in your application?"""
+
+    producer_group: str
+    transaction_id: str
+    transactional_id: str
+    topic: str
+    check_number: int
+    message_count: int
+    message: StoredMessage
+    """The transaction's first half message (offset -1: not stored in the topic yet)."""
+
+
+@dataclass
+class CheckReport:
+    asked: int = 0
+    committed: int = 0
+    rolled_back: int = 0
+    failed: int = 0
+
+
+class TransactionChecks:
+    """The checks half of :class:`~cirrusmq_broker.services.transactions.TransactionService`
+    (which provides the stores and the commit / rollback steps)."""
+
+    _store: TransactionStore
+    _halves: HalfObjectStore
+    _topics: TopicCatalog
+    _clock: Callable[[], int]
+    _sleep: Callable[[float], None]
+    _fence: Callable[[str, str, int], int]
+
+    def run_checks(self, *, limit: int = 100) -> CheckReport:
+        """One pass of the back-checker over the transactions due now."""
+        now = self._clock()
+        report = CheckReport()
+        asked: dict[str, list[str]] = {}
+        for shard in range(DUE_SHARDS):
+            for txn in self._store.due(f"due#{shard}", now, limit=limit):
+                try:
+                    self._check_one(txn, now, report, asked)
+                except Exception:  # the others still get their turn; this one next pass
+                    report.failed += 1
+                    log.exception("check of %s/%s failed", txn.producer_group, txn.transaction_id)
+        for group, ids in asked.items():
+            self._store.add_pending(group, ids)
+        return report
+
+    def _check_one(
+        self, txn: Transaction, now: int, report: CheckReport, asked: dict[str, list[str]]
+    ) -> None:
+        try:
+            retention: int | None = self._topics.active(txn.topic).retention_hours
+        except TopicNotFound:
+            retention = None
+        step = check_step(txn, now, retention)
+        if step.action is CheckAction.RESUME_COMMIT:
+            try:
+                self._finish_commit(txn)
+                report.committed += 1
+            except TopicNotFound:
+                report.rolled_back += 1
+        elif step.action is CheckAction.ROLLBACK:
+            assert step.reason is not None
+            self._rolled_back(txn, step.reason, "checker")
+            report.rolled_back += 1
+        elif step.action is CheckAction.ASK and self._store.ask(txn, now):
+            asked.setdefault(txn.producer_group, []).append(txn.transaction_id)
+            report.asked += 1
+
+    def next_due_in(self, horizon_seconds: float) -> float | None:
+        """Seconds until the next transaction is due within the horizon (None: none)."""
+        now = self._clock()
+        until = now + int(horizon_seconds * 1000)
+        due = [
+            txn.next_check_at
+            for shard in range(DUE_SHARDS)
+            for txn in self._store.due(f"due#{shard}", until, limit=1)
+            if txn.next_check_at is not None
+        ]
+        return max(0.0, (min(due) - now) / 1000) if due else None
+
+    def poll_checks(
+        self,
+        producer_group: str,
+        transactional_id: str,
+        epoch: int,
+        *,
+        wait_seconds: float = 0,
+        max_checks: int = 10,
+    ) -> list[CheckRequest]:
+        """Long poll for check requests of the group (any live producer of it gets each
+        one; a check handed out is claimed for CLAIM_SECONDS)."""
+        check_group_name(producer_group)
+        check_id(transactional_id, "transactional id")
+        if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
+            raise InvalidRequest(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
+        if not 1 <= max_checks <= MAX_CHECKS_PER_POLL:
+            raise InvalidRequest(f"max_checks must be 1-{MAX_CHECKS_PER_POLL}")
+        expires_at = self._fence(producer_group, transactional_id, epoch)
+        keep_until = self._clock() // 1000 + REGISTRATION_KEEP_SECONDS
+        if keep_until - expires_at > 24 * 3600:  # a live producer keeps its registration
+            self._store.touch(producer_group, transactional_id, epoch, keep_until)
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            found = self._take_checks(producer_group, max_checks)
+            if found or time.monotonic() + POLL_INTERVAL_SECONDS > deadline:
+                return found
+            self._sleep(POLL_INTERVAL_SECONDS)
+
+    def _take_checks(self, producer_group: str, wanted: int) -> list[CheckRequest]:
+        pending = self._store.pending_checks(producer_group)
+        if not pending:
+            return []
+        ids = sorted(pending)[:100]
+        txns = {t.transaction_id: t for t in self._store.get_many(producer_group, ids)}
+        stale = [i for i in ids if i not in txns or txns[i].state is not TxnState.OPEN]
+        if stale:
+            self._store.remove_pending(producer_group, stale)
+        now = self._clock()
+        found = []
+        for txn in sorted(txns.values(), key=lambda t: t.created_at):
+            if len(found) >= wanted:
+                break
+            if txn.state is not TxnState.OPEN or txn.claim_until >= now or not txn.objects:
+                continue
+            if self._store.claim(txn, now, now + CLAIM_SECONDS * 1000):
+                found.append(self._check_request(txn))
+        return found
+
+    def _check_request(self, txn: Transaction) -> CheckRequest:
+        from ..codec import decode_batch
+
+        first = txn.objects[0]
+        data = self._halves.get(first.key)
+        message = decode_batch(data, topic=txn.topic, queue=first.queue, base_offset=0)[0]
+        return CheckRequest(
+            producer_group=txn.producer_group,
+            transaction_id=txn.transaction_id,
+            transactional_id=txn.transactional_id,
+            topic=txn.topic,
+            check_number=txn.checks,
+            message_count=txn.message_count,
+            message=dataclasses.replace(message, offset=-1),
+        )

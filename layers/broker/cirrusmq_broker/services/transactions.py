@@ -1,0 +1,500 @@
+"""Transactional messages: half sends, commit / rollback, back-checks, fencing.
+
+The rules (states, check steps, routing, keys) are in :mod:`cirrusmq_broker.transaction_state`;
+this module applies them to the stores. Every step is idempotent: a commit that crashed at
+any AWS call is finished by a commit again (or by the checker, which resumes COMMITTING
+transactions) and stores each message exactly once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .. import limits
+from ..errors import (
+    AccessDenied,
+    Conflict,
+    IdempotencyConflict,
+    NotTransactional,
+    ProducerFenced,
+    ProducerNotRegistered,
+    TopicNotFound,
+    TransactionAlreadyEnded,
+    TransactionNotFound,
+    TransactionTopicMismatch,
+)
+from ..model import MessageType, NewMessage, ProducerStamp, Topic
+from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
+from ..storage.batch_objects import object_key
+from ..storage.half_objects import HalfObjectStore
+from ..storage.producers import ProducerRecord
+from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
+from ..transaction_state import (
+    ENDED_KEEP_SECONDS,
+    REGISTRATION_KEEP_SECONDS,
+    CheckTimings,
+    HalfObject,
+    HalfPart,
+    Resolution,
+    Transaction,
+    TxnState,
+    check_id,
+    check_part,
+    commit_stamp_id,
+    committed_name,
+    due_shard,
+    half_key,
+    route,
+)
+from ..validation import check_group_name
+from .produce import MessageInput
+from .topic_catalog import TopicCatalog
+from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
+from .transaction_input import digest as input_digest
+from .transaction_input import validate_half_messages
+
+__all__ = [
+    "CheckReport",
+    "CheckRequest",
+    "EndResult",
+    "HalfReceipt",
+    "HalfSendResult",
+    "TransactionService",
+]
+
+log = logging.getLogger("cirrusmq.transactions")
+
+
+@dataclass(frozen=True)
+class HalfReceipt:
+    """Where a half message will go once committed (its offset is known only then)."""
+
+    message_id: str
+    queue: int
+
+
+@dataclass(frozen=True)
+class HalfSendResult:
+    transaction_id: str
+    receipts: list[HalfReceipt]
+    duplicate: bool
+    """This part was stored before (a retried send): nothing was stored now."""
+
+
+@dataclass(frozen=True)
+class EndResult:
+    transaction_id: str
+    state: TxnState
+    changed: bool
+    """False when the verdict had been applied before (commit again: a no-op)."""
+    reason: str | None = None
+
+
+class TransactionService(TransactionChecks):
+    def __init__(
+        self,
+        *,
+        store: TransactionStore,
+        halves: HalfObjectStore,
+        topics: TopicCatalog,
+        appender: BatchAppender,
+        clock: Callable[[], int],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._halves = halves
+        self._topics = topics
+        self._appender = appender
+        self._clock = clock
+        self._sleep = sleep
+
+    # ------------------------------------------------------------ registration
+    def register(self, producer_group: str, transactional_id: str) -> int:
+        """A new epoch for (producer group, transactional id): older instances are fenced."""
+        check_group_name(producer_group)
+        check_id(transactional_id, "transactional id")
+        now = self._clock()
+        expires_at = now // 1000 + REGISTRATION_KEEP_SECONDS
+        return self._store.register(producer_group, transactional_id, now, expires_at=expires_at)
+
+    def _fence(self, producer_group: str, transactional_id: str, epoch: int) -> int:
+        """Refuse a caller whose epoch is not current; returns when its registration expires."""
+        found = self._store.registration(producer_group, transactional_id)
+        current, expires_at = found if found else (None, 0)
+        if current is None:
+            raise ProducerNotRegistered(
+                f"transactional id {transactional_id!r} is not registered in producer group "
+                f"{producer_group!r}; register first"
+            )
+        if current != epoch:
+            raise ProducerFenced(
+                f"producer {transactional_id!r} epoch {epoch} was fenced by a newer "
+                f"registration (epoch {current})",
+                details={"epoch": epoch, "current_epoch": current},
+            )
+        return expires_at
+
+    # -------------------------------------------------------------- half sends
+    def send(
+        self,
+        producer_group: str,
+        transaction_id: str,
+        *,
+        transactional_id: str,
+        epoch: int,
+        topic_name: str,
+        inputs: Sequence[MessageInput],
+        part: int = 0,
+        timings: CheckTimings | None = None,
+    ) -> HalfSendResult:
+        """Store a send's messages as half messages of the transaction (opening it on its
+        first send). A retried send (same part, same messages) stores nothing twice."""
+        check_group_name(producer_group)
+        check_id(transaction_id, "transaction id")
+        check_id(transactional_id, "transactional id")
+        check_part(part)
+        topic = self._topics.active(topic_name)
+        if topic.message_type is not MessageType.TRANSACTION:
+            raise NotTransactional(
+                f"topic {topic.name!r} is {topic.message_type.value}, not TRANSACTION; "
+                "send without a transaction"
+            )
+        now = self._clock()
+        messages = validate_half_messages(topic, inputs, now, transaction_id, part)
+        digest = input_digest(topic.name, inputs)
+        queues = route(transaction_id, [m.message_group for m in messages], topic.queues)
+        by_queue: dict[int, list[NewMessage]] = {}
+        for message, queue in zip(messages, queues, strict=True):
+            by_queue.setdefault(queue, []).append(message)
+        from ..codec import encode_batch  # pyarrow: only for handlers that write batches
+
+        objects = []
+        for queue, batch in by_queue.items():
+            key = half_key(producer_group, transaction_id, part, digest, queue)
+            data = encode_batch(batch, stored_timestamp=now, stamp=None)
+            size = self._halves.put(key, data, retention_hours=topic.retention_hours)
+            objects.append(
+                HalfObject(
+                    key,
+                    queue,
+                    len(batch),
+                    size,
+                    min(m.born_timestamp for m in batch),
+                    max(m.born_timestamp for m in batch),
+                )
+            )
+        half = HalfPart(
+            part, digest, tuple(objects), tuple(m.message_id for m in messages), tuple(queues)
+        )
+        try:
+            self._store.add_part(
+                producer_group=producer_group,
+                transaction_id=transaction_id,
+                transactional_id=transactional_id,
+                epoch=epoch,
+                topic=topic.name,
+                timings=timings or CheckTimings(),
+                shard=due_shard(producer_group, transaction_id),
+                part=half,
+                now=now,
+            )
+        except (FenceFailed, StateChanged) as exc:
+            return self._refused_send(
+                exc, producer_group, transaction_id, half, topic, (transactional_id, epoch)
+            )
+        return HalfSendResult(transaction_id, _receipts(half), duplicate=False)
+
+    def _refused_send(
+        self,
+        exc: Exception,
+        producer_group: str,
+        transaction_id: str,
+        half: HalfPart,
+        topic: Topic,
+        producer: tuple[str, int],
+    ) -> HalfSendResult:
+        """Tell a retried send from a refused one; drop what a refused one wrote."""
+        transactional_id, epoch = producer
+        txn = self._store.get(producer_group, transaction_id)
+        recorded = next((p for p in txn.parts if p.part == half.part), None) if txn else None
+        if recorded is not None and recorded.digest == half.digest:
+            if isinstance(exc, FenceFailed):
+                self._fence(producer_group, transactional_id, epoch)
+            return HalfSendResult(transaction_id, _receipts(recorded), duplicate=True)
+        self._halves.delete([o.key for o in half.objects])  # named by our digest: only ours
+        if isinstance(exc, FenceFailed):
+            self._fence(producer_group, transactional_id, epoch)
+            raise Conflict("the producer registration changed; retry")  # pragma: no cover
+        assert txn is not None
+        if recorded is not None:
+            raise IdempotencyConflict(
+                f"part {half.part} of transaction {transaction_id!r} was sent with other "
+                "messages; use the next part number"
+            )
+        if txn.state is not TxnState.OPEN:
+            raise TransactionAlreadyEnded(
+                f"transaction {transaction_id!r} is {txn.state.value}; it takes no more messages",
+                details={"state": txn.state.value},
+            )
+        if txn.topic != topic.name:
+            raise TransactionTopicMismatch(
+                f"transaction {transaction_id!r} sends to topic {txn.topic!r}; every message "
+                "of a transaction goes to one topic"
+            )
+        raise ProducerFenced(
+            f"transaction {transaction_id!r} belongs to producer {txn.transactional_id!r} "
+            f"epoch {txn.epoch}",
+            details={"epoch": epoch, "current_epoch": txn.epoch},
+        )
+
+    # ----------------------------------------------------------------- verdicts
+    def end(
+        self,
+        producer_group: str,
+        transaction_id: str,
+        resolution: Resolution,
+        *,
+        producer: tuple[str, int] | None = None,
+        by: str = "producer",
+        allowed: Callable[[str], bool] | None = None,
+    ) -> EndResult:
+        """Apply a verdict. ``producer`` = (transactional id, epoch) is fenced: a newer
+        registration of that id makes it fail with ProducerFenced. Committing a committed
+        transaction is a no-op; any other verdict on an ended one is TransactionAlreadyEnded.
+        UNKNOWN (an answer to a check) leaves it open for the next check."""
+        check_group_name(producer_group)
+        check_id(transaction_id, "transaction id")
+        txn = self._get(producer_group, transaction_id)
+        if allowed is not None and not allowed(txn.topic):
+            raise AccessDenied(f"access denied: publish to topic {txn.topic}")
+        if resolution is Resolution.UNKNOWN:
+            if producer is not None:
+                self._fence(producer_group, *producer)
+            if txn.state is TxnState.OPEN:
+                self._store.release_claim(producer_group, transaction_id)
+                self._store.remove_pending(producer_group, [transaction_id])
+            return EndResult(transaction_id, txn.state, changed=False)
+        if resolution is Resolution.COMMIT:
+            return self._commit(txn, producer, by)
+        return self._rollback_verdict(txn, producer, by)
+
+    def _get(self, producer_group: str, transaction_id: str) -> Transaction:
+        txn = self._store.get(producer_group, transaction_id)
+        if txn is None:
+            raise TransactionNotFound(
+                f"no transaction {transaction_id!r} in producer group {producer_group!r}"
+            )
+        return txn
+
+    def _commit(self, txn: Transaction, producer: tuple[str, int] | None, by: str) -> EndResult:
+        if txn.state is TxnState.ROLLED_BACK:
+            raise _already_ended(txn, Resolution.COMMIT)
+        if txn.state is TxnState.COMMITTED:
+            self._halves.delete([o.key for o in txn.objects])  # a crash may have left them
+            return EndResult(txn.transaction_id, txn.state, changed=False)
+        if txn.state is TxnState.OPEN:
+            now = self._clock()
+            try:
+                self._store.transition(
+                    txn.producer_group,
+                    txn.transaction_id,
+                    expect=(TxnState.OPEN,),
+                    to=TxnState.COMMITTING,
+                    now=now,
+                    values={
+                        "commit_started_at": now,
+                        "ended_by": by,
+                        # the checker resumes a commit that stopped half way, not one under way
+                        "next_check_at": now + max(60, txn.timings.interval_seconds) * 1000,
+                    },
+                    fence=producer,
+                )
+            except FenceFailed:
+                assert producer is not None
+                self._fence(txn.producer_group, *producer)
+                raise Conflict("the producer registration changed; retry") from None
+            except StateChanged:
+                return self._commit(self._get(txn.producer_group, txn.transaction_id), None, by)
+            txn = dataclasses.replace(txn, state=TxnState.COMMITTING, commit_started_at=now)
+        return self._finish_commit(txn)
+
+    def _finish_commit(self, txn: Transaction) -> EndResult:
+        """Copy the half messages into the topic (one object per queue) and append them
+        with a stamp derived from the transaction, mark COMMITTED, delete the halves."""
+        started = txn.commit_started_at or txn.created_at
+        try:
+            topic = self._topics.active(txn.topic)
+        except TopicNotFound:
+            return self._end_deleted(txn)
+        by_queue: dict[int, list[HalfObject]] = {}
+        for half in txn.objects:
+            by_queue.setdefault(half.queue, []).append(half)
+        batches = []
+        name = committed_name(txn.producer_group, txn.transaction_id)
+        for queue, halves in sorted(by_queue.items()):
+            key = object_key(topic.name, queue, started, name)
+            if len(halves) == 1:
+                self._halves.copy(halves[0].key, key, retention_hours=topic.retention_hours)
+                size = halves[0].size_bytes
+            else:
+                data = self._merged(topic, queue, halves, started)
+                self._halves.put_topic_object(key, data, retention_hours=topic.retention_hours)
+                size = len(data)
+            batches.append(
+                PendingBatch(
+                    topic.name,
+                    queue,
+                    key,
+                    sum(h.count for h in halves),
+                    size,
+                    min(h.min_timestamp for h in halves),
+                    max(h.max_timestamp for h in halves),
+                    started,
+                )
+            )
+        now = self._clock()
+        try:
+            self._appender.append(
+                batches,
+                stamp=ProducerStamp(commit_stamp_id(txn.producer_group, txn.transaction_id), 0),
+                build_record=lambda bases: ProducerRecord("transaction", bases),
+                expires_at=now // 1000 + topic.retention_hours * 3600,
+                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+            )
+        except AlreadyRecorded:
+            pass  # a re-run: appended before, nothing stored twice
+        except QueueClosed:
+            self._topics.forget(topic.name)
+            return self._end_deleted(txn)
+        try:
+            self._store.transition(
+                txn.producer_group,
+                txn.transaction_id,
+                expect=(TxnState.COMMITTING,),
+                to=TxnState.COMMITTED,
+                now=now,
+                expires_at=now // 1000 + ENDED_KEEP_SECONDS,
+            )
+        except StateChanged:
+            current = self._get(txn.producer_group, txn.transaction_id)
+            if current.state is not TxnState.COMMITTED:
+                raise
+        self._cleanup(txn)
+        return EndResult(txn.transaction_id, TxnState.COMMITTED, changed=True)
+
+    def _merged(self, topic: Topic, queue: int, halves: list[HalfObject], started: int) -> bytes:
+        """Several sends routed to one queue: one object, messages in send order."""
+        from ..codec import decode_batch, encode_batch
+
+        messages = []
+        for half in halves:
+            data = self._halves.get(half.key)
+            for m in decode_batch(data, topic=topic.name, queue=queue, base_offset=0):
+                messages.append(
+                    NewMessage(
+                        message_id=m.message_id,
+                        body=m.body,
+                        tag=m.tag,
+                        keys=m.keys,
+                        properties=m.properties,
+                        message_group=m.message_group,
+                        born_timestamp=m.born_timestamp,
+                        system=m.system,
+                    )
+                )
+        return encode_batch(messages, stored_timestamp=started, stamp=None)
+
+    def _end_deleted(self, txn: Transaction) -> EndResult:
+        """The target topic was deleted: nothing can be delivered; roll back, recorded."""
+        reason = f"the topic {txn.topic} was deleted"
+        self._rolled_back(txn, reason, "checker", expect=(TxnState.OPEN, TxnState.COMMITTING))
+        raise TopicNotFound(f"topic {txn.topic!r} does not exist; transaction rolled back")
+
+    def _rollback_verdict(
+        self, txn: Transaction, producer: tuple[str, int] | None, by: str
+    ) -> EndResult:
+        if txn.state is TxnState.ROLLED_BACK:
+            self._halves.delete([o.key for o in txn.objects])
+            return EndResult(txn.transaction_id, txn.state, changed=False, reason=txn.end_reason)
+        if txn.state is not TxnState.OPEN:
+            raise _already_ended(txn, Resolution.ROLLBACK)
+        reason = {
+            "producer": "rolled back by the producer",
+            "check": "rolled back by a check's answer",
+            "operator": "rolled back by an operator",
+        }.get(by, f"rolled back by {by}")
+        return self._rolled_back(txn, reason, by, producer=producer)
+
+    def _rolled_back(
+        self,
+        txn: Transaction,
+        reason: str,
+        by: str,
+        *,
+        producer: tuple[str, int] | None = None,
+        expect: tuple[TxnState, ...] = (TxnState.OPEN,),
+    ) -> EndResult:
+        now = self._clock()
+        try:
+            self._store.transition(
+                txn.producer_group,
+                txn.transaction_id,
+                expect=expect,
+                to=TxnState.ROLLED_BACK,
+                now=now,
+                values={"end_reason": reason, "ended_by": by},
+                fence=producer,
+                expires_at=now // 1000 + ENDED_KEEP_SECONDS,
+            )
+        except FenceFailed:
+            assert producer is not None
+            self._fence(txn.producer_group, *producer)
+            raise Conflict("the producer registration changed; retry") from None
+        except StateChanged:
+            current = self._get(txn.producer_group, txn.transaction_id)
+            if current.state is TxnState.ROLLED_BACK:
+                self._cleanup(current)
+                return EndResult(txn.transaction_id, current.state, False, current.end_reason)
+            raise _already_ended(current, Resolution.ROLLBACK) from None
+        self._cleanup(txn)
+        log.info(
+            "transaction %s/%s rolled back: %s", txn.producer_group, txn.transaction_id, reason
+        )
+        return EndResult(txn.transaction_id, TxnState.ROLLED_BACK, changed=True, reason=reason)
+
+    def _cleanup(self, txn: Transaction) -> None:
+        self._halves.delete([o.key for o in txn.objects])
+        if txn.checks:
+            self._store.remove_pending(txn.producer_group, [txn.transaction_id])
+
+    # ---------------------------------------------------------------- operators
+    def list_open(self, producer_group: str) -> list[Transaction]:
+        """Transactions of the group not ended yet (OPEN or COMMITTING), oldest first."""
+        check_group_name(producer_group)
+        return self._store.open_of_group(producer_group)
+
+    def describe(self, producer_group: str, transaction_id: str) -> Transaction:
+        check_group_name(producer_group)
+        check_id(transaction_id, "transaction id")
+        return self._get(producer_group, transaction_id)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _already_ended(txn: Transaction, wanted: Resolution) -> TransactionAlreadyEnded:
+    state = "COMMITTED" if txn.state is TxnState.COMMITTING else txn.state.value
+    reason = f" ({txn.end_reason})" if txn.end_reason else ""
+    return TransactionAlreadyEnded(
+        f"transaction {txn.transaction_id!r} is {state}{reason}; it cannot be "
+        f"{'committed' if wanted is Resolution.COMMIT else 'rolled back'}",
+        details={"state": state, "reason": txn.end_reason},
+    )
+
+
+def _receipts(part: HalfPart) -> list[HalfReceipt]:
+    return [HalfReceipt(i, q) for i, q in zip(part.message_ids, part.queues, strict=True)]
