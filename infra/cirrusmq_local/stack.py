@@ -351,9 +351,10 @@ class LocalStack:
             self._require()
             assert self._expiry is not None
             before = wall_ms()
-            clock.advance(seconds)
+            clock.advance(seconds)  # wakes runs parked on the broker clock (delays)
             self._expiry.note_advance(before)
             deleted = self._expiry.run(full=True)
+            clock.settle()
             if self._runner is not None:
                 self._runner.run_due()
             return deleted

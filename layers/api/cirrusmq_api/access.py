@@ -125,6 +125,8 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/keys/{access_key}/disable"): _admin("disable access key {access_key}"),
     ("POST", "/v1/keys/{access_key}/enable"): _admin("enable access key {access_key}"),
     ("DELETE", "/v1/keys/{access_key}"): _admin("delete access key {access_key}"),
+    # delayed messages (issue 9): who may publish to a topic may cancel its scheduled ones
+    ("DELETE", "/v1/topics/{topic}/scheduled/{message_id}"): _publish,
 }
 """(method, route) → the permission it needs."""
 

@@ -26,14 +26,16 @@ BODY_METHODS = frozenset({"post", "put", "patch"})
 ERROR_CODES: dict[int, str] = {
     400: "The request is invalid (InvalidRequest, InvalidTopicName, InvalidGroupName, "
     "InvalidMessage, TooManyMessages, MessageGroupRequired, InvalidFilterExpression, "
-    "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired); "
+    "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired, "
+    "InvalidDelay, DelayNotAllowed, TooManyDueTimes); "
     "nothing was changed.",
     401: "Not authenticated (MissingSignature, InvalidSignature, RequestExpired, "
     "ReplayedRequest); nothing was changed.",
     403: "AccessDenied: the access key lacks the permission; nothing was changed.",
-    404: "Not found (TopicNotFound, MessageNotFound, KeyNotFound, RouteNotFound).",
+    404: "Not found (TopicNotFound, MessageNotFound, KeyNotFound, RouteNotFound, "
+    "ScheduledMessageNotFound).",
     409: "Conflict (TopicAlreadyExists, TopicBeingDeleted, IdempotencyConflict, "
-    "SubscriptionConflict, KeyInUse); nothing was changed.",
+    "SubscriptionConflict, KeyInUse, AlreadyDelivered); nothing was changed.",
     413: "Too large (MessageTooLarge: a body over 4 MiB; RequestTooLarge: over 6 MiB).",
     415: "UnsupportedMediaType: a body must be application/json.",
     429: "Throttled or TooManyInflight; retriable after Retry-After seconds.",
@@ -62,6 +64,7 @@ ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     ("post", "/v1/keys/{access_key}/disable"): frozenset({400, 404, 409, 413, 415}),
     ("post", "/v1/keys/{access_key}/enable"): frozenset({400, 404, 413, 415}),
     ("delete", "/v1/keys/{access_key}"): frozenset({400, 404, 409}),
+    ("delete", "/v1/topics/{topic}/scheduled/{message_id}"): frozenset({400, 404, 409}),
 }
 """Client errors per route (besides STORAGE_ERRORS); a route missing here gets 400, 404,
 409 and, with a body, 413 and 415."""
