@@ -50,7 +50,7 @@ from .outbox import (
     SqliteOutbox,
 )
 from .transport import RetryPolicy
-from .wire import read_int, read_list, read_str
+from .wire import read_int, read_list, read_optional_int, read_str
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -164,7 +164,11 @@ def receipts_of(batch: OutboxBatch, body: Any) -> dict[str, SendReceipt]:
     receipts = read_list(body, "receipts", optional=True) if body is not None else []
     return {
         read_str(r, "message_id"): SendReceipt(
-            read_str(r, "message_id"), batch.topic, read_int(r, "queue"), read_int(r, "offset")
+            read_str(r, "message_id"),
+            batch.topic,
+            read_int(r, "queue"),
+            read_optional_int(r, "offset"),
+            delivery_timestamp=read_optional_int(r, "delivery_timestamp"),
         )
         for r in receipts
     }

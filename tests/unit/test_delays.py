@@ -4,6 +4,8 @@ cancel, idempotent delayed sends and the crash matrix of the move."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import boto3
 import pytest
@@ -19,6 +21,7 @@ from cirrusmq_broker.errors import (
 )
 from cirrusmq_broker.model import MessageType, ProducerStamp
 from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.clients import observe_calls
 
 GROUP = "g"
 
@@ -188,3 +191,72 @@ def test_catch_up_after_an_outage(delays, clock):
     delays.produce.send("t", [MessageInput(b"c", delay_level=1)])
     clock.advance(5)
     assert delays.scheduler.tick().moved == 1
+
+
+class SimulatedCrash(BaseException):
+    """The process dies here (not an error any code handles)."""
+
+
+@contextmanager
+def crash_on_call(number: int) -> Iterator[list[str]]:
+    """Make the ``number``-th AWS call of the broker (1-based) crash; yields the calls."""
+    calls: list[str] = []
+
+    def observer(service: str, operation: str, _params: dict) -> None:
+        calls.append(f"{service}.{operation}")
+        if len(calls) == number:
+            raise SimulatedCrash(operation)
+
+    remove = observe_calls(observer)
+    try:
+        yield calls
+    finally:
+        remove()
+
+
+def _stored_ids(broker: Broker, topic: str) -> list[str]:
+    ids = []
+    for queue in range(2):
+        for base, key in sorted(broker.index.keys_of(topic, queue)):
+            entry = broker.index.entry_at(topic, queue, base)
+            ids += [m.message_id for m in broker.reader.messages(entry)]
+    return ids
+
+
+def test_crash_at_every_aws_call_of_the_move_loses_and_duplicates_nothing(delays, settings, clock):
+    delays.admin.create_topic("t", queues=2)
+    dry = Broker(delays.settings, clock)
+    clock_start = clock.now
+    # the calls of one move: count them on a dry run of the same scene first
+    scene = [
+        MessageInput(b"a", delay_level=1, message_id="a", message_group="a"),  # queue 1
+        MessageInput(b"b", delay_level=1, message_id="b", message_group="d"),  # queue 0
+        MessageInput(b"c", delay_level=2, message_id="c", message_group="d"),
+    ]
+    dry.produce.send("t", scene, ProducerStamp("dry", 1))
+    clock.advance(6)
+    with crash_on_call(10_000) as calls:
+        dry.scheduler.tick()
+    assert calls.count("dynamodb.TransactWriteItems") == 2, calls  # one append per queue
+    moved_ids = _stored_ids(delays, "t")
+    assert sorted(moved_ids) == ["a", "b", "c"]
+    dry.admin.delete_topic("t")
+    for number in range(1, len(calls) + 1):
+        topic = f"crash{number}"
+        delays.admin.create_topic(topic, queues=2)
+        clock.now = clock_start + number * 100_000
+        delays.produce.send(topic, scene, ProducerStamp(f"p{number}", 1))
+        clock.advance(6)
+        victim = Broker(delays.settings, clock)
+        with crash_on_call(number) as seen, pytest.raises(SimulatedCrash):
+            victim.scheduler.tick()
+        failed = seen[-1]
+        rerun = Broker(delays.settings, clock)
+        for _ in range(3):
+            rerun.scheduler.tick()
+        assert sorted(_stored_ids(rerun, topic)) == ["a", "b", "c"], (number, failed)
+        left = [k for k in object_keys(delays) if k.startswith("timers/") and f"p{number}-" in k]
+        # A crash after the commit, in the timer object's clean-up (are its other items
+        # gone? delete it), leaves it to its lifecycle tier: storage, never a duplicate.
+        cleanup = ("dynamodb.BatchGetItem", "s3.DeleteObjects")
+        assert not left or failed in cleanup, (number, failed)
