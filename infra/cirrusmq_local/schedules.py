@@ -131,14 +131,16 @@ class ScheduleRunner:
         self._holders: dict[int, int] = {}
         """Job index → the thread running it now."""
 
-    def start(self) -> None:
-        """Start the timers of every enabled job."""
+    def start(self, *, at_once: frozenset[tuple[str, str]] = frozenset()) -> None:
+        """Start the timers of every enabled job; those named in ``at_once`` (function
+        logical id, event name) fire at once instead of one period from now."""
         self._stop.clear()
         now = broker_now()
         for index, job in enumerate(self.jobs):
             if not job.event.enabled:
                 continue
-            self._due[index] = job.schedule.next_after(now)
+            first = (job.runtime.logical_id, job.event.event_name) in at_once
+            self._due[index] = now if first else job.schedule.next_after(now)
             self._job_locks[index] = threading.Lock()
             thread = threading.Thread(
                 target=self._loop,

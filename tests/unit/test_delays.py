@@ -217,7 +217,7 @@ def crash_on_call(number: int) -> Iterator[list[str]]:
 def _stored_ids(broker: Broker, topic: str) -> list[str]:
     ids = []
     for queue in range(2):
-        for base, key in sorted(broker.index.keys_of(topic, queue)):
+        for base, _key in sorted(broker.index.keys_of(topic, queue)):
             entry = broker.index.entry_at(topic, queue, base)
             ids += [m.message_id for m in broker.reader.messages(entry)]
     return ids

@@ -43,31 +43,35 @@ def reset() -> None:
 
 # ---------------------------------------------------------------- sleeping on the broker clock
 # A scheduled function that works through its minute (the delay scheduler) sleeps with
-# :func:`sleep_until`. ``advance()`` wakes every sleeper whose time has come and counts it
-# busy until it sleeps again or leaves its :func:`sleeper` block, so that :func:`settle`
-# (``LocalStack.advance_time``) returns only once they have done their due work.
+# :func:`sleep_until`. ``advance()`` wakes every sleeper (its work may be due at the new
+# time) and counts it busy until it sleeps again or leaves its :func:`sleeper` block, so
+# that :func:`settle` (``LocalStack.advance_time``) returns once they did their due work.
 
 _cond = threading.Condition()
 _sleepers: dict[int, int | None] = {}
 """Thread id → the broker time (ms) it sleeps until (None: awake)."""
 _busy: set[int] = set()
+"""Threads woken by ``advance()`` that have not slept again or left yet."""
 _interrupted: set[int] = set()
+_again: set[int] = set()
+"""Awake sleepers an ``advance()`` happened to: their next sleep returns at once."""
 
 
 class Interrupted(Exception):
     """The local stack stops: a sleeper gives up (see :func:`interrupt_sleepers`)."""
 
 
-"""Threads woken by ``advance()`` that have not slept again or left yet."""
-
 
 def _wake_sleepers() -> None:
-    now = now_ms()
+    """Every registered sleeper does its work again at the new time: a sleeping one wakes,
+    one at work now goes round once more before it sleeps (what it does may predate the
+    advance). Both count busy until they sleep again, for :func:`settle`."""
     with _cond:
         for ident, until in _sleepers.items():
-            if until is not None and until <= now:
-                _sleepers[ident] = None
-                _busy.add(ident)
+            if until is None:
+                _again.add(ident)
+            _sleepers[ident] = None
+            _busy.add(ident)
         _cond.notify_all()
 
 
@@ -83,6 +87,7 @@ class _Sleeper:
             _sleepers.pop(ident, None)
             _busy.discard(ident)
             _interrupted.discard(ident)
+            _again.discard(ident)
             _cond.notify_all()
 
 
@@ -101,9 +106,12 @@ def sleeper() -> _Sleeper:
 
 def sleep_until(until_ms: int) -> None:
     """Sleep until the broker time is ``until_ms`` (at once when it is passed); an
-    ``advance()`` past it wakes the sleeper at once."""
+    ``advance()`` wakes a registered sleeper at once."""
     ident = threading.get_ident()
     with _cond:
+        if ident in _again:  # advanced while at work: go round once more, still busy
+            _again.discard(ident)
+            return
         _busy.discard(ident)
         registered = ident in _sleepers
         if registered:
