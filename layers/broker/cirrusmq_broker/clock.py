@@ -61,7 +61,6 @@ class Interrupted(Exception):
     """The local stack stops: a sleeper gives up (see :func:`interrupt_sleepers`)."""
 
 
-
 def _wake_sleepers() -> None:
     """Every registered sleeper does its work again at the new time: a sleeping one wakes,
     one at work now goes round once more before it sleeps (what it does may predate the

@@ -96,10 +96,13 @@ class TimerWriter:
             )
             for i, g in enumerate(groups)
         ]
-        if len(entries) > 1:
-            keys = [e.key for e in entries]
+        if len(entries) > 1:  # the one due last deletes the object, after the others
+            final = max(entries, key=lambda e: e.due_key)
+            others = tuple(e.key for e in entries if e is not final)
             entries = [
-                dataclasses.replace(e, siblings=tuple(k for k in keys if k != e.key))
+                dataclasses.replace(e, siblings=others)
+                if e is final
+                else dataclasses.replace(e, last=False)
                 for e in entries
             ]
         return key, [self._timers.put_request(e) for e in entries]

@@ -20,6 +20,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -86,6 +87,9 @@ class DelayScheduler:
         self._clock = clock
         self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="timer-move")
+        self._checkpoint: tuple[int, int] | None = None
+        """(minute, when read): the checkpoint as this process last read or wrote it."""
 
     # ---------------------------------------------------------------- the loop
     def run(
@@ -119,7 +123,7 @@ class DelayScheduler:
         """Move every message due now; one append per target queue (and 90 items)."""
         now = self._clock()
         current = now // 60_000
-        checkpoint = self._timers.checkpoint()
+        checkpoint = self._read_checkpoint(now)
         result = TickResult()
         due: list[TimerEntry] = []
         pending_minutes: set[int] = set()
@@ -148,7 +152,18 @@ class DelayScheduler:
             done_upto = min(done_upto, minute)
         if checkpoint is None or done_upto > checkpoint:
             self._timers.advance_checkpoint(done_upto)
+            self._checkpoint = (done_upto, now)
         return result
+
+    def _read_checkpoint(self, now: int) -> int | None:
+        """The checkpoint, read at most once a minute (only this scheduler moves it, up:
+        a stale one only makes a tick query a minute more)."""
+        if self._checkpoint is None or now - self._checkpoint[1] >= 60_000:
+            minute = self._timers.checkpoint()
+            if minute is None:
+                return None
+            self._checkpoint = (minute, now)
+        return self._checkpoint[0]
 
     # ---------------------------------------------------------------- moving
     def _move(self, due: list[TimerEntry], now: int, result: TickResult) -> list[TimerEntry]:
@@ -156,13 +171,18 @@ class DelayScheduler:
         by_target: dict[tuple[str, int], list[TimerEntry]] = {}
         for entry in sorted(due, key=lambda e: e.due_key):
             by_target.setdefault((entry.topic, entry.queue), []).append(entry)
-        failed: list[TimerEntry] = []
-        for (topic_name, queue), entries in by_target.items():
-            for start in range(0, len(entries), MAX_ITEMS_PER_MOVE):
-                chunk = entries[start : start + MAX_ITEMS_PER_MOVE]
-                if not self._move_chunk(topic_name, queue, chunk, now, result):
-                    failed.extend(chunk)
-        return failed
+        chunks = [
+            (topic_name, queue, entries[start : start + MAX_ITEMS_PER_MOVE])
+            for (topic_name, queue), entries in by_target.items()
+            for start in range(0, len(entries), MAX_ITEMS_PER_MOVE)
+        ]
+        # Target queues move in parallel (each its own append); a crash anywhere is safe.
+        outcomes = list(
+            self._pool.map(lambda c: self._move_chunk(c[0], c[1], c[2], now, result), chunks)
+        )
+        return [
+            e for (_, _, chunk), ok in zip(chunks, outcomes, strict=True) if not ok for e in chunk
+        ]
 
     def _move_chunk(
         self, topic_name: str, queue: int, chunk: list[TimerEntry], now: int, result: TickResult
@@ -203,8 +223,9 @@ class DelayScheduler:
         except QueueClosed:
             self._topics.forget(topic.name)
             return self._drop(chunk, result)
-        result.moved += len(messages)
-        result.items += len(chunk)
+        with self._lock:
+            result.moved += len(messages)
+            result.items += len(chunk)
         self._after_move(chunk)
         return True
 
@@ -292,9 +313,10 @@ class DelayScheduler:
         )
 
     def _after_move(self, chunk: list[TimerEntry]) -> None:
-        """Delete the timer objects whose items have all moved now."""
+        """Delete the timer objects whose last item (the latest due) moved now, once the
+        others are gone too (they were due earlier: normally moved already)."""
         done = {e.key for e in chunk}
-        for key in {e.object_key for e in chunk}:
+        for key in {e.object_key for e in chunk if e.last}:
             entries = [e for e in chunk if e.object_key == key]
             others = sorted({s for e in entries for s in e.siblings} - done)
             if not others or not self._timers.remaining(others):

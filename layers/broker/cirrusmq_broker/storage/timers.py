@@ -37,7 +37,9 @@ class TimerEntry:
     count: int
     created_ms: int = 0
     siblings: tuple[str, ...] = ()
-    """``key`` of every other item of the same timer object (to delete it after the last)."""
+    """On the last item of a timer object: ``key`` of every other item of it."""
+    last: bool = True
+    """The timer object's item due last: its move deletes the object (others gone)."""
     cancelled: frozenset[str] = field(default_factory=frozenset)
     """Message ids cancelled before the move (skipped by it)."""
     cancels: int = 0
@@ -86,6 +88,7 @@ class TimerStore:
                         "row_count": entry.count,
                         "created_ms": entry.created_ms,
                         "siblings": list(entry.siblings) or None,
+                        "not_last": True if not entry.last else None,
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(due_key)",
@@ -261,6 +264,7 @@ def _entry(values: dict[str, Any]) -> TimerEntry:
         count=int(values["row_count"]),
         created_ms=int(values.get("created_ms", 0)),
         siblings=tuple(values.get("siblings") or ()),
+        last=not values.get("not_last", False),
         cancelled=frozenset(values.get("cancelled") or ()),
         cancels=int(values.get("cancels", 0)),
     )
