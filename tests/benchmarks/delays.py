@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         with SimpleConsumer(
             stack.endpoint, CREDENTIALS, group, {topic: FilterExpression.ALL}, await_duration=2
         ) as consumer:
-            deadline = time.monotonic() + (max(dues) - clock.now_ms()) / 1000 + 30
+            deadline = time.monotonic() + (max(dues) - clock.now_ms()) / 1000 + 120
             while len(seen) < len(due_of) and time.monotonic() < deadline:
                 got = consumer.receive(1000, 60)
                 now = clock.now_ms()
@@ -133,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
                     consumer.ack_batch(got)
         run_minutes = (clock.now_ms() - start + 10_000) / 60_000
         undo()
+        items = stack.boto3_client("dynamodb").scan(TableName=stack.resources["TimersTable"])
+        pending = sum(1 for i in items["Items"] if "object_key" in i)
+        timer_objects = stack.boto3_client("s3").list_objects_v2(
+            Bucket=stack.resources["MessageBucket"], Prefix="timers/"
+        )
+        print(f"left: {pending} timer items, {timer_objects.get('KeyCount', 0)} timer objects")
     print(
         f"delayed messages: {args.messages} of 1 KiB, dues spread over {args.spread:.0f} s, "
         f"sent in requests of {args.batch} ({send_s:.1f} s)"
