@@ -88,6 +88,7 @@ class DelayScheduler:
         self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="timer-move")
+        self._queries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="timer-query")
         self._checkpoint: tuple[int, int] | None = None
         """(minute, when read): the checkpoint as this process last read or wrote it."""
 
@@ -134,8 +135,10 @@ class DelayScheduler:
             old: list[int] = []
         else:
             old = list(range(checkpoint, current - 1))
-        for minute in [*old, *range(current - 1, (now + LOOKAHEAD_MS) // 60_000 + 1)]:
-            for entry in self._timers.due(minute, now + LOOKAHEAD_MS):
+        minutes = [*old, *range(current - 1, (now + LOOKAHEAD_MS) // 60_000 + 1)]
+        found = self._queries.map(lambda m: (m, self._timers.due(m, now + LOOKAHEAD_MS)), minutes)
+        for minute, entries in found:
+            for entry in entries:
                 if entry.due_ms <= now:
                     due.append(entry)
                 else:
