@@ -2,8 +2,10 @@
 
 Due times are kept in broker time (:func:`cirrusmq_broker.clock.now_ms`): after
 ``LocalStack.advance_time`` a job whose firing time was passed runs once (missed firings are
-skipped, as when running late), and :meth:`ScheduleRunner.run_due` runs those due jobs in
-the caller's thread and returns when they are done.
+skipped, as when running late), and :meth:`ScheduleRunner.run_due` runs those due jobs and
+returns when they are done — or parked on the broker clock: a long-running invocation (the
+delay scheduler works through its minute, sleeping with ``clock.sleep_until``) goes on in its
+own thread and the next ``advance_time`` wakes it (``clock.settle`` waits for its work).
 """
 
 from __future__ import annotations
