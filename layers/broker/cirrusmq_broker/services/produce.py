@@ -16,6 +16,7 @@ from ulid import ULID
 
 from .. import limits
 from ..errors import (
+    Busy,
     IdempotencyConflict,
     InvalidMessage,
     MessageGroupRequired,
@@ -24,7 +25,13 @@ from ..errors import (
     TopicNotFound,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
-from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
+from ..storage.appends import (
+    AlreadyRecorded,
+    BatchAppender,
+    ExtraItemRejected,
+    PendingBatch,
+    QueueClosed,
+)
 from ..storage.batch_objects import BatchObjectStore, object_key
 from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecord, ProducerRecords
@@ -181,8 +188,10 @@ class ProduceService:
                 self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
             self._topics.forget(topic.name)
             raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
-        except BaseException:
-            if timer_key:  # refused or failed: no timer item refers to it
+        except (Busy, ExtraItemRejected):
+            # Every attempt was cancelled: no timer item refers to it. (Any other failure
+            # may hide a commit whose answer was lost: the object stays, to its lifecycle.)
+            if timer_key:
                 self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
             raise
         return SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
