@@ -60,7 +60,8 @@ class TimerWriter:
         """Write the timer object; return its key and the timer item puts.
 
         The object's name is new for every attempt (a retry may compute other due times
-        for relative delays); a refused attempt deletes it again (see ``discard``).
+        for relative delays, and deletes its own object when the first attempt was
+        recorded: see ``discard``).
         """
         from ..codec import encode_batch
 
@@ -78,7 +79,8 @@ class TimerWriter:
             dataclasses.replace(m, system=SystemFields(delivery_timestamp=due))
             for _, due, m in rows
         ]
-        name = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}-{now}" if stamp else str(ULID())
+        # Unique per attempt (never shared with a retry that may discard its own).
+        name = f"{stamp.producer_id}-{stamp.sequence}-{ULID()}" if stamp else str(ULID())
         key = timer_object_key(now, name)
         data = encode_batch(messages, stored_timestamp=now, stamp=stamp)
         tier = timer_tier_days(now, max(due for _, due, _ in rows), topic.retention_hours)

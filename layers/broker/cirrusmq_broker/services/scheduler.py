@@ -45,6 +45,8 @@ MAX_ITEMS_PER_MOVE = 90
 """Timer deletes per append transaction (AWS: 100 items, 2 are the append's own)."""
 MAX_CATCH_UP_MINUTES = 120
 """Past minutes one tick queries at most after an outage; the next tick goes on."""
+MOVE_WORKERS = 8
+"""Target queues moved (and due minutes queried) in parallel per tick."""
 REUSE_EXISTING_OBJECT_SECONDS = 30
 """As in produce: a re-run appends the object an earlier attempt wrote only while the
 orphan sweeper cannot take it yet."""
@@ -87,8 +89,10 @@ class DelayScheduler:
         self._clock = clock
         self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="timer-move")
-        self._queries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="timer-query")
+        self._pool = ThreadPoolExecutor(max_workers=MOVE_WORKERS, thread_name_prefix="timer-move")
+        self._queries = ThreadPoolExecutor(
+            max_workers=min(4, MOVE_WORKERS), thread_name_prefix="timer-query"
+        )
         self._checkpoint: tuple[int, int] | None = None
         """(minute, when read): the checkpoint as this process last read or wrote it."""
 
@@ -183,9 +187,9 @@ class DelayScheduler:
         outcomes = list(
             self._pool.map(lambda c: self._move_chunk(c[0], c[1], c[2], now, result), chunks)
         )
-        return [
-            e for (_, _, chunk), ok in zip(chunks, outcomes, strict=True) if not ok for e in chunk
-        ]
+        done = [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if ok for e in c]
+        self._after_move(done)  # once every queue's move of this tick is committed
+        return [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if not ok for e in c]
 
     def _move_chunk(
         self, topic_name: str, queue: int, chunk: list[TimerEntry], now: int, result: TickResult
@@ -204,8 +208,8 @@ class DelayScheduler:
                 self._appender_free_delete(chunk)
             except ClientError:
                 return False
-            result.items += len(chunk)
-            self._after_move(chunk)
+            with self._lock:
+                result.items += len(chunk)
             return True
         target = queue % topic.queues
         batch = self._write(topic, target, chunk, messages, now)
@@ -229,7 +233,6 @@ class DelayScheduler:
         with self._lock:
             result.moved += len(messages)
             result.items += len(chunk)
-        self._after_move(chunk)
         return True
 
     def _appender_free_delete(self, chunk: list[TimerEntry]) -> None:
@@ -240,8 +243,8 @@ class DelayScheduler:
             self._timers.delete(chunk)
         except ClientError:
             return False
-        result.items += len(chunk)
-        self._after_move(chunk)
+        with self._lock:
+            result.items += len(chunk)
         return True
 
     def _messages_of(self, chunk: list[TimerEntry]) -> list[NewMessage] | None:
@@ -315,12 +318,12 @@ class DelayScheduler:
             now,
         )
 
-    def _after_move(self, chunk: list[TimerEntry]) -> None:
+    def _after_move(self, moved: list[TimerEntry]) -> None:
         """Delete the timer objects whose last item (the latest due) moved now, once the
         others are gone too (they were due earlier: normally moved already)."""
-        done = {e.key for e in chunk}
-        for key in {e.object_key for e in chunk if e.last}:
-            entries = [e for e in chunk if e.object_key == key]
+        done = {e.key for e in moved}
+        for key in {e.object_key for e in moved if e.last}:
+            entries = [e for e in moved if e.object_key == key]
             others = sorted({s for e in entries for s in e.siblings} - done)
             if not others or not self._timers.remaining(others):
                 self._timer_objects.delete([key])
