@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 LOOKAHEAD_MS = 1000
 """A tick also reads items due within this much, to wake exactly at their due time."""
+PREPARE_MS = 150
+"""In the loop, items due within this much are prepared (their topic object written) and
+committed the moment they are due: visible then, never earlier."""
 MIN_TICK_MS = 200
 """Ticks are at least this far apart (bounds appends per queue and second)."""
 MAX_ITEMS_PER_MOVE = 90
@@ -108,7 +111,7 @@ class DelayScheduler:
         while True:
             started = self._clock()
             try:
-                tick = self.tick()
+                tick = self.tick(sleep_until=sleep_until)
                 result.moved += tick.moved
             except (BrokerError, ClientError, BotoCoreError):
                 log.exception("a scheduler tick failed; the next one goes on")
@@ -121,12 +124,17 @@ class DelayScheduler:
                 return result
             wake = (now // 1000 + 1) * 1000
             if tick.next_due_ms is not None:
-                wake = min(wake, max(tick.next_due_ms, started + MIN_TICK_MS))
+                wake = min(wake, max(tick.next_due_ms - PREPARE_MS, started + MIN_TICK_MS))
             sleep_until(min(wake, now + int(left * 1000)))
 
-    def tick(self) -> TickResult:
-        """Move every message due now; one append per target queue (and 90 items)."""
+    def tick(self, *, sleep_until: Callable[[int], None] | None = None) -> TickResult:
+        """Move every message due now; one append per target queue (and 90 items).
+
+        With ``sleep_until`` (the loop), items due within ``PREPARE_MS`` are moved too: their
+        objects written now, each append committed once its items are due.
+        """
         now = self._clock()
+        horizon = now + PREPARE_MS if sleep_until is not None else now
         current = now // 60_000
         checkpoint = self._read_checkpoint(now)
         result = TickResult()
@@ -143,13 +151,13 @@ class DelayScheduler:
         found = self._queries.map(lambda m: (m, self._timers.due(m, now + LOOKAHEAD_MS)), minutes)
         for minute, entries in found:
             for entry in entries:
-                if entry.due_ms <= now:
+                if entry.due_ms <= horizon:
                     due.append(entry)
                 else:
                     pending_minutes.add(minute)
                     if result.next_due_ms is None or entry.due_ms < result.next_due_ms:
                         result.next_due_ms = entry.due_ms
-        failed = self._move(list({e.key: e for e in due}.values()), now, result)
+        failed = self._move(list({e.key: e for e in due}.values()), now, result, sleep_until)
         pending_minutes.update(int(e.slot) for e in failed)
         # Minutes before the previous one take no new items any more (a send commits
         # within its 30 s timeout of choosing a due time): the checkpoint passes the
@@ -173,7 +181,13 @@ class DelayScheduler:
         return self._checkpoint[0]
 
     # ---------------------------------------------------------------- moving
-    def _move(self, due: list[TimerEntry], now: int, result: TickResult) -> list[TimerEntry]:
+    def _move(
+        self,
+        due: list[TimerEntry],
+        now: int,
+        result: TickResult,
+        sleep_until: Callable[[int], None] | None,
+    ) -> list[TimerEntry]:
         """Move due entries; returns those left for a later tick."""
         by_target: dict[tuple[str, int], list[TimerEntry]] = {}
         for entry in sorted(due, key=lambda e: e.due_key):
@@ -185,14 +199,22 @@ class DelayScheduler:
         ]
         # Target queues move in parallel (each its own append); a crash anywhere is safe.
         outcomes = list(
-            self._pool.map(lambda c: self._move_chunk(c[0], c[1], c[2], now, result), chunks)
+            self._pool.map(
+                lambda c: self._move_chunk(c[0], c[1], c[2], now, result, sleep_until), chunks
+            )
         )
         done = [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if ok for e in c]
         self._after_move(done)  # once every queue's move of this tick is committed
         return [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if not ok for e in c]
 
     def _move_chunk(
-        self, topic_name: str, queue: int, chunk: list[TimerEntry], now: int, result: TickResult
+        self,
+        topic_name: str,
+        queue: int,
+        chunk: list[TimerEntry],
+        now: int,
+        result: TickResult,
+        sleep_until: Callable[[int], None] | None = None,
     ) -> bool:
         try:
             topic = self._topics.active(topic_name)
@@ -212,7 +234,10 @@ class DelayScheduler:
                 result.items += len(chunk)
             return True
         target = queue % topic.queues
-        batch = self._write(topic, target, chunk, messages, now)
+        due_at = max(e.due_ms for e in chunk)
+        batch = self._write(topic, target, chunk, messages, max(now, due_at))
+        if due_at > self._clock() and sleep_until is not None:
+            sleep_until(due_at)  # prepared ahead: committed (visible) when due, not before
         try:
             self._appender.append(
                 [batch],
