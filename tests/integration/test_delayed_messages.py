@@ -183,3 +183,26 @@ def _stored(stack: LocalStack, topic: str) -> tuple[int, int]:
         Bucket=stack.resources["MessageBucket"], Prefix=f"topics/topic={topic}/"
     ).get("Contents", [])
     return timers, len(listed)
+
+
+def test_async_producer_sends_and_cancels_delayed_messages(stack, topic, tmp_path):
+    import asyncio
+
+    from cirrusmq import AsyncProducer
+
+    async def scenario() -> tuple:
+        async with AsyncProducer(
+            stack.endpoint, stack.credentials, outbox_path=tmp_path / "outbox.db"
+        ) as producer:
+            kept = await producer.send(Message(topic, "kept", delay_level=2))
+            gone = await producer.send(
+                Message(topic, "gone", delivery_timestamp=clock.now_ms() + 60_000)
+            )
+            await producer.cancel_scheduled(gone)
+            return kept, gone
+
+    kept, gone = asyncio.run(scenario())
+    assert kept.scheduled and gone.scheduled
+    with consumer(stack, topic) as c:
+        advance_to(stack, gone.delivery_timestamp)
+        assert drain(c) == [kept.message_id]
