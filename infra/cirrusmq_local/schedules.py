@@ -2,8 +2,10 @@
 
 Due times are kept in broker time (:func:`cirrusmq_broker.clock.now_ms`): after
 ``LocalStack.advance_time`` a job whose firing time was passed runs once (missed firings are
-skipped, as when running late), and :meth:`ScheduleRunner.run_due` runs those due jobs in
-the caller's thread and returns when they are done.
+skipped, as when running late), and :meth:`ScheduleRunner.run_due` runs those due jobs and
+returns when they are done — or parked on the broker clock: a long-running invocation (the
+delay scheduler works through its minute, sleeping with ``clock.sleep_until``) goes on in its
+own thread and the next ``advance_time`` wakes it (``clock.settle`` waits for its work).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -127,15 +130,19 @@ class ScheduleRunner:
         self._threads: list[threading.Thread] = []
         self._due: dict[int, datetime | None] = {}
         self._job_locks: dict[int, threading.Lock] = {}
+        self._holders: dict[int, int] = {}
+        """Job index → the thread running it now."""
 
-    def start(self) -> None:
-        """Start the timers of every enabled job."""
+    def start(self, *, at_once: frozenset[tuple[str, str]] = frozenset()) -> None:
+        """Start the timers of every enabled job; those named in ``at_once`` (function
+        logical id, event name) fire at once instead of one period from now."""
         self._stop.clear()
         now = broker_now()
         for index, job in enumerate(self.jobs):
             if not job.event.enabled:
                 continue
-            self._due[index] = job.schedule.next_after(now)
+            first = (job.runtime.logical_id, job.event.event_name) in at_once
+            self._due[index] = now if first else job.schedule.next_after(now)
             self._job_locks[index] = threading.Lock()
             thread = threading.Thread(
                 target=self._loop,
@@ -162,35 +169,70 @@ class ScheduleRunner:
                 continue
             self._fire_if_due(index, job)
 
-    def _fire_if_due(self, index: int, job: ScheduledJob) -> bool:
-        with self._job_locks[index]:
+    def _fire_if_due(self, index: int, job: ScheduledJob, *, skip_parked: bool = False) -> bool:
+        lock = self._job_locks[index]
+        if skip_parked:  # a run parked on the broker clock (the delay scheduler) is running
+            while not lock.acquire(timeout=0.01):
+                holder = self._holders.get(index)
+                if holder is not None and clock.parked(holder):
+                    return False
+        else:
+            lock.acquire()
+        try:
             due = self._due.get(index)
             if due is None or due > broker_now() or self._stop.is_set():
                 return False
+            self._holders[index] = threading.get_ident()
+            jumped_before = clock.offset_ms()
             try:
                 job.run()
             except BaseException:  # a dying handler must not end the timer
                 log.exception(
                     "scheduled %s.%s failed", job.runtime.logical_id, job.event.event_name
                 )
+            finally:
+                self._holders.pop(index, None)
             now = broker_now()
             due = job.schedule.next_after(due)
+            if due is not None:  # time jumped during a long run: its grid moved along
+                due += timedelta(milliseconds=clock.offset_ms() - jumped_before)
             if due is not None and due <= now:  # running late or time jumped: skip missed
                 due = job.schedule.next_after(now)
             self._due[index] = due
             return True
+        finally:
+            lock.release()
 
     def run_due(self) -> int:
-        """Run every job that is due on the broker clock now (once each), in this thread;
-        wait for a run already under way. Returns how many ran."""
-        ran = sum(self._fire_if_due(index, self.jobs[index]) for index in list(self._due))
+        """Run every job that is due on the broker clock now (once each); wait for a run
+        already under way. Returns how many ran.
+
+        Each run has its own thread; this returns when each has finished or is parked on
+        the broker clock (a long-running invocation such as the delay scheduler, which
+        then goes on in its thread, woken by the next ``advance_time``)."""
+        outcomes: dict[int, bool] = {}
+
+        def fire(index: int) -> None:
+            outcomes[index] = self._fire_if_due(index, self.jobs[index], skip_parked=True)
+
+        threads = []
+        for index in list(self._due):
+            thread = threading.Thread(
+                target=fire, args=(index,), daemon=True, name=f"cirrusmq-run-due-{index}"
+            )
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            while thread.is_alive() and not clock.parked(thread.ident or 0):
+                time.sleep(0.005)
         with self._wake:
             self._wake.notify_all()  # sleeping timers look at their new due times
-        return ran
+        return sum(outcomes.values())
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the timers; wait up to ``timeout`` for a running invocation to finish."""
         self._stop.set()
+        clock.interrupt_sleepers()  # a run parked on the broker clock gives up
         with self._wake:
             self._wake.notify_all()
         for thread in self._threads:

@@ -56,6 +56,12 @@ def bootstrap_credentials() -> Credentials:
     return Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
 
 
+START_AT_ONCE = frozenset({("SchedulerFunction", "MoveDueTimers")})
+"""Schedules that fire as the stack starts: the delay scheduler works through each minute
+on the broker clock, so delayed messages are moved from the first second (on AWS its first
+firing comes within a minute of the deployment)."""
+
+
 class LocalStack:
     """The whole CirrusMQ backend on this machine, built from ``template.yaml``.
 
@@ -222,7 +228,7 @@ class LocalStack:
             self._expiry.start(self.expire_interval)
         if self.schedules_enabled:
             self._runner = ScheduleRunner(list(jobs.values()))
-            self._runner.start()
+            self._runner.start(at_once=START_AT_ONCE)
 
     def _bootstrap_key(self) -> None:
         """Store :attr:`credentials` as an admin access key (replacing one of that id)."""
@@ -351,9 +357,10 @@ class LocalStack:
             self._require()
             assert self._expiry is not None
             before = wall_ms()
-            clock.advance(seconds)
+            clock.advance(seconds)  # wakes runs parked on the broker clock (delays)
             self._expiry.note_advance(before)
             deleted = self._expiry.run(full=True)
+            clock.settle()
             if self._runner is not None:
                 self._runner.run_due()
             return deleted

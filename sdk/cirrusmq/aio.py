@@ -30,7 +30,14 @@ from .consumer import (
 )
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError, TransportError
-from .message import FilterExpression, Message, MessageView, SendReceipt, parse_receive_response
+from .message import (
+    FilterExpression,
+    Message,
+    MessageView,
+    SendReceipt,
+    parse_receive_response,
+    scheduled_path,
+)
 from .outbox import OutboxEntry, RefusedBatch
 from .producer import new_producer_id, outbox_exists
 from .sender import ProducerOptions, SendState, open_state, prepare
@@ -159,6 +166,16 @@ class AsyncProducer:
         """Send several messages now, together; their receipts in order."""
         tickets = await self._submit(list(messages), blocking=True)
         return [await t.wait() for t in tickets]
+
+    async def cancel_scheduled(
+        self,
+        receipt_or_topic: SendReceipt | str,
+        message_id: str | None = None,
+        delivery_timestamp: int | None = None,
+    ) -> None:
+        """As :meth:`cirrusmq.Producer.cancel_scheduled`."""
+        path, params = scheduled_path(receipt_or_topic, message_id, delivery_timestamp)
+        await self._transport.request("DELETE", path, params=params)
 
     async def flush(self, timeout_s: float | None = None) -> None:
         """Send everything buffered; wait until stored (or parked in the outbox). A producer

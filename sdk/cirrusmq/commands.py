@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
@@ -89,6 +91,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(outbox_app, name="outbox")
     app.add_typer(key_app, name="key")
     app.command("send")(send)
+    app.command("cancel-scheduled")(cancel_scheduled)  # delayed messages (issue 9)
     app.command("consume")(consume)
     from . import dlq_commands  # retries (issue 9): group update, dlq ...
 
@@ -660,12 +663,24 @@ def send(
         list[str] | None,
         typer.Option("--property", "-p", help="A property NAME=VALUE (repeatable)."),
     ] = None,
+    delay: Annotated[
+        str | None,
+        typer.Option(
+            help="Deliver after this delay: 30s, 5m, 2h, 1d (a RocketMQ level's exact "
+            "delay is sent as that level)."
+        ),
+    ] = None,
+    deliver_at: Annotated[
+        str | None,
+        typer.Option(help="Deliver at this time: ISO 8601 (UTC if no zone) or ms since epoch."),
+    ] = None,
     endpoint: Endpoint = None,
     access_key: AccessKey = None,
     secret_key: SecretKey = None,
     profile: Profile = None,
 ) -> None:
     """Send a message, or one message per line of stdin (with a progress bar)."""
+    schedule = _schedule(delay, deliver_at)
     properties = {}
     for item in prop or []:
         name, sep, value = item.partition("=")
@@ -675,7 +690,13 @@ def send(
 
     def message(text: str) -> Message:
         return Message(
-            topic, text, tag=tag, keys=tuple(key or ()), properties=properties, message_group=group
+            topic,
+            text,
+            tag=tag,
+            keys=tuple(key or ()),
+            properties=properties,
+            message_group=group,
+            **schedule,
         )
 
     with _reported_errors():
@@ -683,6 +704,12 @@ def send(
         with Producer(cfg.endpoint, cfg.credentials) as producer:
             if body is not None and body != "-":
                 receipt = producer.send(message(body))
+                if receipt.scheduled:
+                    out.print(
+                        f"scheduled {receipt.message_id} to {topic} queue {receipt.queue} "
+                        f"at {receipt.delivery_timestamp} ({_iso(receipt.delivery_timestamp)})"
+                    )
+                    return
                 out.print(
                     f"sent {receipt.message_id} to {topic} queue {receipt.queue} "
                     f"offset {receipt.offset}"
@@ -695,6 +722,64 @@ def send(
         )
         raise typer.Exit(1)
     out.print(f"sent {sent} message(s) to {topic}")
+
+
+# ---------------------------------------------------------- delayed messages (issue 9)
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL_SECONDS = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800)
+_LEVEL_SECONDS += (3600, 7200)
+
+
+def _schedule(delay: str | None, deliver_at: str | None) -> dict[str, int]:
+    """Message fields for ``--delay`` / ``--deliver-at``."""
+    if delay is not None and deliver_at is not None:
+        raise typer.BadParameter("use --delay or --deliver-at, not both", param_hint="--delay")
+    if delay is not None:
+        match = _DURATION.match(delay.strip())
+        if not match:
+            raise typer.BadParameter(f"{delay!r}: use e.g. 30s, 5m, 2h, 1d", param_hint="--delay")
+        ms = int(float(match[1]) * _UNIT_MS[match[2] or "s"])
+        if ms % 1000 == 0 and ms // 1000 in _LEVEL_SECONDS:
+            return {"delay_level": _LEVEL_SECONDS.index(ms // 1000) + 1}
+        return {"delivery_timestamp": int(time.time() * 1000) + ms}
+    if deliver_at is not None:
+        text = deliver_at.strip()
+        if text.isdigit():
+            return {"delivery_timestamp": int(text)}
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise typer.BadParameter(
+                f"{deliver_at!r}: use ISO 8601 or ms since the epoch", param_hint="--deliver-at"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return {"delivery_timestamp": int(moment.timestamp() * 1000)}
+    return {}
+
+
+def _iso(ms: int | None) -> str:
+    return datetime.fromtimestamp((ms or 0) / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def cancel_scheduled(
+    topic: Annotated[str, typer.Argument(help="Topic of the scheduled message.")],
+    message_id: Annotated[str, typer.Argument(help="Its message id.")],
+    at: Annotated[
+        int, typer.Option("--at", help="Its due time in ms (the send receipt's delivery time).")
+    ],
+    endpoint: Endpoint = None,
+    access_key: AccessKey = None,
+    secret_key: SecretKey = None,
+    profile: Profile = None,
+) -> None:
+    """Cancel a scheduled (delayed) message before it is due."""
+    with _reported_errors():
+        cfg = _config(endpoint, access_key, secret_key, profile)
+        with Producer(cfg.endpoint, cfg.credentials) as producer:
+            producer.cancel_scheduled(topic, message_id, at)
+    out.print(f"cancelled {message_id} (due {_iso(at)})")
 
 
 def _send_lines(

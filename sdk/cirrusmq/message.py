@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from .errors import UnsupportedFeatureError
 from .wire import (
     read_base64,
     read_int,
@@ -69,8 +68,11 @@ class Message:
     message_group: str | None = None
     """Sharding key: messages of one group go to one queue, in order. Required on FIFO topics."""
     delivery_timestamp: int | None = None
-    """Deliver no earlier than this (ms since the epoch). Not supported yet: sending raises
-    :class:`~cirrusmq.errors.UnsupportedFeatureError`."""
+    """Deliver at this time (ms since the epoch), up to 365 days ahead; a past time is
+    delivered at once. Not on FIFO or TRANSACTION topics; not with ``delay_level``."""
+    delay_level: int | None = None
+    """RocketMQ delay level 1-18 (1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h
+    2h), counted from when the service stores the message."""
 
     def __post_init__(self) -> None:
         if isinstance(self.body, str):
@@ -85,10 +87,6 @@ class Message:
 
     def to_wire(self, message_id: str, born_timestamp: int) -> dict[str, Any]:
         """The JSON form of this message in a send request."""
-        if self.delivery_timestamp is not None:
-            raise UnsupportedFeatureError(
-                "delivery_timestamp (delay messages) is not supported by the service yet"
-            )
         wire: dict[str, Any] = {
             "message_id": message_id,
             "body": base64.b64encode(self.body).decode("ascii"),
@@ -102,6 +100,10 @@ class Message:
             wire["properties"] = dict(self.properties)
         if self.message_group is not None:
             wire["message_group"] = self.message_group
+        if self.delivery_timestamp is not None:
+            wire["delivery_timestamp"] = self.delivery_timestamp
+        if self.delay_level is not None:
+            wire["delay_level"] = self.delay_level
         return wire
 
 
@@ -177,6 +179,35 @@ class SendReceipt:
     pending: bool = False
     """True when the service could not be reached: the message is in the durable outbox and
     will be sent (once, in order) when the service is back."""
+    delivery_timestamp: int | None = None
+    """A scheduled (delayed) message's due time (ms): it has no offset until then. Give
+    it to ``Producer.cancel_scheduled`` to cancel the message before."""
+
+    @property
+    def scheduled(self) -> bool:
+        """Stored as a delayed message, visible to consumers at ``delivery_timestamp``."""
+        return self.delivery_timestamp is not None and self.offset is None
+
+
+def scheduled_path(
+    receipt_or_topic: SendReceipt | str, message_id: str | None, delivery_timestamp: int | None
+) -> tuple[str, dict[str, str]]:
+    """The cancel route of a scheduled message, from its receipt or its three fields."""
+    from urllib.parse import quote
+
+    if isinstance(receipt_or_topic, SendReceipt):
+        topic = receipt_or_topic.topic
+        message_id = receipt_or_topic.message_id
+        delivery_timestamp = receipt_or_topic.delivery_timestamp
+    else:
+        topic = receipt_or_topic
+    if message_id is None or delivery_timestamp is None:
+        raise ValueError(
+            "cancel_scheduled needs a receipt of a scheduled message, or "
+            "topic, message_id and delivery_timestamp"
+        )
+    path = f"/v1/topics/{quote(topic, safe='')}/scheduled/{quote(message_id, safe='')}"
+    return path, {"delivery_timestamp": str(delivery_timestamp)}
 
 
 @dataclass(frozen=True)

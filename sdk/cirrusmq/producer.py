@@ -25,7 +25,7 @@ from urllib.parse import quote
 from .accumulator import PendingMessage
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError, OutboxError, TransportError
-from .message import Message, SendReceipt
+from .message import Message, SendReceipt, scheduled_path
 from .outbox import OutboxEntry, RefusedBatch
 from .sender import ProducerOptions, SendState, open_state, prepare
 from .transport import RetryPolicy, Transport
@@ -313,6 +313,19 @@ class Producer:
         """Send several messages now, together (as few requests as the batch bounds allow),
         and wait for their receipts (in order)."""
         return [_wait(t) for t in self._submit(list(messages), blocking=True)]
+
+    # ------------------------------------------------------------ delayed messages (issue 9)
+    def cancel_scheduled(
+        self,
+        receipt_or_topic: SendReceipt | str,
+        message_id: str | None = None,
+        delivery_timestamp: int | None = None,
+    ) -> None:
+        """Cancel a scheduled (delayed) message before it is due: pass its send receipt, or
+        topic, message id and due time. Idempotent; ``ConflictError`` (AlreadyDelivered)
+        once it was delivered, ``NotFoundError`` when no such message is scheduled then."""
+        path, params = scheduled_path(receipt_or_topic, message_id, delivery_timestamp)
+        self._transport.request("DELETE", path, params=params)
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Send every buffered message now; wait until each is stored (or, with an outbox,

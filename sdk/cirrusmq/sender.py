@@ -50,7 +50,7 @@ from .outbox import (
     SqliteOutbox,
 )
 from .transport import RetryPolicy
-from .wire import read_int, read_list, read_str
+from .wire import read_int, read_list, read_optional_int, read_str
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -162,12 +162,20 @@ def prepare(message: Message, born_ms: int) -> tuple[str, dict[str, Any], int]:
 def receipts_of(batch: OutboxBatch, body: Any) -> dict[str, SendReceipt]:
     """The receipts of a send response by message id (``TransportError`` if malformed)."""
     receipts = read_list(body, "receipts", optional=True) if body is not None else []
-    return {
-        read_str(r, "message_id"): SendReceipt(
-            read_str(r, "message_id"), batch.topic, read_int(r, "queue"), read_int(r, "offset")
-        )
-        for r in receipts
-    }
+    return {read_str(r, "message_id"): _receipt(batch.topic, r) for r in receipts}
+
+
+def _receipt(topic: str, data: Any) -> SendReceipt:
+    """One receipt; a scheduled (delayed) one has no offset but its due time."""
+    due = read_optional_int(data, "delivery_timestamp")
+    offset = read_optional_int(data, "offset") if due is not None else read_int(data, "offset")
+    return SendReceipt(
+        read_str(data, "message_id"),
+        topic,
+        read_int(data, "queue"),
+        offset,
+        delivery_timestamp=due,
+    )
 
 
 _PAYLOAD_START = b'{"producer_id":'

@@ -6,7 +6,7 @@ import base64
 import dataclasses
 
 import pytest
-from cirrusmq import FilterExpression, Message, MessageView, UnsupportedFeatureError
+from cirrusmq import FilterExpression, Message, MessageView
 from cirrusmq.message import new_message_id, normalize_subscriptions
 
 
@@ -31,9 +31,8 @@ def test_wire_form_carries_only_what_is_set():
     }
 
 
-def test_delivery_timestamp_is_refused_until_the_service_supports_it():
-    with pytest.raises(UnsupportedFeatureError, match="delivery_timestamp"):
-        Message("t", b"x", delivery_timestamp=1).to_wire("id", 1)
+def test_delivery_timestamp_goes_on_the_wire():  # delayed messages (issue 9)
+    assert Message("t", b"x", delivery_timestamp=1).to_wire("id", 1)["delivery_timestamp"] == 1
 
 
 def test_message_ids_are_valid_unique_and_sortable_by_time():

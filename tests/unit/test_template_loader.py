@@ -80,6 +80,7 @@ def test_tables(template) -> None:
         "AccessKeysTable",
         "NoncesTable",
         "TransactionsTable",  # transactions (issue 10)
+        "TimersTable",  # delayed messages (issue 9)
     }
     log_index = template.tables["LogIndexTable"]
     assert [k["AttributeName"] for k in log_index.key_schema] == ["stream", "base_offset"]
@@ -93,7 +94,7 @@ def test_tables(template) -> None:
 
 def test_bucket(template) -> None:
     bucket = template.buckets["MessageBucket"]
-    assert len(bucket.lifecycle_rules) == 7
+    assert len(bucket.lifecycle_rules) == 9  # 7 retention tiers + 2 timer tiers (issue 9)
     assert bucket.encryption is not None
     assert bucket.public_access_block == {
         "BlockPublicAcls": True,
@@ -111,6 +112,7 @@ def test_functions_merge_globals(template) -> None:
         "JanitorFunction",
         "TransactionsFunction",  # transactions (issue 10)
         "TxnCheckerFunction",  # transactions (issue 10)
+        "SchedulerFunction",  # delayed messages (issue 9)
     }
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"

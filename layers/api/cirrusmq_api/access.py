@@ -173,6 +173,8 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/groups/{group}/dead-letters/purge"): _admin("purge group {group}"),
     # ---- end of retries
     **TRANSACTION_ROUTE_RULES,  # transactions (issue 10)
+    # delayed messages (issue 9): who may publish to a topic may cancel its scheduled ones
+    ("DELETE", "/v1/topics/{topic}/scheduled/{message_id}"): _publish,
 }
 """(method, route) → the permission it needs."""
 

@@ -29,6 +29,8 @@ def message_input(message: MessageIn, position: int) -> MessageInput:
         properties=message.properties,
         message_group=message.message_group,
         born_timestamp=message.born_timestamp,
+        delay_level=message.delay_level,
+        delivery_timestamp=message.delivery_timestamp,
     )
 
 

@@ -28,14 +28,15 @@ ERROR_CODES: dict[int, str] = {
     "InvalidOffset, InvalidTimestamp, "
     "InvalidMessage, TooManyMessages, MessageGroupRequired, InvalidFilterExpression, "
     "InvalidDuration, InvalidReceiptHandle, ForeignReceiptHandle, ReceiptHandleExpired, "
-    "InvalidClientId, TooManyMembers); "
+    "InvalidClientId, TooManyMembers, InvalidDelay, DelayNotAllowed, TooManyDueTimes); "
     "nothing was changed.",
     401: "Not authenticated (MissingSignature, InvalidSignature, RequestExpired, "
     "ReplayedRequest); nothing was changed.",
     403: "AccessDenied: the access key lacks the permission; nothing was changed.",
-    404: "Not found (TopicNotFound, QueueNotFound, MessageNotFound, KeyNotFound, RouteNotFound).",
+    404: "Not found (TopicNotFound, QueueNotFound, MessageNotFound, KeyNotFound, RouteNotFound, "
+    "ScheduledMessageNotFound).",
     409: "Conflict (TopicAlreadyExists, TopicBeingDeleted, IdempotencyConflict, "
-    "SubscriptionConflict, KeyInUse); nothing was changed.",
+    "SubscriptionConflict, KeyInUse, AlreadyDelivered); nothing was changed.",
     413: "Too large (MessageTooLarge: a body over 4 MiB; RequestTooLarge: over 6 MiB).",
     415: "UnsupportedMediaType: a body must be application/json.",
     429: "Throttled or TooManyInflight; retriable after Retry-After seconds.",
@@ -70,6 +71,7 @@ ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     ("get", "/v1/topics/{topic}/queues/{queue}/messages"): frozenset({400, 404}),
     ("get", "/v1/topics/{topic}/offsets"): frozenset({400, 404}),
     ("post", "/v1/groups/{group}/offsets/{topic}/reset"): frozenset({400, 404, 413, 415}),
+    ("delete", "/v1/topics/{topic}/scheduled/{message_id}"): frozenset({400, 404, 409}),
 }
 """Client errors per route (besides STORAGE_ERRORS); a route missing here gets 400, 404,
 409 and, with a body, 413 and 415."""

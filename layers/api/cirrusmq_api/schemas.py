@@ -62,6 +62,14 @@ class MessageIn(Strict):
     properties: dict[str, str] = Field(default_factory=dict)
     message_group: str | None = Field(None, description="Sharding key: one queue per group.")
     born_timestamp: int | None = Field(None, ge=0, description="Producer's clock, ms.")
+    delay_level: int | None = Field(
+        None, description="RocketMQ delay level 1-18 (1s 5s 10s 30s 1m ... 1h 2h)."
+    )
+    delivery_timestamp: int | None = Field(
+        None,
+        description="Deliver at this time (ms since the epoch), up to 365 days ahead; "
+        "past-due: at once. Not with delay_level.",
+    )
 
 
 class SendRequest(Strict):
@@ -73,7 +81,11 @@ class SendRequest(Strict):
 class SendReceiptBody(BaseModel):
     message_id: str
     queue: int
-    offset: int
+    offset: int | None = Field(description="Null for a scheduled (delayed) message.")
+    scheduled: bool = Field(False, description="True: delayed, visible at delivery_timestamp.")
+    delivery_timestamp: int | None = Field(
+        None, description="A scheduled message's due time (ms); cancel it with this time."
+    )
 
 
 class SendResponse(BaseModel):

@@ -15,6 +15,7 @@ from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
+from .services.delayed_produce import TimerWriter
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
@@ -23,6 +24,8 @@ from .services.moves import MoveAppender
 from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.retries import RetryService
+from .services.scheduled_cancel import ScheduledCancel
+from .services.scheduler import DelayScheduler
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
@@ -40,6 +43,8 @@ from .storage.move_records import MoveRecords
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
+from .storage.timer_objects import TimerObjectStore
+from .storage.timers import TimerStore
 from .storage.topics import TopicStore
 
 if TYPE_CHECKING:
@@ -109,7 +114,45 @@ class Broker:
             index=self.index,
             producers=self.producers,
             clock=self.clock,
+            timer_writer=self.timer_writer,
         )
+
+    # ---------------------------------------------------------------- delays (issue 9)
+    @functools.cached_property
+    def timers(self) -> TimerStore:
+        return TimerStore(self._dynamodb, self.settings.timers_table)
+
+    @functools.cached_property
+    def timer_objects(self) -> TimerObjectStore:
+        return TimerObjectStore(aws_client("s3", self.settings), self.settings.bucket)
+
+    @functools.cached_property
+    def timer_writer(self) -> TimerWriter | None:
+        if not self.settings.timers_table:
+            return None
+        return TimerWriter(objects=self.timer_objects, timers=self.timers)
+
+    @functools.cached_property
+    def scheduler(self) -> DelayScheduler:
+        return DelayScheduler(
+            timers=self.timers,
+            timer_objects=self.timer_objects,
+            topics=self.catalog,
+            objects=self.objects,
+            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def scheduled_cancel(self) -> ScheduledCancel:
+        return ScheduledCancel(
+            topics=self.catalog,
+            timers=self.timers,
+            timer_objects=self.timer_objects,
+            clock=self.clock,
+        )
+
+    # ---------------------------------------------------------------- end delays
 
     @functools.cached_property
     def consume(self) -> ConsumeService:

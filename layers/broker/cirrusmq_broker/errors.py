@@ -255,3 +255,28 @@ class TooManyTransactionParts(InvalidRequest):
 
 
 # ------------------------------------------------------------- end of transactions block
+# ---------------------------------------------------------------- delayed messages (issue 9)
+class InvalidDelay(InvalidRequest):
+    """A bad delay level, a delivery time too far ahead, or both set."""
+
+    code = "InvalidDelay"
+
+
+class DelayNotAllowed(InvalidRequest):
+    """Delays on a FIFO or TRANSACTION topic (a delay would break order / the transaction)."""
+
+    code = "DelayNotAllowed"
+
+
+class TooManyDueTimes(InvalidRequest):
+    code = "TooManyDueTimes"
+
+
+class ScheduledMessageNotFound(NotFound):
+    code = "ScheduledMessageNotFound"
+
+
+class AlreadyDelivered(Conflict):
+    """The scheduled message was due and moved into its topic: too late to cancel."""
+
+    code = "AlreadyDelivered"

@@ -98,11 +98,18 @@ class StoredMessage:
 
 @dataclass(frozen=True)
 class SendReceipt:
-    """Where one sent message was stored."""
+    """Where one sent message was stored (a delayed one: its queue and due time)."""
 
     message_id: str
     queue: int
-    offset: int
+    offset: int | None
+    """None for a delayed message: it gets its offset when it is due."""
+    delivery_timestamp: int | None = None
+    """For a delayed message: when it becomes visible (ms); cancel it with this time."""
+
+    @property
+    def scheduled(self) -> bool:
+        return self.offset is None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ class Settings:
     """DynamoDB table of recently seen request nonces (TTL)."""
     secrets_key_id: str = ""
     """KMS key (id, ARN or alias) that encrypts access-key secrets (admin side encrypts)."""
+    timers_table: str = ""
+    """DynamoDB table of timer items (delayed messages; issue 9). Empty: no delays."""
     cors_allow_origins: tuple[str, ...] = ()
     """Origins allowed by CORS; none: no CORS headers at all."""
     aws_endpoint_url: str | None = None
@@ -67,6 +69,7 @@ class Settings:
             access_keys_table=get("ACCESS_KEYS_TABLE", ""),
             nonces_table=get("NONCES_TABLE", ""),
             secrets_key_id=get("SECRETS_KEY_ID", ""),
+            timers_table=get("TIMERS_TABLE", ""),
             cors_allow_origins=cors_allow_origins(env),
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,

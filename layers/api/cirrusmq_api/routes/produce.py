@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import InvalidRequest
@@ -26,6 +30,24 @@ def send_messages(topic: str, request: SendRequest) -> SendResponse:
         topic, [message_input(m, i) for i, m in enumerate(request.messages)], stamp
     )
     return SendResponse(
-        receipts=[SendReceiptBody(**vars(r)) for r in result.receipts],
+        receipts=[SendReceiptBody(**vars(r), scheduled=r.offset is None) for r in result.receipts],
         duplicate=result.duplicate,
     )
+
+
+# ---------------------------------------------------------------- delayed messages (issue 9)
+@router.delete(
+    "/v1/topics/<topic>/scheduled/<message_id>",
+    summary="Cancel a scheduled (delayed) message before it is due",
+)
+def cancel_scheduled(  # noqa: ANN201 (204, no body)
+    topic: str,
+    message_id: str,
+    delivery_timestamp: Annotated[int | None, Query()] = None,
+):
+    """Idempotent. ``delivery_timestamp`` is the due time from the send receipt; 409
+    AlreadyDelivered once it was due and delivered, 404 ScheduledMessageNotFound."""
+    if delivery_timestamp is None:
+        raise InvalidRequest("delivery_timestamp (the send receipt's due time) is required")
+    current_broker().scheduled_cancel.cancel(topic, message_id, delivery_timestamp)
+    return Response(204, None, body=None)

@@ -16,6 +16,7 @@ from ulid import ULID
 
 from .. import limits
 from ..errors import (
+    Busy,
     IdempotencyConflict,
     InvalidMessage,
     MessageGroupRequired,
@@ -25,7 +26,13 @@ from ..errors import (
     TransactionRequired,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
-from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
+from ..storage.appends import (
+    AlreadyRecorded,
+    BatchAppender,
+    ExtraItemRejected,
+    PendingBatch,
+    QueueClosed,
+)
 from ..storage.batch_objects import BatchObjectStore, object_key
 from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecord, ProducerRecords
@@ -38,6 +45,7 @@ from ..validation import (
     check_tag,
     check_timestamp,
 )
+from .delayed_produce import TimerWriter, due_times, scheduled_receipt
 from .topic_catalog import TopicCatalog
 
 REUSE_EXISTING_OBJECT_SECONDS = 30
@@ -56,6 +64,10 @@ class MessageInput:
     properties: dict[str, str] = field(default_factory=dict)
     message_group: str | None = None
     born_timestamp: int | None = None
+    delay_level: int | None = None
+    """RocketMQ delay level 1-18 (issue 9)."""
+    delivery_timestamp: int | None = None
+    """Deliver at this time (ms), up to 365 days ahead (issue 9)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,9 @@ class ProduceService:
         index: LogIndex,
         producers: ProducerRecords,
         clock: Callable[[], int],
+        timer_writer: TimerWriter | None = None,
     ) -> None:
+        self._timer_writer = timer_writer
         self._topics = topics
         self._objects = objects
         self._appender = appender
@@ -105,50 +119,88 @@ class ProduceService:
             check_producer_id(stamp.producer_id)
         now = self._clock()
         messages = self._validate(topic, inputs, now, stamp)
+        dues = due_times(topic, inputs, now)  # --- delayed messages (issue 9)
         digest = _digest(topic.name, inputs) if stamp else ""
-        by_queue = self._route(topic, messages, stamp)
-        batches, fresh = self._write_batches(topic, by_queue, now, stamp, digest)
+        routed = self._route(topic, messages, stamp)
+        by_queue, delayed = _split_delayed(routed, messages, dues)
+        timer_key, timer_puts = None, []
+        if delayed:
+            if self._timer_writer is None:
+                raise InvalidMessage("this service takes no delayed messages")
+            timer_key, timer_puts = self._timer_writer.write(topic, delayed, now, stamp, digest)
+        try:
+            batches, fresh = self._write_batches(topic, by_queue, now, stamp, digest)
+        except BaseException:
+            if timer_key:
+                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
+            raise
 
-        def receipts_for(bases: dict[int, int]) -> list[SendReceipt]:
-            positions = {q: itertools.count(bases[q]) for q in by_queue}
+        def receipts_for(bases: dict[int, int], scheduled_at: int | None) -> list[SendReceipt]:
+            # Which messages were delayed follows from the time the first attempt stored.
+            dues = due_times(topic, inputs, scheduled_at) if scheduled_at else []
+            immediate, later = _split_delayed(routed, messages, dues)
+            positions = {q: itertools.count(bases[q]) for q in immediate}
             placed = {
-                m.message_id: (q, next(positions[q])) for q, ms in by_queue.items() for m in ms
+                m.message_id: SendReceipt(m.message_id, q, next(positions[q]))
+                for q, ms in immediate.items()
+                for m in ms
             }
-            return [SendReceipt(m.message_id, *placed[m.message_id]) for m in messages]
+            placed.update(
+                (m.message_id, scheduled_receipt(m, q, due))
+                for q, rows in later.items()
+                for m, due in rows
+            )
+            return [placed[m.message_id] for m in messages]
 
         retention_expiry = now // 1000 + topic.retention_hours * 3600
         try:
             bases = self._appender.append(
                 batches,
                 stamp=stamp,
-                build_record=lambda bases: ProducerRecord(digest, bases),
+                build_record=lambda bases: ProducerRecord(digest, bases, now if delayed else None),
                 expires_at=retention_expiry,
                 record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+                extra_items=timer_puts,
             )
         except AlreadyRecorded:
             assert stamp is not None
+            if timer_key:  # the first attempt's timer object holds these messages
+                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
             try:
                 record = self._recorded(stamp, digest)
             except IdempotencyConflict:
                 # Our object names carry our digest: no other request indexes them.
                 self._objects.delete([b.object_key for b in batches])
                 raise
-            if not set(by_queue) <= set(record.bases):  # recorded for an older incarnation
+            first, _ = _split_delayed(
+                routed,
+                messages,
+                due_times(topic, inputs, record.scheduled_at) if record.scheduled_at else [],
+            )
+            if not set(first) <= set(record.bases):  # recorded for an older incarnation
                 self._objects.delete(fresh)
                 raise IdempotencyConflict(
                     f"producer {stamp.producer_id!r} sequence {stamp.sequence} was used for a "
                     f"topic {topic.name!r} with other queues; use a new sequence"
                 ) from None
-            result = SendResult(receipts_for(record.bases), duplicate=True)
+            result = SendResult(receipts_for(record.bases, record.scheduled_at), duplicate=True)
             self._objects.delete(self._unindexed(topic, record.bases, fresh))
             return result
         except QueueClosed as exc:
             # Nothing of this stamp or request was appended (a recorded stamp would have
             # answered AlreadyRecorded), and the closed queues take no retry: drop them all.
             self._objects.delete([b.object_key for b in batches])
+            if timer_key:
+                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
             self._topics.forget(topic.name)
             raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
-        return SendResult(receipts_for(bases), duplicate=False)
+        except (Busy, ExtraItemRejected):
+            # Every attempt was cancelled: no timer item refers to it. (Any other failure
+            # may hide a commit whose answer was lost: the object stays, to its lifecycle.)
+            if timer_key:
+                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
+            raise
+        return SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""
@@ -321,6 +373,23 @@ class ProduceService:
             return next(counter) % topic.queues
 
 
+def _split_delayed(
+    routed: dict[int, list[NewMessage]], messages: list[NewMessage], dues: list[int | None]
+) -> tuple[dict[int, list[NewMessage]], dict[int, list[tuple[NewMessage, int]]]]:
+    """Routed messages split into those appended now and (message, due) of delayed ones."""
+    due_of = {m.message_id: due for m, due in zip(messages, dues, strict=False)}
+    now_part: dict[int, list[NewMessage]] = {}
+    later: dict[int, list[tuple[NewMessage, int]]] = {}
+    for queue, ms in routed.items():
+        for m in ms:
+            due = due_of.get(m.message_id)
+            if due is None:
+                now_part.setdefault(queue, []).append(m)
+            else:
+                later.setdefault(queue, []).append((m, due))
+    return now_part, later
+
+
 def _generated_id(stamp: ProducerStamp | None, position: int) -> str:
     """A broker-made id; for a stamped request the same on every retry."""
     return f"{stamp.producer_id}.{stamp.sequence}.{position}" if stamp else str(ULID())
@@ -331,10 +400,8 @@ def _digest(topic: str, inputs: Sequence[MessageInput]) -> str:
     h = hashlib.sha256(topic.encode())
     for m in inputs:
         h.update(hashlib.sha256(m.body).digest())
-        h.update(
-            json.dumps(
-                [m.message_id, m.tag, list(m.keys), sorted(m.properties.items()), m.message_group],
-                separators=(",", ":"),
-            ).encode()
-        )
+        fields = [m.message_id, m.tag, list(m.keys), sorted(m.properties.items()), m.message_group]
+        if m.delay_level is not None or m.delivery_timestamp is not None:  # issue 9
+            fields += [m.delay_level, m.delivery_timestamp]
+        h.update(json.dumps(fields, separators=(",", ":")).encode())
     return h.hexdigest()

@@ -64,6 +64,15 @@ class QueueClosed(Exception):
     """The topic was deleted: its queues take no more appends."""
 
 
+class ExtraItemRejected(Exception):
+    """A condition of one of the caller's extra transaction items failed: nothing was
+    appended. ``positions`` are the indexes (in ``extra_items``) that failed."""
+
+    def __init__(self, positions: list[int]) -> None:
+        super().__init__(f"extra transaction items refused: {positions}")
+        self.positions = positions
+
+
 RecordBuilder = Callable[[dict[int, int]], ProducerRecord]
 """Builds the idempotency record from the base offset each queue got."""
 
@@ -106,11 +115,15 @@ class BatchAppender:
         build_record: RecordBuilder,
         expires_at: int,
         record_expires_at: int,
+        extra_items: list[dict[str, Any]] | None = None,
     ) -> dict[int, int]:
         """Append every batch; returns queue → base offset.
 
-        Raises AlreadyRecorded, QueueClosed or Busy; nothing is appended then.
+        ``extra_items`` (transaction items, e.g. timer puts or deletes) commit atomically
+        with the append. Raises AlreadyRecorded, QueueClosed, ExtraItemRejected or Busy;
+        nothing is appended then.
         """
+        extra_items = list(extra_items or [])
         for attempt in range(self._max_attempts):
             bases = {b.queue: self._next_offset(b.topic, b.queue) for b in batches}
             items = []
@@ -123,6 +136,7 @@ class BatchAppender:
                 items.append(
                     self._producers.put_request(stamp, record, expires_at=record_expires_at)
                 )
+            items.extend(extra_items)
             try:
                 # A resend of this very request (lost response) must not fail on its own
                 # commit: DynamoDB answers a repeated token with the first outcome.
@@ -168,6 +182,10 @@ class BatchAppender:
         record_code = codes[2 * len(batches)] if len(codes) > 2 * len(batches) else None
         if stamp is not None and record_code == CONDITION_FAILED:
             raise AlreadyRecorded() from exc
+        extras = codes[2 * len(batches) + (1 if stamp is not None else 0) :]
+        refused = [i for i, code in enumerate(extras) if code == CONDITION_FAILED]
+        if refused:
+            raise ExtraItemRejected(refused) from exc
         lost = [b for i, b in enumerate(batches) if CONDITION_FAILED in codes[2 * i : 2 * i + 2]]
         for batch in lost:
             self._refresh(batch.topic, batch.queue)  # raises QueueClosed for a deleted topic

@@ -25,6 +25,8 @@ class ProducerRecord:
     """Hash of the request payload: the same stamp with another payload is a conflict."""
     bases: dict[int, int]
     """Queue → base offset the batch got there."""
+    scheduled_at: int | None = None
+    """For a send with delayed messages: the broker time (ms) their delays count from."""
 
 
 def producer_key(stamp: ProducerStamp) -> str:
@@ -50,6 +52,7 @@ class ProducerRecords:
                         "digest": record.digest,
                         "bases": json.dumps(record.bases, separators=(",", ":")),
                         "expires_at": expires_at,
+                        "scheduled_at": record.scheduled_at,
                     }
                 ),
                 "ConditionExpression": not_yet_recorded,
@@ -66,4 +69,4 @@ class ProducerRecords:
             return None
         values = from_item(item)
         bases = {int(q): base for q, base in json.loads(values["bases"]).items()}
-        return ProducerRecord(values["digest"], bases)
+        return ProducerRecord(values["digest"], bases, values.get("scheduled_at"))

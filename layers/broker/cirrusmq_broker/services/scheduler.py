@@ -1,0 +1,356 @@
+"""The delay scheduler: moves due timer items' messages into their topics.
+
+One invocation (EventBridge fires it once a minute) works through its minute tick by tick:
+each tick queries the due-minute partitions from the checkpoint to the current minute
+(no lower bound on the sort key: moved items are deleted, so stragglers written late are
+still found), moves what is due, and sleeps until the next whole second or the next due
+time seen within a second's lookahead, whichever comes first.
+
+A move of one target queue's due items is one append: ONE object under ``topics/`` with a
+deterministic key (the due items' keys hashed), appended in a transaction that also
+deletes those timer items (conditional on them being unchanged). A crash at any step
+leaves either nothing committed (a re-run rewrites/reuses the object and commits once) or
+everything. Overlapping invocations are harmless for the same reason: the second commit of
+an item is refused and re-read, so no lease is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from botocore.exceptions import BotoCoreError, ClientError
+from cachetools import LRUCache
+
+from ..errors import BrokerError, TopicNotFound
+from ..model import NewMessage, StoredMessage, Topic
+from ..storage.appends import BatchAppender, ExtraItemRejected, PendingBatch, QueueClosed
+from ..storage.batch_objects import BatchObjectGone, BatchObjectStore, object_key
+from ..storage.producers import ProducerRecord
+from ..storage.timer_objects import TimerObjectStore
+from ..storage.timers import TimerEntry, TimerStore
+from .topic_catalog import TopicCatalog
+
+log = logging.getLogger(__name__)
+
+LOOKAHEAD_MS = 1000
+"""A tick also reads items due within this much, to wake exactly at their due time."""
+PREPARE_MS = 150
+"""In the loop, items due within this much are prepared (their topic object written) and
+committed the moment they are due: visible then, never earlier."""
+MIN_TICK_MS = 200
+"""Ticks are at least this far apart (bounds appends per queue and second)."""
+MAX_ITEMS_PER_MOVE = 90
+"""Timer deletes per append transaction (AWS: 100 items, 2 are the append's own)."""
+MAX_CATCH_UP_MINUTES = 120
+"""Past minutes one tick queries at most after an outage; the next tick goes on."""
+MOVE_WORKERS = 8
+"""Target queues moved (and due minutes queried) in parallel per tick."""
+REUSE_EXISTING_OBJECT_SECONDS = 30
+"""As in produce: a re-run appends the object an earlier attempt wrote only while the
+orphan sweeper cannot take it yet."""
+
+
+@dataclass
+class TickResult:
+    moved: int = 0
+    """Messages appended to their topics."""
+    items: int = 0
+    """Timer items done (moved, cancelled or dropped)."""
+    next_due_ms: int | None = None
+    """The earliest pending due time seen within the lookahead."""
+
+
+@dataclass
+class RunResult:
+    ticks: int = 0
+    moved: int = 0
+    errors: int = 0
+    lateness_ms: list[int] = field(default_factory=list)
+
+
+class DelayScheduler:
+    def __init__(
+        self,
+        *,
+        timers: TimerStore,
+        timer_objects: TimerObjectStore,
+        topics: TopicCatalog,
+        objects: BatchObjectStore,
+        appender: BatchAppender,
+        clock: Callable[[], int],
+    ) -> None:
+        self._timers = timers
+        self._timer_objects = timer_objects
+        self._topics = topics
+        self._objects = objects
+        self._appender = appender
+        self._clock = clock
+        self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=MOVE_WORKERS, thread_name_prefix="timer-move")
+        self._queries = ThreadPoolExecutor(
+            max_workers=min(4, MOVE_WORKERS), thread_name_prefix="timer-query"
+        )
+        self._checkpoint: tuple[int, int] | None = None
+        """(minute, when read): the checkpoint as this process last read or wrote it."""
+
+    # ---------------------------------------------------------------- the loop
+    def run(
+        self,
+        *,
+        sleep_until: Callable[[int], None],
+        time_left: Callable[[], float],
+    ) -> RunResult:
+        """Tick until ``time_left()`` (seconds, wall time) runs out."""
+        result = RunResult()
+        while True:
+            started = self._clock()
+            try:
+                tick = self.tick(sleep_until=sleep_until)
+                result.moved += tick.moved
+            except (BrokerError, ClientError, BotoCoreError):
+                log.exception("a scheduler tick failed; the next one goes on")
+                result.errors += 1
+                tick = TickResult()
+            result.ticks += 1
+            now = self._clock()
+            left = time_left()
+            if left <= 0:
+                return result
+            wake = (now // 1000 + 1) * 1000
+            if tick.next_due_ms is not None:
+                wake = min(wake, max(tick.next_due_ms - PREPARE_MS, started + MIN_TICK_MS))
+            sleep_until(min(wake, now + int(left * 1000)))
+
+    def tick(self, *, sleep_until: Callable[[int], None] | None = None) -> TickResult:
+        """Move every message due now; one append per target queue (and 90 items).
+
+        With ``sleep_until`` (the loop), items due within ``PREPARE_MS`` are moved too: their
+        objects written now, each append committed once its items are due.
+        """
+        now = self._clock()
+        horizon = now + PREPARE_MS if sleep_until is not None else now
+        current = now // 60_000
+        checkpoint = self._read_checkpoint(now)
+        result = TickResult()
+        due: list[TimerEntry] = []
+        pending_minutes: set[int] = set()
+        if checkpoint is None or current - 1 - checkpoint > MAX_CATCH_UP_MINUTES:
+            # First run, or after a long outage: one scan of the (pending-only) table for
+            # the old minutes instead of a query per minute.
+            due.extend(self._timers.overdue_before((current - 1) * 60_000))
+            old: list[int] = []
+        else:
+            old = list(range(checkpoint, current - 1))
+        minutes = [*old, *range(current - 1, (now + LOOKAHEAD_MS) // 60_000 + 1)]
+        found = self._queries.map(lambda m: (m, self._timers.due(m, now + LOOKAHEAD_MS)), minutes)
+        for minute, entries in found:
+            for entry in entries:
+                if entry.due_ms <= horizon:
+                    due.append(entry)
+                else:
+                    pending_minutes.add(minute)
+                    if result.next_due_ms is None or entry.due_ms < result.next_due_ms:
+                        result.next_due_ms = entry.due_ms
+        failed = self._move(list({e.key: e for e in due}.values()), now, result, sleep_until)
+        pending_minutes.update(int(e.slot) for e in failed)
+        # Minutes before the previous one take no new items any more (a send commits
+        # within its 30 s timeout of choosing a due time): the checkpoint passes the
+        # leading ones that are empty now.
+        done_upto = current - 1
+        for minute in sorted(pending_minutes):
+            done_upto = min(done_upto, minute)
+        if checkpoint is None or done_upto > checkpoint:
+            self._timers.advance_checkpoint(done_upto)
+            self._checkpoint = (done_upto, now)
+        return result
+
+    def _read_checkpoint(self, now: int) -> int | None:
+        """The checkpoint, read at most once a minute (only this scheduler moves it, up:
+        a stale one only makes a tick query a minute more)."""
+        if self._checkpoint is None or now - self._checkpoint[1] >= 60_000:
+            minute = self._timers.checkpoint()
+            if minute is None:
+                return None
+            self._checkpoint = (minute, now)
+        return self._checkpoint[0]
+
+    # ---------------------------------------------------------------- moving
+    def _move(
+        self,
+        due: list[TimerEntry],
+        now: int,
+        result: TickResult,
+        sleep_until: Callable[[int], None] | None,
+    ) -> list[TimerEntry]:
+        """Move due entries; returns those left for a later tick."""
+        by_target: dict[tuple[str, int], list[TimerEntry]] = {}
+        for entry in sorted(due, key=lambda e: e.due_key):
+            by_target.setdefault((entry.topic, entry.queue), []).append(entry)
+        chunks = [
+            (topic_name, queue, entries[start : start + MAX_ITEMS_PER_MOVE])
+            for (topic_name, queue), entries in by_target.items()
+            for start in range(0, len(entries), MAX_ITEMS_PER_MOVE)
+        ]
+        # Target queues move in parallel (each its own append); a crash anywhere is safe.
+        outcomes = list(
+            self._pool.map(
+                lambda c: self._move_chunk(c[0], c[1], c[2], now, result, sleep_until), chunks
+            )
+        )
+        done = [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if ok for e in c]
+        self._after_move(done)  # once every queue's move of this tick is committed
+        return [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if not ok for e in c]
+
+    def _move_chunk(
+        self,
+        topic_name: str,
+        queue: int,
+        chunk: list[TimerEntry],
+        now: int,
+        result: TickResult,
+        sleep_until: Callable[[int], None] | None = None,
+    ) -> bool:
+        try:
+            topic = self._topics.active(topic_name)
+        except TopicNotFound:
+            log.info("topic %s is gone: dropping %d timer items", topic_name, len(chunk))
+            return self._drop(chunk, result)
+        messages = self._messages_of(chunk)
+        if messages is None:
+            return self._drop(chunk, result)
+        deletes = [self._timers.delete_request(e) for e in chunk]
+        if not messages:  # every one was cancelled
+            try:
+                self._appender_free_delete(chunk)
+            except ClientError:
+                return False
+            with self._lock:
+                result.items += len(chunk)
+            return True
+        target = queue % topic.queues
+        due_at = max(e.due_ms for e in chunk)
+        batch = self._write(topic, target, chunk, messages, max(now, due_at))
+        if due_at > self._clock() and sleep_until is not None:
+            sleep_until(due_at)  # prepared ahead: committed (visible) when due, not before
+        try:
+            self._appender.append(
+                [batch],
+                stamp=None,
+                build_record=lambda bases: ProducerRecord("", bases),
+                expires_at=now // 1000 + topic.retention_hours * 3600,
+                record_expires_at=0,
+                extra_items=deletes,
+            )
+        except ExtraItemRejected:
+            # Another run moved some of them, or a cancel changed one: read them again next
+            # tick. The object may be the one that other run appended: keep it (the orphan
+            # sweeper deletes it if nothing indexes it).
+            return False
+        except QueueClosed:
+            self._topics.forget(topic.name)
+            return self._drop(chunk, result)
+        with self._lock:
+            result.moved += len(messages)
+            result.items += len(chunk)
+        return True
+
+    def _appender_free_delete(self, chunk: list[TimerEntry]) -> None:
+        self._timers.delete(chunk)
+
+    def _drop(self, chunk: list[TimerEntry], result: TickResult) -> bool:
+        try:
+            self._timers.delete(chunk)
+        except ClientError:
+            return False
+        with self._lock:
+            result.items += len(chunk)
+        return True
+
+    def _messages_of(self, chunk: list[TimerEntry]) -> list[NewMessage] | None:
+        """The chunk's messages in due order, cancelled ones left out (None: a timer object
+        is gone, which only a lifecycle expiry far past the due time can do)."""
+        found: list[NewMessage] = []
+        for entry in chunk:
+            try:
+                rows = self._timer_rows(entry.object_key)
+            except BatchObjectGone:
+                log.error("timer object %s is gone; dropping its item", entry.object_key)
+                return None
+            for row in rows[entry.first_row : entry.first_row + entry.count]:
+                if row.message_id not in entry.cancelled:
+                    found.append(
+                        NewMessage(
+                            message_id=row.message_id,
+                            body=row.body,
+                            tag=row.tag,
+                            keys=row.keys,
+                            properties=row.properties,
+                            message_group=row.message_group,
+                            born_timestamp=row.born_timestamp,
+                            system=row.system,
+                        )
+                    )
+        found.sort(key=lambda m: m.system.delivery_timestamp or 0)
+        return found
+
+    def _timer_rows(self, key: str) -> list[StoredMessage]:
+        with self._lock:
+            cached = self._rows.get(key)
+        if cached is not None:
+            return cached
+        from ..codec import decode_batch
+
+        rows = decode_batch(self._timer_objects.get(key), topic="", queue=0, base_offset=0)
+        with self._lock:
+            self._rows[key] = rows
+        return rows
+
+    def _write(
+        self,
+        topic: Topic,
+        queue: int,
+        chunk: list[TimerEntry],
+        messages: list[NewMessage],
+        now: int,
+    ) -> PendingBatch:
+        """The chunk's topic object, under a key derived from its timer items."""
+        from ..codec import encode_batch
+
+        digest = hashlib.sha256("|".join(sorted(e.key for e in chunk)).encode()).hexdigest()
+        name = f"timer-{digest[:32]}"
+        data = encode_batch(messages, stored_timestamp=now, stamp=None)
+        key = object_key(topic.name, queue, now, name)
+        if (
+            not self._objects.put(key, data, retention_hours=topic.retention_hours)
+            and self._objects.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
+        ):
+            key = object_key(topic.name, queue, now)
+            self._objects.put(key, data, retention_hours=topic.retention_hours)
+        return PendingBatch(
+            topic.name,
+            queue,
+            key,
+            len(messages),
+            len(data),
+            min(m.born_timestamp for m in messages),
+            max(m.born_timestamp for m in messages),
+            now,
+        )
+
+    def _after_move(self, moved: list[TimerEntry]) -> None:
+        """Delete the timer objects whose last item (the latest due) moved now, once the
+        others are gone too (they were due earlier: normally moved already)."""
+        done = {e.key for e in moved}
+        for key in {e.object_key for e in moved if e.last}:
+            entries = [e for e in moved if e.object_key == key]
+            others = sorted({s for e in entries for s in e.siblings} - done)
+            if not others or not self._timers.remaining(others):
+                self._timer_objects.delete([key])
+                with self._lock:
+                    self._rows.pop(key, None)

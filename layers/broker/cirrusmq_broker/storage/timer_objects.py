@@ -1,0 +1,72 @@
+"""Timer objects in S3 (``timers/``): the delayed messages of one send, written once.
+
+They are not topic data: the orphan sweeper lists ``topics/`` only and never sees them.
+The scheduler deletes a timer object once every timer item of it moved. As a safety net
+(a crash between the move and that delete) each object is tagged with a lifecycle tier
+that outlives its last due time plus the topic's retention (up to 365 + 90 days).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from urllib.parse import urlencode
+
+from botocore.exceptions import ClientError
+
+from .batch_objects import RETENTION_TAG, RETENTION_TIERS_DAYS, BatchObjectGone
+
+TIMERS_PREFIX = "timers/"
+TIMER_TIERS_DAYS = (*RETENTION_TIERS_DAYS, 180, 460)
+"""The batch tiers plus two longer ones for far-future delays; must match the bucket's
+lifecycle rules in template.yaml."""
+
+
+def timer_object_key(stored_ms: int, name: str) -> str:
+    """``timers/dt=<yyyy-mm-dd>/<name>.parquet`` (the day the send was stored)."""
+    day = dt.datetime.fromtimestamp(stored_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
+    return f"{TIMERS_PREFIX}dt={day}/{name}.parquet"
+
+
+def timer_tier_days(now_ms: int, last_due_ms: int, retention_hours: int) -> int:
+    """The smallest tier keeping an object past its last due time plus the retention."""
+    days = -(-((last_due_ms - now_ms) // 1000 + retention_hours * 3600) // 86400) + 1
+    return next((t for t in TIMER_TIERS_DAYS if t >= days), TIMER_TIERS_DAYS[-1])
+
+
+class TimerObjectStore:
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self._bucket = bucket
+
+    def put(self, key: str, data: bytes, *, tier_days: int) -> bool:
+        """Write once; False if ``key`` exists already (a retried send wrote it)."""
+        try:
+            self._client.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=data,
+                ContentType="application/vnd.apache.parquet",
+                IfNoneMatch="*",
+                Tagging=urlencode({RETENTION_TAG: tier_days}),
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                return False
+            raise
+        return True
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise BatchObjectGone(key) from exc
+            raise
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            self._client.delete_objects(
+                Bucket=self._bucket,
+                Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]], "Quiet": True},
+            )
