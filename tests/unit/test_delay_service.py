@@ -18,6 +18,7 @@ from cirrusmq_broker.errors import (
     InvalidDelay,
     ScheduledMessageNotFound,
     TooManyDueTimes,
+    TransactionRequired,
 )
 from cirrusmq_broker.model import MessageType, ProducerStamp
 from cirrusmq_broker.services import scheduler
@@ -62,7 +63,7 @@ def test_bad_delays_are_refused_and_store_nothing(delays, clock):
         ("t", {"delay_level": 1, "delivery_timestamp": 1}, InvalidDelay),
         ("t", {"delivery_timestamp": clock.now + MAX_DELAY_MS + 1}, InvalidDelay),
         ("fifo", {"delay_level": 3}, DelayNotAllowed),
-        ("transaction", {"delay_level": 3}, DelayNotAllowed),
+        ("transaction", {"delay_level": 3}, TransactionRequired),  # plain sends: refused
     ]
     for topic, fields, error in cases:
         with pytest.raises(error):

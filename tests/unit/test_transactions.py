@@ -11,6 +11,7 @@ from broker_helpers import object_keys
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     BrokerError,
+    DelayNotAllowed,
     IdempotencyConflict,
     InvalidMessage,
     InvalidRequest,
@@ -180,6 +181,8 @@ def test_bad_input_is_refused_and_stores_nothing(txn_broker):
         half(b, "tx1", b"x", topic="nope")
     with pytest.raises(InvalidMessage):
         half(b, "tx1", b"")
+    with pytest.raises(DelayNotAllowed):  # a delay would be dropped silently otherwise
+        half(b, "tx1", b"x", delay_level=3)
     with pytest.raises(InvalidRequest):
         half(b, "bad/id", b"x")
     with pytest.raises(InvalidRequest):

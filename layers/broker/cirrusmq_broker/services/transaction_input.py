@@ -7,7 +7,13 @@ import json
 from collections.abc import Sequence
 
 from .. import limits
-from ..errors import InvalidMessage, MessageGroupRequired, MessageTooLarge, TooManyMessages
+from ..errors import (
+    DelayNotAllowed,
+    InvalidMessage,
+    MessageGroupRequired,
+    MessageTooLarge,
+    TooManyMessages,
+)
 from ..model import MessageType, NewMessage, SystemFields, Topic
 from ..validation import (
     check_keys,
@@ -30,6 +36,10 @@ def validate_half_messages(
     messages, seen = [], set()
     system = SystemFields(transaction_id=transaction_id)
     for position, raw in enumerate(inputs):
+        if raw.delay_level is not None or raw.delivery_timestamp is not None:
+            raise DelayNotAllowed(  # RocketMQ has no delayed transactional messages either
+                f"message {position}: a transactional message cannot be delayed"
+            )
         if not raw.body:
             raise InvalidMessage(f"message {position}: the body is empty")
         if len(raw.body) > limits.MAX_BODY_BYTES:
