@@ -25,6 +25,10 @@ from cirrusmq_local.template import Function, Template, TemplateError, load_temp
 
 __all__ = ["BOOTSTRAP_ACCESS_KEY", "LocalStack", "TemplateError", "default_template_path"]
 
+_RUNNING: set[int] = set()
+"""Stacks of this process whose moto runs: the clock goes back to wall time when the last
+one stops (a test's own stack stopping must not turn back the session stack's time)."""
+
 log = logging.getLogger(__name__)
 
 BOOTSTRAP_ACCESS_KEY = "local-admin"
@@ -202,6 +206,7 @@ class LocalStack:
             for event in fn.schedules
         }
         self._moto = MotoServer(host="127.0.0.1").start()
+        _RUNNING.add(id(self))
         self._resources = create_resources(
             self.boto3_client("dynamodb"),
             self.boto3_client("s3"),
@@ -306,7 +311,9 @@ class LocalStack:
                 self._env.restore()
             if self._moto is not None:
                 self._moto.stop()
-                clock.reset()
+                _RUNNING.discard(id(self))
+                if not _RUNNING:  # the broker clock is per process: shared by every stack
+                    clock.reset()
             self._reset()
 
     def __enter__(self) -> LocalStack:
