@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cirrusmq_broker import clock
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PLACEHOLDER = "<receipt_handle>"
@@ -54,7 +53,8 @@ def run(script: str, status_log: Path) -> subprocess.CompletedProcess[str]:
     shutil.which("curl") is None or shutil.which("openssl") is None, reason="needs curl, openssl"
 )
 def test_readme_block_runs_as_is(cirrusmq_stack, tmp_path):
-    assert clock.offset_ms() == 0, "the block signs with the wall clock"
+    # The block signs with the wall clock, which the stack accepts even when its own clock was
+    # advanced by an earlier test (services/auth.py).
     block = readme_block()
     assert len(CREDENTIALS_LINE.findall(block)) == 1, block
     credentials = cirrusmq_stack.credentials

@@ -19,6 +19,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000 + _offset_ms
 
 
+def wall_ms() -> int:
+    """Milliseconds since the epoch by the wall clock (what clients sign with)."""
+    return time.time_ns() // 1_000_000
+
+
 def advance(seconds: float) -> None:
     """Move the broker's time forward by ``seconds`` (never backwards)."""
     global _offset_ms

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote
 
-from .. import clock as broker_clock
 from ..errors import (
     AccessDenied,
     InvalidSignature,
@@ -121,12 +120,16 @@ class Authenticator:
         cipher: SecretCipher,
         nonces: NonceStore,
         clock: Callable[[], int],
+        wall_clock: Callable[[], int] | None = None,
         cache_seconds: int = CACHE_SECONDS,
     ) -> None:
+        """``wall_clock``: where the broker clock may run ahead of the clients' (a local stack
+        after ``advance_time``), a date within the skew of this clock is accepted too."""
         self._keys = keys
         self._cipher = cipher
         self._nonces = nonces
         self._clock = clock
+        self._wall_clock = wall_clock
         self._cache_ms = cache_seconds * 1000
         self._cache: dict[str, _CachedKey] = {}
         self._secrets: dict[tuple[str, bytes], str] = {}
@@ -143,7 +146,7 @@ class Authenticator:
         signed_at = datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
         if all(
             abs(moment - signed_at * 1000) > MAX_SKEW_SECONDS * 1000
-            for moment in (now, now - broker_clock.offset_ms())
+            for moment in (now, self._wall_clock() if self._wall_clock else now)
         ):
             raise RequestExpired(
                 f"the request date {date} is more than {MAX_SKEW_SECONDS} s from the service's"
