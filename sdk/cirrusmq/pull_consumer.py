@@ -283,20 +283,21 @@ class PullConsumer:
         self._ends = {q: high for q, (_, high, _) in ends.items()}
 
     def _news(self, topic: str, queues: list[int], *, fresh: bool) -> list[int]:
+        """Queues to read: a position below the end, or (on a fresh check) beyond it.
+
+        The ends are read eventually consistently, so an end below the position may just
+        be stale: the position is never moved back from here (that would deliver messages
+        again). Such a queue is read instead: the read checks the offset against the
+        consistent head and answers InvalidOffset only if the queue really ends lower
+        (e.g. the topic was deleted and made again), which :meth:`_read` handles."""
         ends = self._ends or {}
         with self._lock:
-            for q in queues:
-                end = ends.get(q, 0)
-                if fresh and self._positions[q] > end:  # e.g. the topic was made again
-                    log.warning(
-                        "%s queue %d: offset %d is beyond the end (%d); going on from the end",
-                        topic,
-                        q,
-                        self._positions[q],
-                        end,
-                    )
-                    self._positions[q] = end
-            return [q for q in queues if self._positions[q] < ends.get(q, 0)]
+            return [
+                q
+                for q in queues
+                if self._positions[q] < ends.get(q, 0)
+                or (fresh and self._positions[q] > ends.get(q, 0))
+            ]
 
     def _rotated(self) -> list[int]:
         with self._lock:
