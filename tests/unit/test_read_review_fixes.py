@@ -121,3 +121,28 @@ def test_streaming_with_a_limit_starts_at_the_retained_log(settings):
     slices = reader._stream_log().slices(0, 0, 520)  # noqa: SLF001
     assert sum(s.end - s.first for s in slices) == 20
     assert end == 550
+
+
+@pytest.mark.parametrize("number", ["\u00b2", "\u0661", "\uff11", "1" * 7])
+def test_queue_numbers_are_ascii_digits_or_a_4xx(broker, monkeypatch, number):
+    """ "²".isdigit() is True but int("²") raises: that was a 500. Other Unicode digits
+    ("١", fullwidth "１") int() accepts: they are refused as well (typed errors: 4xx)."""
+    from cirrusmq_api.offset_schemas import ResetOffsetsRequest
+    from cirrusmq_api.routes import offsets as offsets_routes
+    from cirrusmq_broker.errors import InvalidRequest, QueueNotFound
+
+    broker.admin.create_topic("t1", queues=2)
+    monkeypatch.setattr(offsets_routes, "current_broker", lambda: broker)
+    with pytest.raises(QueueNotFound):
+        offsets_routes.read_messages("t1", number, offset=0)
+    request = ResetOffsetsRequest.model_validate({"to": "offset", "offsets": {number: 0}})
+    with pytest.raises(InvalidRequest):
+        offsets_routes.reset_offsets("g1", "t1", request)
+    assert offsets_routes._queue_number("12") == 12  # noqa: SLF001
+
+
+def test_a_lease_id_with_unicode_digits_names_no_slot():
+    from cirrusmq_broker.group_state import lease_slot
+
+    assert lease_slot("12.abc") == (12, False)
+    assert lease_slot("\u00b2.abc") is None and lease_slot("\u00b2m.abc") is None
