@@ -20,12 +20,13 @@ import time
 from collections.abc import Iterable
 from datetime import datetime
 from os import PathLike
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError
 from .message import FilterExpression, MessageView
+from .offset_owner import claim_owner
 from .offset_store import OffsetStore
 from .transport import RetryPolicy, Transport
 from .wire import read_bool, read_int, read_list, read_optional_int
@@ -134,6 +135,8 @@ class PullConsumer:
             retry=RetryPolicy(max_attempts=max_attempts),
         )
         self._store = OffsetStore(offset_store_path)
+        self._claim: IO[str] | None = None
+        self._claimed_topic: str | None = None
         self._lock = threading.RLock()
         self._closed = threading.Event()
         self._topic: str | None = None
@@ -166,6 +169,11 @@ class PullConsumer:
         unknown = [q for q in wanted if q not in offsets]
         if unknown:
             raise ValueError(f"topic {topic} has queues 0-{len(offsets) - 1}, not {unknown}")
+        if self._claim is None or self._claimed_topic != topic:  # one live owner
+            claim = claim_owner(self._store.path, self.owner, topic)
+            if self._claim is not None:
+                self._claim.close()
+            self._claim, self._claimed_topic = claim, topic
         stored = self._store.load(self.owner, topic)
         with self._lock:
             self._topic = topic
@@ -378,6 +386,8 @@ class PullConsumer:
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._claim is not None:
+            self._claim.close()  # drops the owner's flock
         self._store.close()
         if self._own_transport:
             self._transport.close()

@@ -7,6 +7,7 @@ import base64
 import sqlite3
 import threading
 
+import pytest
 from cirrusmq.broadcast_consumer import BroadcastConsumer, MessageModel
 from cirrusmq.errors import MQError
 from cirrusmq.message import ConsumeResult
@@ -192,3 +193,23 @@ def test_push_consumer_options_are_accepted_in_broadcasting(tmp_path):
         if "client_id" in extra:
             assert consumer.instance_id == "c1"
         consumer.shutdown()
+
+
+def test_a_second_live_owner_of_the_same_offsets_is_refused(tmp_path):
+    """Two consumers (e.g. two processes on one host, default instance id = host name)
+    sharing group, instance id and store would overwrite each other's offsets."""
+    from cirrusmq.offset_owner import OffsetOwnerInUseError
+
+    def consumer() -> PullConsumer:
+        return PullConsumer(
+            "http://x", None, "g", offset_store_path=tmp_path / "o.db", transport=OneQueue()
+        )
+
+    first = consumer()
+    first.assign("t")
+    second = consumer()
+    with pytest.raises(OffsetOwnerInUseError):
+        second.assign("t")
+    first.close()  # the claim goes with its owner
+    second.assign("t")
+    second.close()
