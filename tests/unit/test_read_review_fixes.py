@@ -5,6 +5,7 @@ times and heads exactly where the bugs were."""
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import boto3
@@ -146,3 +147,58 @@ def test_a_lease_id_with_unicode_digits_names_no_slot():
 
     assert lease_slot("12.abc") == (12, False)
     assert lease_slot("\u00b2.abc") is None and lease_slot("\u00b2m.abc") is None
+
+
+def test_offset_reset_and_spark_planning_read_the_heads_consistently(settings, broker, monkeypatch):
+    """A stale (eventually consistent) head is too low: a reset to latest would leave
+    messages behind, a batch read or export would end short (moto is always consistent,
+    so the test checks what is asked for)."""
+    from cirrusmq_broker.services.offset_reset import ResetTarget
+    from cirrusmq_broker.storage import queue_heads
+
+    asked: list[bool] = []
+    real = queue_heads.batch_get
+
+    def spy(client, reads):  # noqa: ANN001, ANN202
+        asked.extend(r.consistent for r in reads)
+        return real(client, reads)
+
+    monkeypatch.setattr(queue_heads, "batch_get", spy)
+    broker.admin.create_topic("heads", queues=2)
+    broker.offset_reset.reset("g1", "heads", ResetTarget.LATEST)
+    assert asked and all(asked)
+    asked.clear()
+    QueueLog(_stack(settings), "heads", queues=2).heads()
+    assert asked == [True]
+
+
+def test_an_idle_stream_reuses_its_client_and_heads(settings, monkeypatch):
+    """Spark polls latestOffset every ~10 ms when idle: one QueueLog per reader, the heads
+    read at most once per HEADS_REUSE_SECONDS."""
+    pytest.importorskip("pyspark")
+    from cirrusmq.spark import source
+    from cirrusmq.spark.options import ReadOptions
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    _put_entries(settings, "idle", 0, [(3, int(time.time()) + HOUR, 0)])
+    made: list[int] = []
+    real_heads = QueueLog.heads
+
+    def counting_heads(self):  # noqa: ANN001, ANN202
+        made.append(1)
+        return real_heads(self)
+
+    monkeypatch.setattr(QueueLog, "heads", counting_heads)
+    now = [1000.0]
+    monkeypatch.setattr(source.time, "monotonic", lambda: now[0])
+    reader = source.CirrusMQStreamReader(_stack(settings), ReadOptions.parse({"topic": "idle"}))
+    reader._cached_log = QueueLog(_stack(settings), "idle", queues=1)  # noqa: SLF001
+    for _ in range(50):
+        assert reader.latestOffset({"0": 0}, ReadAllAvailable()) == {"0": 3}
+    assert len(made) == 1
+    now[0] += source.HEADS_REUSE_SECONDS
+    reader.latestOffset({"0": 0}, ReadAllAvailable())
+    assert len(made) == 2
+    assert reader._stream_log() is reader._stream_log()  # noqa: SLF001
+    copy = pickle.loads(pickle.dumps(reader))  # Spark pickles readers: no boto3 client in it
+    assert copy._cached_log is None and copy._cached_heads is None  # noqa: SLF001
