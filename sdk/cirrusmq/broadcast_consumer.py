@@ -48,14 +48,29 @@ class MessageModel(enum.Enum):
 
 
 _PUSH_ONLY = frozenset(
-    {"consume_threads", "max_cached_messages", "invisible_duration_s", "await_duration_s"}
+    {
+        "consume_threads",
+        "max_cached_messages",
+        "invisible_duration_s",
+        "await_duration_s",
+        # ---- clustering only (group membership, orderly leases): the broadcast loop is
+        # one thread reading each queue in order, and nothing is redelivered
+        "orderly",
+        "heartbeat_interval_s",
+        "heartbeat_timeout_s",
+        "suspend_s",
+    }
 )
 """PushConsumer options about leases and its thread pool: no meaning in broadcasting."""
 
 
 def broadcast_options(options: dict[str, Any]) -> dict[str, Any]:
-    """PushConsumer keyword options as BroadcastConsumer takes them."""
+    """PushConsumer keyword options as BroadcastConsumer takes them (``client_id`` names
+    the instance: it becomes ``instance_id`` unless that is given too)."""
     kept = {k: v for k, v in options.items() if k not in _PUSH_ONLY and k != "outbox_path"}
+    client_id = kept.pop("client_id", None)
+    if client_id is not None:
+        kept.setdefault("instance_id", client_id)
     if "receive_batch_size" in kept:
         kept["max_poll_messages"] = min(1000, kept.pop("receive_batch_size"))
     return kept
@@ -126,6 +141,16 @@ class BroadcastConsumer:
         self.failed_messages = 0
         self.fetch_error: MQError | None = None
         """The last error reading the service (the consumer keeps retrying)."""
+        self.last_error: Exception | None = None
+        """The last error of any kind in the consume loop (a locked or failing offset
+        store, a read...): the loop logs it, backs off and retries."""
+        self.errors = 0
+        """How many times the consume loop failed and backed off."""
+
+    @property
+    def alive(self) -> bool:
+        """The consume thread is running (False before start and after shutdown)."""
+        return self._thread is not None and self._thread.is_alive()
 
     @property
     def subscriptions(self) -> list[str]:
@@ -187,18 +212,23 @@ class BroadcastConsumer:
                     return
                 try:
                     messages = puller.poll(0)
-                except MQError as error:
+                    busy = busy or bool(messages)
+                    for message in messages:
+                        self._consume(message)
+                    puller.commit()  # after the batch: a crash repeats at most this batch
+                except Exception as error:  # noqa: BLE001 - the thread must outlive any failure
+                    # e.g. SQLite "database is locked" or a full disk on commit: the
+                    # positions stay in memory and the next commit saves them
                     failures += 1
-                    self.fetch_error = error
+                    self.errors += 1
+                    self.last_error = error
+                    if isinstance(error, MQError):
+                        self.fetch_error = error
                     delay = min(5.0, 0.2 * 2**failures)
-                    log.warning("broadcast read failed (%s); retrying in %.1f s", error, delay)
+                    log.warning("broadcast loop failed (%r); retrying in %.1f s", error, delay)
                     self._stop.wait(delay)
                     continue
                 failures = 0
-                busy = busy or bool(messages)
-                for message in messages:
-                    self._consume(message)
-                puller.commit()  # after the batch: a crash repeats at most this batch
             delay = self._pacer.after_receive(int(busy))
             if delay:
                 self._stop.wait(delay)  # idle: the wait doubles up to max_poll_interval_s

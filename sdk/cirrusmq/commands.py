@@ -745,7 +745,7 @@ def _schedule(delay: str | None, deliver_at: str | None) -> dict[str, int]:
         return {"delivery_timestamp": int(time.time() * 1000) + ms}
     if deliver_at is not None:
         text = deliver_at.strip()
-        if text.isdigit():
+        if re.fullmatch(r"[0-9]+", text):
             return {"delivery_timestamp": int(text)}
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))

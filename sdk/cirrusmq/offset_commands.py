@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
 def parse_timestamp(text: str) -> int:
     """Milliseconds since the epoch from digits (ms) or an ISO-8601 time (UTC if no zone)."""
     text = text.strip()
-    if text.isdigit():
+    if re.fullmatch(r"[0-9]+", text):  # ASCII digits only ("²".isdigit() is True)
         return int(text)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))

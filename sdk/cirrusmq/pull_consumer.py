@@ -20,12 +20,13 @@ import time
 from collections.abc import Iterable
 from datetime import datetime
 from os import PathLike
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
 from .credentials import Credentials
 from .errors import ClientClosedError, MQError
 from .message import FilterExpression, MessageView
+from .offset_owner import claim_owner
 from .offset_store import OffsetStore
 from .transport import RetryPolicy, Transport
 from .wire import read_bool, read_int, read_list, read_optional_int
@@ -134,6 +135,8 @@ class PullConsumer:
             retry=RetryPolicy(max_attempts=max_attempts),
         )
         self._store = OffsetStore(offset_store_path)
+        self._claim: IO[str] | None = None
+        self._claimed_topic: str | None = None
         self._lock = threading.RLock()
         self._closed = threading.Event()
         self._topic: str | None = None
@@ -166,6 +169,11 @@ class PullConsumer:
         unknown = [q for q in wanted if q not in offsets]
         if unknown:
             raise ValueError(f"topic {topic} has queues 0-{len(offsets) - 1}, not {unknown}")
+        if self._claim is None or self._claimed_topic != topic:  # one live owner
+            claim = claim_owner(self._store.path, self.owner, topic)
+            if self._claim is not None:
+                self._claim.close()
+            self._claim, self._claimed_topic = claim, topic
         stored = self._store.load(self.owner, topic)
         with self._lock:
             self._topic = topic
@@ -283,20 +291,21 @@ class PullConsumer:
         self._ends = {q: high for q, (_, high, _) in ends.items()}
 
     def _news(self, topic: str, queues: list[int], *, fresh: bool) -> list[int]:
+        """Queues to read: a position below the end, or (on a fresh check) beyond it.
+
+        The ends are read eventually consistently, so an end below the position may just
+        be stale: the position is never moved back from here (that would deliver messages
+        again). Such a queue is read instead: the read checks the offset against the
+        consistent head and answers InvalidOffset only if the queue really ends lower
+        (e.g. the topic was deleted and made again), which :meth:`_read` handles."""
         ends = self._ends or {}
         with self._lock:
-            for q in queues:
-                end = ends.get(q, 0)
-                if fresh and self._positions[q] > end:  # e.g. the topic was made again
-                    log.warning(
-                        "%s queue %d: offset %d is beyond the end (%d); going on from the end",
-                        topic,
-                        q,
-                        self._positions[q],
-                        end,
-                    )
-                    self._positions[q] = end
-            return [q for q in queues if self._positions[q] < ends.get(q, 0)]
+            return [
+                q
+                for q in queues
+                if self._positions[q] < ends.get(q, 0)
+                or (fresh and self._positions[q] > ends.get(q, 0))
+            ]
 
     def _rotated(self) -> list[int]:
         with self._lock:
@@ -377,6 +386,8 @@ class PullConsumer:
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._claim is not None:
+            self._claim.close()  # drops the owner's flock
         self._store.close()
         if self._own_transport:
             self._transport.close()

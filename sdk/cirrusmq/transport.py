@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -109,7 +110,7 @@ def _decode(response: httpx.Response) -> Any:
             )
             error.args = (error.message,)
     retry_after = response.headers.get("retry-after")
-    if retry_after is not None and retry_after.isdigit():
+    if retry_after is not None and re.fullmatch(r"[0-9]{1,9}", retry_after):
         error.details = {**error.details, "retry_after_s": int(retry_after)}
     return _Raise(error)
 

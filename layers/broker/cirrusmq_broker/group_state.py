@@ -15,6 +15,7 @@ is redelivered or split, so receipt handles naming the old lease become stale. O
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -33,7 +34,7 @@ def lease_slot(lease_id: str) -> LeaseSlot | None:
     head, _, token = lease_id.partition(".")
     single = head.endswith("m")
     digits = head[:-1] if single else head
-    if not token or not digits.isdigit() or len(digits) > 20:
+    if not token or not re.fullmatch(r"[0-9]{1,20}", digits):  # ASCII only ("²".isdigit())
         return None
     return int(digits), single
 

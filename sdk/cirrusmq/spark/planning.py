@@ -19,7 +19,6 @@ MAX_QUEUES = 64
 """The most queues a topic can have (validation): a topic not in the topics table (an
 internal one, e.g. ``retry.<group>.<topic>``) has its queues found from their heads."""
 INDEX_PAGE = 100
-FAR_FUTURE_MS = 2**62
 
 
 @dataclass(frozen=True)
@@ -59,14 +58,16 @@ class QueueLog:
             topic = TopicStore(self._dynamodb, self.stack.topics_table).get(self.topic)
             if topic is not None:
                 return list(range(topic.queues))
-        heads = self._heads.get_many(self.topic, list(range(MAX_QUEUES)))
+        heads = self._heads.get_many(self.topic, list(range(MAX_QUEUES)), consistent=True)
         return [q for q, head in heads.items() if head.next_offset > 0]
 
     def heads(self) -> dict[int, int]:
-        """Each queue's next offset (the end of its log)."""
+        """Each queue's next offset (the end of its log), read consistently in one batched
+        call: a stale head would end a batch read (or an export) short of what was
+        appended before it started."""
         if not self.queues:
             return {}
-        found = self._heads.get_many(self.topic, self.queues)
+        found = self._heads.get_many(self.topic, self.queues, consistent=True)
         return {q: found[q].next_offset for q in self.queues}
 
     def earliest(self, queue: int, head: int) -> int:
@@ -74,11 +75,10 @@ class QueueLog:
         return self.index.first_offset(self.topic, queue, now_s=self.stack.now_s(), end=head)
 
     def offset_at_time(self, queue: int, timestamp_ms: int, head: int) -> int:
-        """The first offset stored at or after ``timestamp_ms`` (``head`` if none).
-
-        Every message of a batch has the batch's stored timestamp, so this is exact."""
-        found = self.index.stored_between(self.topic, queue, timestamp_ms, FAR_FUTURE_MS, limit=1)
-        return min(found[0].base_offset, head) if found else head
+        """The lowest offset stored at or after ``timestamp_ms`` (``head`` if none), by the
+        same rule as the service's offsets-for-a-timestamp (:meth:`LogIndex.offset_at_time`:
+        appends race, so the lowest offset of the batches stored just after it)."""
+        return self.index.offset_at_time(self.topic, queue, timestamp_ms, end=head)
 
     def resolve(
         self,
@@ -130,8 +130,10 @@ class QueueLog:
         found: list[Slice] = []
         now_s = self.stack.now_s()
         while cursor < end:
-            page = self.index.read_from(self.topic, queue, cursor, INDEX_PAGE, now_s=now_s, end=end)
-            if not page.entries:
+            page = self.index.retained_from(
+                self.topic, queue, cursor, INDEX_PAGE, now_s=now_s, end=end
+            )
+            if not page.entries:  # nothing retained in [cursor, end)
                 break
             for entry in page.entries:
                 if entry.base_offset >= end:

@@ -9,6 +9,7 @@ time batches were stored. Streaming offsets are ``{"<queue>": next offset}``;
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,8 @@ from .planning import QueueLog, Slice, limit_offsets
 from .schema import SCHEMA_DDL
 
 FORMAT = "cirrusmq"
+HEADS_REUSE_SECONDS = 1.0
+"""An idle stream reads the queue heads at most this often (see docs/spark.md)."""
 
 
 @dataclass
@@ -99,6 +102,8 @@ class CirrusMQStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvai
     def __init__(self, stack: StackOptions, read: ReadOptions) -> None:
         self.stack, self.query = stack, read
         self._target: dict[int, int] | None = None
+        self._cached_log: QueueLog | None = None
+        self._cached_heads: tuple[float, dict[int, int]] | None = None
 
     def initialOffset(self) -> dict:
         log = self._log()
@@ -117,21 +122,52 @@ class CirrusMQStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvai
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._log().heads()
+        self._target = self._stream_log().heads()
+
+    def __getstate__(self) -> dict:
+        """Pickled without the driver-side caches (a boto3 client does not pickle)."""
+        return {**self.__dict__, "_cached_log": None, "_cached_heads": None}
+
+    def _stream_log(self) -> QueueLog:
+        """One QueueLog (boto3 client, queue list) for the stream's life: Spark polls
+        ``latestOffset`` every few milliseconds when idle."""
+        if self._cached_log is None:
+            self._cached_log = self._log()
+        return self._cached_log
+
+    def _heads(self) -> dict[int, int]:
+        """The queue heads, read at most once per ``HEADS_REUSE_SECONDS`` (an idle stream
+        costs one batched read a second, not one per Spark poll)."""
+        now = time.monotonic()
+        if self._cached_heads is None or now - self._cached_heads[0] >= HEADS_REUSE_SECONDS:
+            self._cached_heads = (now, self._stream_log().heads())
+        return dict(self._cached_heads[1])
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = _offsets(start)
-        latest = self._target if self._target is not None else self._log().heads()
+        latest = self._target if self._target is not None else self._heads()
         latest = {q: max(h, begin.get(q, 0)) for q, h in latest.items()}
         begin = {q: begin.get(q, 0) for q in latest}  # a queue added since: from its start
         if isinstance(limit, ReadMaxRows):
+            begin = self._retained(begin, latest, limit.max_rows)
             latest = limit_offsets(begin, latest, limit.max_rows)
         return _offset_json({**begin, **latest})
+
+    def _retained(self, begin: dict[int, int], latest: dict[int, int], limit: int) -> dict:
+        """``begin`` moved up to each queue's earliest retained offset where retention
+        removed what lies behind it: otherwise the limit is spent on offsets that are gone
+        (a stream behind retention would read nothing, or far too little, per batch)."""
+        if sum(latest[q] - begin[q] for q in latest) <= limit:
+            return begin  # everything fits in one batch: nothing to clamp
+        log = self._stream_log()
+        return {
+            q: max(b, log.earliest(q, latest[q])) if b < latest[q] else b for q, b in begin.items()
+        }
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin, finish = _offsets(start), _offsets(end)
         begin = {q: begin.get(q, 0) for q in finish}
-        return self._partitions(self._log(), begin, finish)
+        return self._partitions(self._stream_log(), begin, finish)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the data is immutable and the checkpoint holds the offsets."""

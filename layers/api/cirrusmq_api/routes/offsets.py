@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -20,10 +21,11 @@ from ..offset_schemas import (
 )
 
 router = APIGatewayHttpRouter()
+QUEUE_NUMBER = re.compile(r"[0-9]{1,6}")
 
 
 def _queue_number(text: str) -> int:
-    if not text.isdigit() or len(text) > 6:
+    if not QUEUE_NUMBER.fullmatch(text):  # not isdigit(): "²" passes it, int() refuses it
         raise QueueNotFound(f"there is no queue {text[:40]!r}")
     return int(text)
 
@@ -89,7 +91,7 @@ def reset_offsets(group: str, topic: str, request: ResetOffsetsRequest) -> Reset
     if request.offsets is not None:
         offsets = {}
         for key, value in request.offsets.items():
-            if not key.isdigit() or len(key) > 6:
+            if not QUEUE_NUMBER.fullmatch(key):
                 raise InvalidRequest(f"offsets: {key[:40]!r} is not a queue number")
             offsets[int(key)] = value
     result = current_broker().offset_reset.reset(

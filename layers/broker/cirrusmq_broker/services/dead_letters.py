@@ -183,8 +183,8 @@ class DeadLetterService:
         first = self._index.entry_at(name, 0, start) if start > 0 else None
         base = first.base_offset if first else start
         while base < head:
-            page = self._index.read_from(name, 0, base, 50, now_s=now_s, end=head)
-            if not page.entries:
+            page = self._index.retained_from(name, 0, base, 50, now_s=now_s, end=head)
+            if not page.entries:  # nothing retained in [base, head)
                 return
             for entry in page.entries:
                 yield entry, self._reader.messages(entry)

@@ -42,8 +42,6 @@ MAX_TIMESTAMP_MS = 253_402_300_799_999
 """9999-12-31T23:59:59.999Z: a larger timestamp is a mistake (seconds or microseconds)."""
 TIMESTAMP_SEARCH_BATCHES = 32
 """Batches stored at or after a timestamp whose lowest offset is taken."""
-STORE_ORDER_SLACK_MS = 60_000
-"""Of those, only batches stored within this of the first count (appends racing)."""
 
 
 @dataclass(frozen=True)
@@ -236,10 +234,6 @@ class LogReader:
         """The lowest offset stored at or after ``timestamp_ms`` (``end`` if none), from the
         index's stored timestamps only (no object is read). May be below the retained range
         while TTL has not removed expired index items: callers clamp it."""
-        entries = self._index.stored_between(
-            topic, queue, timestamp_ms, MAX_TIMESTAMP_MS, limit=TIMESTAMP_SEARCH_BATCHES
+        return self._index.offset_at_time(
+            topic, queue, timestamp_ms, end=end, limit=TIMESTAMP_SEARCH_BATCHES
         )
-        if not entries:
-            return end
-        horizon = entries[0].stored_timestamp + STORE_ORDER_SLACK_MS
-        return min(e.base_offset for e in entries if e.stored_timestamp <= horizon)

@@ -134,7 +134,7 @@ class OffsetResetService:
             queues = sorted(offsets)
         else:
             queues = list(range(topic.queues))
-        heads = self._heads.get_many(topic.name, queues)
+        heads = self._heads.get_many(topic.name, queues, consistent=True)  # no stale end
         now_s = self._clock() // 1000
         plans: list[tuple[int, int, int, int, bool]] = []  # queue, requested, min, max, cut
         for q in queues:

@@ -20,6 +20,9 @@ MAX_CLOCK_SKEW_SECONDS = 300
 MAX_EXPIRED_PAGES = 8
 EXPIRED_PAGE_SIZE = 100
 STORED_TIME_INDEX = "by_stored_time"
+STORE_ORDER_SLACK_MS = 60_000
+"""Appends race: a batch stored up to this much later may hold a lower offset."""
+MAX_STORED_MS = 2**62
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,21 @@ class LogIndex:
             limit = EXPIRED_PAGE_SIZE
         return IndexPage([], min(floor, max(end, base_offset)))
 
+    def retained_from(
+        self, topic: str, queue: int, base_offset: int, limit: int, *, now_s: int, end: int
+    ) -> IndexPage:
+        """Like :meth:`read_from`, but goes on from each page's ``floor`` until it finds
+        retained entries or reaches ``end``: an empty page means nothing is retained in
+        ``[base_offset, end)``, never "go on from floor". For readers that plan or list a
+        whole range (Spark, the earliest offset, dead letters), not for bounded calls."""
+        page = self.read_from(topic, queue, base_offset, limit, now_s=now_s, end=end)
+        while not page.entries and page.floor < end:
+            floor = page.floor
+            page = self.read_from(topic, queue, floor, limit, now_s=now_s, end=end)
+            if not page.entries and page.floor <= floor:  # no progress: nothing more to find
+                return IndexPage([], end)
+        return page
+
     def entry_at(self, topic: str, queue: int, offset: int) -> IndexEntry | None:
         """The entry whose batch holds ``offset``."""
         response = self._client.query(
@@ -115,8 +133,33 @@ class LogIndex:
 
     def first_offset(self, topic: str, queue: int, *, now_s: int, end: int) -> int:
         """The lowest retained offset of a queue (``end`` when nothing is retained)."""
-        page = self.read_from(topic, queue, 0, 1, now_s=now_s, end=end)
+        page = self.retained_from(topic, queue, 0, 1, now_s=now_s, end=end)
         return page.entries[0].base_offset if page.entries else min(page.floor, end)
+
+    def offset_at_time(
+        self, topic: str, queue: int, timestamp_ms: int, *, end: int, limit: int = 32
+    ) -> int:
+        """The lowest offset stored at or after ``timestamp_ms`` (``end`` if none), from
+        stored timestamps only (no object is read).
+
+        Stored time is stamped before the append race, so a lower offset may carry a
+        slightly later stored time: of the first ``limit`` batches stored at or after the
+        timestamp, the lowest offset among those stored within ``STORE_ORDER_SLACK_MS`` of
+        the first is taken. The by-stored-time index is eventually consistent: when it
+        finds nothing, the newest base-table entries (read consistently) are looked at.
+        May be below the retained range while TTL has not removed expired items: callers
+        clamp it."""
+        entries = self.stored_between(topic, queue, timestamp_ms, MAX_STORED_MS, limit=limit)
+        if not entries:
+            recent = self._newest_consistent(topic, queue, limit)
+            entries = sorted(
+                (e for e in recent if e.stored_timestamp >= timestamp_ms),
+                key=lambda e: e.stored_timestamp,
+            )
+        if not entries:
+            return end
+        horizon = entries[0].stored_timestamp + STORE_ORDER_SLACK_MS
+        return min(end, min(e.base_offset for e in entries if e.stored_timestamp <= horizon))
 
     def stored_between(
         self, topic: str, queue: int, start_ms: int, end_ms: int, *, limit: int = 100
@@ -143,6 +186,19 @@ class LogIndex:
             ExpressionAttributeValues=to_item({":s": stream_id(topic, queue)}),
             ScanIndexForward=False,
             Limit=limit,
+        )
+        return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
+
+    def _newest_consistent(self, topic: str, queue: int, limit: int) -> list[IndexEntry]:
+        """The ``limit`` newest entries of a queue, newest first, read consistently."""
+        response = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s",
+            ExpressionAttributeNames={"#s": "stream"},
+            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue)}),
+            ScanIndexForward=False,
+            Limit=limit,
+            ConsistentRead=True,
         )
         return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
 

@@ -48,14 +48,18 @@ class QueueHeads:
         ).get("Item")
         return _head(from_item(item)) if item else QueueHead()
 
-    def get_many(self, topic: str, queues: list[int]) -> dict[int, QueueHead]:
-        """Eventually consistent read of several heads in one batched call."""
-        found = batch_get(self._client, [self.to_read(topic, queues)])[self.table]
+    def get_many(
+        self, topic: str, queues: list[int], *, consistent: bool = False
+    ) -> dict[int, QueueHead]:
+        """Read of several heads in one batched call (eventually consistent unless
+        ``consistent``: a stale head is too low, so readers that plan up to it or check an
+        offset against it ask for a consistent read)."""
+        found = batch_get(self._client, [self.to_read(topic, queues, consistent)])[self.table]
         return self.parse(topic, queues, found)
 
-    def to_read(self, topic: str, queues: list[int]) -> KeysToRead:
+    def to_read(self, topic: str, queues: list[int], consistent: bool = False) -> KeysToRead:
         """The keys of ``queues``' heads, for a batched read with other tables."""
-        return KeysToRead(self.table, [self.key(topic, q) for q in queues])
+        return KeysToRead(self.table, [self.key(topic, q) for q in queues], consistent)
 
     @staticmethod
     def parse(topic: str, queues: list[int], items: list[dict[str, Any]]) -> dict[int, QueueHead]:

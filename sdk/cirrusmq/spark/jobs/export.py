@@ -6,7 +6,10 @@ columns, and ``<output>/_cirrusmq_export.json``: the offsets exported so far per
 queue. Re-runs are idempotent: a run exports only offsets not yet recorded there; it writes
 into ``_staging/<run>`` first, then moves the files to names derived from the run (a re-run
 after a crash deletes what an interrupted move left and moves again), and records the
-offsets last. Run without offsets, it exports what is new since the last run (incremental).
+offsets last. Before moving files it records the run as pending in the manifest (its
+pieces): the next run first finishes a pending run with the same pieces (the same run id
+and file names), whatever the log did since, so no offset is exported twice. Run without
+offsets, it exports what is new since the last run (incremental).
 Exports into one output must not run concurrently.
 
 ``python -m cirrusmq.spark.jobs.export --topic T --output PATH [-o key=value ...]``
@@ -28,6 +31,8 @@ from .common import HadoopFS, add_option_arguments, load_options, reader, sessio
 
 MANIFEST = "_cirrusmq_export.json"
 STAGING = "_staging"
+PENDING = "_export.pending"
+"""Manifest key (a "." no topic a user names has): per topic, the run moving its files."""
 
 Interval = tuple[int, int]
 
@@ -78,9 +83,15 @@ def export(
     starting_timestamp: int | None = None,
     ending_timestamp: int | None = None,
 ) -> ExportResult:
-    """Export ``[start, end)`` of every queue of ``topic`` minus what ``output`` holds."""
+    """Export ``[start, end)`` of every queue of ``topic`` minus what ``output`` holds.
+
+    A run that crashed after it began moving files is finished first (its offsets were
+    recorded as pending before any file moved): otherwise a re-run, planning again against
+    a log that moved on, would get another run id and leave the crashed run's files next to
+    its own, exporting those offsets twice."""
     fs = HadoopFS(spark, output)
-    manifest = json.loads(fs.read_text(f"{fs.root}/{MANIFEST}") or "{}")
+    finished = _finish_pending(spark, fs, options, topic)
+    manifest = _manifest(fs)
     done = {int(q): [tuple(i) for i in v] for q, v in manifest.get(topic, {}).items()}
     selection = {
         "topic": topic,
@@ -91,18 +102,59 @@ def export(
     }
     read = ReadOptions.parse({**options, **{k: v for k, v in selection.items() if v is not None}})
     log = QueueLog(StackOptions.parse(options), topic, read.queues)
-    start, end = log.batch_range(read)
+    start, end = log.batch_range(read)  # consistent heads: the end is what was appended
     pieces = {q: subtract((start[q], end[q]), done.get(q, [])) for q in start}
     pieces = {q: p for q, p in pieces.items() if p}
     if not pieces:
-        return ExportResult(None, 0)
-    run = hashlib.sha256(json.dumps([topic, sorted(pieces.items())]).encode()).hexdigest()[:16]
+        return finished or ExportResult(None, 0)
+    result = _run(spark, fs, options, topic, pieces, list(start))
+    if finished is None:
+        return result
+    ranges = {
+        q: merge(finished.ranges.get(q, []) + result.ranges.get(q, []))
+        for q in set(finished.ranges) | set(result.ranges)
+    }
+    return ExportResult(
+        result.run, finished.messages + result.messages, ranges, finished.files + result.files
+    )
 
+
+def _manifest(fs: HadoopFS) -> dict[str, Any]:
+    return json.loads(fs.read_text(f"{fs.root}/{MANIFEST}") or "{}")
+
+
+def _write_manifest(fs: HadoopFS, manifest: dict[str, Any]) -> None:
+    fs.write_text(f"{fs.root}/{MANIFEST}", json.dumps(manifest, indent=1, sort_keys=True))
+
+
+def _finish_pending(
+    spark: Any, fs: HadoopFS, options: Mapping[str, str], topic: str
+) -> ExportResult | None:
+    """Run again, with the same pieces (so the same run id and file names), a run of
+    ``topic`` that crashed between recording itself pending and recording its offsets."""
+    pending = _manifest(fs).get(PENDING, {}).get(topic)
+    if not pending:
+        return None
+    pieces = {int(q): [tuple(i) for i in v] for q, v in pending["pieces"].items()}
+    return _run(spark, fs, options, topic, pieces, [int(q) for q in pending["queues"]])
+
+
+def _run(
+    spark: Any,
+    fs: HadoopFS,
+    options: Mapping[str, str],
+    topic: str,
+    pieces: dict[int, list[Interval]],
+    queues: list[int],
+) -> ExportResult:
+    """Export ``pieces`` (per queue, offset ranges) as one run: stage, record the run as
+    pending, move the files, record the offsets (and clear the pending run)."""
+    run = hashlib.sha256(json.dumps([topic, sorted(pieces.items())]).encode()).hexdigest()[:16]
     frames = []
     for i in range(max(len(p) for p in pieces.values())):
         # queues without a piece in this round read nothing ([0, 0)), not their defaults
         round_ = {q: (p[i] if i < len(p) else (0, 0)) for q, p in pieces.items()}
-        round_.update({q: (0, 0) for q in start if q not in round_})
+        round_.update({q: (0, 0) for q in queues if q not in round_})
         frames.append(
             reader(
                 spark,
@@ -122,10 +174,22 @@ def export(
     frame.write.mode("overwrite").partitionBy("dt", "tag").parquet(staging)
     messages = spark.read.parquet(staging).count() if fs.files(staging, ".parquet") else 0
 
+    manifest = _manifest(fs)
+    manifest.setdefault(PENDING, {})[topic] = {
+        "run": run,
+        "queues": sorted(queues),
+        "pieces": {str(q): [list(i) for i in v] for q, v in sorted(pieces.items())},
+    }
+    _write_manifest(fs, manifest)  # before any file moves: a re-run finishes this run
     files = _publish(fs, staging, run)
+    manifest = _manifest(fs)
+    done = {int(q): [tuple(i) for i in v] for q, v in manifest.get(topic, {}).items()}
     recorded = {str(q): merge(done.get(q, []) + pieces.get(q, [])) for q in set(done) | set(pieces)}
     manifest[topic] = {q: [list(i) for i in v] for q, v in sorted(recorded.items())}
-    fs.write_text(f"{fs.root}/{MANIFEST}", json.dumps(manifest, indent=1, sort_keys=True))
+    manifest.get(PENDING, {}).pop(topic, None)
+    if not manifest.get(PENDING):
+        manifest.pop(PENDING, None)
+    _write_manifest(fs, manifest)
     fs.delete(f"{fs.root}/{STAGING}")
     return ExportResult(run, messages, pieces, files)
 

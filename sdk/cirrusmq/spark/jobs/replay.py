@@ -78,8 +78,11 @@ def _wire(row: dict[str, Any], position: int) -> dict[str, Any]:
             int(born.timestamp() * 1000) if hasattr(born, "timestamp") else int(born)
         )
     for name in ("tag", "message_group"):
-        if row.get(name):
-            wire[name] = row[name]
+        value = row.get(name)
+        if value is not None and value != "":
+            # str(): a dataset read with partition type inference holds tag=007 as 7 and
+            # tag=2024-01-01 as a date (see read_dataset, which keeps them strings)
+            wire[name] = value.isoformat() if hasattr(value, "isoformat") else str(value)
     if row.get("keys"):
         wire["keys"] = list(row["keys"])
     if row.get("properties"):
@@ -120,6 +123,30 @@ def replay_rows(
     return ReplayResult(producer_id, sent, requests, already)
 
 
+STRING_PARTITIONS = ("tag", "dt")
+"""An export's partition columns: always strings (tag=007 is the tag "007", not 7)."""
+
+
+def read_dataset(spark: Any, path: str) -> Any:
+    """A Parquet dataset (an export) with its ``tag`` / ``dt`` partition columns read as
+    strings. Spark infers partition column types from directory names by default
+    (``spark.sql.sources.partitionColumnTypeInference.enabled``): tags that look like
+    numbers or dates would come back as integers or dates. Read exports this way (or with
+    that setting off, or an explicit schema with ``tag string``)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    inferred = spark.read.parquet(path).schema
+    if not any(f.name in STRING_PARTITIONS for f in inferred.fields):
+        return spark.read.parquet(path)
+    schema = StructType(
+        [
+            StructField(f.name, StringType(), True) if f.name in STRING_PARTITIONS else f
+            for f in inferred.fields
+        ]
+    )
+    return spark.read.schema(schema).parquet(path)
+
+
 def ordered(frame: Any) -> Any:
     """``frame`` in the replay's fixed order."""
     columns = [c for c in ORDER if c in frame.columns]
@@ -142,7 +169,7 @@ def replay(
     from ...transport import Transport
 
     if isinstance(source, str):
-        frame = spark.read.parquet(source)
+        frame = read_dataset(spark, source)
         replay_id = replay_id or source
     else:
         frame = source
