@@ -67,6 +67,16 @@ Resources:
 HOUR = 3600
 
 
+@pytest.fixture(autouse=True)
+def alone_on_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These stacks start at wall time as if no other stack ran in this process (the broker
+    clock is per process: the session's stack may have advanced it); both come back after."""
+    from cirrusmq_local import stack as stack_module
+
+    monkeypatch.setattr(clock, "_offset_ms", 0)
+    monkeypatch.setattr(stack_module, "_RUNNING", set())
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "tick").mkdir()
@@ -150,6 +160,17 @@ def test_stop_sets_the_clock_back(project: Path) -> None:
     assert clock.offset_ms() == 0
     with pytest.raises(RuntimeError):
         stack.advance_time(1)
+
+
+def test_a_stack_stopping_while_another_runs_leaves_the_clock(project: Path) -> None:
+    other = LocalStack(project, expire_interval=None, schedules=False).start()
+    try:
+        with LocalStack(project, expire_interval=None, schedules=False) as stack:
+            stack.advance_time(HOUR)
+        assert clock.offset_ms() == HOUR * 1000  # the other stack's time does not go back
+    finally:
+        other.stop()
+    assert clock.offset_ms() == 0
 
 
 def test_the_timer_expires_items_in_the_background(project: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from cirrusmq_broker import clock as broker_clock
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.settings import Settings
 from cirrusmq_local.resolver import Resolver, resolve_parameters
@@ -16,6 +17,13 @@ from cirrusmq_local.template import load_template
 from moto import mock_aws
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+@pytest.fixture(autouse=True)
+def broker_clock_at_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests run on wall time: a local stack of the same test session may have advanced
+    the process's broker clock (it comes back after each test)."""
+    monkeypatch.setattr(broker_clock, "_offset_ms", 0)
 
 
 class FakeClock:
