@@ -406,3 +406,21 @@ def test_the_sdk_retrying_a_send_with_a_lost_answer_reuses_its_part_and_ids():
     tx.send(Message("pay", b"y"))
     assert sent[0] == sent[1]  # same part, same ids: stored once on the service
     assert sent[2][0] == sent[0][0] + 1
+
+
+def test_a_full_check_inbox_counts_no_check(b, clock, monkeypatch):
+    from cirrusmq_broker.services import transaction_checks
+
+    monkeypatch.setattr(transaction_checks, "MAX_PENDING_CHECKS", 1)
+    svc = b.transactions
+    svc.register("pg4", "p1")
+    half(b, "pg4", "t1", b"x", timings=CheckTimings(0, 30, 15))
+    clock.advance(1)
+    assert svc.run_checks().asked == 1
+    half(b, "pg4", "t2", b"y", timings=CheckTimings(0, 30, 15))
+    clock.advance(1)
+    report = svc.run_checks()
+    assert (report.asked, report.failed) == (0, 1)
+    t2 = svc._store.get("pg4", "t2")
+    assert t2.checks == 0 and "inbox is full" in t2.last_error
+    assert svc._store.pending_checks("pg4") == {"t1"}
