@@ -9,6 +9,7 @@ transactions) and stores each message exactly once.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +53,7 @@ from ..transaction_state import (
     committed_name,
     due_shard,
     half_key,
+    part_record_size,
     route,
 )
 from ..validation import check_group_name
@@ -660,10 +662,6 @@ def _check_recorded_size(
 ) -> None:
     """Refuse (before anything is written) a send whose part alone would pass the
     transaction's recorded-bytes limit (the sum over parts is checked by the store)."""
-    import json
-
-    from ..transaction_state import part_record_size
-
     keys = {q: half_key(producer_group, transaction_id, part, digest, q) for q in set(queues)}
     estimate = json.dumps(
         {
