@@ -424,3 +424,15 @@ def test_a_full_check_inbox_counts_no_check(b, clock, monkeypatch):
     t2 = svc._store.get("pg4", "t2")
     assert t2.checks == 0 and "inbox is full" in t2.last_error
     assert svc._store.pending_checks("pg4") == {"t1"}
+
+
+def test_a_client_message_id_in_two_parts_is_refused(b):
+    b.transactions.register("pg", "p1")
+    half(b, "pg", "t", b"a", message_id="order-7")
+    with pytest.raises(InvalidRequest) as info:
+        half(b, "pg", "t", b"b", part=1, message_id="order-7")
+    assert "already in part 0" in str(info.value)
+    assert half(b, "pg", "t", b"a", message_id="order-7").duplicate  # a retry of part 0
+    assert [k for k in halves(b) if "/1-" in k] == []
+    b.transactions.end("pg", "t", Resolution.COMMIT, producer=("p1", 1))
+    assert visible(b) == [b"a"]

@@ -20,6 +20,7 @@ from ..errors import (
     AccessDenied,
     Conflict,
     IdempotencyConflict,
+    InvalidMessage,
     NotTransactional,
     ProducerFenced,
     ProducerNotRegistered,
@@ -209,6 +210,8 @@ class TransactionService(TransactionChecks):
         for message, queue in zip(messages, queues, strict=True):
             by_queue.setdefault(queue, []).append(message)
         _check_recorded_size(producer_group, transaction_id, part, digest, messages, queues)
+        if part > 0 and any(m.message_id for m in inputs):
+            self._check_ids_unused(producer_group, transaction_id, part, messages)
         from ..codec import encode_batch  # pyarrow: only for handlers that write batches
 
         objects = []
@@ -254,6 +257,26 @@ class TransactionService(TransactionChecks):
                 access_key,
             )
         return HalfSendResult(transaction_id, _receipts(half), duplicate=False)
+
+    def _check_ids_unused(
+        self, producer_group: str, transaction_id: str, part: int, messages: list[NewMessage]
+    ) -> None:
+        """A client message id of this send already in another part of the transaction is
+        refused (it would be committed twice under one id). One read, only for later parts
+        carrying client ids."""
+        txn = self._store.get(producer_group, transaction_id)
+        if txn is None:
+            return
+        ids = {m.message_id for m in messages}
+        for other in txn.parts:
+            if other.part == part:
+                continue  # a retry of this part
+            taken = ids.intersection(other.message_ids)
+            if taken:
+                raise InvalidMessage(
+                    f"message id {min(taken)!r} is already in part {other.part} of "
+                    f"transaction {transaction_id!r}"
+                )
 
     def _refused_send(
         self,
