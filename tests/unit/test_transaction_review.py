@@ -301,14 +301,14 @@ def test_a_failing_transaction_backs_off_and_does_not_hide_the_others(b, clock, 
             now=now,
             values={"commit_started_at": now, "next_check_at": now + 60_000},
         )
-    real = svc._halves.copy
+    real = svc._halves.get
 
-    def broken(source, target, **kw):
-        if "/bad/" in source:
+    def broken(key):
+        if "/bad/" in key:
             raise RuntimeError("S3 says no")
-        return real(source, target, **kw)
+        return real(key)
 
-    monkeypatch.setattr(svc._halves, "copy", broken)
+    monkeypatch.setattr(svc._halves, "get", broken)
     clock.advance(61)
     report = svc.run_checks()
     assert (report.failed, report.committed) == (1, 1)
@@ -321,7 +321,7 @@ def test_a_failing_transaction_backs_off_and_does_not_hide_the_others(b, clock, 
         clock.advance(60)
         svc.run_checks()
     assert store.get("pg2", "bad").check_failures == 5
-    monkeypatch.setattr(svc._halves, "copy", real)
+    monkeypatch.setattr(svc._halves, "get", real)
     clock.advance(60)
     assert svc.run_checks().committed == 1
     assert visible(b) == [b"x", b"y"]
@@ -436,3 +436,28 @@ def test_a_client_message_id_in_two_parts_is_refused(b):
     assert [k for k in halves(b) if "/1-" in k] == []
     b.transactions.end("pg", "t", Resolution.COMMIT, producer=("p1", 1))
     assert visible(b) == [b"a"]
+
+
+def test_a_late_resume_does_not_index_an_old_unindexed_commit_object(b, clock, monkeypatch):
+    """An object an earlier attempt wrote and never indexed is the orphan sweeper's once it
+    is old: a resume then writes the batch under a fresh key (the day of the commit)."""
+    b.transactions.register("pg", "p1")
+    half(b, "pg", "t", b"x", message_group="m")
+    appender = b.transactions._appender
+    real = appender.append
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the Lambda died before the append")
+
+    appender.append = crash
+    with pytest.raises(RuntimeError):
+        b.transactions.end("pg", "t", Resolution.COMMIT, producer=("p1", 1))
+    appender.append = real
+    first = topic_objects(b, "pay")
+    assert len(first) == 1
+    monkeypatch.setattr(b.transactions._halves, "age_seconds", lambda key: 3600.0)
+    clock.advance(61)
+    assert b.transactions.run_checks().committed == 1
+    assert visible(b) == [b"x"]
+    indexed = set(topic_objects(b, "pay")) - set(first)
+    assert len(indexed) == 1  # the old one is left to the sweeper

@@ -58,7 +58,7 @@ from ..transaction_state import (
     route,
 )
 from ..validation import check_group_name
-from .produce import MessageInput
+from .produce import REUSE_EXISTING_OBJECT_SECONDS, MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
 from .transaction_input import digest as input_digest
@@ -499,18 +499,22 @@ class TransactionService(TransactionChecks):
         """The queue's topic object of the commit (written unless it exists, identical)."""
         key = object_key(topic.name, queue, started, name)
         if len(halves) == 1:
-            self._halves.copy(halves[0].key, key, retention_hours=topic.retention_hours)
-            size = halves[0].size_bytes
+            data = self._halves.get(halves[0].key)
         else:
             data = self._merged(topic, queue, halves, started)
-            self._halves.put_topic_object(key, data, retention_hours=topic.retention_hours)
-            size = len(data)
+        hours = topic.retention_hours
+        if (
+            not self._halves.put_topic_object(key, data, retention_hours=hours)
+            and self._halves.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
+        ):  # an earlier attempt's, unindexed: the orphan sweeper may take it any moment
+            key = object_key(topic.name, queue, started)
+            self._halves.put_topic_object(key, data, retention_hours=hours)
         return PendingBatch(
             topic.name,
             queue,
             key,
             sum(h.count for h in halves),
-            size,
+            len(data),
             min(h.min_timestamp for h in halves),
             max(h.max_timestamp for h in halves),
             started,

@@ -39,19 +39,18 @@ class HalfObjectStore:
     def get(self, key: str) -> bytes:
         return self._objects.get(key)
 
-    def copy(self, source: str, target: str, *, retention_hours: int) -> None:
-        """Write a half object's content as the topic object ``target`` (see
-        :meth:`put_topic_object`). Raises BatchObjectGone if the half object is gone."""
-        self.put_topic_object(target, self.get(source), retention_hours=retention_hours)
-
-    def put_topic_object(self, key: str, data: bytes, *, retention_hours: int) -> None:
+    def put_topic_object(self, key: str, data: bytes, *, retention_hours: int) -> bool:
         """Write a commit object under ``topics/`` unless it exists (If-None-Match): an
-        existing identical one (a re-run) is accepted, a different one refused
+        existing identical one (a re-run) is accepted (False), a different one refused
         (TopicObjectTaken) — a commit never overwrites an object another one indexed."""
         if self._objects.put(key, data, retention_hours=retention_hours):
-            return
+            return True
         if self._objects.get(key) != data:
             raise TopicObjectTaken(key)
+        return False
+
+    def age_seconds(self, key: str) -> float:
+        return self._objects.age_seconds(key)
 
     def delete(self, keys: list[str]) -> None:
         if keys:
