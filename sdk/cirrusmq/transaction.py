@@ -108,6 +108,9 @@ class Transaction:
         self.producer = producer
         self.id = transaction_id
         self._parts = 0
+        self._unsettled: tuple[int, list[Message], list[dict[str, Any]]] | None = None
+        """The last send whose outcome is unknown (it raised): sending the same messages
+        again reuses its part number and message ids (stored once, not twice)."""
         self._lock = threading.Lock()
         self.state = "OPEN"
         """OPEN, COMMITTED or ROLLED_BACK (as this client last saw it)."""
@@ -126,8 +129,25 @@ class Transaction:
         with self._lock:
             if self.state != "OPEN":
                 raise ClientClosedError(f"transaction {self.id} is {self.state}")
-            part, self._parts = self._parts, self._parts + 1
-        return self.producer._send(self, part, messages)
+            if self._unsettled is not None and self._unsettled[1] == list(messages):
+                part, _, wire = self._unsettled  # a retry of a send with a lost answer
+            else:
+                part, self._parts = self._parts, self._parts + 1
+                born = _now_ms()
+                wire = [m.to_wire(new_message_id(), born) for m in messages]
+            self._unsettled = (part, list(messages), wire)
+        try:
+            receipts = self.producer._send(self, part, messages, wire)
+        except ProducerFencedError:
+            raise
+        except MQError as exc:
+            if not exc.retriable:  # refused: nothing stored, a retry is a new send
+                with self._lock:
+                    self._unsettled = None
+            raise
+        with self._lock:
+            self._unsettled = None
+        return receipts
 
     def commit(self) -> None:
         """Make the half messages visible (a no-op if committed before)."""
@@ -230,12 +250,16 @@ class TransactionProducer:
             raise ClientClosedError("the producer is closed")
 
     def _send(
-        self, txn: Transaction, part: int, messages: Sequence[Message]
+        self,
+        txn: Transaction,
+        part: int,
+        messages: Sequence[Message],
+        wire: list[dict[str, Any]] | None = None,
     ) -> list[TransactionReceipt]:
         self._check_open()
         born = _now_ms()
         try:
-            body = self._send_request(txn, part, messages, born)
+            body = self._send_request(txn, part, messages, born, wire)
         except ProducerFencedError:
             self.fenced = True
             raise
@@ -245,7 +269,12 @@ class TransactionProducer:
         ]
 
     def _send_request(
-        self, txn: Transaction, part: int, messages: Sequence[Message], born: int
+        self,
+        txn: Transaction,
+        part: int,
+        messages: Sequence[Message],
+        born: int,
+        wire: list[dict[str, Any]] | None = None,
     ) -> Any:
         return self._transport.request(
             "POST",
@@ -255,7 +284,7 @@ class TransactionProducer:
                 "transactional_id": self.transactional_id,
                 "epoch": self.epoch,
                 "part": part,
-                "messages": [m.to_wire(new_message_id(), born) for m in messages],
+                "messages": wire or [m.to_wire(new_message_id(), born) for m in messages],
                 **self._timings,
             },
         )

@@ -464,6 +464,53 @@ def test_what_each_key_may_do_works(world):
             client.close()
 
 
+# ------------------------------------------- transactions review (issue 10 follow-up)
+def test_a_transactional_registration_belongs_to_the_key_that_made_it(world):
+    """A key with a publish grant elsewhere cannot fence another key's producer, poll its
+    checks (bodies of a topic it may not read), end its transactions or send with it."""
+    pay, pg = f"pay-{uuid.uuid4().hex[:6]}", f"pg-{uuid.uuid4().hex[:6]}"
+    with signed_client(world.stack) as admin:
+        make_topic(admin, pay, queues=1, message_type="TRANSACTION")
+        world.keys["tx-owner"] = new_key(admin, {"publish": [pay]})
+        world.keys["tx-intruder"] = new_key(admin, {"publish": [world.other_topic]})
+    base = f"/v1/producer-groups/{pg}"
+    who = {"transactional_id": "svc-1"}
+    registered = raw(world, "POST", f"{base}/producers", who, key="tx-owner")
+    assert registered.status_code == 200, registered.text
+    epoch = registered.json()["epoch"]
+    message = {"body": b64(b"secret")}
+    sent = raw(
+        world,
+        "POST",
+        f"{base}/transactions/t1/messages",
+        {"topic": pay, **who, "epoch": epoch, "messages": [message], "check_immunity_seconds": 0},
+        key="tx-owner",
+    )
+    assert sent.status_code == 200, sent.text
+    refused = [
+        raw(world, "POST", f"{base}/producers", who, key="tx-intruder"),
+        raw(world, "POST", f"{base}/checks", {**who, "epoch": epoch}, key="tx-intruder"),
+        raw(
+            world,
+            "POST",
+            f"{base}/transactions/t1/end",
+            {"resolution": "ROLLBACK", **who, "epoch": epoch},
+            key="tx-intruder",
+        ),
+    ]
+    assert [(r.status_code, r.json()["code"]) for r in refused] == [(403, "AccessDenied")] * 3
+    again = raw(world, "POST", f"{base}/producers", who, key="tx-owner")
+    assert again.json()["epoch"] == epoch + 1  # the intruder did not fence it
+    ended = raw(
+        world,
+        "POST",
+        f"{base}/transactions/t1/end",
+        {"resolution": "COMMIT", **who, "epoch": epoch + 1},
+        key="tx-owner",
+    )
+    assert ended.status_code == 200 and ended.json()["state"] == "COMMITTED", ended.text
+
+
 def test_zz_tally():
     print(f"auth matrix: {dict(TALLY)}")
     assert TALLY["tried"] == TALLY["rejected"] and TALLY["stored"] == 0, TALLY

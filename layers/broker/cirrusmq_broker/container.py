@@ -308,6 +308,7 @@ class Broker:
             topics=self.catalog,
             appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
             clock=self.clock,
+            records=self.producers,
         )
 
     # ----------------------------------------------- end of transactions (issue 10)

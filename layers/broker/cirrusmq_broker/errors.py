@@ -254,6 +254,20 @@ class TooManyTransactionParts(InvalidRequest):
     code = "TooManyTransactionParts"
 
 
+class TooManyQueues(InvalidRequest):
+    """One send (or one transaction) would append to more queues than one atomic append
+    can (49): use fewer message groups per request."""
+
+    code = "TooManyQueues"
+
+
+class TransactionTooLarge(InvalidRequest):
+    """The transaction records too many message ids to take this send; commit it and
+    start another."""
+
+    code = "TransactionTooLarge"
+
+
 # ------------------------------------------------------------- end of transactions block
 # ---------------------------------------------------------------- delayed messages (issue 9)
 class InvalidDelay(InvalidRequest):

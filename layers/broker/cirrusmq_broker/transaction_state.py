@@ -15,6 +15,7 @@ the checker) and is idempotent.
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -121,6 +122,10 @@ class Transaction:
     """``producer``, ``check``, ``operator`` or ``checker``."""
     claim_until: int = 0
     """A producer holds the pending check until then."""
+    check_failures: int = 0
+    """Checker passes in a row that failed on this transaction (reset by a good pass)."""
+    last_error: str | None = None
+    """The last such failure, for operators."""
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -169,13 +174,44 @@ def half_key(producer_group: str, transaction_id: str, part: int, digest: str, q
 
 
 def committed_name(producer_group: str, transaction_id: str) -> str:
-    """The object name (under the topic's queue/day) of a committed transaction's batch."""
-    return f"txn-{producer_group}-{transaction_id.replace(':', '_')}"
+    """The object name (under the topic's queue/day) of a committed transaction's batch:
+    a hash of (producer group, NUL, transaction id), so two transactions never share one."""
+    return f"txn-{_txn_hash(producer_group, transaction_id)[:40]}"
 
 
 def commit_stamp_id(producer_group: str, transaction_id: str) -> str:
-    """The producer id of the commit's append: a re-run is AlreadyRecorded."""
-    return f"txn.{producer_group}.{transaction_id}"
+    """The producer id of the commit's appends (sequence = chunk number): a re-run is
+    AlreadyRecorded. ``~`` is not a character a user's producer id may have."""
+    return f"~txn.{producer_group}.{transaction_id}"
+
+
+def commit_digest(producer_group: str, transaction_id: str) -> str:
+    """The digest the commit records with its stamp: an AlreadyRecorded append is the
+    transaction's own only when the record carries it."""
+    return f"txn:{_txn_hash(producer_group, transaction_id)}"
+
+
+def _txn_hash(producer_group: str, transaction_id: str) -> str:
+    return hashlib.sha256(f"{producer_group}\0{transaction_id}".encode()).hexdigest()
+
+
+MAX_QUEUES_PER_COMMIT_APPEND = 49
+"""An append writes 2 items per queue + the producer record (TransactWriteItems: <= 100):
+a commit touching more queues appends in chunks of this many queues."""
+MAX_RECORDED_BYTES = 256 * 1024
+"""What a transaction's item may record of its parts (message ids, queues, object keys):
+the item stays under DynamoDB's 400 KB. A send past it is TransactionTooLarge."""
+
+
+def part_record_size(part_json: str) -> int:
+    """The bytes a part adds to the transaction item (its attribute name and JSON)."""
+    return len(part_json.encode()) + 8
+
+
+def failure_backoff_seconds(failures: int, interval_seconds: int) -> int:
+    """When the checker retries a transaction whose check failed ``failures`` times in a
+    row: 1, 2, 4... seconds, at most max(60, interval) (it never spins)."""
+    return min(2 ** min(failures, 20), max(60, interval_seconds))
 
 
 class CheckAction(enum.Enum):

@@ -115,6 +115,8 @@ class TransactionBody(BaseModel):
     next_check_timestamp: int | None
     end_reason: str | None = None
     ended_by: str | None = None
+    check_failures: int = Field(0, description="Checker passes in a row that failed on it.")
+    last_error: str | None = Field(None, description="The last such failure.")
 
 
 class TransactionListBody(BaseModel):
@@ -128,7 +130,13 @@ class TransactionListBody(BaseModel):
 def register_producer(
     producer_group: str, request: RegisterProducerRequest
 ) -> RegisterProducerResponse:
-    epoch = current_broker().transactions.register(producer_group, request.transactional_id)
+    principal = current_principal()
+    epoch = current_broker().transactions.register(
+        producer_group,
+        request.transactional_id,
+        access_key=principal.access_key,
+        admin=principal.permissions.admin,
+    )
     return RegisterProducerResponse(
         producer_group=producer_group, transactional_id=request.transactional_id, epoch=epoch
     )
@@ -160,6 +168,7 @@ def send_half_messages(
         inputs=[message_input(m, i) for i, m in enumerate(request.messages)],
         part=request.part,
         timings=timings,
+        access_key=_owner_key(),
     )
     return HalfSendResponse(
         transaction_id=result.transaction_id,
@@ -180,6 +189,7 @@ def end_transaction(producer_group: str, transaction_id: str, request: EndReques
         producer=(request.transactional_id, request.epoch),
         by="check" if request.check else "producer",
         allowed=current_principal().permissions.may_publish,
+        access_key=_owner_key(),
     )
     return EndResponse(
         transaction_id=result.transaction_id,
@@ -200,6 +210,8 @@ def poll_checks(producer_group: str, request: PollChecksRequest) -> PollChecksRe
         request.epoch,
         wait_seconds=request.wait_seconds,
         max_checks=request.max_checks,
+        access_key=_owner_key(),
+        allowed=current_principal().permissions.may_publish,
     )
     return PollChecksResponse(
         checks=[
@@ -256,6 +268,13 @@ def resolve_transaction(
     )
 
 
+def _owner_key() -> str | None:
+    """The caller's key, which must be the one that registered the transactional id
+    (None for an admin: it may act for any registration)."""
+    principal = current_principal()
+    return None if principal.permissions.admin else principal.access_key
+
+
 def _body(txn: Transaction, now: int) -> TransactionBody:
     return TransactionBody(
         producer_group=txn.producer_group,
@@ -272,4 +291,6 @@ def _body(txn: Transaction, now: int) -> TransactionBody:
         next_check_timestamp=txn.next_check_at,
         end_reason=txn.end_reason,
         ended_by=txn.ended_by,
+        check_failures=txn.check_failures,
+        last_error=txn.last_error,
     )

@@ -22,6 +22,7 @@ from ..errors import (
     MessageGroupRequired,
     MessageTooLarge,
     TooManyMessages,
+    TooManyQueues,
     TopicNotFound,
     TransactionRequired,
 )
@@ -47,6 +48,11 @@ from ..validation import (
 )
 from .delayed_produce import TimerWriter, due_times, scheduled_receipt
 from .topic_catalog import TopicCatalog
+
+MAX_APPEND_ITEMS = 100
+"""DynamoDB TransactWriteItems' limit: one send is one append."""
+MAX_QUEUES_PER_SEND = (MAX_APPEND_ITEMS - 1) // 2
+"""49: one send is one append (2 items per queue + its producer record <= 100 items)."""
 
 REUSE_EXISTING_OBJECT_SECONDS = 30
 """A retry indexes the object its first attempt wrote only while it is this young: the
@@ -123,11 +129,26 @@ class ProduceService:
         digest = _digest(topic.name, inputs) if stamp else ""
         routed = self._route(topic, messages, stamp)
         by_queue, delayed = _split_delayed(routed, messages, dues)
+        if len(by_queue) > MAX_QUEUES_PER_SEND:  # one atomic append: <= 100 items
+            raise TooManyQueues(
+                f"this send routes to {len(by_queue)} queues; one send appends to at most "
+                f"{MAX_QUEUES_PER_SEND} (use fewer message groups per request)",
+                details={"queues": len(by_queue), "max_queues": MAX_QUEUES_PER_SEND},
+            )
         timer_key, timer_puts = None, []
         if delayed:
             if self._timer_writer is None:
                 raise InvalidMessage("this service takes no delayed messages")
             timer_key, timer_puts = self._timer_writer.write(topic, delayed, now, stamp, digest)
+            if 2 * len(by_queue) + 1 + len(timer_puts) > MAX_APPEND_ITEMS:
+                self._timer_writer.discard(timer_key)
+                raise TooManyQueues(
+                    f"this send appends to {len(by_queue)} queues and writes "
+                    f"{len(timer_puts)} timer items: more than one atomic append holds "
+                    f"({MAX_APPEND_ITEMS} items: 2 per queue + 1 + 1 per timer item); "
+                    "split the batch",
+                    details={"queues": len(by_queue), "timer_items": len(timer_puts)},
+                )
         try:
             batches, fresh = self._write_batches(topic, by_queue, now, stamp, digest)
         except BaseException:

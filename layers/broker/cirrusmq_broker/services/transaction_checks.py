@@ -9,6 +9,7 @@ its group's inbox item about once a second and claims each pending check for its
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -17,8 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import limits
-from ..errors import InvalidRequest, TopicNotFound
+from ..errors import InvalidRequest, TopicNotFound, TransactionAlreadyEnded
 from ..model import StoredMessage
+from ..storage.batch_objects import BatchObjectGone
 from ..transaction_state import (
     CLAIM_SECONDS,
     DUE_SHARDS,
@@ -28,6 +30,7 @@ from ..transaction_state import (
     TxnState,
     check_id,
     check_step,
+    failure_backoff_seconds,
 )
 from ..validation import check_group_name
 
@@ -41,6 +44,9 @@ log = logging.getLogger("cirrusmq.transactions")
 POLL_INTERVAL_SECONDS = 1.0
 """A producer's long poll re-reads its group's check inbox this often (one GetItem)."""
 MAX_CHECKS_PER_POLL = 32
+MAX_PENDING_CHECKS = 1000
+"""A group's inbox holds at most this many pending checks (the item stays far under
+400 KB); while it is full, further checks of the group wait (not counted)."""
 
 
 @dataclass(frozen=True)
@@ -74,26 +80,56 @@ class TransactionChecks:
     _topics: TopicCatalog
     _clock: Callable[[], int]
     _sleep: Callable[[float], None]
-    _fence: Callable[[str, str, int], int]
+    _fence: Callable[..., int]
 
     def run_checks(self, *, limit: int = 100) -> CheckReport:
-        """One pass of the back-checker over the transactions due now."""
+        """One pass of the back-checker over the transactions due now.
+
+        A check is published (added to the group's inbox, idempotent) BEFORE it is counted:
+        a failed publish counts nothing. A transaction whose step fails is pushed back with
+        a growing backoff and its error recorded (it neither spins nor hides the others)."""
         now = self._clock()
         report = CheckReport()
-        asked: dict[str, list[str]] = {}
+        asked: dict[str, list[Transaction]] = {}
         for shard in range(DUE_SHARDS):
             for txn in self._store.due(f"due#{shard}", now, limit=limit):
                 try:
                     self._check_one(txn, now, report, asked)
-                except Exception:  # the others still get their turn; this one next pass
-                    report.failed += 1
-                    log.exception("check of %s/%s failed", txn.producer_group, txn.transaction_id)
-        for group, ids in asked.items():
-            self._store.add_pending(group, ids)
+                except Exception as exc:  # the others still get their turn
+                    self._failed(txn, now, report, exc)
+        for group, txns in asked.items():
+            try:
+                published = self._store.add_pending(
+                    group, [t.transaction_id for t in txns], max_pending=MAX_PENDING_CHECKS
+                )
+            except Exception as exc:  # none of the group's checks is counted
+                for txn in txns:
+                    self._failed(txn, now, report, exc)
+                continue
+            for txn in txns:
+                if not published:
+                    self._failed(txn, now, report, RuntimeError("the check inbox is full"))
+                    continue
+                try:
+                    if self._store.ask(txn, now):
+                        report.asked += 1
+                except Exception as exc:
+                    self._failed(txn, now, report, exc)
         return report
 
+    def _failed(self, txn: Transaction, now: int, report: CheckReport, exc: Exception) -> None:
+        report.failed += 1
+        log.error(
+            "check of %s/%s failed: %s", txn.producer_group, txn.transaction_id, exc, exc_info=exc
+        )
+        delay = failure_backoff_seconds(txn.check_failures + 1, txn.timings.interval_seconds)
+        try:
+            self._store.postpone(txn, now + delay * 1000, f"{type(exc).__name__}: {exc}")
+        except Exception:  # the next pass retries it
+            log.exception("could not postpone %s/%s", txn.producer_group, txn.transaction_id)
+
     def _check_one(
-        self, txn: Transaction, now: int, report: CheckReport, asked: dict[str, list[str]]
+        self, txn: Transaction, now: int, report: CheckReport, asked: dict[str, list[Transaction]]
     ) -> None:
         try:
             retention: int | None = self._topics.active(txn.topic).retention_hours
@@ -104,15 +140,14 @@ class TransactionChecks:
             try:
                 self._finish_commit(txn)
                 report.committed += 1
-            except TopicNotFound:
+            except (TopicNotFound, TransactionAlreadyEnded):
                 report.rolled_back += 1
         elif step.action is CheckAction.ROLLBACK:
             assert step.reason is not None
             self._rolled_back(txn, step.reason, "checker")
             report.rolled_back += 1
-        elif step.action is CheckAction.ASK and self._store.ask(txn, now):
-            asked.setdefault(txn.producer_group, []).append(txn.transaction_id)
-            report.asked += 1
+        elif step.action is CheckAction.ASK:
+            asked.setdefault(txn.producer_group, []).append(txn)
 
     def next_due_in(self, horizon_seconds: float) -> float | None:
         """Seconds until the next transaction is due within the horizon (None: none)."""
@@ -134,27 +169,33 @@ class TransactionChecks:
         *,
         wait_seconds: float = 0,
         max_checks: int = 10,
+        access_key: str | None = None,
+        allowed: Callable[[str], bool] | None = None,
     ) -> list[CheckRequest]:
         """Long poll for check requests of the group (any live producer of it gets each
-        one; a check handed out is claimed for CLAIM_SECONDS)."""
+        one; a check handed out is claimed for CLAIM_SECONDS). With ``access_key`` the
+        registration must be that key's; ``allowed`` (topic -> may publish) limits the
+        checks handed out to transactions of topics the caller may publish to."""
         check_group_name(producer_group)
         check_id(transactional_id, "transactional id")
         if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
             raise InvalidRequest(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         if not 1 <= max_checks <= MAX_CHECKS_PER_POLL:
             raise InvalidRequest(f"max_checks must be 1-{MAX_CHECKS_PER_POLL}")
-        expires_at = self._fence(producer_group, transactional_id, epoch)
+        expires_at = self._fence(producer_group, transactional_id, epoch, access_key)
         keep_until = self._clock() // 1000 + REGISTRATION_KEEP_SECONDS
         if keep_until - expires_at > 24 * 3600:  # a live producer keeps its registration
             self._store.touch(producer_group, transactional_id, epoch, keep_until)
         deadline = time.monotonic() + wait_seconds
         while True:
-            found = self._take_checks(producer_group, max_checks)
+            found = self._take_checks(producer_group, max_checks, allowed)
             if found or time.monotonic() + POLL_INTERVAL_SECONDS > deadline:
                 return found
             self._sleep(POLL_INTERVAL_SECONDS)
 
-    def _take_checks(self, producer_group: str, wanted: int) -> list[CheckRequest]:
+    def _take_checks(
+        self, producer_group: str, wanted: int, allowed: Callable[[str], bool] | None = None
+    ) -> list[CheckRequest]:
         pending = self._store.pending_checks(producer_group)
         if not pending:
             return []
@@ -170,8 +211,16 @@ class TransactionChecks:
                 break
             if txn.state is not TxnState.OPEN or txn.claim_until >= now or not txn.objects:
                 continue
+            if allowed is not None and not allowed(txn.topic):
+                continue  # another producer of the group (with publish on it) answers it
             if self._store.claim(txn, now, now + CLAIM_SECONDS * 1000):
-                found.append(self._check_request(txn))
+                try:
+                    found.append(self._check_request(txn))
+                except BatchObjectGone:  # expired with the topic's retention: cannot commit
+                    with contextlib.suppress(TransactionAlreadyEnded):
+                        self._rolled_back(
+                            txn, "its half messages expired (topic retention)", "checker"
+                        )
         return found
 
     def _check_request(self, txn: Transaction) -> CheckRequest:

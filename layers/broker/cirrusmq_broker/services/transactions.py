@@ -9,6 +9,7 @@ transactions) and stores each message exactly once.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -19,22 +20,26 @@ from ..errors import (
     AccessDenied,
     Conflict,
     IdempotencyConflict,
+    InvalidMessage,
     NotTransactional,
     ProducerFenced,
     ProducerNotRegistered,
     TopicNotFound,
     TransactionAlreadyEnded,
     TransactionNotFound,
+    TransactionTooLarge,
     TransactionTopicMismatch,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, Topic
 from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
 from ..storage.batch_objects import object_key
-from ..storage.half_objects import HalfObjectStore
-from ..storage.producers import ProducerRecord
+from ..storage.half_objects import BatchObjectGone, HalfObjectStore
+from ..storage.producers import ProducerRecord, ProducerRecords
 from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
 from ..transaction_state import (
     ENDED_KEEP_SECONDS,
+    MAX_QUEUES_PER_COMMIT_APPEND,
+    MAX_RECORDED_BYTES,
     REGISTRATION_KEEP_SECONDS,
     CheckTimings,
     HalfObject,
@@ -44,14 +49,16 @@ from ..transaction_state import (
     TxnState,
     check_id,
     check_part,
+    commit_digest,
     commit_stamp_id,
     committed_name,
     due_shard,
     half_key,
+    part_record_size,
     route,
 )
 from ..validation import check_group_name
-from .produce import MessageInput
+from .produce import REUSE_EXISTING_OBJECT_SECONDS, MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
 from .transaction_input import digest as input_digest
@@ -104,7 +111,9 @@ class TransactionService(TransactionChecks):
         appender: BatchAppender,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
+        records: ProducerRecords | None = None,
     ) -> None:
+        self._records = records
         self._store = store
         self._halves = halves
         self._topics = topics
@@ -113,18 +122,47 @@ class TransactionService(TransactionChecks):
         self._sleep = sleep
 
     # ------------------------------------------------------------ registration
-    def register(self, producer_group: str, transactional_id: str) -> int:
-        """A new epoch for (producer group, transactional id): older instances are fenced."""
+    def register(
+        self,
+        producer_group: str,
+        transactional_id: str,
+        *,
+        access_key: str | None = None,
+        admin: bool = False,
+    ) -> int:
+        """A new epoch for (producer group, transactional id): older instances are fenced.
+
+        The registration records ``access_key``: only that key (or an admin) may register
+        the id again, send, end or poll with it (AccessDenied otherwise)."""
         check_group_name(producer_group)
         check_id(transactional_id, "transactional id")
         now = self._clock()
         expires_at = now // 1000 + REGISTRATION_KEEP_SECONDS
-        return self._store.register(producer_group, transactional_id, now, expires_at=expires_at)
+        try:
+            return self._store.register(
+                producer_group,
+                transactional_id,
+                now,
+                expires_at=expires_at,
+                access_key=access_key,
+                take_over=admin,
+            )
+        except FenceFailed:
+            raise _foreign(producer_group, transactional_id) from None
 
-    def _fence(self, producer_group: str, transactional_id: str, epoch: int) -> int:
-        """Refuse a caller whose epoch is not current; returns when its registration expires."""
-        found = self._store.registration(producer_group, transactional_id)
-        current, expires_at = found if found else (None, 0)
+    def _fence(
+        self,
+        producer_group: str,
+        transactional_id: str,
+        epoch: int,
+        access_key: str | None = None,
+    ) -> int:
+        """Refuse a caller whose epoch is not current (or, with ``access_key``, whose key
+        did not register it); returns when its registration expires."""
+        found = self._store.registration_of(producer_group, transactional_id)
+        current, expires_at, owner = found if found else (None, 0, None)
+        if access_key is not None and owner is not None and owner != access_key:
+            raise _foreign(producer_group, transactional_id)
         if current is None:
             raise ProducerNotRegistered(
                 f"transactional id {transactional_id!r} is not registered in producer group "
@@ -150,6 +188,7 @@ class TransactionService(TransactionChecks):
         inputs: Sequence[MessageInput],
         part: int = 0,
         timings: CheckTimings | None = None,
+        access_key: str | None = None,
     ) -> HalfSendResult:
         """Store a send's messages as half messages of the transaction (opening it on its
         first send). A retried send (same part, same messages) stores nothing twice."""
@@ -170,6 +209,9 @@ class TransactionService(TransactionChecks):
         by_queue: dict[int, list[NewMessage]] = {}
         for message, queue in zip(messages, queues, strict=True):
             by_queue.setdefault(queue, []).append(message)
+        _check_recorded_size(producer_group, transaction_id, part, digest, messages, queues)
+        if part > 0 and any(m.message_id for m in inputs):
+            self._check_ids_unused(producer_group, transaction_id, part, messages)
         from ..codec import encode_batch  # pyarrow: only for handlers that write batches
 
         objects = []
@@ -201,12 +243,40 @@ class TransactionService(TransactionChecks):
                 shard=due_shard(producer_group, transaction_id),
                 part=half,
                 now=now,
+                access_key=access_key,
+                max_recorded_bytes=MAX_RECORDED_BYTES,
             )
         except (FenceFailed, StateChanged) as exc:
             return self._refused_send(
-                exc, producer_group, transaction_id, half, topic, (transactional_id, epoch)
+                exc,
+                producer_group,
+                transaction_id,
+                half,
+                topic,
+                (transactional_id, epoch),
+                access_key,
             )
         return HalfSendResult(transaction_id, _receipts(half), duplicate=False)
+
+    def _check_ids_unused(
+        self, producer_group: str, transaction_id: str, part: int, messages: list[NewMessage]
+    ) -> None:
+        """A client message id of this send already in another part of the transaction is
+        refused (it would be committed twice under one id). One read, only for later parts
+        carrying client ids."""
+        txn = self._store.get(producer_group, transaction_id)
+        if txn is None:
+            return
+        ids = {m.message_id for m in messages}
+        for other in txn.parts:
+            if other.part == part:
+                continue  # a retry of this part
+            taken = ids.intersection(other.message_ids)
+            if taken:
+                raise InvalidMessage(
+                    f"message id {min(taken)!r} is already in part {other.part} of "
+                    f"transaction {transaction_id!r}"
+                )
 
     def _refused_send(
         self,
@@ -216,6 +286,7 @@ class TransactionService(TransactionChecks):
         half: HalfPart,
         topic: Topic,
         producer: tuple[str, int],
+        access_key: str | None = None,
     ) -> HalfSendResult:
         """Tell a retried send from a refused one; drop what a refused one wrote."""
         transactional_id, epoch = producer
@@ -223,11 +294,13 @@ class TransactionService(TransactionChecks):
         recorded = next((p for p in txn.parts if p.part == half.part), None) if txn else None
         if recorded is not None and recorded.digest == half.digest:
             if isinstance(exc, FenceFailed):
-                self._fence(producer_group, transactional_id, epoch)
+                self._fence(producer_group, transactional_id, epoch, access_key)
+            if txn is not None and txn.ended:  # its halves were deleted: this put wrote them
+                self._halves.delete([o.key for o in half.objects])
             return HalfSendResult(transaction_id, _receipts(recorded), duplicate=True)
         self._halves.delete([o.key for o in half.objects])  # named by our digest: only ours
         if isinstance(exc, FenceFailed):
-            self._fence(producer_group, transactional_id, epoch)
+            self._fence(producer_group, transactional_id, epoch, access_key)
             raise Conflict("the producer registration changed; retry")  # pragma: no cover
         assert txn is not None
         if recorded is not None:
@@ -245,6 +318,12 @@ class TransactionService(TransactionChecks):
                 f"transaction {transaction_id!r} sends to topic {txn.topic!r}; every message "
                 "of a transaction goes to one topic"
             )
+        if txn.transactional_id == transactional_id and txn.epoch == epoch:
+            raise TransactionTooLarge(
+                f"transaction {transaction_id!r} records {MAX_RECORDED_BYTES} bytes of "
+                "message ids at most; commit it and send the rest in another transaction",
+                details={"max_recorded_bytes": MAX_RECORDED_BYTES},
+            )
         raise ProducerFenced(
             f"transaction {transaction_id!r} belongs to producer {txn.transactional_id!r} "
             f"epoch {txn.epoch}",
@@ -261,6 +340,7 @@ class TransactionService(TransactionChecks):
         producer: tuple[str, int] | None = None,
         by: str = "producer",
         allowed: Callable[[str], bool] | None = None,
+        access_key: str | None = None,
     ) -> EndResult:
         """Apply a verdict. ``producer`` = (transactional id, epoch) is fenced: a newer
         registration of that id makes it fail with ProducerFenced. Committing a committed
@@ -273,14 +353,14 @@ class TransactionService(TransactionChecks):
             raise AccessDenied(f"access denied: publish to topic {txn.topic}")
         if resolution is Resolution.UNKNOWN:
             if producer is not None:
-                self._fence(producer_group, *producer)
+                self._fence(producer_group, *producer, access_key)
             if txn.state is TxnState.OPEN:
                 self._store.release_claim(producer_group, transaction_id)
                 self._store.remove_pending(producer_group, [transaction_id])
             return EndResult(transaction_id, txn.state, changed=False)
         if resolution is Resolution.COMMIT:
-            return self._commit(txn, producer, by)
-        return self._rollback_verdict(txn, producer, by)
+            return self._commit(txn, producer, by, access_key)
+        return self._rollback_verdict(txn, producer, by, access_key)
 
     def _get(self, producer_group: str, transaction_id: str) -> Transaction:
         txn = self._store.get(producer_group, transaction_id)
@@ -290,7 +370,13 @@ class TransactionService(TransactionChecks):
             )
         return txn
 
-    def _commit(self, txn: Transaction, producer: tuple[str, int] | None, by: str) -> EndResult:
+    def _commit(
+        self,
+        txn: Transaction,
+        producer: tuple[str, int] | None,
+        by: str,
+        access_key: str | None = None,
+    ) -> EndResult:
         if txn.state is TxnState.ROLLED_BACK:
             raise _already_ended(txn, Resolution.COMMIT)
         if txn.state is TxnState.COMMITTED:
@@ -298,6 +384,13 @@ class TransactionService(TransactionChecks):
             return EndResult(txn.transaction_id, txn.state, changed=False)
         if txn.state is TxnState.OPEN:
             now = self._clock()
+            late = self._past_retention(txn, now)
+            if late is not None:  # its half messages may be gone: never half committed
+                ended = self._rolled_back(txn, late, "checker", producer=producer)
+                raise _already_ended(
+                    dataclasses.replace(txn, state=ended.state, end_reason=ended.reason),
+                    Resolution.COMMIT,
+                )
             try:
                 self._store.transition(
                     txn.producer_group,
@@ -312,19 +405,33 @@ class TransactionService(TransactionChecks):
                         "next_check_at": now + max(60, txn.timings.interval_seconds) * 1000,
                     },
                     fence=producer,
+                    access_key=access_key,
                 )
             except FenceFailed:
                 assert producer is not None
-                self._fence(txn.producer_group, *producer)
+                self._fence(txn.producer_group, *producer, access_key)
                 raise Conflict("the producer registration changed; retry") from None
             except StateChanged:
                 return self._commit(self._get(txn.producer_group, txn.transaction_id), None, by)
             txn = dataclasses.replace(txn, state=TxnState.COMMITTING, commit_started_at=now)
         return self._finish_commit(txn)
 
+    def _past_retention(self, txn: Transaction, now: int) -> str | None:
+        """Why the transaction cannot be committed any more (its half messages live only
+        as long as the topic's retention), or None."""
+        try:
+            hours = self._topics.active(txn.topic).retention_hours
+        except TopicNotFound:
+            return None  # answered by the commit itself (topic deleted)
+        if now - txn.created_at >= hours * 3600 * 1000:
+            return f"undecided for longer than the topic's retention ({hours} h)"
+        return None
+
     def _finish_commit(self, txn: Transaction) -> EndResult:
         """Copy the half messages into the topic (one object per queue) and append them
-        with a stamp derived from the transaction, mark COMMITTED, delete the halves."""
+        with stamps derived from the transaction (one append per chunk of at most
+        MAX_QUEUES_PER_COMMIT_APPEND queues: an append is one TransactWriteItems of at most
+        100 items), mark COMMITTED, delete the halves."""
         started = txn.commit_started_at or txn.created_at
         try:
             topic = self._topics.active(txn.topic)
@@ -333,43 +440,43 @@ class TransactionService(TransactionChecks):
         by_queue: dict[int, list[HalfObject]] = {}
         for half in txn.objects:
             by_queue.setdefault(half.queue, []).append(half)
-        batches = []
+        queues = sorted(by_queue)
+        chunks = [
+            queues[i : i + MAX_QUEUES_PER_COMMIT_APPEND]
+            for i in range(0, len(queues), MAX_QUEUES_PER_COMMIT_APPEND)
+        ]
         name = committed_name(txn.producer_group, txn.transaction_id)
-        for queue, halves in sorted(by_queue.items()):
-            key = object_key(topic.name, queue, started, name)
-            if len(halves) == 1:
-                self._halves.copy(halves[0].key, key, retention_hours=topic.retention_hours)
-                size = halves[0].size_bytes
-            else:
-                data = self._merged(topic, queue, halves, started)
-                self._halves.put_topic_object(key, data, retention_hours=topic.retention_hours)
-                size = len(data)
-            batches.append(
-                PendingBatch(
-                    topic.name,
-                    queue,
-                    key,
-                    sum(h.count for h in halves),
-                    size,
-                    min(h.min_timestamp for h in halves),
-                    max(h.max_timestamp for h in halves),
-                    started,
-                )
-            )
+        stamp_id = commit_stamp_id(txn.producer_group, txn.transaction_id)
+        digest = commit_digest(txn.producer_group, txn.transaction_id)
         now = self._clock()
-        try:
-            self._appender.append(
-                batches,
-                stamp=ProducerStamp(commit_stamp_id(txn.producer_group, txn.transaction_id), 0),
-                build_record=lambda bases: ProducerRecord("transaction", bases),
-                expires_at=now // 1000 + topic.retention_hours * 3600,
-                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
-            )
-        except AlreadyRecorded:
-            pass  # a re-run: appended before, nothing stored twice
-        except QueueClosed:
-            self._topics.forget(topic.name)
-            return self._end_deleted(txn)
+        for number, chunk in enumerate(chunks):
+            stamp = ProducerStamp(stamp_id, number)
+            try:
+                batches = [
+                    self._commit_batch(topic, queue, by_queue[queue], started, name)
+                    for queue in chunk
+                ]
+            except BatchObjectGone:
+                if self._recorded(stamp, digest):
+                    continue  # appended before (a re-run after the halves expired)
+                return self._halves_gone(txn, appended=number > 0)
+            try:
+                self._appender.append(
+                    batches,
+                    stamp=stamp,
+                    build_record=lambda bases: ProducerRecord(digest, bases),
+                    expires_at=now // 1000 + topic.retention_hours * 3600,
+                    record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+                )
+            except AlreadyRecorded:
+                if not self._recorded(stamp, digest, missing_ok=True):
+                    raise Conflict(  # never marked COMMITTED on another append's record
+                        f"the commit stamp of transaction {txn.transaction_id!r} is recorded "
+                        "for another append"
+                    ) from None
+            except QueueClosed:
+                self._topics.forget(topic.name)
+                return self._end_deleted(txn)
         try:
             self._store.transition(
                 txn.producer_group,
@@ -385,6 +492,69 @@ class TransactionService(TransactionChecks):
                 raise
         self._cleanup(txn)
         return EndResult(txn.transaction_id, TxnState.COMMITTED, changed=True)
+
+    def _commit_batch(
+        self, topic: Topic, queue: int, halves: list[HalfObject], started: int, name: str
+    ) -> PendingBatch:
+        """The queue's topic object of the commit (written unless it exists, identical)."""
+        key = object_key(topic.name, queue, started, name)
+        if len(halves) == 1:
+            data = self._halves.get(halves[0].key)
+        else:
+            data = self._merged(topic, queue, halves, started)
+        hours = topic.retention_hours
+        if (
+            not self._halves.put_topic_object(key, data, retention_hours=hours)
+            and self._halves.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
+        ):  # an earlier attempt's, unindexed: the orphan sweeper may take it any moment
+            key = object_key(topic.name, queue, started)
+            self._halves.put_topic_object(key, data, retention_hours=hours)
+        return PendingBatch(
+            topic.name,
+            queue,
+            key,
+            sum(h.count for h in halves),
+            len(data),
+            min(h.min_timestamp for h in halves),
+            max(h.max_timestamp for h in halves),
+            started,
+        )
+
+    def _recorded(self, stamp: ProducerStamp, digest: str, *, missing_ok: bool = False) -> bool:
+        """Whether the commit chunk's append is recorded as the transaction's own.
+
+        Without a records store (tests building the service by hand) a chunk counts as not
+        recorded (the append answers AlreadyRecorded then) unless ``missing_ok``."""
+        if self._records is None:
+            return missing_ok
+        record = self._records.get(stamp)
+        return record is not None and record.digest == digest
+
+    def _halves_gone(self, txn: Transaction, *, appended: bool) -> EndResult:
+        """A half object of a committing transaction is gone (expired with the topic's
+        retention): nothing appended yet -> rolled back with the reason; else COMMITTED
+        with what could be appended (the reason says so)."""
+        reason = "its half messages expired (topic retention) before the commit"
+        if not appended:
+            self._rolled_back(txn, reason, "checker", expect=(TxnState.COMMITTING,))
+            raise TransactionAlreadyEnded(
+                f"transaction {txn.transaction_id!r} is ROLLED_BACK ({reason})",
+                details={"state": TxnState.ROLLED_BACK.value, "reason": reason},
+            )
+        now = self._clock()
+        self._store.transition(
+            txn.producer_group,
+            txn.transaction_id,
+            expect=(TxnState.COMMITTING,),
+            to=TxnState.COMMITTED,
+            now=now,
+            values={"end_reason": f"partly committed: {reason}"},
+            expires_at=now // 1000 + ENDED_KEEP_SECONDS,
+        )
+        self._cleanup(txn)
+        return EndResult(
+            txn.transaction_id, TxnState.COMMITTED, True, f"partly committed: {reason}"
+        )
 
     def _merged(self, topic: Topic, queue: int, halves: list[HalfObject], started: int) -> bytes:
         """Several sends routed to one queue: one object, messages in send order."""
@@ -415,7 +585,11 @@ class TransactionService(TransactionChecks):
         raise TopicNotFound(f"topic {txn.topic!r} does not exist; transaction rolled back")
 
     def _rollback_verdict(
-        self, txn: Transaction, producer: tuple[str, int] | None, by: str
+        self,
+        txn: Transaction,
+        producer: tuple[str, int] | None,
+        by: str,
+        access_key: str | None = None,
     ) -> EndResult:
         if txn.state is TxnState.ROLLED_BACK:
             self._halves.delete([o.key for o in txn.objects])
@@ -427,7 +601,7 @@ class TransactionService(TransactionChecks):
             "check": "rolled back by a check's answer",
             "operator": "rolled back by an operator",
         }.get(by, f"rolled back by {by}")
-        return self._rolled_back(txn, reason, by, producer=producer)
+        return self._rolled_back(txn, reason, by, producer=producer, access_key=access_key)
 
     def _rolled_back(
         self,
@@ -437,6 +611,7 @@ class TransactionService(TransactionChecks):
         *,
         producer: tuple[str, int] | None = None,
         expect: tuple[TxnState, ...] = (TxnState.OPEN,),
+        access_key: str | None = None,
     ) -> EndResult:
         now = self._clock()
         try:
@@ -449,10 +624,11 @@ class TransactionService(TransactionChecks):
                 values={"end_reason": reason, "ended_by": by},
                 fence=producer,
                 expires_at=now // 1000 + ENDED_KEEP_SECONDS,
+                access_key=access_key,
             )
         except FenceFailed:
             assert producer is not None
-            self._fence(txn.producer_group, *producer)
+            self._fence(txn.producer_group, *producer, access_key)
             raise Conflict("the producer registration changed; retry") from None
         except StateChanged:
             current = self._get(txn.producer_group, txn.transaction_id)
@@ -494,6 +670,51 @@ def _already_ended(txn: Transaction, wanted: Resolution) -> TransactionAlreadyEn
         f"{'committed' if wanted is Resolution.COMMIT else 'rolled back'}",
         details={"state": state, "reason": txn.end_reason},
     )
+
+
+def _foreign(producer_group: str, transactional_id: str) -> AccessDenied:
+    return AccessDenied(
+        f"access denied: transactional id {transactional_id!r} of producer group "
+        f"{producer_group!r} was registered by another access key"
+    )
+
+
+def _check_recorded_size(
+    producer_group: str,
+    transaction_id: str,
+    part: int,
+    digest: str,
+    messages: Sequence[NewMessage],
+    queues: Sequence[int],
+) -> None:
+    """Refuse (before anything is written) a send whose part alone would pass the
+    transaction's recorded-bytes limit (the sum over parts is checked by the store)."""
+    keys = {q: half_key(producer_group, transaction_id, part, digest, q) for q in set(queues)}
+    estimate = json.dumps(
+        {
+            "digest": digest,
+            "objects": [
+                {
+                    "key": k,
+                    "queue": q,
+                    "count": 0,
+                    "size_bytes": 2**40,
+                    "min_timestamp": 2**45,
+                    "max_timestamp": 2**45,
+                }
+                for q, k in keys.items()
+            ],
+            "ids": [m.message_id for m in messages],
+            "queues": list(queues),
+        },
+        separators=(",", ":"),
+    )
+    if part_record_size(estimate) > MAX_RECORDED_BYTES:
+        raise TransactionTooLarge(
+            f"this send records {part_record_size(estimate)} bytes of message ids and "
+            f"queues; a transaction records {MAX_RECORDED_BYTES} at most",
+            details={"max_recorded_bytes": MAX_RECORDED_BYTES},
+        )
 
 
 def _receipts(part: HalfPart) -> list[HalfReceipt]:

@@ -8,13 +8,18 @@ do not see them. They carry the target topic's retention tag, so one left behind
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from botocore.exceptions import ClientError
 
-from .batch_objects import RETENTION_TAG, BatchObjectStore, retention_tier_days
+from .batch_objects import BatchObjectGone, BatchObjectStore
+
+__all__ = ["BatchObjectGone", "HalfObjectStore", "TopicObjectTaken"]
 
 HALF_PREFIX = "half/"
+
+
+class TopicObjectTaken(Exception):
+    """A commit's topic object name holds other content (never overwritten)."""
 
 
 class HalfObjectStore:
@@ -34,26 +39,18 @@ class HalfObjectStore:
     def get(self, key: str) -> bytes:
         return self._objects.get(key)
 
-    def copy(self, source: str, target: str, *, retention_hours: int) -> None:
-        """Server-side copy to a topic object (same content; a re-run writes it again)."""
-        self._client.copy_object(
-            Bucket=self._bucket,
-            Key=target,
-            CopySource={"Bucket": self._bucket, "Key": source},
-            TaggingDirective="REPLACE",
-            Tagging=urlencode({RETENTION_TAG: retention_tier_days(retention_hours)}),
-            MetadataDirective="COPY",
-        )
+    def put_topic_object(self, key: str, data: bytes, *, retention_hours: int) -> bool:
+        """Write a commit object under ``topics/`` unless it exists (If-None-Match): an
+        existing identical one (a re-run) is accepted (False), a different one refused
+        (TopicObjectTaken) — a commit never overwrites an object another one indexed."""
+        if self._objects.put(key, data, retention_hours=retention_hours):
+            return True
+        if self._objects.get(key) != data:
+            raise TopicObjectTaken(key)
+        return False
 
-    def put_topic_object(self, key: str, data: bytes, *, retention_hours: int) -> None:
-        """Write (or write again, same messages) a merged commit object under ``topics/``."""
-        self._client.put_object(
-            Bucket=self._bucket,
-            Key=key,
-            Body=data,
-            ContentType="application/vnd.apache.parquet",
-            Tagging=urlencode({RETENTION_TAG: retention_tier_days(retention_hours)}),
-        )
+    def age_seconds(self, key: str) -> float:
+        return self._objects.age_seconds(key)
 
     def delete(self, keys: list[str]) -> None:
         if keys:

@@ -20,7 +20,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..transaction_state import CheckTimings, HalfObject, HalfPart, Transaction, TxnState
+from ..transaction_state import (
+    CheckTimings,
+    HalfObject,
+    HalfPart,
+    Transaction,
+    TxnState,
+    part_record_size,
+)
 from .dynamo import KeysToRead, batch_get, cancellation_codes, error_code, from_item, to_item
 
 CONDITION_FAILED = "ConditionalCheckFailed"
@@ -55,21 +62,53 @@ class TransactionStore:
 
     # ------------------------------------------------------------ registrations
     def register(
-        self, producer_group: str, transactional_id: str, now: int, *, expires_at: int
+        self,
+        producer_group: str,
+        transactional_id: str,
+        now: int,
+        *,
+        expires_at: int,
+        access_key: str | None = None,
+        take_over: bool = False,
     ) -> int:
         """A new epoch for the transactional id (one atomic increment); the registration
-        expires (TTL) unless its producer keeps polling (:meth:`touch`)."""
-        response = self._client.update_item(
-            TableName=self.table,
-            Key=self._key(producer_group, producer_key(transactional_id)),
-            UpdateExpression="ADD epoch :one SET registered_at = :now, expires_at = :exp",
-            ExpressionAttributeValues=to_item({":one": 1, ":now": now, ":exp": expires_at}),
-            ReturnValues="UPDATED_NEW",
-        )
+        expires (TTL) unless its producer keeps polling (:meth:`touch`). It records
+        ``access_key``: another key may register it again only with ``take_over`` (an
+        admin); raises FenceFailed otherwise."""
+        values: dict[str, Any] = {":one": 1, ":now": now, ":exp": expires_at}
+        request: dict[str, Any] = {}
+        expression = "ADD epoch :one SET registered_at = :now, expires_at = :exp"
+        if access_key is not None:
+            values[":ak"] = access_key
+            expression += ", access_key = :ak"
+            if not take_over:
+                request["ConditionExpression"] = (
+                    "attribute_not_exists(access_key) OR access_key = :ak"
+                )
+        try:
+            response = self._client.update_item(
+                TableName=self.table,
+                Key=self._key(producer_group, producer_key(transactional_id)),
+                UpdateExpression=expression,
+                ExpressionAttributeValues=to_item(values),
+                ReturnValues="UPDATED_NEW",
+                **request,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise FenceFailed() from exc
+            raise
         return int(from_item(response["Attributes"])["epoch"])
 
     def registration(self, producer_group: str, transactional_id: str) -> tuple[int, int] | None:
         """(epoch, expires_at) of the registration, None if there is none."""
+        found = self.registration_of(producer_group, transactional_id)
+        return (found[0], found[1]) if found else None
+
+    def registration_of(
+        self, producer_group: str, transactional_id: str
+    ) -> tuple[int, int, str | None] | None:
+        """(epoch, expires_at, access key that registered) or None."""
         item = self._client.get_item(
             TableName=self.table,
             Key=self._key(producer_group, producer_key(transactional_id)),
@@ -78,7 +117,7 @@ class TransactionStore:
         if not item:
             return None
         values = from_item(item)
-        return int(values["epoch"]), int(values.get("expires_at", 0))
+        return int(values["epoch"]), int(values.get("expires_at", 0)), values.get("access_key")
 
     def epoch(self, producer_group: str, transactional_id: str) -> int | None:
         found = self.registration(producer_group, transactional_id)
@@ -100,14 +139,21 @@ class TransactionStore:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
 
-    def fence_request(self, producer_group: str, transactional_id: str, epoch: int) -> dict:
-        """A transaction item: the registration is still at ``epoch``."""
+    def fence_request(
+        self, producer_group: str, transactional_id: str, epoch: int, access_key: str | None = None
+    ) -> dict:
+        """A transaction item: the registration is still at ``epoch`` (and, with
+        ``access_key``, was made by that key)."""
+        condition, values = "epoch = :epoch", {":epoch": epoch}
+        if access_key is not None:
+            condition += " AND (attribute_not_exists(access_key) OR access_key = :ak)"
+            values[":ak"] = access_key  # type: ignore[assignment]
         return {
             "ConditionCheck": {
                 "TableName": self.table,
                 "Key": self._key(producer_group, producer_key(transactional_id)),
-                "ConditionExpression": "epoch = :epoch",
-                "ExpressionAttributeValues": to_item({":epoch": epoch}),
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": to_item(values),
             }
         }
 
@@ -124,11 +170,16 @@ class TransactionStore:
         shard: str,
         part: HalfPart,
         now: int,
+        access_key: str | None = None,
+        max_recorded_bytes: int | None = None,
     ) -> None:
         """Record a send's half part, creating the transaction on its first send.
 
-        Raises FenceFailed or StateChanged (ended, another topic or producer, part taken).
+        Raises FenceFailed or StateChanged (ended, another topic or producer, part taken,
+        or the item would record more than ``max_recorded_bytes`` of parts).
         """
+        part_json = json.dumps(_part_values(part), separators=(",", ":"))
+        size = part_record_size(part_json)
         values = {
             ":open": TxnState.OPEN.value,
             ":topic": topic,
@@ -143,9 +194,14 @@ class TransactionStore:
             ":int": timings.interval_seconds,
             ":max": timings.max_checks,
             ":zero": 0,
-            ":part": json.dumps(_part_values(part), separators=(",", ":")),
+            ":part": part_json,
             ":count": len(part.message_ids),
+            ":size": size,
         }
+        size_condition = ""
+        if max_recorded_bytes is not None:
+            values[":room"] = max_recorded_bytes - size
+            size_condition = " AND (attribute_not_exists(parts_bytes) OR parts_bytes <= :room)"
         update = {
             "TableName": self.table,
             "Key": self._key(producer_group, txn_key(transaction_id)),
@@ -163,17 +219,17 @@ class TransactionStore:
                 "interval_s = if_not_exists(interval_s, :int), "
                 "max_checks = if_not_exists(max_checks, :max), "
                 "checks = if_not_exists(checks, :zero) "
-                "ADD message_count :count"
+                "ADD message_count :count, parts_bytes :size"
             ),
             "ConditionExpression": (
                 "attribute_not_exists(#part) AND (attribute_not_exists(#state) OR "
                 "(#state = :open AND topic = :topic AND transactional_id = :tid "
-                "AND epoch = :epoch))"
+                "AND epoch = :epoch))" + size_condition
             ),
             "ExpressionAttributeNames": {"#part": f"part_{part.part}", "#state": "state"},
             "ExpressionAttributeValues": to_item(values),
         }
-        self._write(update, fence=(producer_group, transactional_id, epoch))
+        self._write(update, fence=(producer_group, transactional_id, epoch, access_key))
 
     def get(
         self, producer_group: str, transaction_id: str, *, consistent: bool = True
@@ -201,6 +257,7 @@ class TransactionStore:
         values: dict[str, Any] | None = None,
         fence: tuple[str, int] | None = None,
         expires_at: int | None = None,
+        access_key: str | None = None,
     ) -> None:
         """Move the transaction from one of ``expect`` to ``to`` (ending it removes it from
         both sparse indexes). ``fence``: (transactional id, epoch) that must be current."""
@@ -224,7 +281,7 @@ class TransactionStore:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(attrs),
         }
-        self._write(update, fence=(producer_group, *fence) if fence else None)
+        self._write(update, fence=(producer_group, *fence, access_key) if fence else None)
 
     def ask(self, txn: Transaction, now: int) -> bool:
         """Count a check request and set the next check time; False if it changed since."""
@@ -233,7 +290,7 @@ class TransactionStore:
                 TableName=self.table,
                 Key=self._key(txn.producer_group, txn_key(txn.transaction_id)),
                 UpdateExpression="SET checks = :checks, next_check_at = :next, "
-                "last_check_at = :now REMOVE claim_until",
+                "last_check_at = :now REMOVE claim_until, check_failures",
                 ConditionExpression="#state = :open AND checks = :was",
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues=to_item(
@@ -318,13 +375,56 @@ class TransactionStore:
         ).get("Item")
         return set(from_item(item).get("pending", set())) if item else set()
 
-    def add_pending(self, producer_group: str, transaction_ids: list[str]) -> None:
-        self._client.update_item(
-            TableName=self.table,
-            Key=self._key(producer_group, INBOX),
-            UpdateExpression="ADD pending :ids",
-            ExpressionAttributeValues={":ids": {"SS": sorted(set(transaction_ids))}},
-        )
+    def add_pending(
+        self, producer_group: str, transaction_ids: list[str], *, max_pending: int | None = None
+    ) -> bool:
+        """Publish check requests (idempotent: a set). False, and nothing added, when the
+        inbox already holds ``max_pending`` ids (its producers are not answering)."""
+        request: dict[str, Any] = {}
+        values: dict[str, Any] = {":ids": {"SS": sorted(set(transaction_ids))}}
+        if max_pending is not None:
+            request["ConditionExpression"] = (
+                "attribute_not_exists(pending) OR size(pending) <= :room"
+            )
+            values[":room"] = {"N": str(max_pending - len(set(transaction_ids)))}
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key=self._key(producer_group, INBOX),
+                UpdateExpression="ADD pending :ids",
+                ExpressionAttributeValues=values,
+                **request,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def postpone(self, txn: Transaction, next_check_at: int, error: str) -> None:
+        """A checker pass failed on ``txn``: count it, keep the error, check it again later
+        (not in the next pass: a failing transaction neither spins nor hides others)."""
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key=self._key(txn.producer_group, txn_key(txn.transaction_id)),
+                UpdateExpression="SET next_check_at = :next, last_error = :error "
+                "ADD check_failures :one",
+                ConditionExpression="#state IN (:open, :committing)",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":next": next_check_at,
+                        ":error": error[:1000],
+                        ":one": 1,
+                        ":open": TxnState.OPEN.value,
+                        ":committing": TxnState.COMMITTING.value,
+                    }
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def remove_pending(self, producer_group: str, transaction_ids: list[str]) -> None:
         self._client.update_item(
@@ -335,7 +435,9 @@ class TransactionStore:
         )
 
     # ------------------------------------------------------------------- helpers
-    def _write(self, update: dict[str, Any], *, fence: tuple[str, str, int] | None) -> None:
+    def _write(
+        self, update: dict[str, Any], *, fence: tuple[str, str, int, str | None] | None
+    ) -> None:
         if fence is None:
             try:
                 self._client.update_item(**update)
@@ -404,4 +506,6 @@ def _transaction(values: dict[str, Any]) -> Transaction:
         end_reason=values.get("end_reason"),
         ended_by=values.get("ended_by"),
         claim_until=int(values.get("claim_until", 0)),
+        check_failures=int(values.get("check_failures", 0)),
+        last_error=values.get("last_error"),
     )
