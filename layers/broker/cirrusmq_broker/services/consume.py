@@ -50,6 +50,7 @@ from ..model import (
     Topic,
 )
 from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
+from ..retry_rules import is_internal
 from ..storage.group_states import GroupStateStore
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
@@ -283,7 +284,10 @@ class ConsumeService:
             now = self._clock()
             end = view.heads[q].next_offset
             if self._retries is not None:  # retries: expired leases go to the retry topic
-                view.states[q] = self._retries.expire(view.states[q], topic, now)
+                expired = self._retries.expire(view.states[q], topic, now)
+                if expired is None:
+                    continue  # retries: contended expiry, this queue waits for the next pass
+                view.states[q] = expired
             plan = self._plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
             count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
             try:
@@ -387,6 +391,8 @@ class ConsumeService:
         expired, allow_new = state.expired_leases(now)[:MAX_LEASES_PER_PASS], True
         if fifo:  # one delivery in flight per queue: the oldest expired one, else new ones
             expired, allow_new = orderly.gate(state, now)
+        elif self._retries is not None:
+            expired = []  # retries: expiry moves them on (with backoff); the rest next pass
         for lease in expired:
             if wanted <= 0:
                 break
@@ -663,7 +669,7 @@ class ConsumeService:
             raise AccessDenied(_denied(group, handle.topic))
         # FIFO topics: the whole lease moves (its messages stay in order), and 0 s is allowed
         # (redeliver at once, to the lock owner only: a failing orderly listener's retry)
-        fifo = self._topics.active(handle.topic).message_type is MessageType.FIFO
+        fifo = self._handle_topic(handle.topic).message_type is MessageType.FIFO
         if not (fifo and 0 <= invisible_seconds <= limits.MAX_INVISIBLE_SECONDS):
             _check_invisible(invisible_seconds)
         for _ in range(SAVE_ATTEMPTS):
@@ -689,8 +695,17 @@ class ConsumeService:
                 message = self._messages_at(state, [handle.offset]).get(handle.offset)
                 if message is None:
                     raise MessageNotFound("the message is past its retention")
-                return self._received(state, message, lease)
+                received = self._received(state, message, lease)
+                if self._retries is not None and is_internal(handle.topic):
+                    return self._retries.present(received)  # retries: shown as the original
+                return received
         raise Busy("the group state is contended; retry")
+
+    def _handle_topic(self, name: str) -> Topic:
+        """The topic a receipt handle names: internal ones (``retry.<g>.<t>``) included."""
+        if self._retries is not None and is_internal(name):  # retries: internal topics
+            return self._retries.resolve_topic(name)
+        return self._topics.active(name)
 
     # ================================================================ describe
     def describe_group(self, group: str, topic: str | None = None) -> GroupDescription:

@@ -80,6 +80,9 @@ MAX_MOVES_PER_PASS = 40
 the queue's write transaction, which takes 100). As many as a receive would redeliver in
 place (consume.MAX_LEASES_PER_PASS), so none of them is: the rest wait for the next pass."""
 SAVE_ATTEMPTS = 6
+NACK_MARGIN_SECONDS = 3
+"""A nack of a lease this close to its deadline (or past it) answers ``expired``: the
+lease's expiry moves its messages on, and a nack racing it would store a second copy."""
 
 ServeOnce = Callable[[GroupView, Topic, TagFilter, int, int, float], list[ReceivedMessage]]
 
@@ -149,8 +152,11 @@ class RetryService:
         return value
 
     # ================================================================ expiry
-    def expire(self, state: GroupQueueState, topic: Topic, now: int) -> GroupQueueState:
-        """Move the messages of expired leases on (see the module doc); the state as saved."""
+    def expire(self, state: GroupQueueState, topic: Topic, now: int) -> GroupQueueState | None:
+        """Move the messages of expired leases on (see the module doc); the state as saved,
+        or None if every save lost a race: the caller skips the queue this pass (its state
+        still holds the expired leases, and redelivering them in place would make their
+        next expiry move them again under another stamp)."""
         if not state.may_have_expired(now):
             return state
         for _ in range(SAVE_ATTEMPTS):
@@ -168,7 +174,7 @@ class RetryService:
             if not state.changed() or self._states.save(state):
                 return state
             state = self._states.load_one(state.group, state.topic, state.queue)
-        return state  # contended: the receive's own save decides what happens next
+        return None  # contended: the queue waits for the next pass
 
     def _expire_lease(
         self, state: GroupQueueState, topic: Topic, lease: Lease, maximum: int, fifo: bool
@@ -410,6 +416,10 @@ class RetryService:
                 outcomes[p] = (receipt_handles[p], status, error)
         return [outcomes[p] for p in range(len(receipt_handles))]
 
+    def resolve_topic(self, name: str) -> Topic:
+        """A topic named by a receipt handle, internal names (retry, DLQ) included."""
+        return self._topic(name)
+
     def _topic(self, name: str) -> Topic:
         if is_internal(name):
             topic = self._moves.existing(name)
@@ -431,6 +441,13 @@ class RetryService:
         lease = self._states.load_lease(state, lease_id) if state.version else None
         statuses = {p: "expired" for p in handles}
         if lease is None:
+            return statuses
+        if lease.deadline <= self._clock() + NACK_MARGIN_SECONDS * 1000:
+            # the lease is expiring: its expiry moves the messages (under its own stamp);
+            # a nack now would race it and store a second copy
+            for p, h in handles.items():
+                if h.offset in lease.acked:
+                    statuses[p] = "acked"
             return statuses
         held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
         for p, h in handles.items():
@@ -468,8 +485,10 @@ class RetryService:
                         sequence=m.offset * (RETRY_QUEUES + 1) + target.number,
                     )  # fmt: skip
         settle = [o for o in held if o not in in_place]
-        if settle:
-            self._states.ack(group, topic.name, queue, lease_id, settle)
+        if settle and not self._states.ack(group, topic.name, queue, lease_id, settle):
+            # the lease was redelivered or moved on meanwhile (the margin was not enough):
+            # the handle is stale; the copy stored above may deliver the message once more
+            return statuses
         if in_place:
             self._suspend(state, lease, in_place, delay_seconds)
         for p, h in handles.items():

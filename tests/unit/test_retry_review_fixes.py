@@ -1,0 +1,142 @@
+"""Regressions of the retries review: duplicates from races between nack, expiry and
+redelivery, backoff skipped past the per-pass move cap, internal topics in handles."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from broker_helpers import send
+from cirrusmq_broker.services import retries as retries_module
+from cirrusmq_broker.services.moves import MoveAppender
+from cirrusmq_broker.storage.group_states import GroupStateStore
+
+
+class Crash(BaseException):
+    pass
+
+
+def stream_count(broker, prefix: str) -> int:
+    """Messages appended to the streams whose name starts with ``prefix``."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    items = ddb.scan(TableName=broker.settings.log_index_table)["Items"]
+    return sum(int(i["count"]["N"]) for i in items if i["stream"]["S"].startswith(prefix))
+
+
+def test_a_nack_racing_the_expiry_of_its_lease_is_refused(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    real = MoveAppender.append
+    nacked = []
+
+    def append(self, topic, queue, messages, stamp, digest=None):
+        out = real(self, topic, queue, messages, stamp, digest)
+        if stamp.producer_id.startswith("~expire") and not nacked:
+            # the consumer's nack arrives while the receive is between append and save
+            nacked.append(broker.retries.nack("g", [m.receipt_handle]))
+        return out
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    broker.consume.receive("g", "t")
+    assert [s for _, s, _ in nacked[0]] == ["expired"]
+    assert stream_count(broker, "retry.") == 1
+
+
+def test_a_nack_within_the_margin_of_the_deadline_is_refused(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y")
+    m, n = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+    clock.advance(10 - retries_module.NACK_MARGIN_SECONDS)
+    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert stream_count(broker, "retry.") == 0
+    clock.advance(retries_module.NACK_MARGIN_SECONDS)
+    broker.consume.receive("g", "t")  # the expiry moves both, once
+    assert stream_count(broker, "retry.") == 2
+
+
+def test_expiry_crash_then_nack_stores_one_retry_copy(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    with monkeypatch.context() as patch:  # the receive dies after the retry append
+
+        def crash(self, state):
+            raise Crash()
+
+        patch.setattr(GroupStateStore, "save", crash)
+        with pytest.raises(Crash):
+            broker.consume.receive("g", "t")
+    assert stream_count(broker, "retry.") == 1
+    out = broker.retries.nack("g", [m.receipt_handle])  # right at the deadline
+    assert [s for _, s, _ in out] == ["expired"]
+    broker.consume.receive("g", "t")  # the re-run of the expiry
+    assert stream_count(broker, "retry.") == 1
+    clock.advance(60)
+    got = broker.consume.receive("g", "t", max_messages=10)
+    assert [r.delivery_attempt for r in got] == [2]
+
+
+def test_a_nack_whose_settle_fails_answers_expired(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=60)
+    monkeypatch.setattr(GroupStateStore, "ack", lambda self, *a, **k: False)
+    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+
+
+def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(
+    broker, clock, monkeypatch
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    real = GroupStateStore.save
+    losses = {"n": 0}
+
+    def save(self, state):
+        if losses["n"] < retries_module.SAVE_ATTEMPTS:
+            losses["n"] += 1
+            return False  # another consumer's write won the race each time
+        return real(self, state)
+
+    monkeypatch.setattr(GroupStateStore, "save", save)
+    assert broker.consume.receive("g", "t", invisible_seconds=10) == []
+    monkeypatch.setattr(GroupStateStore, "save", real)
+    clock.advance(10)
+    broker.consume.receive("g", "t")  # the next pass moves it, under the same stamp
+    assert stream_count(broker, "retry.") == 1
+
+
+def test_more_expired_leases_than_one_pass_moves_all_wait_for_backoff(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    for i in range(retries_module.MAX_MOVES_PER_PASS + 5):
+        send(broker, "t", b"%d" % i)
+    for _ in range(retries_module.MAX_MOVES_PER_PASS + 5):
+        broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    clock.advance(10)
+    got = broker.consume.receive("g", "t", max_messages=32)
+    assert got == []  # none in place (no backoff skipped)
+    assert stream_count(broker, "retry.") == retries_module.MAX_MOVES_PER_PASS
+    broker.consume.receive("g", "t", max_messages=32)
+    assert stream_count(broker, "retry.") == retries_module.MAX_MOVES_PER_PASS + 5
+
+
+def test_change_invisible_of_a_retry_delivery(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    broker.retries.nack("g", [m.receipt_handle])
+    clock.advance(10)
+    [again] = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert again.delivery_attempt == 2
+    changed = broker.consume.change_invisible("g", again.receipt_handle, 60)
+    assert changed.message.topic == "t"
+    assert changed.message.message_id == m.message.message_id
+    assert changed.delivery_attempt == 2
+    clock.advance(30)
+    assert broker.consume.receive("g", "t") == []  # still invisible
+    acked = broker.consume.ack("g", [changed.receipt_handle])
+    assert [o.status.value for o in acked] == ["acked"]
