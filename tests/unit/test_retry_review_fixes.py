@@ -140,3 +140,26 @@ def test_change_invisible_of_a_retry_delivery(broker, clock):
     assert broker.consume.receive("g", "t") == []  # still invisible
     acked = broker.consume.ack("g", [changed.receipt_handle])
     assert [o.status.value for o in acked] == ["acked"]
+
+
+def test_a_slow_orderly_batch_renewed_by_its_consumer_is_never_redelivered(broker, clock):
+    """The SDK's side of a slow orderly batch (cirrusmq.orderly): ack in groups, extend the
+    whole FIFO lease before it ends; the old handles still ack."""
+    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.services.produce import MessageInput
+
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"%d" % i, message_group="k") for i in range(3)])
+    batch = broker.consume.receive("g", "f", max_messages=3, invisible_seconds=10, client_id="c1")
+    assert len(batch) == 3
+    acked = broker.consume.ack("g", [batch[0].receipt_handle])
+    assert [o.status.value for o in acked] == ["acked"]
+    clock.advance(6)
+    broker.consume.change_invisible("g", batch[1].receipt_handle, 10)
+    clock.advance(6)  # past the first deadline
+    assert broker.consume.receive("g", "f", max_messages=3, client_id="c1") == []
+    acked = broker.consume.ack("g", [r.receipt_handle for r in batch[1:]])
+    assert [o.status.value for o in acked] == ["acked", "acked"]
+    clock.advance(60)
+    assert broker.consume.receive("g", "f", max_messages=3, client_id="c1") == []
+    assert broker.dead_letters.list("g").dead_letters == []
