@@ -163,3 +163,48 @@ def test_a_slow_orderly_batch_renewed_by_its_consumer_is_never_redelivered(broke
     clock.advance(60)
     assert broker.consume.receive("g", "f", max_messages=3, client_id="c1") == []
     assert broker.dead_letters.list("g").dead_letters == []
+
+
+def _one_dead_letter(broker, *bodies: bytes):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *bodies)
+    broker.retries.set_max_delivery_attempts("g", 1)
+    got = broker.consume.receive("g", "t", max_messages=10)
+    broker.retries.nack("g", [m.receipt_handle for m in got])
+    return broker.dead_letters.list("g").dead_letters
+
+
+def test_redrive_all_then_by_id_then_by_topic_sends_back_once(broker, clock):
+    [dead] = _one_dead_letter(broker, b"poison")
+    assert not dead.redriven
+    assert broker.dead_letters.redrive("g").redriven == 1
+    [listed] = broker.dead_letters.list("g").dead_letters
+    assert listed.redriven
+    again = broker.dead_letters.redrive("g", message_ids=[dead.message.message_id])
+    assert again.redriven == 0
+    assert broker.dead_letters.redrive("g", topic="t").redriven == 0
+    assert stream_count(broker, "t#") == 2  # the original and one redrive
+
+
+def test_redrive_by_id_then_all_sends_back_once(broker, clock):
+    first, second = _one_dead_letter(broker, b"a", b"b")
+    by_id = broker.dead_letters.redrive("g", message_ids=[first.message.message_id])
+    assert by_id.redriven == 1
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, False]
+    assert broker.dead_letters.redrive("g").redriven == 1  # only the other one
+    assert stream_count(broker, "t#") == 4
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
+
+
+def test_redrive_records_are_kept_as_long_as_the_dead_letters(broker, clock):
+    from cirrusmq_broker.retry_rules import DLQ_RETENTION_HOURS
+
+    _one_dead_letter(broker, b"poison")
+    broker.dead_letters.redrive("g")
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    items = ddb.scan(TableName=broker.settings.producers_table)["Items"]
+    redrives = [i for i in items if i["producer_key"]["S"].startswith("~redrive.")]
+    assert redrives
+    for item in redrives:
+        kept = int(item["expires_at"]["N"]) - clock.now // 1000
+        assert kept >= DLQ_RETENTION_HOURS * 3600

@@ -63,6 +63,9 @@ class DeadLetterBody(BaseModel):
     keys: list[str]
     body_preview: str = Field(description="Base64 of the body's first 256 bytes.")
     body_bytes: int
+    redriven: bool = Field(
+        default=False, description="Sent back to its topic by a redrive already."
+    )
 
 
 class DeadLetterList(BaseModel):

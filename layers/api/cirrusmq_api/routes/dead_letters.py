@@ -80,4 +80,5 @@ def _body(dead: DeadLetter) -> DeadLetterBody:
         keys=list(m.keys),
         body_preview=base64.b64encode(m.body[:PREVIEW_BYTES]).decode(),
         body_bytes=len(m.body),
+        redriven=dead.redriven,
     )

@@ -19,3 +19,16 @@ class MoveRecords:
         keys = [{"producer_key": producer_key(s)} for s in stamps]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return bool(found[self._table])
+
+    def recorded(self, stamps: list[ProducerStamp]) -> set[ProducerStamp]:
+        """Those of ``stamps`` that have a record (one batched read)."""
+        if not stamps:
+            return set()
+        by_key = {producer_key(s): s for s in stamps}
+        keys = [{"producer_key": k} for k in by_key]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        return {
+            by_key[item["producer_key"]]
+            for item in found[self._table]
+            if item.get("producer_key") in by_key
+        }
