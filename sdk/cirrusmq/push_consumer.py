@@ -27,6 +27,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from os import PathLike
 from typing import Any
 
@@ -62,6 +63,13 @@ _RELEASE_INVISIBLE_S = 10
 """The shortest invisible duration the service takes: a message fetched too late comes back
 after it."""
 _INITIAL_POLL_INTERVAL_S = 0.05
+
+
+@dataclass(frozen=True)
+class _Nack:
+    """A failed message queued for the acker's next nack request."""
+
+    message: MessageView
 
 
 class PushConsumer:
@@ -188,7 +196,7 @@ class PushConsumer:
         self._cached = 0
         self._state = "new"  # new -> running -> stopping -> stopped
         self._stopping = threading.Event()
-        self._acks: queue.SimpleQueue[MessageView | None] = queue.SimpleQueue()
+        self._acks: queue.SimpleQueue[MessageView | _Nack | None] = queue.SimpleQueue()
         self._acks_closed = False
         """The acker took its stop marker: later successes are acked directly."""
         self._sweeping = False
@@ -501,11 +509,25 @@ class PushConsumer:
                 )
 
     def _retry_later(self, message: MessageView) -> None:
-        try:  # issue 9: the service retries it on its backoff schedule (or dead-letters it)
-            self._consumer.nack(message)
-            return
+        """A failed message goes back with the acks' batches (one nack request for many)."""
+        with self._cond:
+            late = self._acks_closed
+            if not late:
+                self._acks.put(_Nack(message))
+        if late:  # the acker is gone (shutdown returned): nack it here
+            self._nack_now([message])
+
+    def _nack_now(self, messages: list[MessageView]) -> None:
+        try:  # issue 9: the service retries them on its backoff schedule (or dead-letters)
+            results = self._consumer.nack_batch(messages)
         except Exception as error:  # an older service, or unreachable: the old way
-            log.info("could not nack message %s (%s): rescheduling", message.message_id, error)
+            log.info("could not nack %d message(s) (%s): rescheduling", len(messages), error)
+            for message in messages:
+                self._reschedule(message)
+            return
+        log_unacked(results, self.group, what="nack")
+
+    def _reschedule(self, message: MessageView) -> None:
         attempt = max(1, message.delivery_attempt)
         delay = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
         try:
@@ -519,7 +541,7 @@ class PushConsumer:
         failures = 0
         while not stop:
             item = self._acks.get()
-            batch: list[MessageView] = []
+            batch: list[Any] = []
             deadline = time.monotonic() + _ACK_LINGER_S
             while True:
                 if item is None:
@@ -532,6 +554,10 @@ class PushConsumer:
                     item = self._acks.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
+            nacks = [item.message for item in batch if isinstance(item, _Nack)]
+            batch = [item for item in batch if not isinstance(item, _Nack)]
+            if nacks:
+                self._nack_now(nacks)
             if not batch:
                 continue
             try:

@@ -120,3 +120,20 @@ def test_a_heartbeat_timeout_shorter_than_the_interval_is_refused():
             "http://fake", None, "g", ["t"], lambda m: ConsumeResult.SUCCESS,
             heartbeat_interval_s=30, heartbeat_timeout_s=20,
         )  # fmt: skip
+
+
+def test_failed_messages_are_nacked_in_batches_not_one_request_each():
+    consumer = PushConsumer("http://fake", None, "g", ["t"], lambda m: ConsumeResult.FAILURE)
+    requests: list[list[int]] = []
+    consumer._consumer.nack_batch = lambda ms, delay=None: (
+        requests.append(  # type: ignore[method-assign]
+            [m.offset for m in ms]
+        )
+        or []
+    )
+    for offset in range(10):
+        consumer._retry_later(view(0, offset))
+    consumer._acks.put(None)
+    consumer._ack_loop()  # the acker's loop, here: it drains the queue and stops
+    assert requests == [list(range(10))]
+    consumer.shutdown()

@@ -208,3 +208,45 @@ def test_redrive_records_are_kept_as_long_as_the_dead_letters(broker, clock):
     for item in redrives:
         kept = int(item["expires_at"]["N"]) - clock.now // 1000
         assert kept >= DLQ_RETENTION_HOURS * 3600
+
+
+def test_an_oversized_registration_is_refused_with_a_4xx_and_nothing_stored(broker, clock):
+    from cirrusmq_broker.membership import RegistryTooLarge
+
+    topics = [f"t{i:02d}" + "x" * 120 for i in range(32)]
+    for t in topics:
+        broker.admin.create_topic(t, queues=1)
+    expression = " || ".join(f"{i:02d}" + "y" * 126 for i in range(63))
+    subs = {t: expression for t in topics}
+    broker.membership.heartbeat("g", "c1", subs)
+    with pytest.raises(RegistryTooLarge) as info:
+        broker.membership.heartbeat("g", "c2", subs)
+    assert info.value.http_status == 400
+    assert [c.client_id for c in broker.membership.consumers("g")] == ["c1"]
+
+
+def test_a_heartbeat_writes_only_when_half_its_timeout_has_passed(broker, clock):
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("t", queues=1)
+    writes: list[str] = []
+    remove = observe_calls(
+        lambda service, op, _: writes.append(op) if op in ("PutItem", "UpdateItem") else None
+    )
+    try:
+        broker.membership.heartbeat("g", "c1", {"t": "*"}, heartbeat_timeout_seconds=60)
+        assert writes == ["PutItem"]
+        for _ in range(2):
+            clock.advance(10)
+            status = broker.membership.heartbeat(
+                "g", "c1", {"t": "*"}, heartbeat_timeout_seconds=60
+            )
+        assert writes == ["PutItem"]  # 20 s in: still registered for 40 s more
+        assert status.expires_at == clock.now + 40_000
+        clock.advance(11)
+        broker.membership.heartbeat("g", "c1", {"t": "*"}, heartbeat_timeout_seconds=60)
+        assert writes == ["PutItem", "PutItem"]
+        broker.membership.heartbeat("g", "c1", {"t": "tag"}, heartbeat_timeout_seconds=60)
+        assert len(writes) == 3  # a changed subscription is written at once
+    finally:
+        remove()

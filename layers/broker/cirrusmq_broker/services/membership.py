@@ -87,10 +87,20 @@ class MembershipService:
             topics[topic] = TagFilter.parse(expression).expression
         for topic in topics:
             self._topics.active(topic)  # TopicNotFound: nothing is stored
+        timeout_ms = heartbeat_timeout_seconds * 1000
         for attempt in range(SAVE_ATTEMPTS):
             now = self._clock()
             membership = self._registry.load(group)
-            member = Member(client_id, topics, orderly, now, now + heartbeat_timeout_seconds * 1000)
+            stored = membership.members.get(client_id)
+            if (
+                stored is not None
+                and stored.topics == topics
+                and stored.orderly == orderly
+                and now + timeout_ms // 2 < stored.expires_at <= now + timeout_ms
+            ):  # still registered for over half a timeout: no write (the item is rewritten
+                # only about twice per timeout per member, not on every heartbeat)
+                return self._status(membership, stored, now)
+            member = Member(client_id, topics, orderly, now, now + timeout_ms)
             membership.beat(member, now)
             if self._registry.save(membership):
                 return self._status(membership, member, now)

@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..membership import Member, Membership
+from ..membership import Member, Membership, RegistryTooLarge
 from ..model import stream_id
 from .dynamo import KeysToRead, error_code, from_item, to_item
 
@@ -65,6 +65,10 @@ class ConsumerRegistry:
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
+            if error_code(exc) == "ValidationException" and "size" in str(exc).lower():
+                raise RegistryTooLarge(  # the estimate missed: still a 4xx, nothing stored
+                    f"the registrations of group {membership.group!r} exceed an item's size"
+                ) from exc
             raise
         membership.version += 1
         return True
