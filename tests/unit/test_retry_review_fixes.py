@@ -250,3 +250,48 @@ def test_a_heartbeat_writes_only_when_half_its_timeout_has_passed(broker, clock)
         assert len(writes) == 3  # a changed subscription is written at once
     finally:
         remove()
+
+
+def test_an_expiry_rerun_after_max_attempts_changed_stores_nothing_twice(
+    broker, clock, monkeypatch
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    broker.retries.set_max_delivery_attempts("g", 2)
+    broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    with monkeypatch.context() as patch:  # the expiry dies after its append (to a retry level)
+
+        def crash(self, state):
+            raise Crash()
+
+        patch.setattr(GroupStateStore, "save", crash)
+        with pytest.raises(Crash):
+            broker.consume.receive("g", "t")
+    assert stream_count(broker, "retry.") == 1
+    broker.retries.set_max_delivery_attempts("g", 1)  # the re-run's target is the DLQ now
+    broker.consume.receive("g", "t")
+    assert stream_count(broker, "retry.") + stream_count(broker, "dlq.") == 1
+
+
+def test_a_deregistration_writes_only_the_queues_it_holds(broker, clock):
+    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("f", queues=8, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"x", message_group="k")])
+    broker.membership.heartbeat("g", "a", {"f": "*"}, orderly=True)
+    got = broker.consume.receive("g", "f", max_messages=8, client_id="a")
+    assert len(got) == 1
+    updates: list[str] = []
+    remove = observe_calls(
+        lambda service, op, _: updates.append(op) if op == "UpdateItem" else None
+    )
+    try:
+        assert broker.membership.deregister("g", "a") == 1
+    finally:
+        remove()
+    assert updates == ["UpdateItem"]  # the one lock; not one write per queue
+    states, _ = broker.states.list_group("g")
+    assert all(s.lock_owner is None for s in states)

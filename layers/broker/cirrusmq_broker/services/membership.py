@@ -127,7 +127,7 @@ class MembershipService:
                 continue
             if definition.message_type is not MessageType.FIFO:
                 continue
-            for queue in range(definition.queues):
+            for queue in self._registry.locked_queues(group, topic, definition.queues, client_id):
                 released += self._registry.release_lock(group, topic, queue, client_id)
         for attempt in range(SAVE_ATTEMPTS):
             now = self._clock()

@@ -12,7 +12,8 @@ Three hooks of a receive / ack-like call, all without timers or a scheduler:
 - ``nack``: the consumer gives messages back now, optionally asking for a delay.
 
 Idempotency of expiry: the append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
-with the target (level 0-15, 16 = DLQ) as sequence; a lease id is unique per delivery. The
+with 17 as sequence when the lease's messages all go to one target, else the target (level
+0-15, 16 = DLQ); a lease id is unique per delivery. The
 record's digest derives from the stamp alone, so a re-run after a crash between the append
 and the settle finds it AlreadyRecorded and only settles. Between the crash and the re-run
 the lease's unsettled set can only shrink (an ack of an expired lease still lands; a
@@ -80,6 +81,11 @@ MAX_MOVES_PER_PASS = 40
 the queue's write transaction, which takes 100). As many as a receive would redeliver in
 place (consume.MAX_LEASES_PER_PASS), so none of them is: the rest wait for the next pass."""
 SAVE_ATTEMPTS = 6
+SINGLE_TARGET_SEQUENCE = DLQ_TARGET + 1
+"""The sequence of an expired lease's move when all its messages go to one target (retry
+level or DLQ): a re-run whose target changed (a new max_delivery_attempts) finds it
+AlreadyRecorded. Leases split over several targets keep one sequence per target number (a
+changed split may then store a message twice; never lose one)."""
 NACK_MARGIN_SECONDS = 3
 """A nack of a lease this close to its deadline (or past it) answers ``expired``: the
 lease's expiry moves its messages on, and a nack racing it would store a second copy."""
@@ -187,8 +193,13 @@ class RetryService:
                 continue  # FIFO: redelivered in place, in order
             by_target.setdefault(target, []).append(message)
         producer = expire_producer(state.group, state.topic, state.queue, lease.lease_id)
+        single = len(by_target) == 1  # the usual case: one sequence whatever the target, so
+        # a re-run after max_delivery_attempts changed (cached 30 s) still deduplicates
         for target, messages in sorted(by_target.items(), key=lambda kv: kv[0].number):
-            self._move(state.group, topic, target, messages, lease.attempt, producer)
+            self._move(
+                state.group, topic, target, messages, lease.attempt, producer,
+                sequence=SINGLE_TARGET_SEQUENCE if single else None,
+            )  # fmt: skip
             settled.extend(m.offset for m in messages)
         if settled:
             state.settle(lease.lease_id, settled)
@@ -199,7 +210,7 @@ class RetryService:
         One batched read; asked only on an ack's slow path."""
         producer = expire_producer(group, topic, queue, lease_id)
         return self._records.any_recorded(
-            [ProducerStamp(producer, n) for n in range(DLQ_TARGET + 1)]
+            [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
         )
 
     def _move(
