@@ -295,3 +295,15 @@ def test_a_deregistration_writes_only_the_queues_it_holds(broker, clock):
     assert updates == ["UpdateItem"]  # the one lock; not one write per queue
     states, _ = broker.states.list_group("g")
     assert all(s.lock_owner is None for s in states)
+
+
+def test_a_deregistration_needs_the_permission_for_the_members_topics(broker, clock):
+    from cirrusmq_broker.errors import AccessDenied
+
+    broker.admin.create_topic("t", queues=1)
+    broker.membership.heartbeat("g", "a", {"t": "*"})
+    with pytest.raises(AccessDenied):
+        broker.membership.deregister("g", "a", may_subscribe=lambda topic: topic != "t")
+    assert [c.client_id for c in broker.membership.consumers("g")] == ["a"]
+    assert broker.membership.deregister("g", "a", may_subscribe=lambda topic: True) == 0
+    assert broker.membership.consumers("g") == []

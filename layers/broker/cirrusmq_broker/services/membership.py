@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..errors import Busy, InvalidDuration, InvalidRequest, TopicNotFound
+from ..errors import AccessDenied, Busy, InvalidDuration, InvalidRequest, TopicNotFound
 from ..filters import TagFilter
 from ..membership import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
@@ -107,18 +107,24 @@ class MembershipService:
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
         raise Busy(f"group {group!r}'s registry is contended; retry the heartbeat")
 
-    def deregister(self, group: str, client_id: str) -> int:
+    def deregister(
+        self, group: str, client_id: str, may_subscribe: Callable[[str], bool] | None = None
+    ) -> int:
         """Release every queue lock ``client_id`` holds on its FIFO topics, then remove it
         from the group, so successors take over at once; the number of locks released.
 
         Locks go first: a crash in between leaves the consumer registered, and a re-run
         (or its heartbeat timeout) finishes the job; the other order could leave locks
-        nobody knows to release."""
+        nobody knows to release. ``may_subscribe(topic)`` (the caller's permission): every
+        topic of the member must pass, else AccessDenied and nothing changes."""
         check_group_name(group)
         check_client_id(client_id)
         member = self._registry.load(group).members.get(client_id)
         if member is None:
             return 0
+        denied = [t for t in member.topics if may_subscribe is not None and not may_subscribe(t)]
+        if denied:  # only a key that may consume the member's topics removes it
+            raise AccessDenied(f"access denied: consume topic {denied[0]} as group {group}")
         released = 0
         for topic in member.topics:
             try:
