@@ -307,3 +307,28 @@ def test_a_deregistration_needs_the_permission_for_the_members_topics(broker, cl
     assert [c.client_id for c in broker.membership.consumers("g")] == ["a"]
     assert broker.membership.deregister("g", "a", may_subscribe=lambda topic: True) == 0
     assert broker.membership.consumers("g") == []
+
+
+def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, monkeypatch):
+    from types import SimpleNamespace
+
+    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.services import consume as consume_module
+    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"%d" % i, message_group="k") for i in range(2)])
+    assert broker.consume.receive("g", "f", max_messages=1, invisible_seconds=60, client_id="a")
+    seconds = [1000.0]
+    fake = SimpleNamespace(monotonic=lambda: seconds[0], sleep=lambda s: None)
+    monkeypatch.setattr(consume_module, "time", fake)
+    queries: list[str] = []
+    remove = observe_calls(lambda service, op, _: queries.append(op) if op == "Query" else None)
+    try:
+        for _ in range(20):  # a poll a second for 20 s while the delivery is in flight
+            assert broker.consume.receive("g", "f", client_id="a") == []
+            seconds[0] += 1.0
+    finally:
+        remove()
+    assert 3 <= len(queries) <= 6  # re-read after 1, 2, 4, 8, 8 s; not 20 times

@@ -84,6 +84,9 @@ MAX_ACK_QUEUES = 100
 FIFO_RECHECK_SECONDS = 1.0
 """A FIFO queue seen with a delivery in flight has its leases re-read at most this often
 (an ack through the same process clears that at once)."""
+FIFO_RECHECK_MAX_SECONDS = 8.0
+"""... doubling up to this while the same delivery stays in flight (a slow orderly batch
+does not cost a lease query per second for its whole invisible time)."""
 MAX_LEASES_PER_PASS = 40
 """Expired leases one pass redelivers per queue: each is at most two items of the queue's
 write transaction (DynamoDB takes 100)."""
@@ -169,7 +172,9 @@ class ConsumeService:
         self._starts: dict[str, itertools.count[int]] = {}
         self._flow_checked: dict[tuple[str, str, int], float] = {}
         """(group, topic, queue) → when its leases were last read for flow control (s)."""
-        self._fifo_busy: dict[tuple[str, str, int], tuple[float, int]] = {}
+        self._fifo_busy: dict[tuple[str, str, int], tuple[float, int, float]] = {}
+        """FIFO queue → (re-read its leases after (monotonic), the delivery's deadline (ms),
+        the current re-read interval (s): doubles while the same delivery stays in flight)."""
         """(group, topic, queue) of a FIFO topic → until when it is known busy: (monotonic s,
         the in-flight lease's deadline on the broker's clock), whichever comes first."""
         self._lock = threading.Lock()
@@ -351,7 +356,7 @@ class ConsumeService:
         if not state.complete and state.open_leases > 0:
             key = (state.group, state.topic, state.queue)
             with self._lock:
-                until, deadline = self._fifo_busy.get(key, (0.0, 0))
+                until, deadline, interval = self._fifo_busy.get(key, (0.0, 0, 0.0))
                 if until > time.monotonic() and deadline > now:
                     return False
             self._states.load_leases(state)
@@ -365,7 +370,14 @@ class ConsumeService:
                 with self._lock:
                     if len(self._fifo_busy) > 10_000:
                         self._fifo_busy.clear()
-                    self._fifo_busy[key] = (time.monotonic() + FIFO_RECHECK_SECONDS, min(live))
+                    # the same delivery still in flight: re-read less often (acks through
+                    # this process clear the entry; the deadline ends the wait in any case)
+                    interval = (
+                        min(interval * 2, FIFO_RECHECK_MAX_SECONDS)
+                        if deadline == min(live)
+                        else FIFO_RECHECK_SECONDS
+                    )
+                    self._fifo_busy[key] = (time.monotonic() + interval, min(live), interval)
                 return False
         return orderly.may_serve(state, client_id, members, topic.queues, now).allowed
 
