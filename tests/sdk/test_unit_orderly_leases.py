@@ -137,3 +137,25 @@ def test_failed_messages_are_nacked_in_batches_not_one_request_each():
     consumer._ack_loop()  # the acker's loop, here: it drains the queue and stops
     assert requests == [list(range(10))]
     consumer.shutdown()
+
+
+def test_a_redrive_by_ids_goes_on_from_next_offset_until_done():
+    from cirrusmq.dead_letters import redrive_dead_letters
+
+    answers = iter(
+        [
+            {"redriven": 0, "skipped": 0, "next_offset": 40, "done": False},
+            {"redriven": 1, "skipped": 0, "next_offset": 90, "done": True},
+        ]
+    )
+    sent: list[dict] = []
+
+    def request(method, path, json_body):
+        sent.append(json_body)
+        return next(answers)
+
+    summary = redrive_dead_letters(
+        request, "/v1/groups/g", topic=None, message_ids=["m"], max_messages=None, rate=None
+    )
+    assert summary.redriven == 1
+    assert [b.get("start") for b in sent] == [None, 40]

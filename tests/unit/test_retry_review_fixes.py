@@ -332,3 +332,28 @@ def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, 
     finally:
         remove()
     assert 3 <= len(queries) <= 6  # re-read after 1, 2, 4, 8, 8 s; not 20 times
+
+
+def test_redrive_by_id_examines_a_bounded_part_of_the_dlq_per_call(broker, clock, monkeypatch):
+    from cirrusmq_broker.services import dead_letters as dead_letters_module
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b", b"c")
+    broker.retries.set_max_delivery_attempts("g", 1)
+    for m in broker.consume.receive("g", "t", max_messages=10):
+        broker.retries.nack("g", [m.receipt_handle])  # one DLQ batch each
+    letters = broker.dead_letters.list("g").dead_letters
+    assert len(letters) == 3
+    monkeypatch.setattr(dead_letters_module, "MAX_LIST_SCAN", 1)
+    wanted = [letters[2].message.message_id]
+    calls, start, redriven = 0, 0, 0
+    while True:
+        result = broker.dead_letters.redrive("g", message_ids=wanted, start=start)
+        calls, redriven = calls + 1, redriven + result.redriven
+        if result.done:
+            break
+        start = result.next_offset
+    assert (calls, redriven) == (3, 1)
+    # a topic filter matching nothing: a cursor redrive stops after the cap too
+    first = broker.dead_letters.redrive("g", topic="other")
+    assert (first.redriven, first.done) == (0, False)

@@ -55,6 +55,7 @@ def redrive_dead_letters(group: str, request: RedriveRequest) -> RedriveBody:
         topic=request.topic,
         message_ids=request.message_ids,
         max_messages=request.max_messages,
+        start=request.start,
     )
     return RedriveBody(**vars(result))
 

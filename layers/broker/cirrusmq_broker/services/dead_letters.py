@@ -147,13 +147,20 @@ class DeadLetterService:
         topic: str | None = None,
         message_ids: list[str] | None = None,
         max_messages: int = 100,
+        start: int = 0,
     ) -> RedriveResult:
-        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics."""
+        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics.
+
+        One call examines at most ``MAX_LIST_SCAN`` dead letters (a filter or ids cannot make
+        it walk the whole DLQ): ``done`` False then; a redrive by ids goes on from
+        ``start`` = the answer's ``next_offset``, a cursor redrive from its cursor."""
         check_group_name(group)
         if topic is not None:
             check_topic_name(topic)
         if not 1 <= max_messages <= MAX_REDRIVE_PER_CALL:
             raise InvalidRequest(f"max_messages must be 1-{MAX_REDRIVE_PER_CALL}")
+        if isinstance(start, bool) or not 0 <= start <= MAX_OFFSET:
+            raise InvalidRequest(f"start must be 0-{MAX_OFFSET}")
         if message_ids is not None:
             if not 1 <= len(message_ids) <= MAX_REDRIVE_IDS:
                 raise InvalidRequest(f"message_ids takes 1-{MAX_REDRIVE_IDS} ids")
@@ -165,13 +172,14 @@ class DeadLetterService:
         marks = self._configs.dead_letter_marks(group)
         head = self._heads.get(name, 0).next_offset
         if message_ids is not None:
-            return self._redrive_ids(group, name, set(message_ids), marks, head)
+            return self._redrive_ids(group, name, set(message_ids), marks, head, start)
         key = topic or "*"
         cursor = marks.cursor(key)
-        redriven = skipped = 0
+        redriven = skipped = examined = 0
         for entry, batch in self._batches(name, cursor, head):
-            if redriven + skipped >= max_messages:
+            if redriven + skipped >= max_messages or examined >= MAX_LIST_SCAN:
                 return RedriveResult(redriven, skipped, cursor, False)
+            examined += len(batch)
             chosen = [
                 m
                 for m in batch
@@ -252,12 +260,22 @@ class DeadLetterService:
         return moved, lost
 
     def _redrive_ids(
-        self, group: str, name: str, wanted: set[str], marks: DeadLetterMarks, head: int
+        self,
+        group: str,
+        name: str,
+        wanted: set[str],
+        marks: DeadLetterMarks,
+        head: int,
+        start: int = 0,
     ) -> RedriveResult:
-        redriven = skipped = 0
-        for entry, batch in self._batches(name, marks.floor, head):
+        redriven = skipped = examined = 0
+        start = max(start, marks.floor)
+        for entry, batch in self._batches(name, start, head):
+            if examined >= MAX_LIST_SCAN:
+                return RedriveResult(redriven, skipped, entry.base_offset, False)
+            examined += len(batch)
             for m in batch:
-                if m.offset < marks.floor or m.message_id not in wanted:
+                if m.offset < start or m.message_id not in wanted:
                     continue
                 if _below_cursor(marks, m) or self._batch_redriven(group, entry, batch, m):
                     continue  # a cursor redrive sent it back already
