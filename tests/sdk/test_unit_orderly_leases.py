@@ -159,3 +159,19 @@ def test_a_redrive_by_ids_goes_on_from_next_offset_until_done():
     )
     assert summary.redriven == 1
     assert [b.get("start") for b in sent] == [None, 40]
+
+
+def test_a_concurrent_consumer_of_a_fifo_topic_is_warned_once(caplog):
+    from cirrusmq.membership import ConsumerInfo, Heartbeater
+
+    info = ConsumerInfo("c", False, 0, 0, {"f": (0, 1), "n": None}, {"f": "*", "n": "*"})
+    beater = Heartbeater(None, "g", "c", dict, orderly=False, interval_s=10, timeout_s=120)
+    with caplog.at_level("WARNING", logger="cirrusmq.membership"):
+        beater._warn_fifo(info)
+        beater._warn_fifo(info)
+    warned = [r for r in caplog.records if "orderly=True" in r.getMessage()]
+    assert len(warned) == 1 and "f" in warned[0].getMessage()
+    orderly = Heartbeater(None, "g", "c", dict, orderly=True, interval_s=10, timeout_s=120)
+    caplog.clear()
+    orderly._warn_fifo(info)
+    assert not caplog.records
