@@ -357,3 +357,15 @@ def test_redrive_by_id_examines_a_bounded_part_of_the_dlq_per_call(broker, clock
     # a topic filter matching nothing: a cursor redrive stops after the cap too
     first = broker.dead_letters.redrive("g", topic="other")
     assert (first.redriven, first.done) == (0, False)
+
+
+def test_a_repeated_ack_of_a_message_not_moved_with_its_lease_is_acked(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b")
+    a, b = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+    assert [o.status.value for o in broker.consume.ack("g", [a.receipt_handle])] == ["acked"]
+    clock.advance(10)
+    broker.consume.receive("g", "t")  # b moves to the retry topic
+    assert stream_count(broker, "retry.") == 1
+    again = broker.consume.ack("g", [a.receipt_handle, b.receipt_handle])
+    assert [o.status.value for o in again] == ["acked", "expired"]

@@ -633,7 +633,7 @@ class ConsumeService:
             state = states[key]
             if state.version and handle.offset < min(state.committed, state.cursor):
                 if self._retries is not None and self._retries.moved(  # retries: moved on
-                    group, handle.topic, handle.queue, handle.lease_id
+                    group, handle.topic, handle.queue, handle.lease_id, handle.offset
                 ):
                     outcomes[position] = _moved_on(texts[position])
                     continue
@@ -648,7 +648,7 @@ class ConsumeService:
                 still[position] = handle  # its lease is live: the ack raced a change
             elif covering is not None and not any(x.holds(handle.offset) for x in covering):
                 moved = self._retries is not None and self._retries.moved(
-                    group, handle.topic, handle.queue, handle.lease_id
+                    group, handle.topic, handle.queue, handle.lease_id, handle.offset
                 )  # retries: its lease expired and was moved on, not acked
                 outcomes[position] = (
                     _moved_on(texts[position])

@@ -204,14 +204,44 @@ class RetryService:
         if settled:
             state.settle(lease.lease_id, settled)
 
-    def moved(self, group: str, topic: str, queue: int, lease_id: str) -> bool:
+    def moved(
+        self, group: str, topic: str, queue: int, lease_id: str, offset: int | None = None
+    ) -> bool:
         """Whether the lease's unsettled messages were moved on when it expired (an ack of
         its handle then is stale, not an ack: the message comes back from the retry topic).
-        One batched read; asked only on an ack's slow path."""
+        One batched read; asked only on an ack's slow path. With ``offset``: whether that
+        message was among them (one acked before the expiry was not: its re-ack is acked);
+        the moved batches are read, and anything unreadable counts as moved."""
         producer = expire_producer(group, topic, queue, lease_id)
-        return self._records.any_recorded(
-            [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
-        )
+        stamps = [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
+        if offset is None:
+            return self._records.any_recorded(stamps)
+        records = self._records.bases(stamps)
+        if not records:
+            return False
+        state = self._states.load_one(group, topic, queue)
+        original = self._messages_at(state, [offset]).get(offset)
+        if original is None:
+            return True  # past retention: cannot tell
+        origin = retry_origin(group, topic) or topic
+        for stamp, bases in records.items():
+            names = [retry_topic(group, origin), dlq_topic(group)]
+            if stamp.sequence == DLQ_TARGET:
+                names = names[1:]
+            elif stamp.sequence < DLQ_TARGET:
+                names = names[:1]
+            for q, base in bases.items():
+                batch: list[StoredMessage] | None = None
+                for name in names:
+                    entry = self._index.entry_at(name, q, base)
+                    if entry is not None and entry.base_offset == base:
+                        batch = self._reader.messages(entry)
+                        break
+                if not batch:
+                    return True  # unreadable: count it as moved
+                if any(m.message_id == original.message_id for m in batch):
+                    return True
+        return False
 
     def _move(
         self,
