@@ -369,3 +369,29 @@ def test_a_repeated_ack_of_a_message_not_moved_with_its_lease_is_acked(broker, c
     assert stream_count(broker, "retry.") == 1
     again = broker.consume.ack("g", [a.receipt_handle, b.receipt_handle])
     assert [o.status.value for o in again] == ["acked", "expired"]
+
+
+def test_a_nack_of_many_leases_of_one_queue_is_one_append(broker, clock):
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *[b"%d" % i for i in range(10)])
+    singles = [
+        broker.consume.receive("g", "t", max_messages=1, invisible_seconds=60)[0] for _ in range(10)
+    ]
+    puts: list[str] = []
+    remove = observe_calls(lambda service, op, _: puts.append(op) if op == "PutObject" else None)
+    try:
+        out = broker.retries.nack("g", [m.receipt_handle for m in singles])
+    finally:
+        remove()
+    assert [s for _, s, _ in out] == ["acked"] * 10
+    assert puts == ["PutObject"]
+    assert stream_count(broker, "retry.") == 10
+    again = broker.retries.nack("g", [m.receipt_handle for m in singles])  # a resend
+    assert [s for _, s, _ in again] == ["expired"] * 10
+    assert stream_count(broker, "retry.") == 10
+    clock.advance(10)
+    got = broker.consume.receive("g", "t", max_messages=32)
+    assert sorted(r.message.offset for r in got) == list(range(10))
+    assert {r.delivery_attempt for r in got} == {2}

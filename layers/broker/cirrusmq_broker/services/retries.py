@@ -20,6 +20,11 @@ the lease's unsettled set can only shrink (an ack of an expired lease still land
 change_invisible moves a message out to a lease of its own): the re-run settles what is left,
 and a message acked in between is delivered once more from the retry topic (at least once,
 never lost). A nack names its offsets in the digest (see ``nack``).
+
+Expiry stays one append per lease (and target), not per pass: its stamp must come out the
+same in a re-run after a crash, and only the lease id does — which leases a pass finds
+expired changes between the crash and the re-run (acks, invisible-time changes, other
+consumers' passes), so a per-pass stamp could not be deduplicated.
 """
 
 from __future__ import annotations
@@ -249,14 +254,17 @@ class RetryService:
         topic: Topic,
         target: Target,
         messages: list[StoredMessage],
-        attempt: int,
+        attempt: int | list[int],
         producer: str,
         *,
         sequence: int | None = None,
         digest: str | None = None,
     ) -> str | None:
         destination, queue = self._destination(group, topic, target)
-        copies: list[NewMessage] = [moved_copy(m, attempt, target) for m in messages]
+        attempts = attempt if isinstance(attempt, list) else [attempt] * len(messages)
+        copies: list[NewMessage] = [
+            moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)
+        ]
         stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
         recorded = self._moves.append(destination, queue, copies, stamp, digest)
         if not target.dead:  # this container looks at the retry topic when it is due
@@ -401,11 +409,12 @@ class RetryService:
         status is ``acked`` (given back: the receipt handle is done), ``expired`` or
         ``invalid`` like an ack's.
 
-        Idempotency: per lease and target one append stamped with the lease id and the
-        first offset, its digest naming the exact offsets; a resend of the same nack is
-        AlreadyRecorded and only settles. A resend naming other offsets (after a crash
-        between append and settle) moves each message on its own instead (a message may
-        then be delivered once more; none is lost).
+        Idempotency: per queue and target one append (whatever the number of leases)
+        stamped with the lease id and offset of its first message, its digest naming every
+        (lease, offset); a resend of the same nack is AlreadyRecorded and only settles. A
+        resend naming other offsets (after a crash between append and settle) moves each
+        message on its own instead (a message may then be delivered once more; none is
+        lost). A lease within ``NACK_MARGIN_SECONDS`` of its deadline answers ``expired``.
         """
         from .. import limits
 
@@ -438,14 +447,18 @@ class RetryService:
             by_lease.setdefault((handle.topic, handle.queue, handle.lease_id), {})[position] = (
                 handle
             )
+        by_queue: dict[tuple[str, int], dict[str, dict[int, ReceiptHandle]]] = {}
         for (topic_name, queue, lease_id), handles in by_lease.items():
+            by_queue.setdefault((topic_name, queue), {})[lease_id] = handles
+        for (topic_name, queue), leases in by_queue.items():
             try:
                 topic = self._topic(topic_name)
             except TopicNotFound as exc:
-                for p in handles:
-                    outcomes[p] = (receipt_handles[p], "invalid", exc)
+                for handles in leases.values():
+                    for p in handles:
+                        outcomes[p] = (receipt_handles[p], "invalid", exc)
                 continue
-            done = self._nack_lease(group, topic, queue, lease_id, handles, delay_seconds)
+            done = self._nack_queue(group, topic, queue, leases, delay_seconds)
             for p, status in done.items():
                 error = (
                     ReceiptHandleExpired(
@@ -469,72 +482,79 @@ class RetryService:
             return topic
         return self._topics.active(name)
 
-    def _nack_lease(
+    def _nack_queue(
         self,
         group: str,
         topic: Topic,
         queue: int,
-        lease_id: str,
-        handles: dict[int, ReceiptHandle],
+        leases: dict[str, dict[int, ReceiptHandle]],
         delay_seconds: int | None,
     ) -> dict[int, str]:
+        """Nack the handles of one queue: one append per target for all its leases (the
+        digest names each lease's offsets), then each lease settled on its own."""
         state = self._states.load_one(group, topic.name, queue)
-        lease = self._states.load_lease(state, lease_id) if state.version else None
-        statuses = {p: "expired" for p in handles}
-        if lease is None:
-            return statuses
-        if lease.deadline <= self._clock() + NACK_MARGIN_SECONDS * 1000:
-            # the lease is expiring: its expiry moves the messages (under its own stamp);
-            # a nack now would race it and store a second copy
+        statuses = {p: "expired" for handles in leases.values() for p in handles}
+        margin = self._clock() + NACK_MARGIN_SECONDS * 1000
+        live: dict[str, tuple[Lease, list[int]]] = {}
+        for lease_id, handles in leases.items():
+            lease = self._states.load_lease(state, lease_id) if state.version else None
+            if lease is None:
+                continue
             for p, h in handles.items():
                 if h.offset in lease.acked:
                     statuses[p] = "acked"
-            return statuses
-        held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
-        for p, h in handles.items():
-            if h.offset in lease.acked:
-                statuses[p] = "acked"
-        found, _ = self._find_all(state, held)  # the others are past retention: settled
+            if lease.deadline <= margin:
+                continue  # expiring: its expiry moves the messages (a nack would race it)
+            held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
+            live[lease_id] = (lease, held)
+        wanted = sorted({o for _, held in live.values() for o in held})
+        found, _ = self._find_all(state, wanted)  # the others are past retention: settled
         maximum = self.max_delivery_attempts(group)
         fifo = topic.message_type is MessageType.FIFO
-        by_target: dict[Target, list[StoredMessage]] = {}
-        in_place: list[int] = []
-        for offset in held:
-            message = found.get(offset)
-            if message is None:
-                continue  # past retention: settles with nothing to move
-            target = target_for(
-                message, lease.attempt, maximum, nacked=True, delay_seconds=delay_seconds
-            )
-            if fifo and not target.dead:
-                in_place.append(offset)
-            else:
-                by_target.setdefault(target, []).append(message)
-        producer = f"~nack.{group}.{topic.name}#{queue}.{lease_id}"
-        for target, messages in by_target.items():
-            offsets = [m.offset for m in messages]
-            digest = hashlib.sha256(f"{producer}#{target.number}#{offsets}".encode()).hexdigest()
-            sequence = offsets[0] * (RETRY_QUEUES + 1) + target.number
+        by_target: dict[Target, list[tuple[StoredMessage, Lease]]] = {}
+        in_place: dict[str, list[int]] = {}
+        for lease_id, (lease, held) in live.items():
+            for offset in held:
+                message = found.get(offset)
+                if message is None:
+                    continue  # past retention: settles with nothing to move
+                target = target_for(
+                    message, lease.attempt, maximum, nacked=True, delay_seconds=delay_seconds
+                )
+                if fifo and not target.dead:
+                    in_place.setdefault(lease_id, []).append(offset)
+                else:
+                    by_target.setdefault(target, []).append((message, lease))
+        for target, pairs in by_target.items():
+            pairs.sort(key=lambda pair: pair[0].offset)
+            first_message, first_lease = pairs[0]
+            producer = f"~nack.{group}.{topic.name}#{queue}.{first_lease.lease_id}"
+            named = [(lease.lease_id, m.offset) for m, lease in pairs]
+            digest = hashlib.sha256(f"{producer}#{target.number}#{named}".encode()).hexdigest()
+            sequence = first_message.offset * (RETRY_QUEUES + 1) + target.number
+            messages = [m for m, _ in pairs]
+            attempts = [lease.attempt for _, lease in pairs]
             recorded = self._move(
-                group, topic, target, messages, lease.attempt, producer,
+                group, topic, target, messages, attempts, producer,
                 sequence=sequence, digest=digest,
             )  # fmt: skip
             if recorded is not None and recorded != digest:
-                for m in messages:  # another set was moved under this stamp: one by one
+                for m, lease in pairs:  # another set was moved under this stamp: one by one
                     self._move(
-                        group, topic, target, [m], lease.attempt, producer + ".1",
+                        group, topic, target, [m], lease.attempt,
+                        f"~nack.{group}.{topic.name}#{queue}.{lease.lease_id}.1",
                         sequence=m.offset * (RETRY_QUEUES + 1) + target.number,
                     )  # fmt: skip
-        settle = [o for o in held if o not in in_place]
-        if settle and not self._states.ack(group, topic.name, queue, lease_id, settle):
-            # the lease was redelivered or moved on meanwhile (the margin was not enough):
-            # the handle is stale; the copy stored above may deliver the message once more
-            return statuses
-        if in_place:
-            self._suspend(state, lease, in_place, delay_seconds)
-        for p, h in handles.items():
-            if h.offset in held:
-                statuses[p] = "acked"
+        for lease_id, (lease, held) in live.items():
+            keep = in_place.get(lease_id, [])
+            settle = [o for o in held if o not in keep]
+            if settle and not self._states.ack(group, topic.name, queue, lease_id, settle):
+                continue  # redelivered or moved on meanwhile: stale (a copy may repeat it)
+            if keep:
+                self._suspend(state, lease, keep, delay_seconds)
+            for p, h in leases[lease_id].items():
+                if h.offset in held:
+                    statuses[p] = "acked"
         return statuses
 
     def _suspend(
