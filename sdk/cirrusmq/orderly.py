@@ -12,11 +12,11 @@ allow), so the service redelivers that message and the rest of its batch, in ord
 acked first. After the group's maximum attempts the service moves the message to the
 group's dead-letter topic and the queue goes on; order is never broken silently.
 
-A slow batch keeps its delivery: successes are acked in small groups as they complete
-(``ACK_EVERY``), and when less than half of the invisible duration is left the whole
-delivery's invisible time is extended (a change of invisible duration on a FIFO topic moves
-the whole lease). A batch whose invisible time has passed before it starts (it waited
-behind a slow one) is skipped: the service redelivers it, in order.
+A slow batch keeps its delivery: when less than half of the invisible duration is left, the
+successes so far are acked and the whole delivery's invisible time is extended (a change of
+invisible duration on a FIFO topic moves the whole lease); a fast batch stays one ack. A
+batch whose invisible time has passed before it starts (it waited behind a slow one) is
+skipped: the service redelivers it, in order.
 """
 
 from __future__ import annotations
@@ -34,9 +34,6 @@ from .message import ConsumeResult, MessageView
 __all__ = ["BatchLease", "QueueSerializer", "run_orderly_batch"]
 
 log = logging.getLogger("cirrusmq.orderly")
-
-ACK_EVERY = 8
-"""An orderly batch acks its successes in groups of this many as they complete."""
 
 
 @dataclass
@@ -108,7 +105,6 @@ def run_orderly_batch(
     lease: BatchLease | None = None,
     extend: Callable[[MessageView], bool | None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    ack_every: int = ACK_EVERY,
 ) -> int:
     """Process one queue's batch in order; returns how many messages succeeded.
 
@@ -116,8 +112,8 @@ def run_orderly_batch(
     the failed message (with the rest of the batch) redelivered. A batch interrupted by a
     shutdown acks what it finished; the rest is redelivered later.
 
-    With ``lease``: successes are acked every ``ack_every``; before a message, if less than
-    half of the invisible duration is left, ``extend(message)`` renews the delivery (True:
+    With ``lease``: before a message, if less than half of the invisible duration is left,
+    the successes so far are acked and ``extend(message)`` renews the delivery (True:
     renewed, False: the delivery is stale — stop, the service redelivers the rest —, None:
     unknown, go on); a batch whose lease has run out stops there (a queued batch that
     waited too long is skipped as a whole).
@@ -127,6 +123,9 @@ def run_orderly_batch(
     for message in batch:
         if stopped():
             break
+        if lease is not None and _renewal_due(lease, clock) and pending:
+            ack(pending)  # a slow batch: what is done is acked before the renewal
+            pending = []
         if lease is not None and not _keep(lease, message, extend, clock):
             break
         try:
@@ -137,9 +136,6 @@ def run_orderly_batch(
         if result is ConsumeResult.SUCCESS:
             pending.append(message)
             done += 1
-            if lease is not None and len(pending) >= ack_every:
-                ack(pending)
-                pending = []
             continue
         if result is not ConsumeResult.FAILURE:
             log.warning("listener returned %r, not a ConsumeResult: FAILURE", result)
@@ -151,6 +147,10 @@ def run_orderly_batch(
     if pending:
         ack(pending)
     return done
+
+
+def _renewal_due(lease: BatchLease, clock: Callable[[], float]) -> bool:
+    return lease.deadline - clock() < lease.invisible_s / 2
 
 
 def _keep(

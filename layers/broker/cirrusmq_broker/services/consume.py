@@ -84,7 +84,7 @@ MAX_ACK_QUEUES = 100
 FIFO_RECHECK_SECONDS = 1.0
 """A FIFO queue seen with a delivery in flight has its leases re-read at most this often
 (an ack through the same process clears that at once)."""
-FIFO_RECHECK_MAX_SECONDS = 8.0
+FIFO_RECHECK_MAX_SECONDS = 2.0
 """... doubling up to this while the same delivery stays in flight (a slow orderly batch
 does not cost a lease query per second for its whole invisible time)."""
 MAX_LEASES_PER_PASS = 40
