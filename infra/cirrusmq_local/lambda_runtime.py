@@ -23,6 +23,13 @@ __all__ = ["FunctionRuntime", "HandlerLoadError", "LambdaContext"]
 
 log = logging.getLogger(__name__)
 _instances = itertools.count(1)
+# --- retries review: environments do not share the API's routers
+_ENVIRONMENT_PACKAGES = ("cirrusmq_api",)
+"""Imported afresh by every environment: their module-level Powertools routers remember the
+last resolver that included them (``router.api_resolver``), so two environments sharing
+them would validate one request's body against another's (a concurrent request's)."""
+_IMPORT_LOCK = threading.Lock()
+# --- end
 
 
 class HandlerLoadError(RuntimeError):
@@ -127,7 +134,10 @@ class FunctionRuntime:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            with _IMPORT_LOCK:  # this environment's own copy of the API package
+                for loaded in [m for m in sys.modules if m.split(".")[0] in _ENVIRONMENT_PACKAGES]:
+                    del sys.modules[loaded]
+                spec.loader.exec_module(module)
         except BaseException as exc:
             sys.modules.pop(name, None)
             raise HandlerLoadError(

@@ -112,6 +112,7 @@ def redrive_dead_letters(
     if rate is not None and rate <= 0:
         raise ValueError("rate must be > 0 messages per second")
     redriven = skipped = requests = 0
+    start = 0  # a redrive by ids goes on from the service's next_offset
     while True:
         room = 1000 if max_messages is None else max_messages - redriven
         if room <= 0:
@@ -123,12 +124,16 @@ def redrive_dead_letters(
             document["topic"] = topic
         if message_ids is not None:
             document["message_ids"] = message_ids
+            if start:
+                document["start"] = start
         body = request("POST", f"{path}/dead-letters/redrive", json_body=document)
         requests += 1
         moved = read_int(body, "redriven")
         redriven, skipped = redriven + moved, skipped + read_int(body, "skipped")
-        if read_bool(body, "done") or message_ids is not None:
+        if read_bool(body, "done"):
             break
+        if message_ids is not None:
+            start = read_int(body, "next_offset")
         if rate:
             sleep(max(0.0, moved / rate - (time.monotonic() - started)))
     return RedriveSummary(redriven, skipped, requests)

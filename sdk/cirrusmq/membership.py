@@ -120,6 +120,7 @@ class Heartbeater:
         self._thread: threading.Thread | None = None
         self.last: ConsumerInfo | None = None
         """What the last successful heartbeat answered."""
+        self._warned = False
 
     def beat(self) -> ConsumerInfo | None:
         """One heartbeat now; None (logged) if it failed."""
@@ -135,7 +136,22 @@ class Heartbeater:
         except Exception as error:  # the next beat tries again; the timeout allows misses
             log.warning("group %s: heartbeat failed: %s", self.group, error)
             return None
+        self._warn_fifo(self.last)
         return self.last
+
+    def _warn_fifo(self, info: ConsumerInfo) -> None:
+        """Once: a concurrent (not orderly) consumer of a FIFO topic (allocated queues)."""
+        if self.orderly or self._warned:
+            return
+        fifo = sorted(t for t, queues in info.queues.items() if queues is not None)
+        if fifo:
+            self._warned = True
+            log.warning(
+                "group %s: FIFO topic(s) %s are consumed by a concurrent push consumer: a "
+                "batch's messages are processed in parallel (out of order); use orderly=True",
+                self.group,
+                ", ".join(fifo),
+            )
 
     def start(self) -> None:
         self.beat()

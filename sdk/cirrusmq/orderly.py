@@ -11,20 +11,38 @@ allow), so the service redelivers that message and the rest of its batch, in ord
 ``delivery_attempt`` + 1 — to this consumer, which holds the lock. Successes before it are
 acked first. After the group's maximum attempts the service moves the message to the
 group's dead-letter topic and the queue goes on; order is never broken silently.
+
+A slow batch keeps its delivery: when less than half of the invisible duration is left, the
+successes so far are acked and the whole delivery's invisible time is extended (a change of
+invisible duration on a FIFO topic moves the whole lease); a fast batch stays one ack. A
+batch whose invisible time has passed before it starts (it waited behind a slow one) is
+skipped: the service redelivers it, in order.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
 
 from .message import ConsumeResult, MessageView
 
-__all__ = ["QueueSerializer", "run_orderly_batch"]
+__all__ = ["BatchLease", "QueueSerializer", "run_orderly_batch"]
 
 log = logging.getLogger("cirrusmq.orderly")
+
+
+@dataclass
+class BatchLease:
+    """When (``time.monotonic()``) a delivered batch's invisible time ends on this side
+    (measured from before the receive was sent: never later than the service's)."""
+
+    deadline: float
+    invisible_s: float
 
 
 class QueueSerializer:
@@ -33,14 +51,14 @@ class QueueSerializer:
     def __init__(
         self,
         submit: Callable[[Callable[[Hashable], None], Hashable], object],
-        run: Callable[[list[MessageView]], None],
+        run: Callable[[Any], None],
     ) -> None:
         self._submit = submit
         self._run = run
-        self._pending: dict[Hashable, deque[list[MessageView]]] = {}
+        self._pending: dict[Hashable, deque[Any]] = {}
         self._lock = threading.Lock()
 
-    def submit(self, key: Hashable, batch: list[MessageView]) -> None:
+    def submit(self, key: Hashable, batch: Any) -> None:
         with self._lock:
             waiting = self._pending.get(key)
             if waiting is not None:  # the key's worker is running: it takes this next
@@ -84,16 +102,31 @@ def run_orderly_batch(
     suspend: Callable[[float], object],
     suspend_s: float,
     stopped: Callable[[], bool],
+    lease: BatchLease | None = None,
+    extend: Callable[[MessageView], bool | None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Process one queue's batch in order; returns how many messages succeeded.
 
     Stops at the first failure: acks what succeeded before it, waits ``suspend_s``, and has
     the failed message (with the rest of the batch) redelivered. A batch interrupted by a
     shutdown acks what it finished; the rest is redelivered later.
+
+    With ``lease``: before a message, if less than half of the invisible duration is left,
+    the successes so far are acked and ``extend(message)`` renews the delivery (True:
+    renewed, False: the delivery is stale — stop, the service redelivers the rest —, None:
+    unknown, go on); a batch whose lease has run out stops there (a queued batch that
+    waited too long is skipped as a whole).
     """
-    done: list[MessageView] = []
+    done = 0
+    pending: list[MessageView] = []
     for message in batch:
         if stopped():
+            break
+        if lease is not None and _renewal_due(lease, clock) and pending:
+            ack(pending)  # a slow batch: what is done is acked before the renewal
+            pending = []
+        if lease is not None and not _keep(lease, message, extend, clock):
             break
         try:
             result = listener(message)
@@ -101,15 +134,46 @@ def run_orderly_batch(
             log.exception("listener failed on message %s", message.message_id)
             result = ConsumeResult.FAILURE
         if result is ConsumeResult.SUCCESS:
-            done.append(message)
+            pending.append(message)
+            done += 1
             continue
         if result is not ConsumeResult.FAILURE:
             log.warning("listener returned %r, not a ConsumeResult: FAILURE", result)
-        if done:
-            ack(done)
+        if pending:
+            ack(pending)
         suspend(suspend_s)
         retry_now(message)
-        return len(done)
-    if done:
-        ack(done)
-    return len(done)
+        return done
+    if pending:
+        ack(pending)
+    return done
+
+
+def _renewal_due(lease: BatchLease, clock: Callable[[], float]) -> bool:
+    return lease.deadline - clock() < lease.invisible_s / 2
+
+
+def _keep(
+    lease: BatchLease,
+    message: MessageView,
+    extend: Callable[[MessageView], bool | None] | None,
+    clock: Callable[[], float],
+) -> bool:
+    """Whether the batch may go on with ``message`` (renewing its delivery if due)."""
+    now = clock()
+    if now >= lease.deadline:
+        log.warning(
+            "orderly batch of queue %s: its invisible time ran out before message %s; "
+            "the service redelivers the rest",
+            message.queue,
+            message.message_id,
+        )
+        return False
+    if extend is None or lease.deadline - now >= lease.invisible_s / 2:
+        return True
+    renewed = extend(message)
+    if renewed is False:
+        return False  # redelivered or moved on meanwhile: the fresh delivery runs the rest
+    if renewed:
+        lease.deadline = now + lease.invisible_s
+    return True

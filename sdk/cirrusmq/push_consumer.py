@@ -20,22 +20,30 @@ queue's messages are processed strictly one after the other, queues in parallel
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from os import PathLike
 from typing import Any
 
 from .broadcast_consumer import BroadcastConsumer, MessageModel, broadcast_options
 from .consumer import AckRetrier, SimpleConsumer, handles_of, log_unacked, make_retrier
 from .credentials import Credentials
-from .errors import ClientClosedError, MQError, NotFoundError, SubscriptionConflictError
+from .errors import (
+    ClientClosedError,
+    MQError,
+    NotFoundError,
+    ReceiptHandleExpiredError,
+    SubscriptionConflictError,
+)
 from .membership import Heartbeater, new_client_id
 from .message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
-from .orderly import QueueSerializer, by_queue, run_orderly_batch
+from .orderly import BatchLease, QueueSerializer, by_queue, run_orderly_batch
 from .pacing import PollPacer
 from .transport import RetryPolicy, Transport
 
@@ -55,6 +63,13 @@ _RELEASE_INVISIBLE_S = 10
 """The shortest invisible duration the service takes: a message fetched too late comes back
 after it."""
 _INITIAL_POLL_INTERVAL_S = 0.05
+
+
+@dataclass(frozen=True)
+class _Nack:
+    """A failed message queued for the acker's next nack request."""
+
+    message: MessageView
 
 
 class PushConsumer:
@@ -110,6 +125,11 @@ class PushConsumer:
             raise ValueError("consume_threads and max_cached_messages must be at least 1")
         if heartbeat_interval_s is not None and heartbeat_interval_s <= 0:
             raise ValueError("heartbeat_interval_s must be positive (or None: no registration)")
+        if heartbeat_interval_s is not None and heartbeat_timeout_s < heartbeat_interval_s:
+            raise ValueError(
+                "heartbeat_timeout_s must not be shorter than heartbeat_interval_s (the "
+                "consumer would be removed between two heartbeats)"
+            )
         if suspend_s < 0:
             raise ValueError("suspend_s must not be negative")
         subscriptions = normalize_subscriptions(subscriptions)
@@ -176,7 +196,7 @@ class PushConsumer:
         self._cached = 0
         self._state = "new"  # new -> running -> stopping -> stopped
         self._stopping = threading.Event()
-        self._acks: queue.SimpleQueue[MessageView | None] = queue.SimpleQueue()
+        self._acks: queue.SimpleQueue[MessageView | _Nack | None] = queue.SimpleQueue()
         self._acks_closed = False
         """The acker took its stop marker: later successes are acked directly."""
         self._sweeping = False
@@ -325,6 +345,7 @@ class PushConsumer:
                     return
                 room = min(self.receive_batch_size, self.max_cached_messages - self._cached)
                 self._sweeping = True
+            fetched_at = time.monotonic()  # the delivery's invisible time ends after this
             try:
                 messages = self._consumer.receive(room, self.invisible_duration_s)
             except Exception as error:
@@ -359,12 +380,12 @@ class PushConsumer:
                 continue
             failures = 0
             delay = self._pacer.after_receive(len(messages))
-            self._dispatch(messages)
+            self._dispatch(messages, fetched_at + self.invisible_duration_s)
             if delay and self._wake.wait(delay):  # idle: a shutdown ends the wait at once
                 self._wake.clear()  # an orderly queue is free again: poll now
                 self._pacer.reset()
 
-    def _dispatch(self, messages: list[MessageView]) -> None:
+    def _dispatch(self, messages: list[MessageView], deadline: float | None = None) -> None:
         with self._cond:
             self._sweeping = False
             late = self._state == "stopped"
@@ -374,7 +395,11 @@ class PushConsumer:
                 self.max_cached_seen = max(self.max_cached_seen, self._cached)
                 if self._serializer is not None:  # orderly: one worker at a time per queue
                     for key, batch in by_queue(messages).items():
-                        self._serializer.submit(key, batch)
+                        lease = BatchLease(
+                            deadline if deadline is not None else math.inf,
+                            self.invisible_duration_s,
+                        )
+                        self._serializer.submit(key, (batch, lease))
                 else:
                     for message in messages:
                         self._executor.submit(self._consume, message)
@@ -418,8 +443,9 @@ class PushConsumer:
                 self._cond.notify_all()
             self._release_if_idle()
 
-    def _consume_batch(self, batch: list[MessageView]) -> None:
+    def _consume_batch(self, item: tuple[list[MessageView], BatchLease]) -> None:
         """Orderly: one queue's batch, in order (see :mod:`cirrusmq.orderly`)."""
+        batch, lease = item
         try:
             run_orderly_batch(
                 batch,
@@ -429,6 +455,8 @@ class PushConsumer:
                 suspend=self._stopping.wait,
                 suspend_s=self.suspend_s,
                 stopped=lambda: self._state == "stopped",
+                lease=lease,
+                extend=self._extend,
             )
         except Exception:  # never lose the count below
             log.exception("handling a batch of queue %s failed", batch[0].queue)
@@ -445,6 +473,18 @@ class PushConsumer:
             self._ack(messages)
         except Exception:  # redelivered after the invisible duration: repeats, in order
             log.exception("acking %d message(s) failed", len(messages))
+
+    def _extend(self, message: MessageView) -> bool | None:
+        """Orderly: renew a slow batch's delivery (FIFO: the whole lease moves); False if
+        the delivery is stale, None if the service could not be asked."""
+        try:
+            self._consumer.change_invisible_duration(message, self.invisible_duration_s)
+        except ReceiptHandleExpiredError:
+            return False
+        except Exception as error:  # it may still end in time: go on
+            log.info("could not extend the delivery of queue %s: %s", message.queue, error)
+            return None
+        return True
 
     def _retry_now(self, message: MessageView) -> None:
         """Orderly: the failed message and the rest of its delivery come back at once."""
@@ -469,11 +509,25 @@ class PushConsumer:
                 )
 
     def _retry_later(self, message: MessageView) -> None:
-        try:  # issue 9: the service retries it on its backoff schedule (or dead-letters it)
-            self._consumer.nack(message)
-            return
+        """A failed message goes back with the acks' batches (one nack request for many)."""
+        with self._cond:
+            late = self._acks_closed
+            if not late:
+                self._acks.put(_Nack(message))
+        if late:  # the acker is gone (shutdown returned): nack it here
+            self._nack_now([message])
+
+    def _nack_now(self, messages: list[MessageView]) -> None:
+        try:  # issue 9: the service retries them on its backoff schedule (or dead-letters)
+            results = self._consumer.nack_batch(messages)
         except Exception as error:  # an older service, or unreachable: the old way
-            log.info("could not nack message %s (%s): rescheduling", message.message_id, error)
+            log.info("could not nack %d message(s) (%s): rescheduling", len(messages), error)
+            for message in messages:
+                self._reschedule(message)
+            return
+        log_unacked(results, self.group, what="nack")
+
+    def _reschedule(self, message: MessageView) -> None:
         attempt = max(1, message.delivery_attempt)
         delay = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
         try:
@@ -487,7 +541,7 @@ class PushConsumer:
         failures = 0
         while not stop:
             item = self._acks.get()
-            batch: list[MessageView] = []
+            batch: list[Any] = []
             deadline = time.monotonic() + _ACK_LINGER_S
             while True:
                 if item is None:
@@ -500,6 +554,10 @@ class PushConsumer:
                     item = self._acks.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
+            nacks = [item.message for item in batch if isinstance(item, _Nack)]
+            batch = [item for item in batch if not isinstance(item, _Nack)]
+            if nacks:
+                self._nack_now(nacks)
             if not batch:
                 continue
             try:

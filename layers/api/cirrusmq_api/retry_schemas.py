@@ -10,6 +10,7 @@ from cirrusmq_broker.retry_rules import (
 )
 from cirrusmq_broker.services.dead_letters import (
     MAX_LIST,
+    MAX_OFFSET,
     MAX_REDRIVE_IDS,
     MAX_REDRIVE_PER_CALL,
 )
@@ -63,6 +64,9 @@ class DeadLetterBody(BaseModel):
     keys: list[str]
     body_preview: str = Field(description="Base64 of the body's first 256 bytes.")
     body_bytes: int
+    redriven: bool = Field(
+        default=False, description="Sent back to its topic by a redrive already."
+    )
 
 
 class DeadLetterList(BaseModel):
@@ -75,6 +79,9 @@ class RedriveRequest(Strict):
     topic: str | None = Field(None, description="Only dead letters of this original topic.")
     message_ids: list[str] | None = Field(None, min_length=1, max_length=MAX_REDRIVE_IDS)
     max_messages: StrictInt = Field(100, ge=1, le=MAX_REDRIVE_PER_CALL)
+    start: StrictInt = Field(
+        0, ge=0, le=MAX_OFFSET, description="A redrive by ids goes on from here (next_offset)."
+    )
 
 
 class RedriveBody(BaseModel):

@@ -212,6 +212,7 @@ class Broker:
             reader=self.reader,
             configs=self.group_configs,
             clock=self.clock,
+            records=MoveRecords(self._dynamodb, self.settings.producers_table),
         )
 
     # ---------------------------------------------------------------- end of retries

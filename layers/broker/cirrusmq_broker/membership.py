@@ -31,6 +31,27 @@ class TooManyMembers(InvalidRequest):
     code = "TooManyMembers"
 
 
+# --- registry size (retries review): the group's registry is one DynamoDB item (400 KB)
+MAX_REGISTRY_BYTES = 350_000
+"""What the members of one group's registry item may take (estimated): a registration that
+would make it larger is refused (400 RegistryTooLarge) rather than failing the write."""
+MEMBER_OVERHEAD_BYTES = 96
+"""Attribute names and numbers of one member in the item (estimated)."""
+
+
+class RegistryTooLarge(InvalidRequest):
+    code = "RegistryTooLarge"
+
+
+def member_bytes(member: Member) -> int:
+    """About what ``member`` takes in the registry item."""
+    topics = sum(len(t) + len(f) + 8 for t, f in member.topics.items())
+    return len(member.client_id) + topics + MEMBER_OVERHEAD_BYTES
+
+
+# --- end registry size
+
+
 def check_client_id(client_id: str) -> str:
     if not CLIENT_ID_PATTERN.fullmatch(client_id):
         raise InvalidClientId(
@@ -92,6 +113,12 @@ class Membership:
         self.members[member.client_id] = member
         if len(self.members) > MAX_MEMBERS:
             raise TooManyMembers(f"a group has at most {MAX_MEMBERS} live consumers")
+        if sum(map(member_bytes, self.members.values())) > MAX_REGISTRY_BYTES:
+            raise RegistryTooLarge(
+                f"the registrations of group {self.group!r} would exceed "
+                f"{MAX_REGISTRY_BYTES} bytes: subscribe fewer topics or shorter filters per "
+                "consumer, or fewer consumers"
+            )
 
     def leave(self, client_id: str, now: int) -> bool:
         """Remove ``client_id`` (and members no longer live); whether it was live."""

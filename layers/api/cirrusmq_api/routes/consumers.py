@@ -39,5 +39,10 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
     summary="Deregister a consumer and release its queue locks at once",
 )
 def deregister(group: str, client_id: str):  # noqa: ANN201 (204, no body)
-    current_broker().membership.deregister(group, unquote(client_id))  # '@' may come as %40
+    permissions = current_principal().permissions
+    current_broker().membership.deregister(
+        group,
+        unquote(client_id),  # '@' may come as %40
+        may_subscribe=lambda topic: permissions.may_subscribe(group, topic),
+    )
     return Response(204, None, body=None)

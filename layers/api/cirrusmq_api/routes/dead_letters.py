@@ -55,6 +55,7 @@ def redrive_dead_letters(group: str, request: RedriveRequest) -> RedriveBody:
         topic=request.topic,
         message_ids=request.message_ids,
         max_messages=request.max_messages,
+        start=request.start,
     )
     return RedriveBody(**vars(result))
 
@@ -80,4 +81,5 @@ def _body(dead: DeadLetter) -> DeadLetterBody:
         keys=list(m.keys),
         body_preview=base64.b64encode(m.body[:PREVIEW_BYTES]).decode(),
         body_bytes=len(m.body),
+        redriven=dead.redriven,
     )

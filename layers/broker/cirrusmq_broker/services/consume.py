@@ -50,6 +50,7 @@ from ..model import (
     Topic,
 )
 from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
+from ..retry_rules import is_internal
 from ..storage.group_states import GroupStateStore
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
@@ -83,6 +84,9 @@ MAX_ACK_QUEUES = 100
 FIFO_RECHECK_SECONDS = 1.0
 """A FIFO queue seen with a delivery in flight has its leases re-read at most this often
 (an ack through the same process clears that at once)."""
+FIFO_RECHECK_MAX_SECONDS = 2.0
+"""... doubling up to this while the same delivery stays in flight (a slow orderly batch
+does not cost a lease query per second for its whole invisible time)."""
 MAX_LEASES_PER_PASS = 40
 """Expired leases one pass redelivers per queue: each is at most two items of the queue's
 write transaction (DynamoDB takes 100)."""
@@ -168,7 +172,9 @@ class ConsumeService:
         self._starts: dict[str, itertools.count[int]] = {}
         self._flow_checked: dict[tuple[str, str, int], float] = {}
         """(group, topic, queue) → when its leases were last read for flow control (s)."""
-        self._fifo_busy: dict[tuple[str, str, int], tuple[float, int]] = {}
+        self._fifo_busy: dict[tuple[str, str, int], tuple[float, int, float]] = {}
+        """FIFO queue → (re-read its leases after (monotonic), the delivery's deadline (ms),
+        the current re-read interval (s): doubles while the same delivery stays in flight)."""
         """(group, topic, queue) of a FIFO topic → until when it is known busy: (monotonic s,
         the in-flight lease's deadline on the broker's clock), whichever comes first."""
         self._lock = threading.Lock()
@@ -283,7 +289,10 @@ class ConsumeService:
             now = self._clock()
             end = view.heads[q].next_offset
             if self._retries is not None:  # retries: expired leases go to the retry topic
-                view.states[q] = self._retries.expire(view.states[q], topic, now)
+                expired = self._retries.expire(view.states[q], topic, now)
+                if expired is None:
+                    continue  # retries: contended expiry, this queue waits for the next pass
+                view.states[q] = expired
             plan = self._plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
             count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
             try:
@@ -347,7 +356,7 @@ class ConsumeService:
         if not state.complete and state.open_leases > 0:
             key = (state.group, state.topic, state.queue)
             with self._lock:
-                until, deadline = self._fifo_busy.get(key, (0.0, 0))
+                until, deadline, interval = self._fifo_busy.get(key, (0.0, 0, 0.0))
                 if until > time.monotonic() and deadline > now:
                     return False
             self._states.load_leases(state)
@@ -361,7 +370,14 @@ class ConsumeService:
                 with self._lock:
                     if len(self._fifo_busy) > 10_000:
                         self._fifo_busy.clear()
-                    self._fifo_busy[key] = (time.monotonic() + FIFO_RECHECK_SECONDS, min(live))
+                    # the same delivery still in flight: re-read less often (acks through
+                    # this process clear the entry; the deadline ends the wait in any case)
+                    interval = (
+                        min(interval * 2, FIFO_RECHECK_MAX_SECONDS)
+                        if deadline == min(live)
+                        else FIFO_RECHECK_SECONDS
+                    )
+                    self._fifo_busy[key] = (time.monotonic() + interval, min(live), interval)
                 return False
         return orderly.may_serve(state, client_id, members, topic.queues, now).allowed
 
@@ -387,6 +403,8 @@ class ConsumeService:
         expired, allow_new = state.expired_leases(now)[:MAX_LEASES_PER_PASS], True
         if fifo:  # one delivery in flight per queue: the oldest expired one, else new ones
             expired, allow_new = orderly.gate(state, now)
+        elif self._retries is not None:
+            expired = []  # retries: expiry moves them on (with backoff); the rest next pass
         for lease in expired:
             if wanted <= 0:
                 break
@@ -615,7 +633,7 @@ class ConsumeService:
             state = states[key]
             if state.version and handle.offset < min(state.committed, state.cursor):
                 if self._retries is not None and self._retries.moved(  # retries: moved on
-                    group, handle.topic, handle.queue, handle.lease_id
+                    group, handle.topic, handle.queue, handle.lease_id, handle.offset
                 ):
                     outcomes[position] = _moved_on(texts[position])
                     continue
@@ -630,7 +648,7 @@ class ConsumeService:
                 still[position] = handle  # its lease is live: the ack raced a change
             elif covering is not None and not any(x.holds(handle.offset) for x in covering):
                 moved = self._retries is not None and self._retries.moved(
-                    group, handle.topic, handle.queue, handle.lease_id
+                    group, handle.topic, handle.queue, handle.lease_id, handle.offset
                 )  # retries: its lease expired and was moved on, not acked
                 outcomes[position] = (
                     _moved_on(texts[position])
@@ -663,7 +681,7 @@ class ConsumeService:
             raise AccessDenied(_denied(group, handle.topic))
         # FIFO topics: the whole lease moves (its messages stay in order), and 0 s is allowed
         # (redeliver at once, to the lock owner only: a failing orderly listener's retry)
-        fifo = self._topics.active(handle.topic).message_type is MessageType.FIFO
+        fifo = self._handle_topic(handle.topic).message_type is MessageType.FIFO
         if not (fifo and 0 <= invisible_seconds <= limits.MAX_INVISIBLE_SECONDS):
             _check_invisible(invisible_seconds)
         for _ in range(SAVE_ATTEMPTS):
@@ -689,8 +707,17 @@ class ConsumeService:
                 message = self._messages_at(state, [handle.offset]).get(handle.offset)
                 if message is None:
                     raise MessageNotFound("the message is past its retention")
-                return self._received(state, message, lease)
+                received = self._received(state, message, lease)
+                if self._retries is not None and is_internal(handle.topic):
+                    return self._retries.present(received)  # retries: shown as the original
+                return received
         raise Busy("the group state is contended; retry")
+
+    def _handle_topic(self, name: str) -> Topic:
+        """The topic a receipt handle names: internal ones (``retry.<g>.<t>``) included."""
+        if self._retries is not None and is_internal(name):  # retries: internal topics
+            return self._retries.resolve_topic(name)
+        return self._topics.active(name)
 
     # ================================================================ describe
     def describe_group(self, group: str, topic: str | None = None) -> GroupDescription:

@@ -9,6 +9,12 @@ conditionally. A crash before the cursor moved re-runs the batch: its appends ar
 AlreadyRecorded, nothing is stored twice. Redrive by message ids moves each message on its
 own (stamp per DLQ offset) and leaves the cursors alone. Purge raises a floor below which
 nothing is listed or redriven; the objects expire with the DLQ's retention (14 days).
+
+Every way of redriving sends a dead letter back at most once: a redrive by ids skips a
+letter below a cursor that covers it (``*`` or its origin topic) or whose batch's redrive
+was recorded (a crash before the cursor moved); a cursor redrive leaves out the letters
+redriven by id (their records, one batched read per DLQ batch). The records are kept as
+long as the DLQ keeps its letters, and a listing marks the letters already redriven.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import GroupNotFound, InvalidRequest, TopicNotFound
-from ..model import ProducerStamp, StoredMessage
-from ..retry_rules import dlq_topic, redriven_copy
-from ..storage.group_configs import GroupConfigStore
+from ..model import IndexEntry, ProducerStamp, StoredMessage
+from ..retry_rules import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
+from ..storage.group_configs import DeadLetterMarks, GroupConfigStore
 from ..storage.log_index import LogIndex
+from ..storage.move_records import MoveRecords
 from ..storage.queue_heads import QueueHeads
 from ..validation import check_group_name, check_message_id, check_topic_name
 from .batch_reader import BatchReader
@@ -42,6 +49,8 @@ class DeadLetter:
     offset: int
     """Offset in the group's dead-letter topic (``start`` of a listing)."""
     message: StoredMessage
+    redriven: bool = False
+    """Sent back to its topic by a redrive already (a redrive skips it)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,9 @@ class DeadLetterService:
         reader: BatchReader,
         configs: GroupConfigStore,
         clock: Callable[[], int],
+        records: MoveRecords | None = None,
     ) -> None:
+        self._records = records
         self._topics = topics
         self._moves = moves
         self._index = index
@@ -96,7 +107,8 @@ class DeadLetterService:
         name = dlq_topic(group)
         if self._no_dead_letters(group):
             return DeadLetterPage([], None)
-        start = max(start, self._configs.dead_letter_marks(group).floor)
+        marks = self._configs.dead_letter_marks(group)
+        start = max(start, marks.floor)
         found: list[DeadLetter] = []
         head = self._heads.get(name, 0).next_offset
         scanned = 0
@@ -105,11 +117,28 @@ class DeadLetterService:
                 if message.offset < start:
                     continue
                 if len(found) >= limit or scanned >= MAX_LIST_SCAN:
-                    return DeadLetterPage(found, message.offset)
+                    return DeadLetterPage(self._marked(group, marks, found), message.offset)
                 scanned += 1
                 if topic is None or message.system.origin_topic == topic:
                     found.append(DeadLetter(message.offset, message))
-        return DeadLetterPage(found, None)
+        return DeadLetterPage(self._marked(group, marks, found), None)
+
+    def _marked(
+        self, group: str, marks: DeadLetterMarks, found: list[DeadLetter]
+    ) -> list[DeadLetter]:
+        """The letters with ``redriven`` set: below a cursor covering them, or by id."""
+        by_id = self._redriven_by_id(group, [d.message for d in found])
+        return [
+            DeadLetter(d.offset, d.message, _below_cursor(marks, d.message) or d.offset in by_id)
+            for d in found
+        ]
+
+    def _redriven_by_id(self, group: str, messages: list[StoredMessage]) -> set[int]:
+        """DLQ offsets of ``messages`` that a redrive by id sent back already."""
+        if self._records is None:
+            return set()
+        stamps = {_id_stamp(group, m): m.offset for m in messages if m.system.origin_topic}
+        return {stamps[s] for s in self._records.recorded(list(stamps))}
 
     def redrive(
         self,
@@ -118,13 +147,20 @@ class DeadLetterService:
         topic: str | None = None,
         message_ids: list[str] | None = None,
         max_messages: int = 100,
+        start: int = 0,
     ) -> RedriveResult:
-        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics."""
+        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics.
+
+        One call examines at most ``MAX_LIST_SCAN`` dead letters (a filter or ids cannot make
+        it walk the whole DLQ): ``done`` False then; a redrive by ids goes on from
+        ``start`` = the answer's ``next_offset``, a cursor redrive from its cursor."""
         check_group_name(group)
         if topic is not None:
             check_topic_name(topic)
         if not 1 <= max_messages <= MAX_REDRIVE_PER_CALL:
             raise InvalidRequest(f"max_messages must be 1-{MAX_REDRIVE_PER_CALL}")
+        if isinstance(start, bool) or not 0 <= start <= MAX_OFFSET:
+            raise InvalidRequest(f"start must be 0-{MAX_OFFSET}")
         if message_ids is not None:
             if not 1 <= len(message_ids) <= MAX_REDRIVE_IDS:
                 raise InvalidRequest(f"message_ids takes 1-{MAX_REDRIVE_IDS} ids")
@@ -136,18 +172,21 @@ class DeadLetterService:
         marks = self._configs.dead_letter_marks(group)
         head = self._heads.get(name, 0).next_offset
         if message_ids is not None:
-            return self._redrive_ids(group, name, set(message_ids), marks.floor, head)
+            return self._redrive_ids(group, name, set(message_ids), marks, head, start)
         key = topic or "*"
         cursor = marks.cursor(key)
-        redriven = skipped = 0
+        redriven = skipped = examined = 0
         for entry, batch in self._batches(name, cursor, head):
-            if redriven + skipped >= max_messages:
+            if redriven + skipped >= max_messages or examined >= MAX_LIST_SCAN:
                 return RedriveResult(redriven, skipped, cursor, False)
+            examined += len(batch)
             chosen = [
                 m
                 for m in batch
                 if m.offset >= cursor and (topic is None or m.system.origin_topic == topic)
             ]
+            by_id = self._redriven_by_id(group, chosen)
+            chosen = [m for m in chosen if m.offset not in by_id]
             moved, lost = self._send_back(group, f"{entry.base_offset}", chosen)
             if not self._configs.advance_cursor(group, key, cursor, entry.next_offset):
                 raise InvalidRequest("another redrive of this group is running; try again")
@@ -205,19 +244,70 @@ class DeadLetterService:
                     f"~redrive.{group}.{step}.{origin}#{queue}", group_messages[0].offset
                 )
                 copies = [redriven_copy(m) for m in group_messages]
-                if self._moves.append(topic, queue % topic.queues, copies, stamp) is None:
+                if (
+                    self._moves.append(
+                        topic,
+                        queue % topic.queues,
+                        copies,
+                        stamp,
+                        record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
+                    )  # fmt: skip
+                    is None
+                ):
                     moved += len(group_messages)  # else redriven before: not stored again
             except TopicNotFound:
                 lost += len(group_messages)
         return moved, lost
 
     def _redrive_ids(
-        self, group: str, name: str, wanted: set[str], floor: int, head: int
+        self,
+        group: str,
+        name: str,
+        wanted: set[str],
+        marks: DeadLetterMarks,
+        head: int,
+        start: int = 0,
     ) -> RedriveResult:
-        redriven = skipped = 0
-        for _, batch in self._batches(name, floor, head):
+        redriven = skipped = examined = 0
+        start = max(start, marks.floor)
+        for entry, batch in self._batches(name, start, head):
+            if examined >= MAX_LIST_SCAN:
+                return RedriveResult(redriven, skipped, entry.base_offset, False)
+            examined += len(batch)
             for m in batch:
-                if m.offset >= floor and m.message_id in wanted:
-                    moved, lost = self._send_back(group, f"id{m.offset}", [m])
-                    redriven, skipped = redriven + moved, skipped + lost
+                if m.offset < start or m.message_id not in wanted:
+                    continue
+                if _below_cursor(marks, m) or self._batch_redriven(group, entry, batch, m):
+                    continue  # a cursor redrive sent it back already
+                moved, lost = self._send_back(group, f"id{m.offset}", [m])
+                redriven, skipped = redriven + moved, skipped + lost
         return RedriveResult(redriven, skipped, head, True)
+
+    def _batch_redriven(
+        self, group: str, entry: IndexEntry, batch: list[StoredMessage], message: StoredMessage
+    ) -> bool:
+        """Whether the cursor redrive of ``message``'s DLQ batch recorded its append (it
+        may have crashed before its cursor moved)."""
+        if self._records is None or message.system.origin_topic is None:
+            return False
+        origin = (message.system.origin_topic, message.system.origin_queue or 0)
+        first = next(
+            m.offset for m in batch if (m.system.origin_topic, m.system.origin_queue or 0) == origin
+        )
+        producer = f"~redrive.{group}.{entry.base_offset}.{origin[0]}#{origin[1]}"
+        return self._records.any_recorded([ProducerStamp(producer, first)])
+
+
+def _below_cursor(marks: DeadLetterMarks, message: StoredMessage) -> bool:
+    """Whether a cursor redrive covering ``message`` (all, or its origin topic) passed it."""
+    origin = message.system.origin_topic
+    cursors = marks.cursors or {}
+    return message.offset < max(cursors.get("*", 0), cursors.get(origin, 0) if origin else 0)
+
+
+def _id_stamp(group: str, m: StoredMessage) -> ProducerStamp:
+    """The stamp of a redrive by id of ``m`` (see ``_send_back``)."""
+    return ProducerStamp(
+        f"~redrive.{group}.id{m.offset}.{m.system.origin_topic}#{m.system.origin_queue or 0}",
+        m.offset,
+    )

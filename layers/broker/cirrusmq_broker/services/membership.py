@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..errors import Busy, InvalidDuration, InvalidRequest, TopicNotFound
+from ..errors import AccessDenied, Busy, InvalidDuration, InvalidRequest, TopicNotFound
 from ..filters import TagFilter
 from ..membership import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
@@ -87,28 +87,44 @@ class MembershipService:
             topics[topic] = TagFilter.parse(expression).expression
         for topic in topics:
             self._topics.active(topic)  # TopicNotFound: nothing is stored
+        timeout_ms = heartbeat_timeout_seconds * 1000
         for attempt in range(SAVE_ATTEMPTS):
             now = self._clock()
             membership = self._registry.load(group)
-            member = Member(client_id, topics, orderly, now, now + heartbeat_timeout_seconds * 1000)
+            stored = membership.members.get(client_id)
+            if (
+                stored is not None
+                and stored.topics == topics
+                and stored.orderly == orderly
+                and now + timeout_ms // 2 < stored.expires_at <= now + timeout_ms
+            ):  # still registered for over half a timeout: no write (the item is rewritten
+                # only about twice per timeout per member, not on every heartbeat)
+                return self._status(membership, stored, now)
+            member = Member(client_id, topics, orderly, now, now + timeout_ms)
             membership.beat(member, now)
             if self._registry.save(membership):
                 return self._status(membership, member, now)
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
         raise Busy(f"group {group!r}'s registry is contended; retry the heartbeat")
 
-    def deregister(self, group: str, client_id: str) -> int:
+    def deregister(
+        self, group: str, client_id: str, may_subscribe: Callable[[str], bool] | None = None
+    ) -> int:
         """Release every queue lock ``client_id`` holds on its FIFO topics, then remove it
         from the group, so successors take over at once; the number of locks released.
 
         Locks go first: a crash in between leaves the consumer registered, and a re-run
         (or its heartbeat timeout) finishes the job; the other order could leave locks
-        nobody knows to release."""
+        nobody knows to release. ``may_subscribe(topic)`` (the caller's permission): every
+        topic of the member must pass, else AccessDenied and nothing changes."""
         check_group_name(group)
         check_client_id(client_id)
         member = self._registry.load(group).members.get(client_id)
         if member is None:
             return 0
+        denied = [t for t in member.topics if may_subscribe is not None and not may_subscribe(t)]
+        if denied:  # only a key that may consume the member's topics removes it
+            raise AccessDenied(f"access denied: consume topic {denied[0]} as group {group}")
         released = 0
         for topic in member.topics:
             try:
@@ -117,7 +133,7 @@ class MembershipService:
                 continue
             if definition.message_type is not MessageType.FIFO:
                 continue
-            for queue in range(definition.queues):
+            for queue in self._registry.locked_queues(group, topic, definition.queues, client_id):
                 released += self._registry.release_lock(group, topic, queue, client_id)
         for attempt in range(SAVE_ATTEMPTS):
             now = self._clock()

@@ -82,8 +82,12 @@ class MoveAppender:
         messages: list[NewMessage],
         stamp: ProducerStamp,
         digest: str | None = None,
+        record_keep_seconds: int = 0,
     ) -> str | None:
         """Append ``messages`` to ``topic``/``queue`` once.
+
+        ``record_keep_seconds``: keep the idempotency record at least this long (default:
+        the producers' 7-day window), e.g. as long as the dead letters a redrive sends back.
 
         Returns None when stored now, else the digest recorded for this stamp before
         (nothing is stored now); ``digest`` defaults to one derived from the stamp alone.
@@ -120,7 +124,8 @@ class MoveAppender:
                 stamp=stamp,
                 build_record=lambda bases: ProducerRecord(digest, bases),
                 expires_at=now // 1000 + topic.retention_hours * 3600,
-                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+                record_expires_at=now // 1000
+                + max(limits.IDEMPOTENCY_WINDOW_SECONDS, record_keep_seconds),
             )
         except AlreadyRecorded:
             record = self._producers.get(stamp)

@@ -12,13 +12,19 @@ Three hooks of a receive / ack-like call, all without timers or a scheduler:
 - ``nack``: the consumer gives messages back now, optionally asking for a delay.
 
 Idempotency of expiry: the append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
-with the target (level 0-15, 16 = DLQ) as sequence; a lease id is unique per delivery. The
+with 17 as sequence when the lease's messages all go to one target, else the target (level
+0-15, 16 = DLQ); a lease id is unique per delivery. The
 record's digest derives from the stamp alone, so a re-run after a crash between the append
 and the settle finds it AlreadyRecorded and only settles. Between the crash and the re-run
 the lease's unsettled set can only shrink (an ack of an expired lease still lands; a
 change_invisible moves a message out to a lease of its own): the re-run settles what is left,
 and a message acked in between is delivered once more from the retry topic (at least once,
 never lost). A nack names its offsets in the digest (see ``nack``).
+
+Expiry stays one append per lease (and target), not per pass: its stamp must come out the
+same in a re-run after a crash, and only the lease id does — which leases a pass finds
+expired changes between the crash and the re-run (acks, invisible-time changes, other
+consumers' passes), so a per-pass stamp could not be deduplicated.
 """
 
 from __future__ import annotations
@@ -80,6 +86,14 @@ MAX_MOVES_PER_PASS = 40
 the queue's write transaction, which takes 100). As many as a receive would redeliver in
 place (consume.MAX_LEASES_PER_PASS), so none of them is: the rest wait for the next pass."""
 SAVE_ATTEMPTS = 6
+SINGLE_TARGET_SEQUENCE = DLQ_TARGET + 1
+"""The sequence of an expired lease's move when all its messages go to one target (retry
+level or DLQ): a re-run whose target changed (a new max_delivery_attempts) finds it
+AlreadyRecorded. Leases split over several targets keep one sequence per target number (a
+changed split may then store a message twice; never lose one)."""
+NACK_MARGIN_SECONDS = 3
+"""A nack of a lease this close to its deadline (or past it) answers ``expired``: the
+lease's expiry moves its messages on, and a nack racing it would store a second copy."""
 
 ServeOnce = Callable[[GroupView, Topic, TagFilter, int, int, float], list[ReceivedMessage]]
 
@@ -149,8 +163,11 @@ class RetryService:
         return value
 
     # ================================================================ expiry
-    def expire(self, state: GroupQueueState, topic: Topic, now: int) -> GroupQueueState:
-        """Move the messages of expired leases on (see the module doc); the state as saved."""
+    def expire(self, state: GroupQueueState, topic: Topic, now: int) -> GroupQueueState | None:
+        """Move the messages of expired leases on (see the module doc); the state as saved,
+        or None if every save lost a race: the caller skips the queue this pass (its state
+        still holds the expired leases, and redelivering them in place would make their
+        next expiry move them again under another stamp)."""
         if not state.may_have_expired(now):
             return state
         for _ in range(SAVE_ATTEMPTS):
@@ -168,7 +185,7 @@ class RetryService:
             if not state.changed() or self._states.save(state):
                 return state
             state = self._states.load_one(state.group, state.topic, state.queue)
-        return state  # contended: the receive's own save decides what happens next
+        return None  # contended: the queue waits for the next pass
 
     def _expire_lease(
         self, state: GroupQueueState, topic: Topic, lease: Lease, maximum: int, fifo: bool
@@ -181,20 +198,55 @@ class RetryService:
                 continue  # FIFO: redelivered in place, in order
             by_target.setdefault(target, []).append(message)
         producer = expire_producer(state.group, state.topic, state.queue, lease.lease_id)
+        single = len(by_target) == 1  # the usual case: one sequence whatever the target, so
+        # a re-run after max_delivery_attempts changed (cached 30 s) still deduplicates
         for target, messages in sorted(by_target.items(), key=lambda kv: kv[0].number):
-            self._move(state.group, topic, target, messages, lease.attempt, producer)
+            self._move(
+                state.group, topic, target, messages, lease.attempt, producer,
+                sequence=SINGLE_TARGET_SEQUENCE if single else None,
+            )  # fmt: skip
             settled.extend(m.offset for m in messages)
         if settled:
             state.settle(lease.lease_id, settled)
 
-    def moved(self, group: str, topic: str, queue: int, lease_id: str) -> bool:
+    def moved(
+        self, group: str, topic: str, queue: int, lease_id: str, offset: int | None = None
+    ) -> bool:
         """Whether the lease's unsettled messages were moved on when it expired (an ack of
         its handle then is stale, not an ack: the message comes back from the retry topic).
-        One batched read; asked only on an ack's slow path."""
+        One batched read; asked only on an ack's slow path. With ``offset``: whether that
+        message was among them (one acked before the expiry was not: its re-ack is acked);
+        the moved batches are read, and anything unreadable counts as moved."""
         producer = expire_producer(group, topic, queue, lease_id)
-        return self._records.any_recorded(
-            [ProducerStamp(producer, n) for n in range(DLQ_TARGET + 1)]
-        )
+        stamps = [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
+        if offset is None:
+            return self._records.any_recorded(stamps)
+        records = self._records.bases(stamps)
+        if not records:
+            return False
+        state = self._states.load_one(group, topic, queue)
+        original = self._messages_at(state, [offset]).get(offset)
+        if original is None:
+            return True  # past retention: cannot tell
+        origin = retry_origin(group, topic) or topic
+        for stamp, bases in records.items():
+            names = [retry_topic(group, origin), dlq_topic(group)]
+            if stamp.sequence == DLQ_TARGET:
+                names = names[1:]
+            elif stamp.sequence < DLQ_TARGET:
+                names = names[:1]
+            for q, base in bases.items():
+                batch: list[StoredMessage] | None = None
+                for name in names:
+                    entry = self._index.entry_at(name, q, base)
+                    if entry is not None and entry.base_offset == base:
+                        batch = self._reader.messages(entry)
+                        break
+                if not batch:
+                    return True  # unreadable: count it as moved
+                if any(m.message_id == original.message_id for m in batch):
+                    return True
+        return False
 
     def _move(
         self,
@@ -202,14 +254,17 @@ class RetryService:
         topic: Topic,
         target: Target,
         messages: list[StoredMessage],
-        attempt: int,
+        attempt: int | list[int],
         producer: str,
         *,
         sequence: int | None = None,
         digest: str | None = None,
     ) -> str | None:
         destination, queue = self._destination(group, topic, target)
-        copies: list[NewMessage] = [moved_copy(m, attempt, target) for m in messages]
+        attempts = attempt if isinstance(attempt, list) else [attempt] * len(messages)
+        copies: list[NewMessage] = [
+            moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)
+        ]
         stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
         recorded = self._moves.append(destination, queue, copies, stamp, digest)
         if not target.dead:  # this container looks at the retry topic when it is due
@@ -354,11 +409,12 @@ class RetryService:
         status is ``acked`` (given back: the receipt handle is done), ``expired`` or
         ``invalid`` like an ack's.
 
-        Idempotency: per lease and target one append stamped with the lease id and the
-        first offset, its digest naming the exact offsets; a resend of the same nack is
-        AlreadyRecorded and only settles. A resend naming other offsets (after a crash
-        between append and settle) moves each message on its own instead (a message may
-        then be delivered once more; none is lost).
+        Idempotency: per queue and target one append (whatever the number of leases)
+        stamped with the lease id and offset of its first message, its digest naming every
+        (lease, offset); a resend of the same nack is AlreadyRecorded and only settles. A
+        resend naming other offsets (after a crash between append and settle) moves each
+        message on its own instead (a message may then be delivered once more; none is
+        lost). A lease within ``NACK_MARGIN_SECONDS`` of its deadline answers ``expired``.
         """
         from .. import limits
 
@@ -391,14 +447,18 @@ class RetryService:
             by_lease.setdefault((handle.topic, handle.queue, handle.lease_id), {})[position] = (
                 handle
             )
+        by_queue: dict[tuple[str, int], dict[str, dict[int, ReceiptHandle]]] = {}
         for (topic_name, queue, lease_id), handles in by_lease.items():
+            by_queue.setdefault((topic_name, queue), {})[lease_id] = handles
+        for (topic_name, queue), leases in by_queue.items():
             try:
                 topic = self._topic(topic_name)
             except TopicNotFound as exc:
-                for p in handles:
-                    outcomes[p] = (receipt_handles[p], "invalid", exc)
+                for handles in leases.values():
+                    for p in handles:
+                        outcomes[p] = (receipt_handles[p], "invalid", exc)
                 continue
-            done = self._nack_lease(group, topic, queue, lease_id, handles, delay_seconds)
+            done = self._nack_queue(group, topic, queue, leases, delay_seconds)
             for p, status in done.items():
                 error = (
                     ReceiptHandleExpired(
@@ -410,6 +470,10 @@ class RetryService:
                 outcomes[p] = (receipt_handles[p], status, error)
         return [outcomes[p] for p in range(len(receipt_handles))]
 
+    def resolve_topic(self, name: str) -> Topic:
+        """A topic named by a receipt handle, internal names (retry, DLQ) included."""
+        return self._topic(name)
+
     def _topic(self, name: str) -> Topic:
         if is_internal(name):
             topic = self._moves.existing(name)
@@ -418,63 +482,79 @@ class RetryService:
             return topic
         return self._topics.active(name)
 
-    def _nack_lease(
+    def _nack_queue(
         self,
         group: str,
         topic: Topic,
         queue: int,
-        lease_id: str,
-        handles: dict[int, ReceiptHandle],
+        leases: dict[str, dict[int, ReceiptHandle]],
         delay_seconds: int | None,
     ) -> dict[int, str]:
+        """Nack the handles of one queue: one append per target for all its leases (the
+        digest names each lease's offsets), then each lease settled on its own."""
         state = self._states.load_one(group, topic.name, queue)
-        lease = self._states.load_lease(state, lease_id) if state.version else None
-        statuses = {p: "expired" for p in handles}
-        if lease is None:
-            return statuses
-        held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
-        for p, h in handles.items():
-            if h.offset in lease.acked:
-                statuses[p] = "acked"
-        found, _ = self._find_all(state, held)  # the others are past retention: settled
+        statuses = {p: "expired" for handles in leases.values() for p in handles}
+        margin = self._clock() + NACK_MARGIN_SECONDS * 1000
+        live: dict[str, tuple[Lease, list[int]]] = {}
+        for lease_id, handles in leases.items():
+            lease = self._states.load_lease(state, lease_id) if state.version else None
+            if lease is None:
+                continue
+            for p, h in handles.items():
+                if h.offset in lease.acked:
+                    statuses[p] = "acked"
+            if lease.deadline <= margin:
+                continue  # expiring: its expiry moves the messages (a nack would race it)
+            held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
+            live[lease_id] = (lease, held)
+        wanted = sorted({o for _, held in live.values() for o in held})
+        found, _ = self._find_all(state, wanted)  # the others are past retention: settled
         maximum = self.max_delivery_attempts(group)
         fifo = topic.message_type is MessageType.FIFO
-        by_target: dict[Target, list[StoredMessage]] = {}
-        in_place: list[int] = []
-        for offset in held:
-            message = found.get(offset)
-            if message is None:
-                continue  # past retention: settles with nothing to move
-            target = target_for(
-                message, lease.attempt, maximum, nacked=True, delay_seconds=delay_seconds
-            )
-            if fifo and not target.dead:
-                in_place.append(offset)
-            else:
-                by_target.setdefault(target, []).append(message)
-        producer = f"~nack.{group}.{topic.name}#{queue}.{lease_id}"
-        for target, messages in by_target.items():
-            offsets = [m.offset for m in messages]
-            digest = hashlib.sha256(f"{producer}#{target.number}#{offsets}".encode()).hexdigest()
-            sequence = offsets[0] * (RETRY_QUEUES + 1) + target.number
+        by_target: dict[Target, list[tuple[StoredMessage, Lease]]] = {}
+        in_place: dict[str, list[int]] = {}
+        for lease_id, (lease, held) in live.items():
+            for offset in held:
+                message = found.get(offset)
+                if message is None:
+                    continue  # past retention: settles with nothing to move
+                target = target_for(
+                    message, lease.attempt, maximum, nacked=True, delay_seconds=delay_seconds
+                )
+                if fifo and not target.dead:
+                    in_place.setdefault(lease_id, []).append(offset)
+                else:
+                    by_target.setdefault(target, []).append((message, lease))
+        for target, pairs in by_target.items():
+            pairs.sort(key=lambda pair: pair[0].offset)
+            first_message, first_lease = pairs[0]
+            producer = f"~nack.{group}.{topic.name}#{queue}.{first_lease.lease_id}"
+            named = [(lease.lease_id, m.offset) for m, lease in pairs]
+            digest = hashlib.sha256(f"{producer}#{target.number}#{named}".encode()).hexdigest()
+            sequence = first_message.offset * (RETRY_QUEUES + 1) + target.number
+            messages = [m for m, _ in pairs]
+            attempts = [lease.attempt for _, lease in pairs]
             recorded = self._move(
-                group, topic, target, messages, lease.attempt, producer,
+                group, topic, target, messages, attempts, producer,
                 sequence=sequence, digest=digest,
             )  # fmt: skip
             if recorded is not None and recorded != digest:
-                for m in messages:  # another set was moved under this stamp: one by one
+                for m, lease in pairs:  # another set was moved under this stamp: one by one
                     self._move(
-                        group, topic, target, [m], lease.attempt, producer + ".1",
+                        group, topic, target, [m], lease.attempt,
+                        f"~nack.{group}.{topic.name}#{queue}.{lease.lease_id}.1",
                         sequence=m.offset * (RETRY_QUEUES + 1) + target.number,
                     )  # fmt: skip
-        settle = [o for o in held if o not in in_place]
-        if settle:
-            self._states.ack(group, topic.name, queue, lease_id, settle)
-        if in_place:
-            self._suspend(state, lease, in_place, delay_seconds)
-        for p, h in handles.items():
-            if h.offset in held:
-                statuses[p] = "acked"
+        for lease_id, (lease, held) in live.items():
+            keep = in_place.get(lease_id, [])
+            settle = [o for o in held if o not in keep]
+            if settle and not self._states.ack(group, topic.name, queue, lease_id, settle):
+                continue  # redelivered or moved on meanwhile: stale (a copy may repeat it)
+            if keep:
+                self._suspend(state, lease, keep, delay_seconds)
+            for p, h in leases[lease_id].items():
+                if h.offset in held:
+                    statuses[p] = "acked"
         return statuses
 
     def _suspend(

@@ -13,9 +13,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..membership import Member, Membership
+from ..membership import Member, Membership, RegistryTooLarge
 from ..model import stream_id
-from .dynamo import KeysToRead, error_code, from_item, to_item
+from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
 
 REGISTRY_STREAM = ".consumers"
 
@@ -65,9 +65,24 @@ class ConsumerRegistry:
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
+            if error_code(exc) == "ValidationException" and "size" in str(exc).lower():
+                raise RegistryTooLarge(  # the estimate missed: still a 4xx, nothing stored
+                    f"the registrations of group {membership.group!r} exceed an item's size"
+                ) from exc
             raise
         membership.version += 1
         return True
+
+    def locked_queues(self, group: str, topic: str, queues: int, client_id: str) -> list[int]:
+        """The queues of ``topic`` whose state names ``client_id`` as lock owner (batched
+        reads of the queues' summaries: a deregistration writes only where it holds a lock)."""
+        keys = [{"group_name": group, "stream": stream_id(topic, q)} for q in range(queues)]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        held = []
+        for values in found[self._table]:
+            if values.get("lock_owner") == client_id:
+                held.append(int(str(values["stream"]).rsplit("#", 1)[1]))
+        return sorted(held)
 
     def release_lock(self, group: str, topic: str, queue: int, client_id: str) -> bool:
         """Clear ``client_id``'s lock on a queue's state (one conditional write); whether it

@@ -3,6 +3,7 @@ of the moves (ProducersTable) are looked up by their stamps, all in one batched 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..model import ProducerStamp
@@ -19,3 +20,29 @@ class MoveRecords:
         keys = [{"producer_key": producer_key(s)} for s in stamps]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return bool(found[self._table])
+
+    def recorded(self, stamps: list[ProducerStamp]) -> set[ProducerStamp]:
+        """Those of ``stamps`` that have a record (one batched read)."""
+        if not stamps:
+            return set()
+        by_key = {producer_key(s): s for s in stamps}
+        keys = [{"producer_key": k} for k in by_key]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        return {
+            by_key[item["producer_key"]]
+            for item in found[self._table]
+            if item.get("producer_key") in by_key
+        }
+
+    def bases(self, stamps: list[ProducerStamp]) -> dict[ProducerStamp, dict[int, int]]:
+        """The recorded ones of ``stamps`` with their appends' base offsets per queue."""
+        by_key = {producer_key(s): s for s in stamps}
+        keys = [{"producer_key": k} for k in by_key]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        return {
+            by_key[item["producer_key"]]: {
+                int(q): int(b) for q, b in json.loads(item.get("bases") or "{}").items()
+            }
+            for item in found[self._table]
+            if item.get("producer_key") in by_key
+        }
