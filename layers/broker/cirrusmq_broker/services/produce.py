@@ -19,9 +19,6 @@ from ..errors import (
     Busy,
     IdempotencyConflict,
     InvalidMessage,
-    MessageGroupRequired,
-    MessageTooLarge,
-    TooManyMessages,
     TooManyQueues,
     TopicNotFound,
     TransactionRequired,
@@ -38,15 +35,10 @@ from ..storage.batch_objects import BatchObjectStore, object_key
 from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..validation import (
-    check_keys,
-    check_message_group,
-    check_message_id,
     check_producer_id,
-    check_properties,
-    check_tag,
-    check_timestamp,
 )
 from .delayed_produce import TimerWriter, due_times, scheduled_receipt
+from .message_validation import validate_messages
 from .topic_catalog import TopicCatalog
 
 MAX_APPEND_ITEMS = 100
@@ -319,48 +311,7 @@ class ProduceService:
         now: int,
         stamp: ProducerStamp | None,
     ) -> list[NewMessage]:
-        if not 1 <= len(inputs) <= limits.MAX_MESSAGES_PER_SEND:
-            raise TooManyMessages(
-                f"a send carries 1-{limits.MAX_MESSAGES_PER_SEND} messages, got {len(inputs)}"
-            )
-        messages, seen = [], set()
-        for position, raw in enumerate(inputs):
-            if not raw.body:
-                raise InvalidMessage(f"message {position}: the body is empty")
-            if len(raw.body) > limits.MAX_BODY_BYTES:
-                raise MessageTooLarge(
-                    f"message {position}: body of {len(raw.body)} bytes is over "
-                    f"{limits.MAX_BODY_BYTES} bytes"
-                )
-            message_id = (
-                check_message_id(raw.message_id)
-                if raw.message_id
-                else _generated_id(stamp, position)
-            )
-            if message_id in seen:
-                raise InvalidMessage(f"message {position}: duplicate message id {message_id!r}")
-            seen.add(message_id)
-            group = check_message_group(raw.message_group) if raw.message_group else None
-            if topic.message_type is MessageType.FIFO and group is None:
-                raise MessageGroupRequired(
-                    f"message {position}: topic {topic.name!r} is FIFO; set message_group"
-                )
-            messages.append(
-                NewMessage(
-                    message_id=message_id,
-                    body=raw.body,
-                    tag=check_tag(raw.tag) if raw.tag is not None else None,
-                    keys=check_keys(list(raw.keys)),
-                    properties=check_properties(raw.properties),
-                    message_group=group,
-                    born_timestamp=(
-                        check_timestamp(raw.born_timestamp, f"message {position}: born_timestamp")
-                        if raw.born_timestamp is not None
-                        else now
-                    ),
-                )
-            )
-        return messages
+        return validate_messages(topic, inputs, now, lambda p: _generated_id(stamp, p))
 
     def _route(
         self, topic: Topic, messages: list[NewMessage], stamp: ProducerStamp | None
