@@ -19,10 +19,9 @@ from .. import limits
 from ..errors import TopicAlreadyExists, TopicNotFound
 from ..model import MessageType, NewMessage, ProducerStamp, Topic, TopicStatus
 from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
-from ..storage.batch_objects import BatchObjectStore, object_key
+from ..storage.batch_objects import BatchObjectStore
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..storage.topics import TopicStore
-from .produce import REUSE_EXISTING_OBJECT_SECONDS
 
 INTERNAL_TOPIC_CACHE_SECONDS = 30
 
@@ -99,15 +98,13 @@ class MoveAppender:
         digest = digest or stamp_digest(stamp)
         name = hashlib.sha256(f"{stamp_digest(stamp)}{digest}".encode()).hexdigest()[:40]
         data = encode_batch(messages, stored_timestamp=now, stamp=stamp)
-        key = object_key(topic.name, queue, now, name)
-        # A re-run finds its first object; one old enough for the orphan sweeper to take any
-        # moment is not reused (the sweeper deletes unindexed objects only).
-        if (
-            not self._objects.put(key, data, retention_hours=topic.retention_hours)
-            and self._objects.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
-        ):
-            key = object_key(topic.name, queue, now)
-            self._objects.put(key, data, retention_hours=topic.retention_hours)
+        key = self._objects.put_named(
+            topic.name,
+            queue,
+            now,
+            name,
+            lambda k: self._objects.put(k, data, retention_hours=topic.retention_hours),
+        )
         batch = PendingBatch(
             topic.name,
             queue,

@@ -31,7 +31,7 @@ from ..storage.appends import (
     PendingBatch,
     QueueClosed,
 )
-from ..storage.batch_objects import BatchObjectStore, object_key
+from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore, object_key
 from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..validation import (
@@ -45,10 +45,6 @@ MAX_APPEND_ITEMS = 100
 """DynamoDB TransactWriteItems' limit: one send is one append."""
 MAX_QUEUES_PER_SEND = (MAX_APPEND_ITEMS - 1) // 2
 """49: one send is one append (2 items per queue + its producer record <= 100 items)."""
-
-REUSE_EXISTING_OBJECT_SECONDS = 30
-"""A retry indexes the object its first attempt wrote only while it is this young: the
-orphan sweeper's grace period (at least 60 s) must not run out in between."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from cachetools import LRUCache
 from ..errors import BrokerError, TopicNotFound
 from ..model import NewMessage, StoredMessage, Topic
 from ..storage.appends import BatchAppender, ExtraItemRejected, PendingBatch, QueueClosed
-from ..storage.batch_objects import BatchObjectGone, BatchObjectStore, object_key
+from ..storage.batch_objects import BatchObjectGone, BatchObjectStore
 from ..storage.producers import ProducerRecord
 from ..storage.timer_objects import TimerObjectStore
 from ..storage.timers import TimerEntry, TimerStore
@@ -50,9 +50,6 @@ MAX_CATCH_UP_MINUTES = 120
 """Past minutes one tick queries at most after an outage; the next tick goes on."""
 MOVE_WORKERS = 8
 """Target queues moved (and due minutes queried) in parallel per tick."""
-REUSE_EXISTING_OBJECT_SECONDS = 30
-"""As in produce: a re-run appends the object an earlier attempt wrote only while the
-orphan sweeper cannot take it yet."""
 
 
 @dataclass
@@ -325,13 +322,13 @@ class DelayScheduler:
         digest = hashlib.sha256("|".join(sorted(e.key for e in chunk)).encode()).hexdigest()
         name = f"timer-{digest[:32]}"
         data = encode_batch(messages, stored_timestamp=now, stamp=None)
-        key = object_key(topic.name, queue, now, name)
-        if (
-            not self._objects.put(key, data, retention_hours=topic.retention_hours)
-            and self._objects.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
-        ):
-            key = object_key(topic.name, queue, now)
-            self._objects.put(key, data, retention_hours=topic.retention_hours)
+        key = self._objects.put_named(
+            topic.name,
+            queue,
+            now,
+            name,
+            lambda k: self._objects.put(k, data, retention_hours=topic.retention_hours),
+        )
         return PendingBatch(
             topic.name,
             queue,

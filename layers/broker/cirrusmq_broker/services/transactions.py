@@ -32,7 +32,6 @@ from ..errors import (
 )
 from ..model import MessageType, NewMessage, ProducerStamp, Topic
 from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
-from ..storage.batch_objects import object_key
 from ..storage.half_objects import BatchObjectGone, HalfObjectStore
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
@@ -58,7 +57,7 @@ from ..transaction_state import (
     route,
 )
 from ..validation import check_group_name
-from .produce import REUSE_EXISTING_OBJECT_SECONDS, MessageInput
+from .produce import MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
 from .transaction_input import digest as input_digest
@@ -497,18 +496,18 @@ class TransactionService(TransactionChecks):
         self, topic: Topic, queue: int, halves: list[HalfObject], started: int, name: str
     ) -> PendingBatch:
         """The queue's topic object of the commit (written unless it exists, identical)."""
-        key = object_key(topic.name, queue, started, name)
         if len(halves) == 1:
             data = self._halves.get(halves[0].key)
         else:
             data = self._merged(topic, queue, halves, started)
         hours = topic.retention_hours
-        if (
-            not self._halves.put_topic_object(key, data, retention_hours=hours)
-            and self._halves.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS
-        ):  # an earlier attempt's, unindexed: the orphan sweeper may take it any moment
-            key = object_key(topic.name, queue, started)
-            self._halves.put_topic_object(key, data, retention_hours=hours)
+        key = self._halves.put_named(
+            topic.name,
+            queue,
+            started,
+            name,
+            lambda k: self._halves.put_topic_object(k, data, retention_hours=hours),
+        )
         return PendingBatch(
             topic.name,
             queue,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -15,6 +15,9 @@ RETENTION_TAG = "cirrusmq-retention-days"
 RETENTION_TIERS_DAYS = (1, 2, 3, 7, 14, 30, 90)
 """Must match the bucket's lifecycle rules in template.yaml."""
 TOPICS_PREFIX = "topics/"
+REUSE_EXISTING_OBJECT_SECONDS = 30
+"""A re-run appends the object its first attempt wrote only while it is this young: the
+orphan sweeper's grace period (at least 60 s) must not run out in between."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,24 @@ class BatchObjectStore:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise BatchObjectGone(key) from exc
             raise
+
+    def put_named(
+        self,
+        topic: str,
+        queue: int,
+        stored_timestamp: int,
+        name: str,
+        write: Callable[[str], bool],
+    ) -> str:
+        """The key of an object to append, written under its derived ``name`` (``write(key)``
+        is False when the key exists): a re-run finds its first attempt's object there and
+        appends that one — unless it is old enough for the orphan sweeper to take at any
+        moment (it deletes unindexed objects only); then the object gets a fresh name."""
+        key = object_key(topic, queue, stored_timestamp, name)
+        if not write(key) and self.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS:
+            key = object_key(topic, queue, stored_timestamp)
+            write(key)
+        return key
 
     def age_seconds(self, key: str) -> float:
         """How long ago the object was written."""

@@ -7,6 +7,7 @@ do not see them. They carry the target topic's retention tag, so one left behind
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -49,8 +50,11 @@ class HalfObjectStore:
             raise TopicObjectTaken(key)
         return False
 
-    def age_seconds(self, key: str) -> float:
-        return self._objects.age_seconds(key)
+    def put_named(
+        self, topic: str, queue: int, stored_timestamp: int, name: str, write: Callable[[str], bool]
+    ) -> str:
+        """As :meth:`BatchObjectStore.put_named` (a commit's topic object)."""
+        return self._objects.put_named(topic, queue, stored_timestamp, name, write)
 
     def delete(self, keys: list[str]) -> None:
         if keys:
