@@ -194,7 +194,8 @@ class ClientClosedError(MQError):
 
 
 class UnsupportedFeatureError(MQError):
-    """The SDK or the service does not support this yet (e.g. ``delivery_timestamp``)."""
+    """The SDK or the service does not support something (kept for compatibility: nothing
+    raises it since delayed messages — ``delivery_timestamp`` — work)."""
 
 
 # ---------------------------------------------------------- transactions (issue 10)
