@@ -65,6 +65,10 @@ class BatchObjectStore:
 
     def put(self, key: str, data: bytes, *, retention_hours: int) -> bool:
         """Write a new, immutable object; False if ``key`` exists already (If-None-Match)."""
+        return self.put_tiered(key, data, tier_days=retention_tier_days(retention_hours))
+
+    def put_tiered(self, key: str, data: bytes, *, tier_days: int) -> bool:
+        """As :meth:`put`, tagged with a lifecycle tier given in days."""
         try:
             self._client.put_object(
                 Bucket=self._bucket,
@@ -72,7 +76,7 @@ class BatchObjectStore:
                 Body=data,
                 ContentType="application/vnd.apache.parquet",
                 IfNoneMatch="*",
-                Tagging=urlencode({RETENTION_TAG: retention_tier_days(retention_hours)}),
+                Tagging=urlencode({RETENTION_TAG: tier_days}),
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 from typing import Any
-from urllib.parse import urlencode
 
-from botocore.exceptions import ClientError
-
-from .batch_objects import RETENTION_TAG, RETENTION_TIERS_DAYS, BatchObjectGone
+from .batch_objects import RETENTION_TIERS_DAYS, BatchObjectStore
 
 TIMERS_PREFIX = "timers/"
 TIMER_TIERS_DAYS = (*RETENTION_TIERS_DAYS, 180, 460)
@@ -35,38 +32,19 @@ def timer_tier_days(now_ms: int, last_due_ms: int, retention_hours: int) -> int:
 
 
 class TimerObjectStore:
+    """Timer objects are written, read and deleted as batch objects are (immutable, written
+    once); only their prefix and lifecycle tiers differ."""
+
     def __init__(self, client: Any, bucket: str) -> None:
-        self._client = client
-        self._bucket = bucket
+        self._objects = BatchObjectStore(client, bucket)
 
     def put(self, key: str, data: bytes, *, tier_days: int) -> bool:
         """Write once; False if ``key`` exists already (a retried send wrote it)."""
-        try:
-            self._client.put_object(
-                Bucket=self._bucket,
-                Key=key,
-                Body=data,
-                ContentType="application/vnd.apache.parquet",
-                IfNoneMatch="*",
-                Tagging=urlencode({RETENTION_TAG: tier_days}),
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
-                return False
-            raise
-        return True
+        return self._objects.put_tiered(key, data, tier_days=tier_days)
 
     def get(self, key: str) -> bytes:
-        try:
-            return self._client.get_object(Bucket=self._bucket, Key=key)["Body"].read()
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise BatchObjectGone(key) from exc
-            raise
+        """The object's bytes; BatchObjectGone if it was deleted."""
+        return self._objects.get(key)
 
     def delete(self, keys: list[str]) -> None:
-        for start in range(0, len(keys), 1000):
-            self._client.delete_objects(
-                Bucket=self._bucket,
-                Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]], "Quiet": True},
-            )
+        self._objects.delete(keys)
