@@ -104,7 +104,7 @@ def test_bounds_stay_safe_until_the_leases_are_loaded():
 
 
 def test_lease_ids_name_their_slot():
-    assert lease_slot(new_lease_id((42, False))) == (42, False)
-    assert lease_slot(new_lease_id((7, True))) == (7, True)
+    assert lease_slot(new_lease_id((42, False), 3)) == (42, False)
+    assert lease_slot(new_lease_id((7, True), 1)) == (7, True)
     assert lease_slot("0123456789abcdef") is None  # not a lease id this broker made
     assert lease_slot("x.1") is None

@@ -163,7 +163,7 @@ def test_write_units_of_a_receive_and_an_ack_do_not_grow_with_leases_in_flight(b
     assert busy_ack["wcu"] == quiet_ack["wcu"]
     assert busy_receive["largest"] < 1024 and busy_ack["largest"] < 1024
     assert busy_receive["calls"] == quiet_receive["calls"] == ["BatchGetItem", "TransactWriteItems"]
-    assert busy_ack["calls"] == quiet_ack["calls"] == ["DeleteItem", "UpdateItem"]
+    assert busy_ack["calls"] == quiet_ack["calls"] == ["DeleteItem"]  # the whole lease: one delete
     print(
         f"\nreceive: {quiet_receive['wcu']} WCU with 0 in flight, {busy_receive['wcu']} with"
         f" {in_flight}; ack: {quiet_ack['wcu']} WCU with 1, {busy_ack['wcu']} with 2000;"
@@ -251,3 +251,88 @@ def test_purging_a_topic_deletes_its_leases(broker, clock):
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     left = [key_of(i)[1] for i in ddb.scan(TableName=broker.settings.groups_table)["Items"]]
     assert left and all(stream.startswith("keep#") for stream in left)
+
+
+# ------------------------------------------------ an ack of a whole lease: one delete
+def test_an_ack_of_everything_a_lease_delivered_is_one_small_conditional_delete(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [MessageInput(b"m" * 100)] * 1000)
+    received = broker.consume.receive("g", "t", max_messages=1000)
+    assert len(received) == 1000
+    with metered(broker) as ack:
+        statuses_ = ack_statuses(broker, "g", [m.receipt_handle for m in received])
+    assert statuses_ == ["acked"] * 1000
+    assert (ack["calls"], ack["wcu"]) == (["DeleteItem"], 1)  # was an ADD of 1,000 + a delete
+    assert broker.consume.receive("g", "t") == []
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (1000, 0)
+    again = ack_statuses(broker, "g", [m.receipt_handle for m in received[:3]])
+    assert again == ["acked"] * 3  # acking it again still succeeds (no lease left)
+
+
+def test_a_filtered_lease_is_settled_whole_by_acking_what_it_delivered(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [MessageInput(b"x", tag=tag) for tag in "abab"])
+    received = broker.consume.receive("g", "t", filter_expression="a", max_messages=10)
+    assert [m.message.offset for m in received] == [0, 2]
+    with metered(broker) as ack:
+        assert ack_statuses(broker, "g", [m.receipt_handle for m in received]) == ["acked"] * 2
+    assert ack["calls"] == ["DeleteItem"]
+    assert broker.consume.receive("g", "t", filter_expression="a") == []
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (4, 0)
+
+
+def test_partial_acks_take_the_settle_path_and_lose_nothing(broker, clock):
+    in_place_redelivery(broker)
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *[bytes([65 + i]) for i in range(6)])
+    received = broker.consume.receive("g", "t", max_messages=6, invisible_seconds=10)
+    with metered(broker) as first:  # 2 of 6: an ADD, the lease stays
+        assert ack_statuses(broker, "g", [m.receipt_handle for m in received[:2]]) == ["acked"] * 2
+    assert first["calls"] == ["UpdateItem"]
+    with metered(broker) as duplicate_subset:  # 2 of 6 again: still not the whole lease
+        assert ack_statuses(broker, "g", [m.receipt_handle for m in received[:2]]) == ["acked"] * 2
+    assert duplicate_subset["calls"] == ["UpdateItem"]
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in received[2:5]]) == ["acked"] * 3
+    clock.advance(11)
+    [left] = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert left.message.body == b"F"  # the one never acked comes back, nothing else
+    assert ack_statuses(broker, "g", [left.receipt_handle]) == ["acked"]
+    clock.advance(11)
+    assert broker.consume.receive("g", "t") == []
+
+
+def test_an_ack_of_a_lease_with_a_moved_message_falls_back_and_settles_both(broker, clock):
+    in_place_redelivery(broker)
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y", b"z")
+    x, y, z = broker.consume.receive("g", "t", invisible_seconds=10)
+    broker.consume.change_invisible("g", y.receipt_handle, 100)  # y moves to a lease of its own
+    with metered(broker) as ack:
+        handles = [x.receipt_handle, y.receipt_handle, z.receipt_handle]
+        assert ack_statuses(broker, "g", handles) == ["acked"] * 3
+    assert ack["calls"] == ["BatchWriteItem", "DeleteItem", "UpdateItem"]  # refused fast path,
+    clock.advance(101)  # an ADD, then the settled lease and y's own deleted in one batch
+    assert broker.consume.receive("g", "t") == []
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (3, 0)
+
+
+def test_after_a_partial_redelivery_each_lease_is_settled_by_its_own_handles(broker, clock):
+    in_place_redelivery(broker)
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *[bytes([65 + i]) for i in range(5)])
+    first = broker.consume.receive("g", "t", max_messages=5, invisible_seconds=10)
+    clock.advance(11)
+    taken = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+    assert [m.message.body for m in taken] == [b"A", b"B"]
+    stale = ack_statuses(broker, "g", [m.receipt_handle for m in first])
+    assert stale == ["expired"] * 5  # a whole-lease ack of the old id deletes nothing
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in taken]) == ["acked"] * 2
+    clock.advance(11)
+    rest = broker.consume.receive("g", "t", max_messages=5, invisible_seconds=10)
+    assert [m.message.body for m in rest] == [b"C", b"D", b"E"]
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in rest]) == ["acked"] * 3
+    clock.advance(11)
+    assert broker.consume.receive("g", "t") == []

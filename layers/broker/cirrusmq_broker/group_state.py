@@ -24,9 +24,21 @@ LeaseSlot = tuple[int, bool]
 """(start, moved-out single message): where a lease is stored; unique among open leases."""
 
 
-def new_lease_id(slot: LeaseSlot) -> str:
+def new_lease_id(slot: LeaseSlot, delivered: int) -> str:
+    """A fresh id for a lease of ``slot`` whose handles are issued for ``delivered`` offsets.
+
+    The count is part of the id, so it is as immutable as the id: an ack naming that many
+    distinct offsets of the lease (handles are signed, so each is an offset delivered under
+    it) settles the whole lease (:func:`delivered_count`)."""
     start, single = slot
-    return f"{start}{'m' if single else ''}.{secrets.token_hex(6)}"
+    return f"{start}{'m' if single else ''}.{secrets.token_hex(6)}n{delivered}"
+
+
+def delivered_count(lease_id: str) -> int | None:
+    """How many offsets were delivered under ``lease_id``; None for an id without the count
+    (made before it was recorded)."""
+    match = re.fullmatch(r"[0-9]{1,20}m?\.[0-9a-f]{12}n([0-9]{1,9})", lease_id)
+    return int(match[1]) if match else None
 
 
 def lease_slot(lease_id: str) -> LeaseSlot | None:
@@ -211,7 +223,9 @@ class GroupQueueState:
             return None
         skipped = frozenset(o for o in range(start, end) if o not in delivered_set)
         slot = (start, False)
-        lease = Lease(new_lease_id(slot), start, end, now + invisible_ms, 1, acked=skipped)
+        lease = Lease(
+            new_lease_id(slot, len(delivered_set)), start, end, now + invisible_ms, 1, acked=skipped
+        )
         self._put(lease)
         return lease
 
@@ -227,7 +241,7 @@ class GroupQueueState:
         split = pending[count - 1] + 1 if count < len(pending) else lease.end
         taken = replace(
             lease,
-            lease_id=new_lease_id(lease.slot),
+            lease_id=new_lease_id(lease.slot, min(count, len(pending))),
             end=split,
             deadline=now + invisible_ms,
             attempt=lease.attempt + 1,
@@ -238,7 +252,7 @@ class GroupQueueState:
         if split < lease.end:
             slot = (split, False)
             rest = Lease(
-                new_lease_id(slot),
+                new_lease_id(slot, 0),  # nothing delivered under it: it is redelivered later
                 split,
                 lease.end,
                 lease.deadline,
@@ -267,6 +281,6 @@ class GroupQueueState:
             return changed
         self._put(replace(lease, moved=lease.moved | {offset}), replacing=lease)
         slot = (offset, True)
-        single = Lease(new_lease_id(slot), offset, offset + 1, deadline, lease.attempt)
+        single = Lease(new_lease_id(slot, 1), offset, offset + 1, deadline, lease.attempt)
         self._put(single)
         return single

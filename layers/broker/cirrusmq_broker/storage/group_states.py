@@ -5,7 +5,8 @@ holding the group's filter on that topic.
 
 Every item is small, so a write costs the same whatever is in flight. A receive writes the
 summary (version check, optimistic concurrency) and the leases it creates or changes in one
-transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled.
+transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled
+(an ack of everything delivered under a lease: one conditional delete).
 Lease items carry no ``topic`` attribute: the by_topic index stays sparse (no index write
 per lease); a topic's purge deletes them below each summary it finds there.
 """
@@ -21,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import BrokerError
-from ..group_state import GroupQueueState, Lease, LeaseSlot, lease_slot
+from ..group_state import GroupQueueState, Lease, LeaseSlot, delivered_count, lease_slot
 from ..model import stream_id
 from .dynamo import (
     BATCH_WRITE_LIMIT,
@@ -148,11 +149,14 @@ class GroupStateStore:
 
         A lease left with nothing unsettled is deleted (settled stays settled, so no
         condition is needed); so is the lease of its own of an offset moved out of it.
+        An ack of every offset delivered under the lease is one conditional delete.
         """
         slot = lease_slot(lease_id)
         if slot is None:
             return False
         key = self._lease_key(group, topic, queue, slot)
+        if delivered_count(lease_id) == len(set(offsets)) and self._settle_whole(key, lease_id):
+            return True
         try:
             item = self._client.update_item(
                 TableName=self._table,
@@ -174,6 +178,27 @@ class GroupStateStore:
             self._lease_key(group, topic, queue, (o, True)) for o in lease.moved & set(offsets)
         ]
         self._delete(done)
+        return True
+
+    def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool:
+        """Delete the lease (one small conditional delete instead of an ``ADD`` of every
+        offset and then a delete); False if the fast path does not apply.
+
+        The caller acks as many distinct offsets of the lease as were delivered under its
+        id (signed handles: each one such an offset), so none is left unsettled, provided
+        the lease still has that id and no offset was moved out of it (change_invisible).
+        """
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression="lease_id = :id AND attribute_not_exists(moved)",
+                ExpressionAttributeValues=to_item({":id": lease_id}),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False  # gone, redelivered or split, or a message moved out: look closer
+            raise
         return True
 
     # ------------------------------------------------------------------ writing
