@@ -763,10 +763,12 @@ class BatchRun:
         return merged([*self.produce.usage.values(), *self.consume.usage.values()])
 
 
-def run_batches(client: Client, meter: Meter, sqs: Any, messages: int) -> list[BatchRun]:
+def run_batches(
+    client: Client, meter: Meter, sqs: Any, messages: int, batches: tuple[int, ...] = BATCH_SIZES
+) -> list[BatchRun]:
     runs = []
     sqs_rates: dict[int, tuple[float, float]] = {}  # SQS batches are capped at 10: run once
-    for batch in BATCH_SIZES:
+    for batch in batches:
         topic, total = f"bench-{batch}", max(messages, 2 * batch)
         client.create_topic(topic, 8)
         p = timed(meter, produce(client, topic, total, batch))
@@ -1008,6 +1010,24 @@ def print_costs(runs: list[BatchRun]) -> None:
         "  of the DynamoDB writes, idempotency records (ProducersTable), $ per million messages:"
         f" {', '.join(records)}"
     )
+    floors = ", ".join(f"batch {r.batch}: ${design_floor(r.batch):.4f}" for r in runs)
+    print(
+        "  DESIGN.md §6 floor (arithmetic, not measured): per send 1 S3 PUT + a one-item"
+        " DynamoDB transaction (2 WRU), per receive 1 conditional write + 1 S3 GET, per ack 1"
+        " write; HTTP API + Lambda requests for the 3 calls; no reads, no Lambda duration,"
+        f" no idempotency record, no head item, no nonce: {floors}"
+    )
+
+
+def design_floor(batch: int) -> float:
+    """$ per million messages of the physical floor DESIGN.md §6 names, at ``batch``."""
+    send_receive_ack = (
+        PRICE["s3_put"]
+        + PRICE["s3_get"]
+        + (2 + 1 + 1) * PRICE["ddb_write_unit"]
+        + 3 * (PRICE["api_request"] + PRICE["lambda_request"])
+    )
+    return 1_000_000 / batch * send_receive_ack
 
 
 def per_million(write_units: float, run: BatchRun) -> float:
@@ -1091,6 +1111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--inflight", type=int, default=2000, help="leases held for the in-flight case"
     )
+    parser.add_argument(
+        "--batches",
+        type=lambda text: tuple(int(b) for b in text.split(",")),
+        default=BATCH_SIZES,
+        help="batch sizes to run, comma-separated (default 1,10,100,1000)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
@@ -1103,7 +1129,9 @@ def main(argv: list[str] | None = None) -> int:
         undo = meter.install()
         try:
             client = Client(api)
-            runs = run_batches(client, meter, stack.boto3_client("sqs"), args.messages)
+            runs = run_batches(
+                client, meter, stack.boto3_client("sqs"), args.messages, args.batches
+            )
             cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
             idle = run_idle(client, meter)
         finally:

@@ -9,6 +9,13 @@ permission :data:`ROUTE_RULES` names for it (403 otherwise). A route missing fro
 is refused to everyone (deny by default). Checks that depend on more than the route (the
 topic inside each receipt handle of an ack; the topics a list shows) use
 :func:`current_principal` in the route.
+
+Replay protection: an authorized request's nonce is claimed (one conditional write) before
+the route runs, except where a replay cannot change anything the request itself did not:
+reads (``GET``) never claim it; a send and an ack claim it through :func:`claim_request`
+only when a replay would cost or change something (:data:`CLAIMED_BY_ROUTE`): a replayed
+stamped send is answered from its idempotency record and stores nothing; an ack whose
+leases are settled by its fast path (one conditional delete each) records nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +60,18 @@ class _Authenticated:
 _authenticated: contextvars.ContextVar[_Authenticated | None] = contextvars.ContextVar(
     "cirrusmq_authenticated", default=None
 )
+_claim: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "cirrusmq_claim", default=None
+)
+_deferred: contextvars.ContextVar[bool] = contextvars.ContextVar("cirrusmq_deferred", default=False)
+
+CLAIMED_BY_ROUTE = frozenset(
+    {("POST", "/v1/topics/{topic}/messages"), ("POST", "/v1/groups/{group}/ack")}
+)
+"""Routes that claim the nonce themselves (:func:`claim_request`), only where it matters:
+a send when it is not stamped (a replay would store it again); an ack only before it sorts
+out handles its fast path refused (a replay of an ack changes nothing, but its slow path
+reads per lease: the claim bounds that to the first replay)."""
 
 
 def current_principal() -> Principal:
@@ -209,7 +228,9 @@ def authenticate_event(event: Mapping[str, Any]) -> None:
             headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
             body=body,
         )
-        principal = current_broker().auth.authenticate(request, fresh=path.startswith(KEYS_PATH))
+        principal = current_broker().auth.authenticate(
+            request, fresh=path.startswith(KEYS_PATH), claim=False
+        )
     except Exception as exc:  # answered through the one error mapping, in check_access
         _authenticated.set(_Authenticated(None, exc, b""))
         return
@@ -217,8 +238,11 @@ def authenticate_event(event: Mapping[str, Any]) -> None:
 
 
 def check_access(app: APIGatewayHttpResolver, read_json: Callable[[str], Any]) -> None:
-    """Authorize the matched route for the authenticated key; raise a 401/403 error."""
+    """Authorize the matched route for the authenticated key and decide whether and when the
+    request's nonce is claimed; raise a 401/403 error."""
     _principal.set(None)
+    _claim.set(None)
+    _deferred.set(False)
     route = app.context.get("_route")
     key = (str(getattr(route, "method", "")).upper(), str(getattr(route, "openapi_path", "")))
     if key in UNSIGNED:
@@ -236,6 +260,41 @@ def check_access(app: APIGatewayHttpResolver, read_json: Callable[[str], Any]) -
         raise AccessDenied("access denied: no access key may call this route")
     params = {k: str(v) for k, v in (app.context.get("_route_args") or {}).items()}
     rule(principal, params, lambda: _json_or_none(authenticated.body, read_json))
+    if key[0] == "GET":
+        return  # reads change nothing: their replay is harmless
+    # Claimed once the body is validated (claim_before_route), not here: Powertools keeps
+    # the current event on a class attribute, which a local stack's concurrent invocation
+    # in another environment replaces during I/O before validation has read the body.
+    _claim.set(_once(lambda: current_broker().auth.claim(principal)))
+    _deferred.set(key in CLAIMED_BY_ROUTE)
+
+
+def claim_before_route(app: APIGatewayHttpResolver, next_middleware: Callable[..., Any]) -> Any:
+    """Middleware (after validation): claim the nonce before the route runs, unless the
+    route claims it itself (:data:`CLAIMED_BY_ROUTE`)."""
+    if not _deferred.get():
+        claim_request()
+    return next_middleware(app)
+
+
+def claim_request() -> None:
+    """Claim the nonce of the request being handled, at most once (401 ReplayedRequest if
+    it was claimed before); a no-op where the route needs no claim."""
+    claim = _claim.get()
+    if claim is not None:
+        claim()
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def run() -> None:
+        nonlocal done
+        if not done:
+            action()
+            done = True
+
+    return run
 
 
 def _raw_body(raw: Mapping[str, Any]) -> bytes:

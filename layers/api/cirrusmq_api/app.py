@@ -23,7 +23,7 @@ from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, RequestTooLarge, UnsupportedMediaType
 from cirrusmq_broker.settings import cors_allow_origins
 
-from .access import authenticate_event, check_access
+from .access import authenticate_event, check_access, claim_before_route
 
 log = logging.getLogger("cirrusmq.api")
 
@@ -73,6 +73,7 @@ def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
     )
     app = SignedApiResolver(cors=cors, enable_validation=True, json_body_deserializer=read_json)
     _run_before_validation(app, _check_request)
+    app.use(middlewares=[claim_before_route])  # after validation: see access.check_access
     for router in routers:
         app.include_router(router)
 

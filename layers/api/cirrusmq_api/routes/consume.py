@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
-from ..access import may_consume
+from ..access import claim_request, may_consume
 from ..convert import ack_result_body, message_body, received_body
 from ..schemas import (
     AckRequest,
@@ -43,7 +43,9 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
 
 @router.post("/v1/groups/<group>/ack", summary="Ack received messages (a result per handle)")
 def ack(group: str, request: AckRequest) -> AckResponse:
-    outcomes = current_broker().consume.ack(group, request.receipt_handles, may_consume(group))
+    outcomes = current_broker().consume.ack(
+        group, request.receipt_handles, may_consume(group), before_slow_path=claim_request
+    )
     return AckResponse(
         acked=sum(o.status == "acked" for o in outcomes),
         results=[ack_result_body(o) for o in outcomes],

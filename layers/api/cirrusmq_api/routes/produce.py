@@ -11,6 +11,7 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import InvalidRequest
 from cirrusmq_broker.model import ProducerStamp
 
+from ..access import claim_request
 from ..convert import message_input
 from ..schemas import SendReceiptBody, SendRequest, SendResponse
 
@@ -26,6 +27,8 @@ def send_messages(topic: str, request: SendRequest) -> SendResponse:
         if request.producer_id is not None and request.sequence is not None
         else None
     )
+    if stamp is None:  # a replay would store the messages again (a stamped one is answered
+        claim_request()  # from the producer record)
     result = current_broker().produce.send(
         topic, [message_input(m, i) for i, m in enumerate(request.messages)], stamp
     )

@@ -5,7 +5,10 @@ well-formed (else ``MissingSignature``), the date is within 300 s of the broker 
 (``RequestExpired``; on a local stack whose time was advanced, within 300 s of the wall
 clock also counts, since its clients sign with the wall clock), the key exists, is active
 and the signature matches (``InvalidSignature``, one code and one message for all of
-these), and the nonce is new for the key (``ReplayedRequest``). Keys are cached (secret,
+these). :meth:`Authenticator.claim` then records the nonce (``ReplayedRequest`` if the key
+used it before): the API claims it before the first change a replay of the request would
+repeat, and not at all for requests a replay cannot change anything with (reads, acks,
+stamped sends; docs/AUTH-SPEC.md). Keys are cached (secret,
 permissions, status) for at most ``cache_seconds`` per process, so a disabled key stops
 working within that time elsewhere (at once in the process that disabled it).
 """
@@ -68,6 +71,8 @@ class Principal:
 
     access_key: str
     permissions: Permissions
+    nonce: str = field(default="", compare=False)
+    """Of the request it signed (claimed by :meth:`Authenticator.claim`)."""
 
     def require(self, allowed: bool, action: str) -> None:
         """Raise AccessDenied naming ``action`` (e.g. "publish to topic orders") unless
@@ -135,11 +140,15 @@ class Authenticator:
         self._secrets: dict[tuple[str, bytes], str] = {}
         self._lock = threading.Lock()
 
-    def authenticate(self, request: SignedRequest, *, fresh: bool = False) -> Principal:
+    def authenticate(
+        self, request: SignedRequest, *, fresh: bool = False, claim: bool = True
+    ) -> Principal:
         """The principal that signed ``request``; raises a 401 error otherwise.
 
         ``fresh`` reads the key's status and permissions again instead of trusting this
         process's cache (the keys API: a key disabled elsewhere cannot act on keys).
+        ``claim=False`` leaves the nonce unrecorded: the caller claims it (:meth:`claim`)
+        before the request changes anything a replay would change again.
         """
         access_key, signature, date, nonce = _read_headers(request.headers)
         now = self._clock()
@@ -158,11 +167,19 @@ class Authenticator:
         expected = sign(key.secret, string_to_sign(request, date, nonce)) if key else "0" * 64
         if not hmac.compare_digest(expected, signature) or key is None:
             raise InvalidSignature(_MISMATCH)
+        principal = Principal(access_key, key.permissions, nonce)
+        if claim:
+            self.claim(principal)
+        return principal
+
+    def claim(self, principal: Principal) -> None:
+        """Record the nonce of the principal's request (one conditional put); raise
+        ``ReplayedRequest`` if the key used it within the last ``NONCE_TTL_SECONDS``."""
+        now_s = self._clock() // 1000
         if not self._nonces.remember(
-            access_key, nonce, now_s=now // 1000, expires_at=now // 1000 + NONCE_TTL_SECONDS
+            principal.access_key, principal.nonce, now_s=now_s, expires_at=now_s + NONCE_TTL_SECONDS
         ):
             raise ReplayedRequest("this request was seen before: sign each request anew")
-        return Principal(access_key, key.permissions)
 
     def _secret(self, access_key: str, ciphertext: bytes) -> str | None:
         """The decrypted secret; a secret never changes, so it is decrypted once per

@@ -556,11 +556,14 @@ class ConsumeService:
         group: str,
         receipt_handles: list[str],
         may_consume: Callable[[str], bool] | None = None,
+        before_slow_path: Callable[[], None] | None = None,
     ) -> list[AckOutcome]:
         """Ack every valid handle; one outcome per handle, in order.
 
         ``may_consume(topic)`` (the caller's permission) is asked per handle: a handle for a
-        topic it refuses is ``invalid`` (AccessDenied) and acks nothing.
+        topic it refuses is ``invalid`` (AccessDenied) and acks nothing. ``before_slow_path``
+        runs before the first lease whose fast path failed is sorted out (the API claims the
+        request's nonce there: a replayed ack costs that one failed write).
 
         Acking a message acked before succeeds; a stale or invalid handle does not stop
         the others. Fast path: one conditional ``ADD`` per lease the handles name (and a
@@ -592,6 +595,8 @@ class ConsumeService:
                 offsets = sorted({h.offset for h in pending.values()})
                 if self._states.ack(group, topic, queue, lease_id, offsets):
                     break
+                if before_slow_path is not None:
+                    before_slow_path()
                 pending = self._sort_out(group, pending, receipt_handles, outcomes, states)
                 if not pending:
                     break
@@ -620,39 +625,52 @@ class ConsumeService:
         outcomes: dict[int, AckOutcome],
         states: dict[tuple[str, int], GroupQueueState],
     ) -> dict[int, ReceiptHandle]:
-        """After a failed ack: settle already-acked and stale handles; the rest stay.
+        """After a failed ack of one lease's handles: settle already-acked and stale
+        handles; the rest stay.
 
         An offset below the committed bound, or that no open lease holds, was settled; one
         that a lease under another id holds was redelivered since (the handle is stale).
+        The leases around the offsets are read in two queries and whether the lease was
+        moved on by its expiry in one read, however many handles there are.
         """
+        handles = list(pending.values())
+        topic, queue, lease_id = handles[0].topic, handles[0].queue, handles[0].lease_id
+        if (topic, queue) not in states:
+            states[(topic, queue)] = self._states.load_one(group, topic, queue)
+        state = states[(topic, queue)]
+        settled_below = min(state.committed, state.cursor) if state.version else 0
+        looked_up = [h.offset for h in handles if settled_below <= h.offset < state.cursor]
+        covering = (
+            self._states.leases_covering_each(group, topic, queue, looked_up)
+            if state.version and looked_up
+            else {}
+        )
+        lease_moved: list[bool] = []
+
+        def moved_on(offset: int) -> bool:
+            """Retries: the lease expired and this message was moved on, not acked."""
+            if self._retries is None:
+                return False
+            if not lease_moved:
+                lease_moved.append(self._retries.moved(group, topic, queue, lease_id))
+            return lease_moved[0] and self._retries.moved(group, topic, queue, lease_id, offset)
+
         still: dict[int, ReceiptHandle] = {}
         for position, handle in pending.items():
-            key = (handle.topic, handle.queue)
-            if key not in states:
-                states[key] = self._states.load_one(group, handle.topic, handle.queue)
-            state = states[key]
-            if state.version and handle.offset < min(state.committed, state.cursor):
-                if self._retries is not None and self._retries.moved(  # retries: moved on
-                    group, handle.topic, handle.queue, handle.lease_id, handle.offset
-                ):
-                    outcomes[position] = _moved_on(texts[position])
-                    continue
-                outcomes[position] = AckOutcome(texts[position], AckStatus.ACKED)
-                continue
-            covering = (
-                self._states.leases_covering(group, handle.topic, handle.queue, handle.offset)
-                if state.version and handle.offset < state.cursor
-                else None
-            )
-            if covering is not None and any(x.lease_id == handle.lease_id for x in covering):
-                still[position] = handle  # its lease is live: the ack raced a change
-            elif covering is not None and not any(x.holds(handle.offset) for x in covering):
-                moved = self._retries is not None and self._retries.moved(
-                    group, handle.topic, handle.queue, handle.lease_id, handle.offset
-                )  # retries: its lease expired and was moved on, not acked
+            if state.version and handle.offset < settled_below:
                 outcomes[position] = (
                     _moved_on(texts[position])
-                    if moved
+                    if moved_on(handle.offset)
+                    else AckOutcome(texts[position], AckStatus.ACKED)
+                )
+                continue
+            around = covering.get(handle.offset)
+            if around is not None and any(x.lease_id == handle.lease_id for x in around):
+                still[position] = handle  # its lease is live: the ack raced a change
+            elif around is not None and not any(x.holds(handle.offset) for x in around):
+                outcomes[position] = (
+                    _moved_on(texts[position])
+                    if moved_on(handle.offset)
                     else AckOutcome(texts[position], AckStatus.ACKED)
                 )
             else:

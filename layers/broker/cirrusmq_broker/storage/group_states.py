@@ -13,6 +13,7 @@ per lease); a topic's purge deletes them below each summary it finds there.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
@@ -128,20 +129,44 @@ class GroupStateStore:
         state.leases.setdefault(lease.lease_id, lease)
         return lease if lease.lease_id == lease_id else None
 
-    def leases_covering(self, group: str, topic: str, queue: int, offset: int) -> list[Lease]:
-        """The open leases whose range holds ``offset``: the one it was leased under, and
-        the lease of its own if change_invisible moved it (a short backwards query)."""
-        found: list[Lease] = []
+    def leases_covering_each(
+        self, group: str, topic: str, queue: int, offsets: list[int]
+    ) -> dict[int, list[Lease]]:
+        """For each of ``offsets``, the open leases whose range holds it: the one it was
+        leased under, and the lease of its own if change_invisible moved it. Two queries
+        whatever their number: backwards from the lowest offset to the range lease at or
+        below it, then forwards up to the highest."""
+        lo, hi = min(offsets), max(offsets)
+        near: dict[LeaseSlot, Lease] = {}
         for lease in self._query_leases(
             group,
             "#s BETWEEN :lo AND :hi",
-            {":lo": lease_prefix(topic, queue), ":hi": lease_stream(topic, queue, (offset, True))},
+            {":lo": lease_prefix(topic, queue), ":hi": lease_stream(topic, queue, (lo, True))},
             backwards=True,
         ):
-            if lease.start <= offset < lease.end:
-                found.append(lease)
+            near[lease.slot] = lease
             if not lease.slot[1]:
                 break  # range leases do not overlap: the first one at or below decides
+        if hi > lo:
+            for lease in self._query_leases(
+                group,
+                "#s BETWEEN :lo AND :hi",
+                {
+                    ":lo": lease_stream(topic, queue, (lo, True)),
+                    ":hi": lease_stream(topic, queue, (hi, True)),
+                },
+            ):
+                near[lease.slot] = lease
+        singles = {slot[0]: lease for slot, lease in near.items() if slot[1]}
+        ranges = sorted((slot[0], lease) for slot, lease in near.items() if not slot[1])
+        starts = [start for start, _ in ranges]
+        found: dict[int, list[Lease]] = {}
+        for offset in offsets:
+            covering = [singles[offset]] if offset in singles else []
+            below = bisect.bisect_right(starts, offset) - 1
+            if below >= 0 and ranges[below][1].start <= offset < ranges[below][1].end:
+                covering.append(ranges[below][1])
+            found[offset] = covering
         return found
 
     def ack(self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int]) -> bool:
@@ -155,8 +180,10 @@ class GroupStateStore:
         if slot is None:
             return False
         key = self._lease_key(group, topic, queue, slot)
-        if delivered_count(lease_id) == len(set(offsets)) and self._settle_whole(key, lease_id):
-            return True
+        if offsets and delivered_count(lease_id) == len(set(offsets)):
+            settled = self._settle_whole(key, lease_id)
+            if settled is not None:
+                return settled
         try:
             item = self._client.update_item(
                 TableName=self._table,
@@ -180,9 +207,11 @@ class GroupStateStore:
         self._delete(done)
         return True
 
-    def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool:
-        """Delete the lease (one small conditional delete instead of an ``ADD`` of every
-        offset and then a delete); False if the fast path does not apply.
+    def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool | None:
+        """Delete the lease: one small conditional delete instead of an ``ADD`` of every
+        offset and then a delete. False if the lease no longer has this id (as a failed
+        ``ADD`` would say); None if it has but a message was moved out of it (take the
+        ``ADD`` path).
 
         The caller acks as many distinct offsets of the lease as were delivered under its
         id (signed handles: each one such an offset), so none is left unsettled, provided
@@ -194,11 +223,13 @@ class GroupStateStore:
                 Key=key,
                 ConditionExpression="lease_id = :id AND attribute_not_exists(moved)",
                 ExpressionAttributeValues=to_item({":id": lease_id}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False  # gone, redelivered or split, or a message moved out: look closer
-            raise
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            current = from_item(exc.response.get("Item") or {})
+            return None if current.get("lease_id") == lease_id else False
         return True
 
     # ------------------------------------------------------------------ writing
