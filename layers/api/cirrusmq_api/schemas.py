@@ -14,6 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    def __repr__(self) -> str:
+        """Field names only: Powertools formats the route's arguments into a debug message
+        on every request (an f-string, even with debug logging off), and the full repr of a
+        1,000-message send cost milliseconds of billed Lambda time (it also kept secrets and
+        message bodies out of any log)."""
+        return f"{type(self).__name__}({', '.join(sorted(self.model_fields_set))})"
+
 
 class ErrorBody(BaseModel):
     code: str = Field(description="Stable error code, e.g. TopicNotFound.")
