@@ -24,8 +24,9 @@ $(SAM):
 dev: install  ## install, then start the local stack (Ctrl-C stops it)
 	$(VENV)/bin/cirrusmq dev $(ARGS)
 
-test: install  ## install, then run the test suite (without the `deploy` tests)
-	$(VENV)/bin/pytest $(ARGS)
+test: install  ## install, then run the test suite (without the `deploy` tests), on both cores
+	$(VENV)/bin/pytest -n 2 --dist loadfile -m "not deploy and not serial" $(ARGS)
+	$(VENV)/bin/pytest -m serial $(ARGS)
 
 test-deploy: install $(SAM)  ## fresh-venv installs, the wheel, sam build + sam validate --lint
 	CIRRUSMQ_SAM=$(SAM) CIRRUSMQ_REQUIRE_DEPLOY_TOOLS=1 $(VENV)/bin/pytest -m deploy $(ARGS)

@@ -20,6 +20,7 @@ import pytest
 from api_helpers import RequestsAuth
 
 schemathesis = pytest.importorskip("schemathesis")
+pytestmark = pytest.mark.serial  # under pytest-xdist its parametrization collapses to one item
 
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
