@@ -3,6 +3,7 @@ the races and edges of the layout (acks racing redelivery, stale bounds, moved m
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,8 +11,10 @@ from decimal import Decimal
 from typing import Any
 
 import boto3
+import pytest
 from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
 from cirrusmq_broker.container import Broker
+from cirrusmq_broker.errors import ReplayedRequest
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage import group_states
@@ -341,3 +344,50 @@ def test_after_a_partial_redelivery_each_lease_is_settled_by_its_own_handles(bro
     assert ack_statuses(broker, "g", [m.receipt_handle for m in rest]) == ["acked"] * 3
     clock.advance(11)
     assert broker.consume.receive("g", "t") == []
+
+
+def test_a_late_ack_of_a_lease_moved_to_the_retry_topic_reads_per_lease_not_per_handle(
+    broker, clock
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *[bytes([65 + i % 26]) for i in range(40)])
+    got = broker.consume.receive("g", "t", max_messages=40, invisible_seconds=10)
+    early = ack_statuses(broker, "g", [got[0].receipt_handle])  # acked before the expiry
+    clock.advance(11)
+    assert broker.consume.receive("g", "t") == []  # expiry moves the other 39 on (backoff)
+    calls: collections.Counter[str] = collections.Counter()
+    stop = observe_calls(lambda service, operation, _: calls.update([operation]))
+    try:
+        late = ack_statuses(broker, "g", [m.receipt_handle for m in got])
+    finally:
+        stop()
+    assert early == ["acked"]
+    assert late == ["acked"] + ["expired"] * 39  # moved on: they come back from retries
+    assert sum(calls.values()) <= 12, calls  # was ~4 calls per handle
+
+
+def test_a_partial_ack_runs_the_claim_before_it_writes(broker, clock):
+    """The API claims the request's nonce there: a replayed partial ack is refused instead
+    of rewriting the lease (and racing the group's other writes) for 300 s."""
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *[bytes([65 + i]) for i in range(5)])
+    got = broker.consume.receive("g", "t", max_messages=5, invisible_seconds=300)
+    claims: list[str] = []
+
+    def claim() -> None:
+        claims.append("claimed")
+        if len(claims) > 1:
+            raise ReplayedRequest("seen")
+
+    partial = [m.receipt_handle for m in got[:2]]
+    assert [o.status for o in broker.consume.ack("g", partial, before_slow_path=claim)] == [
+        "acked",
+        "acked",
+    ]
+    with metered(broker) as replay, pytest.raises(ReplayedRequest):
+        broker.consume.ack("g", partial, before_slow_path=claim)
+    assert replay["calls"] == []  # refused before any write
+    whole = [m.receipt_handle for m in got]
+    del claims[:]
+    statuses_ = [o.status for o in broker.consume.ack("g", whole, before_slow_path=claim)]
+    assert statuses_ == ["acked"] * 5 and claims == []  # every delivery: the whole lease

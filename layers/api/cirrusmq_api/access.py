@@ -15,7 +15,7 @@ the route runs, except where a replay cannot change anything the request itself 
 reads (``GET``) never claim it; a send and an ack claim it through :func:`claim_request`
 only when a replay would cost or change something (:data:`CLAIMED_BY_ROUTE`): a replayed
 stamped send is answered from its idempotency record and stores nothing; an ack whose
-leases are settled by its fast path (one conditional delete each) records nothing.
+leases are all settled by its fast path (one conditional delete each) records nothing.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ CLAIMED_BY_ROUTE = frozenset(
     {("POST", "/v1/topics/{topic}/messages"), ("POST", "/v1/groups/{group}/ack")}
 )
 """Routes that claim the nonce themselves (:func:`claim_request`), only where it matters:
-a send when it is not stamped (a replay would store it again); an ack only before it sorts
-out handles its fast path refused (a replay of an ack changes nothing, but its slow path
-reads per lease: the claim bounds that to the first replay)."""
+a send when it is not stamped (a replay would store it again); an ack before anything but
+the whole-lease deletes of its fast path (a partial ack's replay would rewrite its lease, a
+repeated one's sorting out costs reads: the claim bounds both to the first replay)."""
 
 
 def current_principal() -> Principal:

@@ -562,8 +562,8 @@ class ConsumeService:
 
         ``may_consume(topic)`` (the caller's permission) is asked per handle: a handle for a
         topic it refuses is ``invalid`` (AccessDenied) and acks nothing. ``before_slow_path``
-        runs before the first lease whose fast path failed is sorted out (the API claims the
-        request's nonce there: a replayed ack costs that one failed write).
+        runs before anything but a whole-lease delete (the API claims the request's nonce
+        there: a replayed ack costs one failed write, then is refused).
 
         Acking a message acked before succeeds; a stale or invalid handle does not stop
         the others. Fast path: one conditional ``ADD`` per lease the handles name (and a
@@ -593,7 +593,9 @@ class ConsumeService:
         for (topic, queue, lease_id), pending in by_lease.items():
             for _ in range(SAVE_ATTEMPTS):
                 offsets = sorted({h.offset for h in pending.values()})
-                if self._states.ack(group, topic, queue, lease_id, offsets):
+                if self._states.ack(
+                    group, topic, queue, lease_id, offsets, before_add=before_slow_path
+                ):
                     break
                 if before_slow_path is not None:
                     before_slow_path()
@@ -630,8 +632,9 @@ class ConsumeService:
 
         An offset below the committed bound, or that no open lease holds, was settled; one
         that a lease under another id holds was redelivered since (the handle is stale).
-        The leases around the offsets are read in two queries and whether the lease was
-        moved on by its expiry in one read, however many handles there are.
+        The leases around the offsets are read in two queries, and which messages the
+        lease's expiry moved on in one pass (records, originals and each moved batch read
+        once), however many handles there are.
         """
         handles = list(pending.values())
         topic, queue, lease_id = handles[0].topic, handles[0].queue, handles[0].lease_id
@@ -645,15 +648,17 @@ class ConsumeService:
             if state.version and looked_up
             else {}
         )
-        lease_moved: list[bool] = []
+        moved: set[int] | None = None
 
         def moved_on(offset: int) -> bool:
             """Retries: the lease expired and this message was moved on, not acked."""
+            nonlocal moved
             if self._retries is None:
                 return False
-            if not lease_moved:
-                lease_moved.append(self._retries.moved(group, topic, queue, lease_id))
-            return lease_moved[0] and self._retries.moved(group, topic, queue, lease_id, offset)
+            if moved is None:  # the lease's moves, read once for all its handles
+                offsets = [h.offset for h in handles]
+                moved = self._retries.moved_offsets(group, topic, queue, lease_id, offsets)
+            return offset in moved
 
         still: dict[int, ReceiptHandle] = {}
         for position, handle in pending.items():

@@ -209,25 +209,22 @@ class RetryService:
         if settled:
             state.settle(lease.lease_id, settled)
 
-    def moved(
-        self, group: str, topic: str, queue: int, lease_id: str, offset: int | None = None
-    ) -> bool:
-        """Whether the lease's unsettled messages were moved on when it expired (an ack of
-        its handle then is stale, not an ack: the message comes back from the retry topic).
-        One batched read; asked only on an ack's slow path. With ``offset``: whether that
-        message was among them (one acked before the expiry was not: its re-ack is acked);
-        the moved batches are read, and anything unreadable counts as moved."""
-        producer = expire_producer(group, topic, queue, lease_id)
-        stamps = [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
-        if offset is None:
-            return self._records.any_recorded(stamps)
-        records = self._records.bases(stamps)
-        if not records:
-            return False
+    def moved_offsets(
+        self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int]
+    ) -> set[int]:
+        """Which of ``offsets`` (delivered under ``lease_id``) were moved on when the lease
+        expired (an ack of such a handle is stale, not an ack: the message comes back from
+        the retry topic; one acked before the expiry was not moved: its re-ack is acked).
+        Asked only on an ack's slow path. The records and
+        each moved batch are read once for all of them; a message past retention, or whose
+        moved batch cannot be read, counts as moved."""
+        records = self._records.bases(_expiry_stamps(group, topic, queue, lease_id))
+        if not records or not offsets:
+            return set()
         state = self._states.load_one(group, topic, queue)
-        original = self._messages_at(state, [offset]).get(offset)
-        if original is None:
-            return True  # past retention: cannot tell
+        originals = self._messages_at(state, sorted(set(offsets)))
+        moved = {o for o in offsets if o not in originals}  # past retention: cannot tell
+        wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
         for stamp, bases in records.items():
             names = [retry_topic(group, origin), dlq_topic(group)]
@@ -243,10 +240,9 @@ class RetryService:
                         batch = self._reader.messages(entry)
                         break
                 if not batch:
-                    return True  # unreadable: count it as moved
-                if any(m.message_id == original.message_id for m in batch):
-                    return True
-        return False
+                    return set(offsets)  # unreadable: count them all as moved
+                moved.update(wanted[m.message_id] for m in batch if m.message_id in wanted)
+        return moved
 
     def _move(
         self,
@@ -577,6 +573,11 @@ class RetryService:
                 state.earliest_deadline = deadline
             if self._states.save(state):
                 return
+
+
+def _expiry_stamps(group: str, topic: str, queue: int, lease_id: str) -> list[ProducerStamp]:
+    producer = expire_producer(group, topic, queue, lease_id)
+    return [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
 
 
 def expire_producer(group: str, topic: str, queue: int, lease_id: str) -> str:

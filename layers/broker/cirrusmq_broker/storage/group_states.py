@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -169,12 +169,22 @@ class GroupStateStore:
             found[offset] = covering
         return found
 
-    def ack(self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int]) -> bool:
+    def ack(
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        lease_id: str,
+        offsets: list[int],
+        *,
+        before_add: Callable[[], None] | None = None,
+    ) -> bool:
         """Add ``offsets`` to the lease's settled set; False if ``lease_id`` is not its id.
 
         A lease left with nothing unsettled is deleted (settled stays settled, so no
         condition is needed); so is the lease of its own of an offset moved out of it.
-        An ack of every offset delivered under the lease is one conditional delete.
+        An ack of every offset delivered under the lease is one conditional delete; any
+        other runs ``before_add`` first.
         """
         slot = lease_slot(lease_id)
         if slot is None:
@@ -184,6 +194,8 @@ class GroupStateStore:
             settled = self._settle_whole(key, lease_id)
             if settled is not None:
                 return settled
+        if before_add is not None:
+            before_add()
         try:
             item = self._client.update_item(
                 TableName=self._table,
