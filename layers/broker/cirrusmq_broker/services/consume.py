@@ -566,9 +566,10 @@ class ConsumeService:
         there: a replayed ack costs one failed write, then is refused).
 
         Acking a message acked before succeeds; a stale or invalid handle does not stop
-        the others. Fast path: one conditional ``ADD`` per lease the handles name (and a
-        delete of a lease left settled); only when a condition fails are the queue's
-        summary and the leases around the offset read to sort the handles out.
+        the others. Fast path, per lease the handles name: one conditional delete when they
+        name every message it delivered, else one conditional ``ADD`` (and a delete of a
+        lease left settled); only when a condition fails are the queue's summary and the
+        leases around the offsets read to sort the handles out.
         """
         check_group_name(group)
         if not 1 <= len(receipt_handles) <= limits.MAX_ACK_HANDLES:
