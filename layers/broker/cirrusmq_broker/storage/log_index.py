@@ -151,7 +151,7 @@ class LogIndex:
         clamp it."""
         entries = self.stored_between(topic, queue, timestamp_ms, MAX_STORED_MS, limit=limit)
         if not entries:
-            recent = self._newest_consistent(topic, queue, limit)
+            recent = self.newest(topic, queue, limit, consistent=True)
             entries = sorted(
                 (e for e in recent if e.stored_timestamp >= timestamp_ms),
                 key=lambda e: e.stored_timestamp,
@@ -177,7 +177,9 @@ class LogIndex:
         )
         return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
 
-    def newest(self, topic: str, queue: int, limit: int) -> list[IndexEntry]:
+    def newest(
+        self, topic: str, queue: int, limit: int, *, consistent: bool = False
+    ) -> list[IndexEntry]:
         """The ``limit`` newest entries of a queue, newest first."""
         response = self._client.query(
             TableName=self._table,
@@ -186,19 +188,7 @@ class LogIndex:
             ExpressionAttributeValues=to_item({":s": stream_id(topic, queue)}),
             ScanIndexForward=False,
             Limit=limit,
-        )
-        return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
-
-    def _newest_consistent(self, topic: str, queue: int, limit: int) -> list[IndexEntry]:
-        """The ``limit`` newest entries of a queue, newest first, read consistently."""
-        response = self._client.query(
-            TableName=self._table,
-            KeyConditionExpression="#s = :s",
-            ExpressionAttributeNames={"#s": "stream"},
-            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue)}),
-            ScanIndexForward=False,
-            Limit=limit,
-            ConsistentRead=True,
+            ConsistentRead=consistent,
         )
         return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
 
