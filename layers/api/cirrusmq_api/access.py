@@ -262,9 +262,8 @@ def check_access(app: APIGatewayHttpResolver, read_json: Callable[[str], Any]) -
     rule(principal, params, lambda: _json_or_none(authenticated.body, read_json))
     if key[0] == "GET":
         return  # reads change nothing: their replay is harmless
-    # Claimed once the body is validated (claim_before_route), not here: Powertools keeps
-    # the current event on a class attribute, which a local stack's concurrent invocation
-    # in another environment replaces during I/O before validation has read the body.
+    # Claimed once the body is validated (claim_before_route), not here: a request the
+    # validation refuses changes nothing, so it records no nonce either.
     _claim.set(_once(lambda: current_broker().auth.claim(principal)))
     _deferred.set(key in CLAIMED_BY_ROUTE)
 

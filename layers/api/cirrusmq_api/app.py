@@ -52,10 +52,38 @@ def error_response(
 
 
 class SignedApiResolver(APIGatewayHttpResolver):
-    """Verifies the request signature of each event before resolving it."""
+    """Verifies the request signature of each event before resolving it.
+
+    Powertools keeps the event and context being resolved on its ``BaseRouter`` class, which
+    every resolver of the process shares. This resolver keeps its own: a resolver serves one
+    request at a time (one Lambda environment), and the local stack runs several environments
+    in one process, where a concurrent request would otherwise replace the event a route, the
+    body validation or the access check is reading.
+    """
+
+    _resolving_event: Any = None
+    _resolving_context: Any = None
+
+    @property  # type: ignore[override]
+    def current_event(self) -> Any:
+        return self._resolving_event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._resolving_event = value
+
+    @property  # type: ignore[override]
+    def lambda_context(self) -> Any:
+        return self._resolving_context
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._resolving_context = value
 
     def resolve(self, event: dict, context: Any) -> dict[str, Any]:
         authenticate_event(event)
+        self.current_event = self._to_proxy_event(event)
+        self.lambda_context = context
         return super().resolve(event, context)
 
 
