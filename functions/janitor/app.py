@@ -5,11 +5,11 @@ last step may still need) and, sweeping, examines at most ``CIRRUSMQ_SWEEP_MAX_O
 objects; the next scheduled run goes on from where it stopped.
 """
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict
 
 from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.settings import environment
 from cirrusmq_broker.services.janitor import SWEEP_MAX_OBJECTS
 
 RESERVE_SECONDS = 60.0
@@ -22,7 +22,7 @@ def lambda_handler(event: dict, context: object) -> dict:
     if task == "purge_deleted_topics":
         return {"purged": janitor.purge_deleted_topics(time_left=time_left)}
     if task == "sweep_orphans":
-        limit = int(os.environ.get("CIRRUSMQ_SWEEP_MAX_OBJECTS") or SWEEP_MAX_OBJECTS)
+        limit = int(environment().get("CIRRUSMQ_SWEEP_MAX_OBJECTS") or SWEEP_MAX_OBJECTS)
         return asdict(janitor.sweep_orphans(max_objects=limit, time_left=time_left))
     raise ValueError(f"unknown janitor task {task!r}")
 

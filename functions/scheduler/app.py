@@ -6,19 +6,19 @@ invocation takes over), sleeping on the broker clock between ticks, so the local
 ``advance_time`` wakes it at once.
 """
 
-import os
 import time
 from dataclasses import asdict
 
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.settings import environment
 
 RESERVE_SECONDS = 5.0
 
 
 def lambda_handler(event: dict, context: object) -> dict:
     scheduler = current_broker().scheduler
-    run_seconds = float(os.environ.get("CIRRUSMQ_SCHEDULER_RUN_SECONDS") or 59)
+    run_seconds = float(environment().get("CIRRUSMQ_SCHEDULER_RUN_SECONDS") or 59)
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     deadline = time.monotonic() + run_seconds
     if remaining is not None:

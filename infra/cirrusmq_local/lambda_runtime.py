@@ -10,11 +10,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from cirrusmq_broker.settings import function_environment
 
 from cirrusmq_local.resolver import ACCOUNT_ID, REGION
 from cirrusmq_local.template import Function
@@ -23,13 +25,11 @@ __all__ = ["FunctionRuntime", "HandlerLoadError", "LambdaContext"]
 
 log = logging.getLogger(__name__)
 _instances = itertools.count(1)
-# --- retries review: environments do not share the API's routers
 _ENVIRONMENT_PACKAGES = ("cirrusmq_api",)
 """Imported afresh by every environment: their module-level Powertools routers remember the
 last resolver that included them (``router.api_resolver``), so two environments sharing
 them would validate one request's body against another's (a concurrent request's)."""
 _IMPORT_LOCK = threading.Lock()
-# --- end
 
 
 class HandlerLoadError(RuntimeError):
@@ -75,6 +75,10 @@ class FunctionRuntime:
     each get an idle environment, or a new one (another import of the handler module, so
     per-request state kept on a module-level object, such as a Powertools resolver's
     ``context``, is never shared between two requests in flight).
+
+    ``environment`` is the function's variables: the broker reads them (not the process's
+    ``os.environ``, which every stack of the process shares) while the handler is imported and
+    while it runs, so a second stack in the process never redirects this one's handlers.
     """
 
     def __init__(
@@ -84,8 +88,10 @@ class FunctionRuntime:
         *,
         region: str = REGION,
         account_id: str = ACCOUNT_ID,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         self.function = function
+        self.environment: Mapping[str, str] = dict(environment or {})
         self.physical_name = physical_name
         self.arn = f"arn:aws:lambda:{region}:{account_id}:function:{physical_name}"
         module_path, _, self._function_name = function.handler.rpartition(".")
@@ -102,7 +108,7 @@ class FunctionRuntime:
 
     def _load(self) -> Callable[[Any, Any], Any]:
         """An idle environment's handler, or a new environment's (a cold start)."""
-        with self._lock:
+        with self._lock, function_environment(self.environment):
             if self._idle:
                 return self._idle.pop()
             name = (
@@ -161,7 +167,8 @@ class FunctionRuntime:
         )
         started = time.monotonic()
         try:
-            result = handler(json.loads(json.dumps(event)), context)
+            with function_environment(self.environment):
+                result = handler(json.loads(json.dumps(event)), context)
         finally:
             self._release(handler)
         elapsed = time.monotonic() - started

@@ -215,11 +215,15 @@ class LocalStack:
             kms=self.boto3_client("kms"),
         )
         self._bootstrap_key()
-        self._env = EnvironmentPatch(self._environment(functions, resolver))
+        values = self._environment(functions, resolver)
+        for runtime in runtimes.values():
+            runtime.environment = values
+        self._env = EnvironmentPatch(values)
         if EnvironmentPatch.active_count():
             log.warning(
-                "another local stack runs in this process: handlers share os.environ, so the "
-                "newest stack's variables apply to all of them until it stops"
+                "another local stack runs in this process: os.environ holds the newest "
+                "stack's variables until it stops (CirrusMQ's handlers read their own "
+                "stack's; handlers of other templates that read os.environ do not)"
             )
         self._env.apply()
         self._runtimes, self._jobs = runtimes, jobs

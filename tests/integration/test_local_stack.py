@@ -49,8 +49,14 @@ def lambda_handler(event, context):
                 "multiValueHeaders": {"x-multi": ["1", "2"]}, "body": ""}
     if item == "unserialisable":
         return {"statusCode": 200, "body": object()}
-    if item == "sleep":
-        time.sleep(0.5)
+    if item == "rendezvous":  # waits (up to 60 s) until 6 requests are in here at once
+        here = os.path.join(os.path.dirname(os.environ["ECHO_SCHEDULE_LOG"]), "rendezvous")
+        os.makedirs(here, exist_ok=True)
+        open(os.path.join(here, context.aws_request_id), "w").close()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(here)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return {"met": len(os.listdir(here)) >= 6}
     names = ("ECHO_TABLE", "ECHO_BUCKET", "ECHO_SECRET", "CIRRUSMQ_AWS_ENDPOINT_URL",
              "CIRRUSMQ_AWS_REGION", "AWS_ENDPOINT_URL")
     return {
@@ -355,14 +361,15 @@ def test_request_size_limit(http: httpx.Client) -> None:
 
 
 def test_requests_are_served_concurrently(stack: LocalStack) -> None:
-    def call(_: int) -> int:
-        return httpx.get(f"{stack.endpoint}/v1/items/sleep", timeout=30).status_code
+    """Six handlers that each wait for all six to be in flight: served one after another,
+    the first would wait alone and answer ``met: false``."""
 
-    started = time.monotonic()
+    def call(_: int) -> Any:
+        return httpx.get(f"{stack.endpoint}/v1/items/rendezvous", timeout=90).json()
+
     with ThreadPoolExecutor(max_workers=6) as pool:
-        statuses = list(pool.map(call, range(6)))
-    assert statuses == [200] * 6
-    assert time.monotonic() - started < 2.5  # six 0.5 s handlers, not one after another
+        answers = list(pool.map(call, range(6)))
+    assert answers == [{"met": True}] * 6
 
 
 # ---------------------------------------------------------------------- schedules
@@ -403,11 +410,10 @@ def test_start_stop_restores_everything(tmp_path: Path) -> None:
     template = write_project(tmp_path)
     (tmp_path / "other" / "app.py").unlink()  # a handler that is not written yet
     os.environ["ECHO_TABLE"] = "before"
+    before = dict(os.environ)
+    local = LocalStack(template, schedules=False)
     try:
-        before = dict(os.environ)
-        started = time.monotonic()
-        local = LocalStack(template, schedules=False).start()
-        assert time.monotonic() - started < 3
+        local.start()
         assert os.environ["ECHO_TABLE"] == "cirrusmq-ItemsTable"
         assert len(os.environ["ECHO_SECRET"]) == 48  # generated NoEcho secret
         endpoint, aws_endpoint = local.endpoint, local.aws_endpoint
@@ -423,14 +429,17 @@ def test_start_stop_restores_everything(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError, match="not running"):
             _ = local.endpoint
     finally:
+        local.stop()
         os.environ.pop("ECHO_TABLE", None)
 
 
 def test_overlapping_stacks_restore_the_environment(tmp_path: Path) -> None:
     before = os.environ.get("CIRRUSMQ_AWS_ENDPOINT_URL")
-    first = LocalStack(write_project(tmp_path / "a"), schedules=False).start()
-    second = LocalStack(write_project(tmp_path / "b"), schedules=False).start()
+    first = LocalStack(write_project(tmp_path / "a"), schedules=False)
+    second = LocalStack(write_project(tmp_path / "b"), schedules=False)
     try:
+        first.start()
+        second.start()
         assert os.environ["CIRRUSMQ_AWS_ENDPOINT_URL"] == second.aws_endpoint
         first.stop()  # the older stack stops first: the newer one's values stay
         assert os.environ["CIRRUSMQ_AWS_ENDPOINT_URL"] == second.aws_endpoint

@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 ENV_PREFIX = "CIRRUSMQ_"
+
+_function_environment: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "cirrusmq_function_environment", default=None
+)
+
+
+def environment() -> Mapping[str, str]:
+    """The variables the broker is configured by: the process's, overlaid with those of the
+    function environment being served where a host runs several in one process (the local
+    stack: see :func:`function_environment`)."""
+    overlay = _function_environment.get()
+    return os.environ if overlay is None else ChainMap(dict(overlay), os.environ)
+
+
+@contextmanager
+def function_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Within the block (this thread / task), :func:`environment` reads ``values`` first:
+    the local stack serves each stack's functions with that stack's variables, so two stacks
+    in one process never configure each other's handlers."""
+    token = _function_environment.set(values)
+    try:
+        yield
+    finally:
+        _function_environment.reset(token)
 
 
 @dataclass(frozen=True)
@@ -49,7 +77,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         """Read the settings from ``CIRRUSMQ_*`` environment variables."""
-        env = dict(os.environ if env is None else env)
+        env = dict(environment() if env is None else env)
 
         def get(name: str, default: str | None = None) -> str:
             value = env.get(ENV_PREFIX + name, default)
@@ -79,6 +107,6 @@ class Settings:
 
 def cors_allow_origins(env: dict[str, str] | None = None) -> tuple[str, ...]:
     """``CIRRUSMQ_CORS_ALLOW_ORIGINS`` (comma-separated; empty: CORS off)."""
-    env = dict(os.environ if env is None else env)
+    env = dict(environment() if env is None else env)
     text = env.get(ENV_PREFIX + "CORS_ALLOW_ORIGINS", "")
     return tuple(origin.strip() for origin in text.split(",") if origin.strip())
