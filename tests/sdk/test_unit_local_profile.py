@@ -148,3 +148,18 @@ def test_options_from_profile_reads_cirrusmq_config(tmp_path, monkeypatch) -> No
         options_from_profile()
     save_profile("local", LOCAL, path, spark_options=SPARK)
     assert options_from_profile() == SPARK
+
+
+def test_the_spark_jobs_start_from_a_profiles_options(tmp_path, monkeypatch) -> None:
+    from cirrusmq.spark.cli import _options
+
+    path = tmp_path / "config"
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(path))
+    monkeypatch.delenv("CIRRUSMQ_SPARK_OPTIONS", raising=False)
+    save_profile("local", LOCAL, path, spark_options=SPARK)
+    merged = _options(["bucket=mine"], None, "local")
+    assert merged == {**SPARK, "bucket": "mine"}  # the explicit options win
+    refused = CliRunner().invoke(
+        app, ["spark", "stats", "--topic", "t", "--output", "x", "--options-profile", "nope"]
+    )
+    assert refused.exit_code == 2 and "no [profile.nope]" in refused.output
