@@ -3,7 +3,8 @@
 Data source options come from ``--options-profile NAME`` (the options stored with a profile:
 ``local`` for the stack ``cirrusmq dev`` runs), ``$CIRRUSMQ_SPARK_OPTIONS`` (JSON),
 ``--options-file`` (JSON) and ``-o KEY=VALUE`` (repeatable), later ones winning.
-``replay`` sends through the API with the CLI's usual endpoint and keys. pyspark is imported only when a command runs.
+``replay`` sends through the API with the CLI's usual endpoint and keys. pyspark is
+imported only when a command runs.
 """
 
 from __future__ import annotations
