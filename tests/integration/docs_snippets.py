@@ -20,8 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-READER_ORDER = ("README.md", "docs/sdk.md", "docs/transactions.md", "docs/spark.md")
-"""The README links the SDK guide, which links the transactions guide; Spark comes last."""
+READER_ORDER = (
+    "README.md",
+    "docs/sdk.md",
+    "docs/transactions.md",
+    "docs/spark.md",
+    "docs/deploy.md",
+)
+"""The README links the SDK guide, which links the transactions guide; then Spark, and
+deploying to AWS last."""
 
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 _MARKER = re.compile(r"^<!-- snippet: (own-process|spark|skip, .+?) -->$")

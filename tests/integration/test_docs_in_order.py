@@ -24,7 +24,7 @@ import pytest
 from cirrusmq import Credentials
 from cirrusmq.cli import write_local_profile
 from cirrusmq.testing import LocalStack
-from docs_snippets import READER_ORDER, Snippet, in_reader_order, snippets
+from docs_snippets import READER_ORDER, ROOT, Snippet, in_reader_order, snippets
 from test_readme_curl import run_readme_block
 
 ENDPOINT = '"http://127.0.0.1:8080"'
@@ -35,6 +35,7 @@ EXPECTED = {
     "docs/sdk.md": {"run": 10, "skip": 3},
     "docs/transactions.md": {"run": 1},
     "docs/spark.md": {"spark": 1, "skip": 2},
+    "docs/deploy.md": {"skip": 1},
 }
 """Snippets per page and kind: a snippet added, removed or marked differently shows here."""
 
@@ -91,6 +92,12 @@ def _run_own_process(snippet: Snippet, tmp_path) -> None:
 def test_the_markers_are_as_expected() -> None:
     counts = {doc: dict(Counter(s.how for s in snippets(doc))) for doc in READER_ORDER}
     assert counts == EXPECTED
+
+
+def test_every_page_with_python_snippets_is_read() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    with_python = {str(p.relative_to(ROOT)) for p in pages if "```python" in p.read_text()}
+    assert with_python <= set(READER_ORDER)
 
 
 @pytest.mark.skipif(
