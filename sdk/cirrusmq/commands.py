@@ -220,16 +220,24 @@ def topic_list(
     if as_json:
         _print_json([vars(t) for t in topics])
         return
-    table = Table("topic", "type", "queues", "retention", "created")
-    for t in topics:
-        table.add_row(
+    fields = [
+        Field("topic", "id"),
+        Field("type"),
+        Field("queues"),
+        Field("retention"),
+        Field("created", optional=True),
+    ]
+    rows = [
+        [
             t.name,
             t.message_type,
             str(t.queues),
             f"{t.retention_hours} h",
             _when(t.created_timestamp),
-        )
-    out.print(table)
+        ]
+        for t in topics
+    ]
+    print_table(fields, rows)
     out.print(f"{len(topics)} topic(s)")
 
 
@@ -302,9 +310,17 @@ def group_describe(
             }
         )
         return
-    table = Table("topic", "queue", "committed", "cursor", "max offset", "lag", "in flight")
-    for q in description.queues:
-        table.add_row(
+    fields = [
+        Field("topic", "id"),
+        Field("queue"),
+        Field("committed"),
+        Field("cursor", optional=True),
+        Field("max offset"),
+        Field("lag"),
+        Field("in flight"),
+    ]
+    rows = [
+        [
             q.topic,
             str(q.queue),
             str(q.committed_offset),
@@ -312,8 +328,10 @@ def group_describe(
             str(q.max_offset),
             str(q.lag),
             str(q.inflight),
-        )
-    out.print(table)
+        ]
+        for q in description.queues
+    ]
+    print_table(fields, rows)
     out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
     _print_consumers(description)
 

@@ -176,6 +176,19 @@ def test_key_list_cuts_descriptions_not_access_keys(cli, monkeypatch) -> None:
     assert "CMQABCDEFGHIJKLMNOPQ" in result.stdout
 
 
+def test_topic_list_keeps_long_topic_names_whole(cli, monkeypatch) -> None:
+    from cirrusmq.admin import Topic
+
+    names = [f"orders-from-the-eu-west-storefront-{region}" for region in ("a", "b")]
+    topics = [Topic(name, 8, "TRANSACTION", 2160, 1_790_000_000_000) for name in names]
+    monkeypatch.setattr(FakeClient, "list_topics", lambda self: topics, raising=False)
+    result = cli("topic", "list")
+    assert result.exit_code == 0, result.output
+    _assert_fits(result.stdout)
+    assert all(name in result.stdout for name in names), result.stdout
+    assert "not shown: created" in result.stderr
+
+
 DESTRUCTIVE = {
     ("topic", "delete"): ["orders"],
     ("key", "delete"): ["CMQABCDEFGHIJKLMNOPQ"],
