@@ -18,6 +18,11 @@ The profile file is TOML, ``~/.cirrusmq/config`` (or ``$CIRRUSMQ_CONFIG``)::
     endpoint = "http://127.0.0.1:8080"
     access_key = "local-admin"
     secret_key = "..."
+
+A profile may carry the Spark data source's options for its stack as a sub-table,
+``[profile.<name>.spark]`` (``cirrusmq dev`` writes them for ``local``), read by
+:func:`load_spark_options` / ``cirrusmq.spark.options_from_profile``. A resolved
+:class:`ClientConfig` says where its endpoint came from, for error messages.
 """
 
 from __future__ import annotations
