@@ -98,7 +98,7 @@ def dev(
         except (TemplateError, OSError, RuntimeError) as exc:
             typer.echo(f"cannot start the local stack: {exc}", err=True)
             raise typer.Exit(1) from exc
-        profile_path = _save_local_profile(stack) if write_profile else None
+        profile_path = write_local_profile(stack) if write_profile else None
         _print_summary(stack, profile_path)
         while not stop.wait(0.5):
             pass
@@ -110,8 +110,10 @@ def dev(
     typer.echo("stopped.")
 
 
-def _save_local_profile(stack: object) -> Path | None:
-    """Write the stack's endpoint and keys as the ``local`` profile; None if that failed."""
+def write_local_profile(stack: object) -> Path | None:
+    """Write the stack's endpoint, keys and Spark data source options as the ``local``
+    profile (``cirrusmq.spark.options_from_profile("local")`` reads the latter); None if
+    that failed."""
     from .config import LOCAL_PROFILE, ConfigError, save_profile
 
     credentials = stack.credentials  # type: ignore[attr-defined]
@@ -120,8 +122,9 @@ def _save_local_profile(stack: object) -> Path | None:
         "access_key": credentials.access_key,
         "secret_key": credentials.secret_key,
     }
+    spark_options = stack.spark_options()  # type: ignore[attr-defined]
     try:
-        return save_profile(LOCAL_PROFILE, values)
+        return save_profile(LOCAL_PROFILE, values, spark_options=spark_options)
     except (OSError, ConfigError) as exc:
         typer.echo(f"warning: could not write the 'local' profile: {exc}", err=True)
         return None
@@ -136,6 +139,8 @@ def _print_summary(stack: object, profile_path: Path | None = None) -> None:
             f"  profile       'local' in {profile_path}: in another terminal, "
             "`cirrusmq topic list` (or any command) uses this stack",
             "                (CIRRUSMQ_* variables or a 'default' profile take precedence)",
+            "  spark         .options(**cirrusmq.spark.options_from_profile('local')) reads this "
+            "stack",
         ]
     else:
         profile = ["  profile       not written: pass --endpoint and the keys to the CLI"]

@@ -13,9 +13,10 @@ import re
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, wait
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Annotated, Any
@@ -24,16 +25,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Column, Table
+from rich.table import Table
 
 from .admin import AccessKey as KeyInfo
 from .admin import Admin, GroupDescription, Permissions, SubscribeGrant
 from .config import ClientConfig, ConfigError, load_config
 from .consumer import SimpleConsumer
-from .errors import AuthenticationError, MQError
+from .errors import AuthenticationError, MQError, TransportError
 from .message import FilterExpression, Message, MessageView
 from .outbox import RefusedBatch, SqliteOutbox
 from .producer import Producer
+from .tables import Field, fitted
 from .transaction import TransactionAdmin, TransactionResolution  # transactions (issue 10)
 
 __all__ = ["register"]
@@ -99,9 +101,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(txn_app, name="txn")  # transactions (issue 10)
 
 
+_RESOLVED: ContextVar[ClientConfig | None] = ContextVar("cirrusmq_cli_config", default=None)
+"""The configuration the running command resolved (for error messages)."""
+
+
 @contextmanager
 def _reported_errors() -> Iterator[None]:
     """Turn SDK and configuration errors into a one-line message and exit status 1."""
+    token = _RESOLVED.set(None)
     try:
         yield
     except (MQError, ConfigError, RuntimeError) as exc:
@@ -111,7 +118,16 @@ def _reported_errors() -> Iterator[None]:
                 "no credentials? pass --access-key and --secret-key, set CIRRUSMQ_ACCESS_KEY and "
                 "CIRRUSMQ_SECRET_KEY, or add them to a profile"
             )
+        resolved = _RESOLVED.get()
+        if isinstance(exc, TransportError) and resolved and resolved.endpoint_source:
+            err.print(
+                f"the endpoint {escape(resolved.endpoint)} comes from "
+                f"{escape(resolved.endpoint_source)}",
+                markup=True,
+            )
         raise typer.Exit(1) from exc
+    finally:
+        _RESOLVED.reset(token)
 
 
 @contextmanager
@@ -134,12 +150,14 @@ def _config(
     endpoint: str | None, access_key: str | None, secret_key: str | None, profile: str | None
 ) -> ClientConfig:
     given = GLOBAL_OPTIONS
-    return load_config(
+    config = load_config(
         endpoint=endpoint or given.get("endpoint"),
         access_key=access_key or given.get("access_key"),
         secret_key=secret_key or given.get("secret_key"),
         profile=profile or given.get("profile"),
     )
+    _RESOLVED.set(config)
+    return config
 
 
 def _when(ms: int) -> str:
@@ -148,6 +166,16 @@ def _when(ms: int) -> str:
 
 def _print_json(value: Any) -> None:
     out.print_json(json.dumps(value))
+
+
+def print_table(fields: Sequence[Field], rows: Sequence[Sequence[str]]) -> None:
+    """A table fitted to the terminal (ids whole, long text cut: :mod:`cirrusmq.tables`);
+    what did not fit is named on stderr, with the ``--json`` hint."""
+    result = fitted(fields, rows, out.width)
+    out.print(result.table, markup=False)
+    note = result.note()
+    if note:
+        err.print(note, markup=False)
 
 
 # ---------------------------------------------------------------------------- topics
@@ -192,16 +220,24 @@ def topic_list(
     if as_json:
         _print_json([vars(t) for t in topics])
         return
-    table = Table("topic", "type", "queues", "retention", "created")
-    for t in topics:
-        table.add_row(
+    fields = [
+        Field("topic", "id"),
+        Field("type"),
+        Field("queues"),
+        Field("retention"),
+        Field("created", optional=True),
+    ]
+    rows = [
+        [
             t.name,
             t.message_type,
             str(t.queues),
             f"{t.retention_hours} h",
             _when(t.created_timestamp),
-        )
-    out.print(table)
+        ]
+        for t in topics
+    ]
+    print_table(fields, rows)
     out.print(f"{len(topics)} topic(s)")
 
 
@@ -274,9 +310,17 @@ def group_describe(
             }
         )
         return
-    table = Table("topic", "queue", "committed", "cursor", "max offset", "lag", "in flight")
-    for q in description.queues:
-        table.add_row(
+    fields = [
+        Field("topic", "id"),
+        Field("queue"),
+        Field("committed"),
+        Field("cursor", optional=True),
+        Field("max offset"),
+        Field("lag"),
+        Field("in flight"),
+    ]
+    rows = [
+        [
             q.topic,
             str(q.queue),
             str(q.committed_offset),
@@ -284,8 +328,10 @@ def group_describe(
             str(q.max_offset),
             str(q.lag),
             str(q.inflight),
-        )
-    out.print(table)
+        ]
+        for q in description.queues
+    ]
+    print_table(fields, rows)
     out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
     _print_consumers(description)
 
@@ -295,14 +341,21 @@ def _print_consumers(description: GroupDescription) -> None:
     if not description.consumers:
         out.print("no live consumers")
         return
-    table = Table("consumer", "mode", "topic", "queues", "expires")
+    rows = []
     for c in description.consumers:
         for topic, queues in sorted(c.queues.items()):
             shown = "all (shared)" if queues is None else ",".join(map(str, queues)) or "-"
             mode = "orderly" if c.orderly else "concurrent"
             expires = datetime.fromtimestamp(c.expires_at / 1000, UTC).strftime("%H:%M:%S")
-            table.add_row(c.client_id, mode, topic, shown, expires)
-    out.print(table)
+            rows.append([c.client_id, mode, topic, shown, expires])
+    fields = [
+        Field("consumer", "id"),
+        Field("mode"),
+        Field("topic", "id"),
+        Field("queues", "text"),
+        Field("expires", optional=True),
+    ]
+    print_table(fields, rows)
 
 
 @group_app.command("subscribe")
@@ -458,22 +511,18 @@ def key_list(
     if as_json:
         _print_json([_key_row(k) for k in keys])
         return
-    table = Table(
-        Column("access key", no_wrap=True),
-        Column("status", no_wrap=True),
-        "permissions",
-        "description",
-        "created",
-    )
-    for k in keys:
-        table.add_row(
-            k.access_key,
-            k.status,
-            escape(str(k.permissions)),
-            escape(k.description),
-            _when(k.created_timestamp),
-        )
-    out.print(table)
+    fields = [
+        Field("access key", "id"),
+        Field("status"),
+        Field("permissions", "text"),
+        Field("description", "text", optional=True),
+        Field("created", optional=True),
+    ]
+    rows = [
+        [k.access_key, k.status, str(k.permissions), k.description, _when(k.created_timestamp)]
+        for k in keys
+    ]
+    print_table(fields, rows)
     out.print(f"{len(keys)} key(s)")
 
 
@@ -568,17 +617,26 @@ def outbox_list(path: OutboxPath, as_json: AsJson = False) -> None:
     if as_json:
         _print_json(_refused_rows(refused))
         return
-    table = Table("id", "topic", "messages", "code", "refused", "message")
-    for row in _refused_rows(refused):
-        table.add_row(
+    fields = [
+        Field("id"),
+        Field("topic", "id"),
+        Field("messages"),
+        Field("code"),
+        Field("refused", optional=True),
+        Field("message", "text"),
+    ]
+    rows = [
+        [
             str(row["id"]),
             row["topic"],
             str(row["messages"]),
             row["code"] or str(row["http_status"]),
             _when(row["refused_ms"]),
-            escape(row["message"]),
-        )
-    out.print(table)
+            row["message"],
+        ]
+        for row in _refused_rows(refused)
+    ]
+    print_table(fields, rows)
     out.print(
         f"{stats.refused_messages} refused message(s) in {stats.refused_batches} batch(es); "
         f"{stats.messages} message(s) waiting to be sent"
@@ -769,12 +827,15 @@ def cancel_scheduled(
     at: Annotated[
         int, typer.Option("--at", help="Its due time in ms (the send receipt's delivery time).")
     ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     endpoint: Endpoint = None,
     access_key: AccessKey = None,
     secret_key: SecretKey = None,
     profile: Profile = None,
 ) -> None:
-    """Cancel a scheduled (delayed) message before it is due."""
+    """Cancel a scheduled (delayed) message before it is due: it is deleted, never delivered."""
+    if not yes:
+        typer.confirm(f"Cancel {message_id} on {topic} (due {_iso(at)}) for good?", abort=True)
     with _reported_errors():
         cfg = _config(endpoint, access_key, secret_key, profile)
         with Producer(cfg.endpoint, cfg.credentials) as producer:
@@ -953,9 +1014,17 @@ def txn_list(
     if as_json:
         _print_json([vars(t) for t in found])
         return
-    table = Table("transaction", "state", "topic", "messages", "age (s)", "checks", "producer")
-    for t in found:
-        table.add_row(
+    fields = [
+        Field("transaction", "id"),
+        Field("state"),
+        Field("topic", "id"),
+        Field("msgs"),
+        Field("age s"),
+        Field("checks"),
+        Field("producer", "id", optional=True),
+    ]
+    rows = [
+        [
             t.transaction_id,
             t.state,
             t.topic,
@@ -963,8 +1032,10 @@ def txn_list(
             f"{t.age_seconds:.0f}",
             f"{t.checks}/{t.max_checks}",
             t.transactional_id,
-        )
-    out.print(table)
+        ]
+        for t in found
+    ]
+    print_table(fields, rows)
     out.print(f"{len(found)} open transaction(s) in producer group {producer_group}")
 
 
@@ -998,12 +1069,18 @@ def txn_commit(
 def txn_rollback(
     producer_group: Annotated[str, typer.Argument(help="Producer group.")],
     transaction_id: Annotated[str, typer.Argument(help="Transaction id.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     endpoint: Endpoint = None,
     access_key: AccessKey = None,
     secret_key: SecretKey = None,
     profile: Profile = None,
 ) -> None:
     """Roll back an undecided transaction by hand: its messages are discarded."""
+    if not yes:
+        typer.confirm(
+            f"Roll back transaction {transaction_id} of {producer_group} and discard its messages?",
+            abort=True,
+        )
     options = (endpoint, access_key, secret_key, profile)
     _txn_resolve(producer_group, transaction_id, TransactionResolution.ROLLBACK, options)
 

@@ -18,6 +18,11 @@ The profile file is TOML, ``~/.cirrusmq/config`` (or ``$CIRRUSMQ_CONFIG``)::
     endpoint = "http://127.0.0.1:8080"
     access_key = "local-admin"
     secret_key = "..."
+
+A profile may carry the Spark data source's options for its stack as a sub-table,
+``[profile.<name>.spark]`` (``cirrusmq dev`` writes them for ``local``), read by
+:func:`load_spark_options` / ``cirrusmq.spark.options_from_profile``. A resolved
+:class:`ClientConfig` says where its endpoint came from, for error messages.
 """
 
 from __future__ import annotations
@@ -31,7 +36,14 @@ from typing import Any
 
 from .credentials import Credentials
 
-__all__ = ["ClientConfig", "ConfigError", "default_config_path", "load_config", "save_profile"]
+__all__ = [
+    "ClientConfig",
+    "ConfigError",
+    "default_config_path",
+    "load_config",
+    "load_spark_options",
+    "save_profile",
+]
 
 ENDPOINT_VAR = "CIRRUSMQ_ENDPOINT"
 ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
@@ -41,6 +53,8 @@ CONFIG_VAR = "CIRRUSMQ_CONFIG"
 DEFAULT_PROFILE = "default"
 LOCAL_PROFILE = "local"
 _FIELDS = ("endpoint", "access_key", "secret_key")
+SPARK_TABLE = "spark"
+"""``[profile.<name>.spark]``: the ``cirrusmq`` Spark data source's options for that stack."""
 
 
 class ConfigError(ValueError):
@@ -55,6 +69,9 @@ class ClientConfig:
     credentials: Credentials | None
     profile: str | None = None
     """The name of the profile in effect (its file section may be absent)."""
+    endpoint_source: str | None = None
+    """Where the endpoint came from, for messages: ``"the --endpoint option"``,
+    ``"$CIRRUSMQ_ENDPOINT"`` or ``"profile 'local' in ~/.cirrusmq/config"``."""
 
 
 def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -64,6 +81,15 @@ def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def _read_profile(path: Path, name: str, *, required: bool) -> dict[str, Any]:
+    """The client fields of ``[profile.<name>]`` (its sub-tables left out)."""
+    profile = _profile_table(path, name, required=required)
+    unknown = set(profile) - set(_FIELDS) - {SPARK_TABLE}
+    if unknown:
+        raise ConfigError(f"[profile.{name}] in {path}: unknown key(s) {sorted(unknown)}")
+    return {k: str(v) for k, v in profile.items() if k in _FIELDS}
+
+
+def _profile_table(path: Path, name: str, *, required: bool) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
             document = tomllib.load(handle)
@@ -80,10 +106,23 @@ def _read_profile(path: Path, name: str, *, required: bool) -> dict[str, Any]:
         return {}
     if not isinstance(profile, dict):
         raise ConfigError(f"[profile.{name}] in {path} is not a table")
-    unknown = set(profile) - set(_FIELDS)
-    if unknown:
-        raise ConfigError(f"[profile.{name}] in {path}: unknown key(s) {sorted(unknown)}")
-    return {k: str(v) for k, v in profile.items()}
+    return profile
+
+
+def load_spark_options(
+    profile: str = LOCAL_PROFILE,
+    *,
+    config_path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The ``cirrusmq`` Spark data source options stored with a profile
+    (``[profile.<name>.spark]``; ``cirrusmq dev`` writes them for the ``local`` profile)."""
+    path = Path(config_path) if config_path else default_config_path(environ)
+    table = _profile_table(path, profile, required=True).get(SPARK_TABLE)
+    if not isinstance(table, dict) or not table:
+        hint = " (start `cirrusmq dev`: it writes them)" if profile == LOCAL_PROFILE else ""
+        raise ConfigError(f"no [profile.{profile}.spark] options in {path}{hint}")
+    return {str(k): str(v) for k, v in table.items()}
 
 
 def load_config(
@@ -98,17 +137,23 @@ def load_config(
     """Resolve the endpoint and credentials (see the module docs for the order)."""
     environ = os.environ if environ is None else environ
     path = Path(config_path) if config_path else default_config_path(environ)
-    layers: list[Mapping[str, Any]] = [
-        {"endpoint": endpoint, "access_key": access_key, "secret_key": secret_key}
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        (
+            "the --endpoint option",
+            {"endpoint": endpoint, "access_key": access_key, "secret_key": secret_key},
+        )
     ]
     if profile:
-        layers.append(_read_profile(path, profile, required=True))
+        layers.append((_profile_source(profile, path), _read_profile(path, profile, required=True)))
     layers.append(
-        {
-            "endpoint": environ.get(ENDPOINT_VAR),
-            "access_key": environ.get(ACCESS_KEY_VAR),
-            "secret_key": environ.get(SECRET_KEY_VAR),
-        }
+        (
+            f"${ENDPOINT_VAR}",
+            {
+                "endpoint": environ.get(ENDPOINT_VAR),
+                "access_key": environ.get(ACCESS_KEY_VAR),
+                "secret_key": environ.get(SECRET_KEY_VAR),
+            },
+        )
     )
     fallback = environ.get(PROFILE_VAR) or DEFAULT_PROFILE
     if not profile:
@@ -117,8 +162,9 @@ def load_config(
             # nothing else given: the local stack's profile (its keys go with its endpoint)
             found = _read_profile(path, LOCAL_PROFILE, required=False)
             fallback = LOCAL_PROFILE if found else fallback
-        layers.append(found)
-    values = {f: next((layer[f] for layer in layers if layer.get(f)), None) for f in _FIELDS}
+        layers.append((_profile_source(fallback, path), found))
+    values = {f: next((layer[f] for _, layer in layers if layer.get(f)), None) for f in _FIELDS}
+    source = next((name for name, layer in layers if layer.get("endpoint")), None)
     if values["endpoint"] and not values["access_key"] and not profile:
         # an endpoint without keys: the local stack's keys go with the local stack's endpoint
         local = _read_profile(path, LOCAL_PROFILE, required=False)
@@ -136,7 +182,14 @@ def load_config(
     credentials = (
         Credentials(values["access_key"], values["secret_key"]) if values["access_key"] else None
     )
-    return ClientConfig(values["endpoint"], credentials, profile or fallback)
+    return ClientConfig(values["endpoint"], credentials, profile or fallback, source)
+
+
+def _profile_source(name: str, path: Path) -> str:
+    home = Path.home()
+    shown = f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
+    written = " (written by `cirrusmq dev`)" if name == LOCAL_PROFILE else ""
+    return f"profile {name!r} in {shown}{written}"
 
 
 def _same_endpoint(a: str | None, b: str | None) -> bool:
@@ -144,10 +197,15 @@ def _same_endpoint(a: str | None, b: str | None) -> bool:
 
 
 def save_profile(
-    name: str, values: Mapping[str, str], path: str | os.PathLike[str] | None = None
+    name: str,
+    values: Mapping[str, str],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    spark_options: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write ``[profile.<name>]`` (endpoint, access_key, secret_key) into the profile file,
-    replacing that section and keeping everything else; return the file's path.
+    """Write ``[profile.<name>]`` (endpoint, access_key, secret_key) and, if given, its
+    ``[profile.<name>.spark]`` options into the profile file, replacing that profile's
+    sections and keeping everything else; return the file's path.
 
     The file is created (mode 0600, it holds a secret key) with its directory if needed.
     """
@@ -168,13 +226,16 @@ def save_profile(
         header = line.strip()
         if header.startswith("["):
             table = header.strip("[] ").replace(" ", "").replace('"', "")
-            skipping = table == f"profile.{name}"
+            skipping = table == f"profile.{name}" or table.startswith(f"profile.{name}.")
         if not skipping:
             kept.append(line)
     while kept and not kept[-1].strip():
         kept.pop()
     section = [f"[profile.{name}]"]
     section += [f"{key} = {_toml_string(values[key])}" for key in _FIELDS if values.get(key)]
+    if spark_options:
+        section += ["", f"[profile.{name}.{SPARK_TABLE}]"]
+        section += [f"{_toml_string(k)} = {_toml_string(v)}" for k, v in spark_options.items()]
     body = "\n".join([*kept, *([""] if kept else []), *section]) + "\n"
     tomllib.loads(body)
     path.parent.mkdir(parents=True, exist_ok=True)

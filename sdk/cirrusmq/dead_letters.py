@@ -36,6 +36,8 @@ class DeadLetter:
     body_preview: bytes
     """The body's first 256 bytes."""
     body_bytes: int
+    redriven: bool = False
+    """Sent back to its topic by a redrive already (it stays listed until purged)."""
 
     @classmethod
     def from_wire(cls, data: Any) -> DeadLetter:
@@ -56,6 +58,7 @@ class DeadLetter:
             keys=tuple(optional("keys") or ()),
             body_preview=base64.b64decode(read_str(data, "body_preview")),
             body_bytes=read_int(data, "body_bytes"),
+            redriven=read_bool(data, "redriven", False),
         )
 
 

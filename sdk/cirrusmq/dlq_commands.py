@@ -6,9 +6,19 @@ import datetime as dt
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from .commands import AccessKey, AsJson, Endpoint, Profile, SecretKey, _admin, _print_json, out
+from .commands import (
+    AccessKey,
+    AsJson,
+    Endpoint,
+    Profile,
+    SecretKey,
+    _admin,
+    _print_json,
+    out,
+    print_table,
+)
+from .tables import Field
 
 dlq_app = typer.Typer(
     help="List, show, redrive and purge a consumer group's dead letters.", no_args_is_help=True
@@ -52,7 +62,34 @@ def _row(d: Any) -> dict[str, Any]:
         "reason": d.reason,
         "stored": dt.datetime.fromtimestamp(d.stored_timestamp / 1000, dt.UTC).isoformat(),
         "preview": d.body_preview[:60].decode("utf-8", "replace"),
+        "redriven": d.redriven,
     }
+
+
+FIELDS = [
+    Field("offset"),
+    Field("message id", "id"),
+    Field("origin", "id", optional=True),
+    Field("attempts"),
+    Field("redriven", optional=True),
+    Field("stored", optional=True),
+    Field("reason", "text"),
+    Field("preview", "text", optional=True),
+]
+"""``dlq list``'s columns: ids whole; the reason and preview cut to one line."""
+
+
+def _table_row(d: Any) -> list[str]:
+    return [
+        str(d.dlq_offset),
+        d.message_id,
+        f"{d.origin_topic}/{d.origin_queue}@{d.origin_offset}",
+        str(d.delivery_attempts),
+        "yes" if d.redriven else "no",
+        dt.datetime.fromtimestamp(d.stored_timestamp / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+        d.reason or "",
+        d.body_preview[:60].decode("utf-8", "replace"),
+    ]
 
 
 @dlq_app.command("list")
@@ -74,10 +111,7 @@ def dlq_list(
     if as_json:
         _print_json({"dead_letters": rows, "next_start": page.next_start})
         return
-    table = Table(*(rows[0].keys() if rows else ["dlq_offset", "message_id"]))
-    for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
-    out.print(table)
+    print_table(FIELDS, [_table_row(d) for d in page.dead_letters])
     if page.next_start is not None:
         out.print(f"more: --start {page.next_start}", markup=False)
 
@@ -131,12 +165,19 @@ def dlq_redrive(
 def dlq_purge(
     group: Group,
     before: Annotated[int | None, typer.Option(min=0, help="Only below this DLQ offset.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     endpoint: Endpoint = None,
     access_key: AccessKey = None,
     secret_key: SecretKey = None,
     profile: Profile = None,
 ) -> None:
     """Drop a group's dead letters from listings and redrive (they expire with retention)."""
+    if not yes:
+        which = f"below offset {before}" if before is not None else "all"
+        typer.confirm(
+            f"Purge the dead letters of group {group} ({which})? They cannot be redriven after.",
+            abort=True,
+        )
     with _admin(endpoint, access_key, secret_key, profile) as admin:
         floor = admin.purge_dead_letters(group, before=before)
     out.print(f"dead letters below offset {floor} purged", markup=False)

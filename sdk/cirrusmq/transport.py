@@ -132,9 +132,15 @@ class _Raise:
     error: MQError
 
 
-def _transport_error(exc: httpx.HTTPError, method: str, path: str) -> TransportError:
-    kind = type(exc).__name__
-    return TransportError(f"{method} {path}: {kind}: {exc or 'no response'}")
+def _transport_error(exc: httpx.HTTPError, method: str, endpoint: str, path: str) -> TransportError:
+    """The error of a call without a usable response; it names the endpoint (in
+    ``details["endpoint"]`` too), so a wrong or stopped endpoint is recognised at once."""
+    detail = f"{type(exc).__name__}: {exc or 'no response'}"
+    if isinstance(exc, _NOT_SENT):
+        message = f"cannot connect to {endpoint} ({method} {path}: {detail})"
+    else:
+        message = f"{method} {endpoint}{path}: {detail}"
+    return TransportError(message, details={"endpoint": endpoint})
 
 
 def _encode(json_body: Any, content: bytes | None) -> tuple[bytes | None, dict[str, str]]:
@@ -248,9 +254,9 @@ class Transport:
                 method, path, content=body, headers=headers, timeout=timeout
             )
         except httpx.HTTPError as exc:
-            raise _transport_error(exc, method, path) from exc
+            raise _transport_error(exc, method, self.endpoint, path) from exc
         except RuntimeError as exc:  # the client was closed under us
-            raise TransportError(f"{method} {path}: {exc}") from exc
+            raise TransportError(f"{method} {self.endpoint}{path}: {exc}") from exc
         result = _decode(response)
         if isinstance(result, _Raise):
             raise result.error
@@ -326,9 +332,9 @@ class AsyncTransport:
                         method, target, content=body, headers=headers, timeout=timeout
                     )
                 except httpx.HTTPError as exc:
-                    raise _transport_error(exc, method, path) from exc
+                    raise _transport_error(exc, method, self.endpoint, path) from exc
                 except RuntimeError as exc:
-                    raise TransportError(f"{method} {path}: {exc}") from exc
+                    raise TransportError(f"{method} {self.endpoint}{path}: {exc}") from exc
                 result = _decode(response)
                 if isinstance(result, _Raise):
                     raise result.error

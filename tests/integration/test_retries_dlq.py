@@ -241,13 +241,20 @@ def test_cli_group_update_and_dlq_commands(
         [m] = consumer.receive(1, 30)
         consumer.nack(m)
         listed = json.loads(run("dlq", "list", group, "--json"))["dead_letters"]
-        assert [(d["message_id"], d["attempts"], d["preview"]) for d in listed] == [
-            (m.message_id, 1, "dead")
+        assert [(d["message_id"], d["attempts"], d["preview"], d["redriven"]) for d in listed] == [
+            (m.message_id, 1, "dead", False)
         ]
         assert m.message_id in run("dlq", "show", group, m.message_id)
         assert "redriven 1" in run("dlq", "redrive", group, "--topic", topic, "--rate", "50")
         [back] = consumer.receive(1, 30)
         assert back.message_id == m.message_id
         consumer.ack(back)
-    assert "below offset 1" in run("dlq", "purge", group)
+    with Admin(endpoint, credentials) as admin:
+        [letter] = admin.list_dead_letters(group).dead_letters
+        assert (letter.message_id, letter.redriven) == (m.message_id, True)
+    assert [
+        d["redriven"] for d in json.loads(run("dlq", "list", group, "--json"))["dead_letters"]
+    ] == [True]
+    run("dlq", "purge", group, code=1)  # asks first; no answer is no
+    assert "below offset 1" in run("dlq", "purge", group, "--yes")
     assert json.loads(run("dlq", "list", group, "--json"))["dead_letters"] == []

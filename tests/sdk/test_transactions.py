@@ -236,7 +236,7 @@ def test_cli_lists_and_ends_transactions(endpoint, credentials, txn_topic, monke
     monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
     monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
     monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
-    runner = CliRunner()
+    runner = CliRunner(env={"COLUMNS": "80"})
 
     def cli(*args: str, code: int = 0) -> str:
         result = runner.invoke(app, list(args))
@@ -251,9 +251,12 @@ def test_cli_lists_and_ends_transactions(endpoint, credentials, txn_topic, monke
     listed = json.loads(cli("txn", "list", group, "--json"))
     assert sorted(t["transaction_id"] for t in listed) == sorted([keep.id, drop.id])
     assert all(t["topic"] == txn_topic and t["checks"] == 0 for t in listed)
-    assert "2 open transaction(s)" in cli("txn", "list", group)
+    table = cli("txn", "list", group)
+    assert "2 open transaction(s)" in table
+    assert keep.id in table and drop.id in table  # whole at 80 columns (the runner's width)
     assert f"committed transaction {keep.id}" in cli("txn", "commit", group, keep.id)
-    assert f"rolled back transaction {drop.id}" in cli("txn", "rollback", group, drop.id)
-    assert "TransactionAlreadyEnded" in cli("txn", "rollback", group, keep.id, code=1)
+    cli("txn", "rollback", group, drop.id, code=1)  # asks first; no answer is no
+    assert f"rolled back transaction {drop.id}" in cli("txn", "rollback", group, drop.id, "-y")
+    assert "TransactionAlreadyEnded" in cli("txn", "rollback", group, keep.id, "--yes", code=1)
     assert json.loads(cli("txn", "list", group, "--json")) == []
     assert drain(endpoint, credentials, txn_topic) == [b"kept"]

@@ -111,3 +111,55 @@ def test_an_endpoint_without_keys_takes_the_local_stacks_keys_only_for_its_endpo
     assert same.credentials == Credentials("local-admin", "s")
     other = load_config(endpoint="https://api.example.com", environ={}, config_path=config)
     assert other.credentials is None
+
+
+SPARK = {
+    "bucket": "local-messagebucket-1",
+    "logIndexTable": "local-LogIndexTable",
+    "queueHeadsTable": "local-QueueHeadsTable",
+    "endpoint": "http://127.0.0.1:5000",
+    "accessKeyId": "testing",
+    "clockOffsetMs": "0",
+}
+
+
+def test_a_profile_keeps_the_spark_options_of_its_stack(tmp_path) -> None:
+    from cirrusmq.spark import options_from_profile
+
+    path = tmp_path / "config"
+    save_profile("prod", {"endpoint": "https://prod"}, path)
+    save_profile("local", LOCAL, path, spark_options={**SPARK, "bucket": "old"})
+    save_profile("local", LOCAL, path, spark_options=SPARK)  # replaced, not duplicated
+    assert options_from_profile("local", config_path=path) == SPARK
+    config = load_config(environ={"CIRRUSMQ_PROFILE": "local"}, config_path=path)
+    assert (config.endpoint, config.credentials.access_key) == (LOCAL["endpoint"], "local-admin")
+    assert tomllib.loads(path.read_text())["profile"]["prod"] == {"endpoint": "https://prod"}
+    save_profile("local", LOCAL, path)  # without options: the old ones go too
+    with pytest.raises(ConfigError, match=r"no \[profile.local.spark\].*cirrusmq dev"):
+        options_from_profile("local", config_path=path)
+
+
+def test_options_from_profile_reads_cirrusmq_config(tmp_path, monkeypatch) -> None:
+    from cirrusmq.spark import options_from_profile
+
+    path = tmp_path / "elsewhere.toml"
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(path))
+    with pytest.raises(ConfigError, match="does not exist"):
+        options_from_profile()
+    save_profile("local", LOCAL, path, spark_options=SPARK)
+    assert options_from_profile() == SPARK
+
+
+def test_the_spark_jobs_start_from_a_profiles_options(tmp_path, monkeypatch) -> None:
+    from cirrusmq.spark.cli import _options
+
+    path = tmp_path / "config"
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(path))
+    monkeypatch.delenv("CIRRUSMQ_SPARK_OPTIONS", raising=False)
+    save_profile("local", LOCAL, path, spark_options=SPARK)
+    merged = _options(["bucket=mine"], None, "local")
+    assert merged == {**SPARK, "bucket": "mine"}  # the explicit options win
+    refused = CliRunner().invoke(
+        app, ["spark", "stats", "--topic", "t", "--output", "x", "--options-profile", "nope"]
+    )
+    assert refused.exit_code == 2 and "no [profile.nope]" in refused.output

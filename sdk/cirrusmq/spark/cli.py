@@ -1,8 +1,10 @@
 """``cirrusmq spark export|stats|replay``: the data pipeline jobs from the command line.
 
-Data source options come from ``-o KEY=VALUE`` (repeatable), ``--options-file`` (JSON) or
-``$CIRRUSMQ_SPARK_OPTIONS`` (JSON). ``replay`` sends through the API with the CLI's usual
-endpoint and keys. pyspark is imported only when a command runs.
+Data source options come from ``--options-profile NAME`` (the options stored with a profile:
+``local`` for the stack ``cirrusmq dev`` runs), ``$CIRRUSMQ_SPARK_OPTIONS`` (JSON),
+``--options-file`` (JSON) and ``-o KEY=VALUE`` (repeatable), later ones winning.
+``replay`` sends through the API with the CLI's usual endpoint and keys. pyspark is
+imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ OptionsFile = Annotated[
     typer.Option(help="JSON object of data source options (or $CIRRUSMQ_SPARK_OPTIONS)."),
 ]
 Master = Annotated[str | None, typer.Option(help="Spark master, e.g. local[4].")]
+OptionsProfile = Annotated[
+    str | None,
+    typer.Option(
+        help="Start from the data source options stored with this profile ('local': the "
+        "stack `cirrusmq dev` runs).",
+        show_default=False,
+    ),
+]
 
 
 def _session(app: str, master: str | None):  # type: ignore[no-untyped-def]
@@ -37,11 +47,19 @@ def _session(app: str, master: str | None):  # type: ignore[no-untyped-def]
     return session(app, master or "local[*]")
 
 
-def _options(option: list[str] | None, options_file: str | None) -> dict[str, str]:
+def _options(
+    option: list[str] | None, options_file: str | None, profile: str | None = None
+) -> dict[str, str]:
+    from ..config import ConfigError
+    from . import options_from_profile
     from .jobs.common import load_options
 
     try:
-        return load_options(option or (), options_file)
+        stored = options_from_profile(profile) if profile else {}
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--options-profile") from exc
+    try:
+        return {**stored, **load_options(option or (), options_file)}
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--option") from exc
 
@@ -56,13 +74,14 @@ def export_command(
     ending_timestamp: Annotated[int | None, typer.Option(help="ms since the epoch.")] = None,
     option: Options = None,
     options_file: OptionsFile = None,
+    options_profile: OptionsProfile = None,
     master: Master = None,
 ) -> None:
     """Export a topic's offsets or time range as Parquet partitioned by dt and tag
     (incremental and idempotent: offsets exported before are skipped)."""
     from .jobs.export import export
 
-    options = _options(option, options_file)
+    options = _options(option, options_file, options_profile)
     result = export(
         _session("cirrusmq-export", master),
         options,
@@ -88,12 +107,13 @@ def stats_command(
     group: Annotated[list[str] | None, typer.Option(help="Consumer group (repeatable).")] = None,
     option: Options = None,
     options_file: OptionsFile = None,
+    options_profile: OptionsProfile = None,
     master: Master = None,
 ) -> None:
     """Messages and bytes per topic, queue, tag and hour; consumer-group lag snapshots."""
     from .jobs.stats import stats
 
-    options = _options(option, options_file)
+    options = _options(option, options_file, options_profile)
     frames = stats(_session("cirrusmq-stats", master), options, topic, output, groups=group or [])
     for row in frames["group_lag"].collect():
         typer.echo(
