@@ -80,8 +80,10 @@ def test_crash_between_object_write_and_index_append_leaves_an_invisible_orphan(
     assert [m["offset"] for m in delivered] == [0, 1]  # no gap, no orphan
     assert b"lost in the crash" not in [base64.b64decode(m["body"]) for m in delivered]
 
-    # The scheduled sweeper leaves young objects alone (a produce may still be in flight) ...
-    assert cirrusmq_stack.run_schedule("JanitorFunction", "SweepOrphans")["deleted"] == 0
+    # The scheduled sweeper leaves young objects alone (a produce may still be in flight;
+    # older orphans of other tests in this session stack may go) ...
+    cirrusmq_stack.run_schedule("JanitorFunction", "SweepOrphans")
+    assert len(object_keys(cirrusmq_stack, topic_name)) == 3
     # ... and deletes the orphan once it is older than the grace period.
     later = Broker(Settings.from_env(), clock=lambda: now_ms() + 3600_000)
     report = later.janitor.sweep_orphans()

@@ -45,7 +45,7 @@ def wait_until(condition, timeout_s: float = 5.0) -> None:
 
 def test_async_sends_are_batched_and_keep_their_order():
     service = FakeService()
-    with producer(service, max_batch_messages=100) as p:
+    with producer(service, max_batch_messages=100, linger_ms=60_000) as p:  # full batches only
         futures = [p.send_async(Message("t", f"{i}")) for i in range(1000)]
         receipts = [f.result(timeout=10) for f in futures]
     assert len(service.requests) <= 15
