@@ -1,0 +1,127 @@
+"""Dead-letter redrive sends each letter back exactly once: by id, by cursor, by topic, in
+any order, under crashes at any AWS call and re-runs whose inputs changed in between."""
+
+from __future__ import annotations
+
+import itertools
+
+import boto3
+import pytest
+from broker_helpers import send
+from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.group_configs import GroupConfigStore
+
+
+class Crash(BaseException):
+    pass
+
+
+def stream_count(broker, prefix: str) -> int:
+    """Messages indexed in streams whose name starts with ``prefix``."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    pages = ddb.get_paginator("scan").paginate(TableName=broker.settings.log_index_table)
+    return sum(
+        int(item["count"]["N"])
+        for page in pages
+        for item in page["Items"]
+        if item["stream"]["S"].startswith(prefix)
+    )
+
+
+def dead_letters(broker, topic: str, *bodies: bytes) -> list:
+    """``bodies`` sent to ``topic`` (one queue) and dead-lettered in one DLQ batch."""
+    broker.admin.create_topic(topic, queues=1)
+    broker.retries.set_max_delivery_attempts("g", 1)
+    send(broker, topic, *bodies)
+    got = broker.consume.receive("g", topic, max_messages=10)
+    broker.retries.nack("g", [m.receipt_handle for m in got])
+    letters = broker.dead_letters.list("g", topic=topic).dead_letters
+    assert len(letters) == len(bodies)
+    return letters
+
+
+def redelivered(broker, topic: str) -> list[bytes]:
+    """Bodies the group receives from ``topic`` now (each redriven copy is delivered)."""
+    got = broker.consume.receive("g", topic, max_messages=100)
+    return sorted(m.message.body for m in got)
+
+
+def crashing_at(n: int, action) -> bool:
+    """Run ``action`` dying before its ``n``-th AWS call; True if it died."""
+    count = itertools.count()
+
+    def observer(service: str, operation: str, _: object) -> None:
+        if next(count) == n:
+            raise Crash()
+
+    remove = observe_calls(observer)
+    try:
+        action()
+    except Crash:
+        return True
+    finally:
+        remove()
+    return False
+
+
+def test_by_id_then_a_crashed_cursor_redrive_then_by_id_sends_each_back_once(
+    broker, clock, monkeypatch
+):
+    p1, p2 = dead_letters(broker, "t", b"p1", b"p2")
+    assert broker.dead_letters.redrive("g", message_ids=[p1.message.message_id]).redriven == 1
+    with monkeypatch.context() as patch:  # the cursor redrive dies before its cursor moves
+
+        def crash(*args, **kwargs):
+            raise Crash()
+
+        patch.setattr(GroupConfigStore, "advance_cursor", crash)
+        with pytest.raises(Crash):
+            broker.dead_letters.redrive("g")
+    again = broker.dead_letters.redrive("g", message_ids=[p2.message.message_id])
+    assert again.redriven == 0  # the crashed cursor redrive sent it back already
+    assert broker.dead_letters.redrive("g").redriven == 0
+    assert stream_count(broker, "t#") == 4  # 2 sent + each redriven once
+    assert redelivered(broker, "t") == [b"p1", b"p2"]
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
+
+
+@pytest.mark.parametrize("first", ["cursor", "topic", "id"])
+def test_a_redrive_crashed_at_any_call_then_other_redrives_send_each_back_once(
+    broker, clock, first
+):
+    """Each AWS call of a first redrive fails in turn; then redrives by id of each letter,
+    by topic and of everything run: every letter is sent back exactly once."""
+    topics = itertools.count()
+
+    def scene():
+        name = f"t{next(topics)}"
+        letters = dead_letters(broker, name, b"a", b"b", b"c")
+        ids = [d.message.message_id for d in letters]
+        action = {
+            "cursor": lambda: broker.dead_letters.redrive("g"),
+            "topic": lambda: broker.dead_letters.redrive("g", topic=name),
+            "id": lambda: broker.dead_letters.redrive("g", message_ids=ids[:2]),
+        }[first]
+        return name, ids, action
+
+    def rest(name: str, ids: list[str]) -> None:
+        broker.dead_letters.redrive("g", message_ids=[ids[1]])
+        broker.dead_letters.redrive("g", message_ids=[ids[2]])
+        broker.dead_letters.redrive("g", topic=name)
+        broker.dead_letters.redrive("g")
+        broker.dead_letters.redrive("g", message_ids=ids)
+        assert stream_count(broker, f"{name}#") == 6, "a letter was lost or sent back twice"
+        assert redelivered(broker, name) == [b"a", b"b", b"c"]
+
+    name, ids, action = scene()
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(operation))
+    try:
+        action()
+    finally:
+        remove()
+    rest(name, ids)
+    for n in range(len(seen)):
+        name, ids, action = scene()
+        if crashing_at(n, action):
+            rest(name, ids)
