@@ -33,7 +33,7 @@ def dead_letters(broker, topic: str, *bodies: bytes) -> list:
     broker.admin.create_topic(topic, queues=1)
     broker.retries.set_max_delivery_attempts("g", 1)
     send(broker, topic, *bodies)
-    got = broker.consume.receive("g", topic, max_messages=10)
+    got = broker.consume.receive("g", topic, max_messages=100)
     broker.retries.nack("g", [m.receipt_handle for m in got])
     letters = broker.dead_letters.list("g", topic=topic).dead_letters
     assert len(letters) == len(bodies)
@@ -125,3 +125,70 @@ def test_a_redrive_crashed_at_any_call_then_other_redrives_send_each_back_once(
         name, ids, action = scene()
         if crashing_at(n, action):
             rest(name, ids)
+
+
+def _landing_before_first_append(monkeypatch, action) -> list:
+    """Run ``action`` once, just before the first redrive append is written (another
+    request landing between the redrive's reads and its append)."""
+    from cirrusmq_broker.services.moves import MoveAppender
+
+    real = MoveAppender.append
+    landed: list = []
+
+    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+        if stamp.producer_id.startswith("~redrive") and not landed:
+            landed.append(None)
+            landed[0] = action()
+        return real(self, topic, queue, messages, stamp, *args, **kwargs)
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    return landed
+
+
+def test_a_redrive_by_id_landing_inside_a_cursor_redrive_sends_each_back_once(
+    broker, clock, monkeypatch
+):
+    p1, p2 = dead_letters(broker, "t", b"p1", b"p2")
+    landed = _landing_before_first_append(
+        monkeypatch, lambda: broker.dead_letters.redrive("g", message_ids=[p2.message.message_id])
+    )
+    result = broker.dead_letters.redrive("g")
+    assert landed[0].redriven == 1
+    assert result.redriven == 1  # p1 only: its first claim lost to the redrive by id
+    assert stream_count(broker, "t#") == 4
+    assert redelivered(broker, "t") == [b"p1", b"p2"]
+
+
+def test_a_purge_landing_inside_a_redrive_wins(broker, clock, monkeypatch):
+    """A purge that answered before the redrive's append sends nothing of what it purged."""
+    p1, p2 = dead_letters(broker, "t", b"p1", b"p2")
+    landed = _landing_before_first_append(monkeypatch, lambda: broker.dead_letters.purge("g"))
+    result = broker.dead_letters.redrive("g", message_ids=[p1.message.message_id])
+    assert landed == [2]
+    assert result.redriven == 0
+    assert stream_count(broker, "t#") == 2
+    assert broker.dead_letters.list("g").dead_letters == []
+    assert broker.dead_letters.redrive("g").redriven == 0
+    assert redelivered(broker, "t") == []
+
+
+def test_a_redrive_costs_no_aws_call_per_letter(broker, clock):
+    """A DLQ batch of 50 letters of one origin is sent back by one append, whatever the
+    way (all, or by ids)."""
+    dead_letters(broker, "t", *[b"m%d" % i for i in range(50)])
+    dead_letters(broker, "u", *[b"n%d" % i for i in range(50)])
+    ids = [d.message.message_id for d in broker.dead_letters.list("g", topic="u").dead_letters]
+    for action in (
+        lambda: broker.dead_letters.redrive("g"),
+        lambda: broker.dead_letters.redrive("g", message_ids=ids),
+    ):
+        seen: list[str] = []
+        remove = observe_calls(lambda service, operation, _, seen=seen: seen.append(operation))
+        try:
+            action()
+        finally:
+            remove()
+        # a few reads, then per DLQ batch: its claims, the object, the head, the append
+        # (with the claim), the cursor: ~13 calls for 100 letters
+        assert len(seen) < 20, seen
+    assert stream_count(broker, "t#") == 100 and stream_count(broker, "u#") == 100
