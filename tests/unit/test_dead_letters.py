@@ -192,3 +192,22 @@ def test_a_redrive_costs_no_aws_call_per_letter(broker, clock):
         # (with the claim), the cursor: ~13 calls for 100 letters
         assert len(seen) < 20, seen
     assert stream_count(broker, "t#") == 100 and stream_count(broker, "u#") == 100
+
+
+def test_a_letter_whose_topic_was_deleted_is_skipped_then_sent_back_once_it_exists(broker, clock):
+    from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+
+    [letter] = dead_letters(broker, "t", b"orphan")
+    broker.admin.delete_topic("t")
+    result = broker.dead_letters.redrive("g")
+    assert (result.redriven, result.skipped) == (0, 1)
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [False]
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    assert broker.janitor.purge_deleted_topics() == ["t"]
+    broker.admin.create_topic("t", queues=1)
+    broker.catalog.forget("t")
+    assert broker.dead_letters.redrive("g", message_ids=[letter.message.message_id]).redriven == 1
+    assert broker.dead_letters.redrive("g", message_ids=[letter.message.message_id]).redriven == 0
+    assert broker.dead_letters.redrive("g").redriven == 0
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True]
+    assert redelivered(broker, "t") == [b"orphan"]

@@ -120,24 +120,18 @@ class DeadLetterService:
                 if message.offset < start:
                     continue
                 if len(found) >= limit or scanned >= MAX_LIST_SCAN:
-                    return DeadLetterPage(self._marked(group, marks, found), message.offset)
+                    return DeadLetterPage(self._marked(group, found), message.offset)
                 scanned += 1
                 if topic is None or message.system.origin_topic == topic:
                     found.append((entry.base_offset, message))
-        return DeadLetterPage(self._marked(group, marks, found), None)
+        return DeadLetterPage(self._marked(group, found), None)
 
-    def _marked(
-        self, group: str, marks: DeadLetterMarks, found: list[tuple[int, StoredMessage]]
-    ) -> list[DeadLetter]:
+    def _marked(self, group: str, found: list[tuple[int, StoredMessage]]) -> list[DeadLetter]:
         """The letters (with their DLQ batch's base), ``redriven`` set for those a redrive
         sent back (one batched read of their batches' claims)."""
         claims = self._claims.get_many(group, [base for base, m in found])
         return [
-            DeadLetter(
-                m.offset,
-                m,
-                _below_cursor(marks, m) or m.offset in claims.get(base, RedriveClaims()).offsets,
-            )
+            DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).offsets)
             for base, m in found
         ]
 
@@ -317,24 +311,11 @@ class DeadLetterService:
             if examined >= MAX_LIST_SCAN:
                 return RedriveResult(redriven, skipped, entry.base_offset, False)
             examined += len(batch)
-            chosen = [
-                m
-                for m in batch
-                if m.offset >= start
-                and m.message_id in wanted
-                and not _below_cursor(marks, m)  # a cursor redrive passed it: sent back
-            ]
+            chosen = [m for m in batch if m.offset >= start and m.message_id in wanted]
             if chosen:
                 moved, lost = self._send_back(group, entry, chosen, marks.floor)
                 redriven, skipped = redriven + moved, skipped + lost
         return RedriveResult(redriven, skipped, head, True)
-
-
-def _below_cursor(marks: DeadLetterMarks, message: StoredMessage) -> bool:
-    """Whether a cursor redrive covering ``message`` (all, or its origin topic) passed it."""
-    origin = message.system.origin_topic
-    cursors = marks.cursors or {}
-    return message.offset < max(cursors.get("*", 0), cursors.get(origin, 0) if origin else 0)
 
 
 def _stamp(
