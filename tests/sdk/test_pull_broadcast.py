@@ -229,6 +229,46 @@ def test_pull_consumer_seeks_polls_commits_and_resumes_after_a_restart(
         assert [m.offset for m in again.poll(1)][0] == committed
 
 
+def recreate(stack, admin, topic: str, **options) -> None:
+    """Delete ``topic``, let the janitor purge it, and create it again."""
+    from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+
+    admin.delete_topic(topic)
+    stack.advance_time(PURGE_DELAY_SECONDS + 1)
+    stack.run_schedule("JanitorFunction", "PurgeDeletedTopics")
+    admin.create_topic(topic, **options)
+
+
+def test_a_pull_consumer_reads_a_recreated_topic_from_its_first_message(
+    cirrusmq_stack, endpoint, credentials, admin, tmp_path
+):
+    """Positions committed on a topic that is then deleted and created again never skip
+    the new topic's messages."""
+    topic, group = unique("recreated"), unique("pull")
+    admin.create_topic(topic, queues=1)
+    store = tmp_path / "offsets.db"
+
+    def read_all() -> list[str]:
+        with PullConsumer(
+            endpoint, credentials, group, instance_id="i1", offset_store_path=store,
+            consume_from="earliest",
+        ) as pull:  # fmt: skip
+            pull.assign(topic)
+            texts = []
+            while messages := pull.poll(0.5):
+                texts += [m.text for m in messages]
+            pull.commit()
+            return texts
+
+    send_all(endpoint, credentials, topic, ["o0", "o1", "o2"])
+    assert read_all() == ["o0", "o1", "o2"]
+    recreate(cirrusmq_stack, admin, topic, queues=1)
+    send_all(endpoint, credentials, topic, [f"n{i}" for i in range(5)])
+    assert read_all() == [f"n{i}" for i in range(5)]
+    send_all(endpoint, credentials, topic, ["n5"])
+    assert read_all() == ["n5"]
+
+
 def test_pull_consumer_starts_at_the_end_by_default_and_long_polls(
     endpoint, credentials, make_topic, tmp_path
 ):

@@ -62,3 +62,24 @@ def test_new_query_starts_at_latest_by_default(
     admin.create_topic(topic_name, queues=1)
     send_batches(producer, topic_name, batches=1, per_batch=3)
     assert _run(spark, cirrusmq_stack, topic_name, tmp_path / "checkpoint") == []
+
+
+def test_a_checkpoint_reads_a_recreated_topic_from_its_first_message(
+    spark, cirrusmq_stack, admin, producer, topic_name, tmp_path
+):
+    """A stream checkpointed on a topic that is then deleted and created again reads every
+    message of the new topic (none is skipped below the old positions)."""
+    from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+
+    admin.create_topic(topic_name, queues=1)
+    send_batches(producer, topic_name, batches=1, per_batch=3)
+    checkpoint = tmp_path / "checkpoint"
+    first = _run(spark, cirrusmq_stack, topic_name, checkpoint, startingOffsets="earliest")
+    assert sum(len(b) for b in first) == 3
+    admin.delete_topic(topic_name)
+    cirrusmq_stack.advance_time(PURGE_DELAY_SECONDS + 1)
+    cirrusmq_stack.run_schedule("JanitorFunction", "PurgeDeletedTopics")
+    admin.create_topic(topic_name, queues=1)
+    send_batches(producer, topic_name, batches=1, per_batch=5)
+    again = _run(spark, cirrusmq_stack, topic_name, checkpoint, startingOffsets="earliest")
+    assert sum(len(b) for b in again) == 5, again

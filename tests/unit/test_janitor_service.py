@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from broker_helpers import index_items, object_keys, send, statuses
 from cirrusmq_broker.errors import TopicBeingDeleted, TopicNotFound
@@ -37,6 +39,7 @@ def test_deleted_topic_is_purged_after_the_delay(broker, clock):
     broker.admin.create_topic("t", queues=2)
     send(broker, "t", b"a", b"b")
     broker.consume.receive("g", "t")
+    old_heads = {q: broker.heads.get("t", q).next_offset for q in (0, 1)}
     broker.admin.delete_topic("t")
     with pytest.raises(TopicNotFound):
         broker.produce.send("t", [MessageInput(b"x")])
@@ -48,8 +51,35 @@ def test_deleted_topic_is_purged_after_the_delay(broker, clock):
     assert object_keys(broker) == [] and index_items(broker) == []
     assert statuses(broker, "g") == []
     broker.admin.create_topic("t", queues=2)  # the name is free again, with a fresh log
-    assert [r.offset for r in send(broker, "t", b"new")] == [0]
+    [receipt] = send(broker, "t", b"new")  # whose offsets go on from the old ones
+    assert receipt.offset == old_heads[receipt.queue]
     assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"new"]
+
+
+def test_a_recreated_topic_goes_on_from_the_old_offsets(broker, clock):
+    """Offsets never name two messages: a topic deleted and created again (with fewer or
+    more queues) goes on from the old topic's offsets; a queue it never had starts at 0."""
+
+    def send_to(queue: int, queues: int) -> int:
+        group = next(f"g{n}" for n in range(1000) if zlib.crc32(f"g{n}".encode()) % queues == queue)
+        [receipt] = broker.produce.send("t", [MessageInput(b"m", message_group=group)]).receipts
+        assert receipt.queue == queue
+        return receipt.offset
+
+    def recreate(queues: int) -> None:
+        broker.admin.delete_topic("t")
+        clock.advance(PURGE_DELAY_SECONDS + 1)
+        assert broker.janitor.purge_deleted_topics() == ["t"]
+        broker.admin.create_topic("t", queues=queues)
+
+    broker.admin.create_topic("t", queues=2)
+    assert [send_to(0, 2) for _ in range(3)] == [0, 1, 2]
+    recreate(1)
+    assert send_to(0, 1) == 3
+    recreate(3)
+    assert (send_to(0, 3), send_to(1, 3), send_to(2, 3)) == (4, 0, 0)
+    recreate(3)
+    assert (send_to(0, 3), send_to(1, 3), send_to(2, 3)) == (5, 1, 1)
 
 
 def _real_now() -> int:

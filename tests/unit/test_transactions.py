@@ -451,3 +451,130 @@ def test_a_live_producer_keeps_its_registration(txn_broker, clock):
     clock.advance(2 * 24 * 3600)
     b.transactions.poll_checks(PG, "p1", 1)
     assert store.registration(PG, "p1")[1] == clock.now // 1000 + 30 * 24 * 3600
+
+
+def _landing_before(monkeypatch, to: TxnState, action) -> list:
+    """Run ``action`` once, just before the first transaction move to ``to`` is written (a
+    concurrent request landing between the mover's read and its write); returns its result
+    (or the error it raised) in a list."""
+    from cirrusmq_broker.storage.transactions import TransactionStore
+
+    real = TransactionStore.transition
+    landed: list = []
+
+    def transition(self, *args, **kwargs):
+        if kwargs["to"] is to and not landed:
+            try:
+                landed.append(action())
+            except BrokerError as exc:
+                landed.append(exc)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TransactionStore, "transition", transition)
+    return landed
+
+
+def test_a_part_acknowledged_while_the_commit_moves_is_committed(txn_broker, monkeypatch):
+    """A part send landing between the commit's read and its OPEN -> COMMITTING move was
+    acknowledged (duplicate False): the commit carries it, and a resend is a duplicate."""
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    half(b, "tx1", b"a")
+    landed = _landing_before(monkeypatch, TxnState.COMMITTING, lambda: half(b, "tx1", b"b", part=1))
+    result = b.transactions.end(PG, "tx1", Resolution.COMMIT, producer=("p1", 1))
+    assert result.state is TxnState.COMMITTED
+    [sent] = landed
+    assert not isinstance(sent, BrokerError) and not sent.duplicate
+    assert visible(b) == [b"a", b"b"]  # the acknowledged part is not lost
+    assert half(b, "tx1", b"b", part=1).duplicate
+    assert half_objects(b) == []
+
+
+def test_a_part_sent_after_the_commit_started_is_refused_and_stores_nothing(
+    txn_broker, clock, monkeypatch
+):
+    """Once COMMITTING, a send is refused with a 409 (never acknowledged and dropped), also
+    while the commit is unfinished after a crash and after the checker finished it."""
+    from cirrusmq_broker.storage.appends import BatchAppender
+
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    half(b, "tx1", b"a")
+    with monkeypatch.context() as patch:
+
+        def die(self, *args, **kwargs):
+            raise SimulatedCrash()
+
+        patch.setattr(BatchAppender, "append", die)
+        with pytest.raises(SimulatedCrash):
+            b.transactions.end(PG, "tx1", Resolution.COMMIT, producer=("p1", 1))
+    assert b.transactions.describe(PG, "tx1").state is TxnState.COMMITTING
+    with pytest.raises(TransactionAlreadyEnded) as refused:
+        half(b, "tx1", b"late", part=1)
+    assert refused.value.http_status == 409
+    assert refused.value.details["state"] == TxnState.COMMITTING.value
+    clock.advance(61)
+    assert b.transactions.run_checks().committed == 1
+    with pytest.raises(TransactionAlreadyEnded):
+        half(b, "tx1", b"late", part=1)
+    assert visible(b) == [b"a"]
+    assert half_objects(b) == []
+
+
+def test_a_part_acknowledged_while_the_rollback_moves_leaves_no_half_object(
+    txn_broker, monkeypatch
+):
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    half(b, "tx1", b"a")
+    landed = _landing_before(
+        monkeypatch, TxnState.ROLLED_BACK, lambda: half(b, "tx1", b"b", part=1)
+    )
+    result = b.transactions.end(PG, "tx1", Resolution.ROLLBACK, producer=("p1", 1))
+    assert result.state is TxnState.ROLLED_BACK
+    assert not landed[0].duplicate
+    assert half_objects(b) == []  # the part that landed is discarded with the others
+    with pytest.raises(TransactionAlreadyEnded):
+        half(b, "tx1", b"c", part=2)
+    assert visible(b) == [] and half_objects(b) == []
+
+
+def test_the_checkers_last_rollback_racing_a_commit_leaves_it_committed(
+    txn_broker, clock, monkeypatch
+):
+    """The checker decides to roll back (out of checks) while the producer's commit moves
+    the transaction on: the commit wins, and the checker's pass reports no failure."""
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    half(b, "tx1", b"paid", timings=CheckTimings(0, 1, 1))
+    assert b.transactions.run_checks().asked == 1
+    clock.advance(2)
+    landed = _landing_before(
+        monkeypatch,
+        TxnState.ROLLED_BACK,
+        lambda: b.transactions.end(PG, "tx1", Resolution.COMMIT, producer=("p1", 1)),
+    )
+    report = b.transactions.run_checks()
+    assert landed[0].state is TxnState.COMMITTED
+    assert (report.rolled_back, report.failed) == (0, 0)
+    txn = b.transactions.describe(PG, "tx1")
+    assert (txn.state, txn.last_error) == (TxnState.COMMITTED, None)
+    assert visible(b) == [b"paid"]
+
+
+def test_the_checkers_rollback_racing_a_part_send_discards_every_part(
+    txn_broker, clock, monkeypatch
+):
+    b = txn_broker
+    b.transactions.register(PG, "p1")
+    half(b, "tx1", b"a", timings=CheckTimings(0, 1, 1))
+    assert b.transactions.run_checks().asked == 1
+    clock.advance(2)
+    landed = _landing_before(
+        monkeypatch, TxnState.ROLLED_BACK, lambda: half(b, "tx1", b"b", part=1)
+    )
+    report = b.transactions.run_checks()
+    assert not landed[0].duplicate
+    assert (report.rolled_back, report.failed) == (1, 0)
+    assert b.transactions.describe(PG, "tx1").state is TxnState.ROLLED_BACK
+    assert visible(b) == [] and half_objects(b) == []

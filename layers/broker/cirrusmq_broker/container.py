@@ -43,6 +43,7 @@ from .storage.move_records import MoveRecords
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
+from .storage.redrive_claims import RedriveClaimStore
 from .storage.timer_objects import TimerObjectStore
 from .storage.timers import TimerStore
 from .storage.topics import TopicStore
@@ -212,7 +213,7 @@ class Broker:
             reader=self.reader,
             configs=self.group_configs,
             clock=self.clock,
-            records=MoveRecords(self._dynamodb, self.settings.producers_table),
+            claims=RedriveClaimStore(self._dynamodb, self.settings.producers_table),
         )
 
     # ---------------------------------------------------------------- end of retries

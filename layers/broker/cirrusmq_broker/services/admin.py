@@ -58,7 +58,7 @@ class AdminService:
             allowed = ", ".join(t.value for t in MessageType)
             raise InvalidRequest(f"message_type must be one of {allowed}") from exc
         topic = Topic(name, queues, kind, retention_hours, self._clock())
-        self._store.create(topic)
+        self._store.create(topic, heads=self._heads)
         return topic
 
     def list_topics(self) -> list[Topic]:

@@ -1,34 +1,35 @@
 """Dead letters of a consumer group (``dlq.<group>``, one queue): list, redrive, purge.
 
 Redrive sends dead letters back to their original topic and queue (a new append there: the
-same message id, reconsume count reset to 0, so the group gets its full attempts again). It
-is resumable and idempotent: it walks the DLQ one index batch at a time from a cursor item
-(one per filter); each batch's messages are appended per original (topic, queue) with the
-stamp ``~redrive.<group>.<dlq offset of the batch>``/<n>, then the cursor advances
-conditionally. A crash before the cursor moved re-runs the batch: its appends are
-AlreadyRecorded, nothing is stored twice. Redrive by message ids moves each message on its
-own (stamp per DLQ offset) and leaves the cursors alone. Purge raises a floor below which
-nothing is listed or redriven; the objects expire with the DLQ's retention (14 days).
+same message id, reconsume count reset to 0, so the group gets its full attempts again).
 
-Every way of redriving sends a dead letter back at most once: a redrive by ids skips a
-letter below a cursor that covers it (``*`` or its origin topic) or whose batch's redrive
-was recorded (a crash before the cursor moved); a cursor redrive leaves out the letters
-redriven by id (their records, one batched read per DLQ batch). The records are kept as
-long as the DLQ keeps its letters, and a listing marks the letters already redriven.
+Every way of redriving (all, by topic, by message ids) sends a letter back **exactly once**,
+whatever the order of the calls, the crashes and the re-runs in between: each append of
+letters carries, in its own DynamoDB transaction, the claim of those letters on their DLQ
+batch's claims item (conditional on the claims version it read, see
+:mod:`~cirrusmq_broker.storage.redrive_claims`) and a check that no purge passed them. A
+re-run, a concurrent redrive or a redrive by id of a letter a crashed redrive sent reads the
+claims and leaves the letter out; a claim lost to a concurrent one is re-read and retried.
+A cursor redrive walks the DLQ one index batch at a time from a cursor item (one per filter)
+and moves the cursor conditionally once a batch's letters are sent: the cursor is progress,
+the claims are the fence. Purge raises a floor below which nothing is listed or redriven;
+the objects expire with the DLQ's retention (14 days), the claims with them.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import GroupNotFound, InvalidRequest, TopicNotFound
+from ..errors import Busy, GroupNotFound, InvalidRequest, TopicNotFound
 from ..model import IndexEntry, ProducerStamp, StoredMessage
 from ..retry_rules import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
+from ..storage.appends import ExtraItemRejected
 from ..storage.group_configs import DeadLetterMarks, GroupConfigStore
 from ..storage.log_index import LogIndex
-from ..storage.move_records import MoveRecords
 from ..storage.queue_heads import QueueHeads
+from ..storage.redrive_claims import RedriveClaims, RedriveClaimStore
 from ..validation import check_group_name, check_message_id, check_topic_name
 from .batch_reader import BatchReader
 from .moves import MoveAppender
@@ -42,6 +43,8 @@ MAX_OFFSET = 2**63 - 1
 MAX_LIST_SCAN = 10_000
 """Dead letters one listing examines at most (a topic filter skips the others): a page may
 hold fewer than ``limit`` and still have a ``next_start``."""
+MAX_CLAIM_ATTEMPTS = 20
+"""Appends of one DLQ batch's letters refused by concurrent claims before Busy."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class DeadLetter:
     """Offset in the group's dead-letter topic (``start`` of a listing)."""
     message: StoredMessage
     redriven: bool = False
-    """Sent back to its topic by a redrive already (a redrive skips it)."""
+    """Sent back to its topic by a redrive already (every redrive leaves it out)."""
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,9 @@ class DeadLetterService:
         reader: BatchReader,
         configs: GroupConfigStore,
         clock: Callable[[], int],
-        records: MoveRecords | None = None,
+        claims: RedriveClaimStore,
     ) -> None:
-        self._records = records
+        self._claims = claims
         self._topics = topics
         self._moves = moves
         self._index = index
@@ -109,36 +112,28 @@ class DeadLetterService:
             return DeadLetterPage([], None)
         marks = self._configs.dead_letter_marks(group)
         start = max(start, marks.floor)
-        found: list[DeadLetter] = []
+        found: list[tuple[int, StoredMessage]] = []
         head = self._heads.get(name, 0).next_offset
         scanned = 0
-        for _, batch in self._batches(name, start, head):
+        for entry, batch in self._batches(name, start, head):
             for message in batch:
                 if message.offset < start:
                     continue
                 if len(found) >= limit or scanned >= MAX_LIST_SCAN:
-                    return DeadLetterPage(self._marked(group, marks, found), message.offset)
+                    return DeadLetterPage(self._marked(group, found), message.offset)
                 scanned += 1
                 if topic is None or message.system.origin_topic == topic:
-                    found.append(DeadLetter(message.offset, message))
-        return DeadLetterPage(self._marked(group, marks, found), None)
+                    found.append((entry.base_offset, message))
+        return DeadLetterPage(self._marked(group, found), None)
 
-    def _marked(
-        self, group: str, marks: DeadLetterMarks, found: list[DeadLetter]
-    ) -> list[DeadLetter]:
-        """The letters with ``redriven`` set: below a cursor covering them, or by id."""
-        by_id = self._redriven_by_id(group, [d.message for d in found])
+    def _marked(self, group: str, found: list[tuple[int, StoredMessage]]) -> list[DeadLetter]:
+        """The letters (with their DLQ batch's base), ``redriven`` set for those a redrive
+        sent back (one batched read of their batches' claims)."""
+        claims = self._claims.get_many(group, [base for base, m in found])
         return [
-            DeadLetter(d.offset, d.message, _below_cursor(marks, d.message) or d.offset in by_id)
-            for d in found
+            DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).offsets)
+            for base, m in found
         ]
-
-    def _redriven_by_id(self, group: str, messages: list[StoredMessage]) -> set[int]:
-        """DLQ offsets of ``messages`` that a redrive by id sent back already."""
-        if self._records is None:
-            return set()
-        stamps = {_id_stamp(group, m): m.offset for m in messages if m.system.origin_topic}
-        return {stamps[s] for s in self._records.recorded(list(stamps))}
 
     def redrive(
         self,
@@ -185,9 +180,7 @@ class DeadLetterService:
                 for m in batch
                 if m.offset >= cursor and (topic is None or m.system.origin_topic == topic)
             ]
-            by_id = self._redriven_by_id(group, chosen)
-            chosen = [m for m in chosen if m.offset not in by_id]
-            moved, lost = self._send_back(group, f"{entry.base_offset}", chosen)
+            moved, lost = self._send_back(group, entry, chosen, marks.floor)
             if not self._configs.advance_cursor(group, key, cursor, entry.next_offset):
                 raise InvalidRequest("another redrive of this group is running; try again")
             redriven, skipped, cursor = redriven + moved, skipped + lost, entry.next_offset
@@ -229,35 +222,79 @@ class DeadLetterService:
                 yield entry, self._reader.messages(entry)
             base = page.entries[-1].next_offset
 
-    def _send_back(self, group: str, step: str, messages: list[StoredMessage]) -> tuple[int, int]:
-        """Append ``messages`` to their original topics, one append per (topic, queue)."""
-        by_origin: dict[tuple[str, int], list[StoredMessage]] = {}
-        for m in messages:
-            if m.system.origin_topic is None:
-                continue
-            by_origin.setdefault((m.system.origin_topic, m.system.origin_queue or 0), []).append(m)
-        moved = lost = 0
-        for (origin, queue), group_messages in sorted(by_origin.items()):
+    def _send_back(
+        self, group: str, entry: IndexEntry, letters: list[StoredMessage], floor: int
+    ) -> tuple[int, int]:
+        """Append those of ``letters`` (of the DLQ batch ``entry``) that no redrive sent
+        back yet to their original topics, one append per (topic, queue), each claiming its
+        letters in its own transaction. Returns (sent back now, origin topic gone)."""
+        letters = [m for m in letters if m.system.origin_topic is not None]
+        if not letters:
+            return 0, 0
+        claims = self._claims.get(group, entry.base_offset)
+        gone: set[tuple[str, int]] = set()
+        moved = lost = refused = 0
+        while True:
+            todo: dict[tuple[str, int], list[StoredMessage]] = {}
+            for m in letters:
+                origin = (m.system.origin_topic or "", m.system.origin_queue or 0)
+                if m.offset not in claims.offsets and m.offset >= floor and origin not in gone:
+                    todo.setdefault(origin, []).append(m)
+            if not todo:
+                return moved, lost
+            (origin, queue), chosen = min(todo.items())
             try:
-                topic = self._topics.active(origin)
-                stamp = ProducerStamp(
-                    f"~redrive.{group}.{step}.{origin}#{queue}", group_messages[0].offset
-                )
-                copies = [redriven_copy(m) for m in group_messages]
-                if (
-                    self._moves.append(
-                        topic,
-                        queue % topic.queues,
-                        copies,
-                        stamp,
-                        record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
-                    )  # fmt: skip
-                    is None
-                ):
-                    moved += len(group_messages)  # else redriven before: not stored again
-            except TopicNotFound:
-                lost += len(group_messages)
-        return moved, lost
+                stored = self._append_claimed(group, entry, claims, origin, queue, chosen)
+            except TopicNotFound:  # stays in the DLQ, unclaimed: redrivable once it exists
+                gone.add((origin, queue))
+                lost += len(chosen)
+                continue
+            except ExtraItemRejected as exc:  # another redrive or a purge came first
+                refused += 1
+                if refused >= MAX_CLAIM_ATTEMPTS:
+                    raise Busy("concurrent redrives of this group; try again") from exc
+                if 0 in exc.positions:
+                    floor = self._configs.dead_letter_marks(group).floor
+                claims = self._claims.get(group, entry.base_offset)
+                continue
+            if stored:
+                moved += len(chosen)
+                claims = claims.after(m.offset for m in chosen)
+            else:  # recorded before: the claims tell what is left
+                refused += 1
+                if refused >= MAX_CLAIM_ATTEMPTS:
+                    raise Busy("concurrent redrives of this group; try again")
+                claims = self._claims.get(group, entry.base_offset)
+
+    def _append_claimed(
+        self,
+        group: str,
+        entry: IndexEntry,
+        claims: RedriveClaims,
+        origin: str,
+        queue: int,
+        letters: list[StoredMessage],
+    ) -> bool:
+        """One append of ``letters`` to ``origin``, with their claim (on ``claims`` as
+        read) and the check that no purge passed them; True if stored now."""
+        topic = self._topics.active(origin)
+        offsets = [m.offset for m in letters]
+        expires_at = self._clock() // 1000 + DLQ_RETENTION_HOURS * 3600
+        extra = [
+            self._configs.not_purged_request(group, min(offsets)),
+            self._claims.claim_request(
+                group, entry.base_offset, claims, offsets, expires_at=expires_at
+            ),
+        ]
+        outcome = self._moves.append(
+            topic,
+            queue % topic.queues,
+            [redriven_copy(m) for m in letters],
+            _stamp(group, entry, claims, offsets),
+            record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
+            extra_items=extra,
+        )
+        return outcome is None
 
     def _redrive_ids(
         self,
@@ -274,40 +311,18 @@ class DeadLetterService:
             if examined >= MAX_LIST_SCAN:
                 return RedriveResult(redriven, skipped, entry.base_offset, False)
             examined += len(batch)
-            for m in batch:
-                if m.offset < start or m.message_id not in wanted:
-                    continue
-                if _below_cursor(marks, m) or self._batch_redriven(group, entry, batch, m):
-                    continue  # a cursor redrive sent it back already
-                moved, lost = self._send_back(group, f"id{m.offset}", [m])
+            chosen = [m for m in batch if m.offset >= start and m.message_id in wanted]
+            if chosen:
+                moved, lost = self._send_back(group, entry, chosen, marks.floor)
                 redriven, skipped = redriven + moved, skipped + lost
         return RedriveResult(redriven, skipped, head, True)
 
-    def _batch_redriven(
-        self, group: str, entry: IndexEntry, batch: list[StoredMessage], message: StoredMessage
-    ) -> bool:
-        """Whether the cursor redrive of ``message``'s DLQ batch recorded its append (it
-        may have crashed before its cursor moved)."""
-        if self._records is None or message.system.origin_topic is None:
-            return False
-        origin = (message.system.origin_topic, message.system.origin_queue or 0)
-        first = next(
-            m.offset for m in batch if (m.system.origin_topic, m.system.origin_queue or 0) == origin
-        )
-        producer = f"~redrive.{group}.{entry.base_offset}.{origin[0]}#{origin[1]}"
-        return self._records.any_recorded([ProducerStamp(producer, first)])
 
-
-def _below_cursor(marks: DeadLetterMarks, message: StoredMessage) -> bool:
-    """Whether a cursor redrive covering ``message`` (all, or its origin topic) passed it."""
-    origin = message.system.origin_topic
-    cursors = marks.cursors or {}
-    return message.offset < max(cursors.get("*", 0), cursors.get(origin, 0) if origin else 0)
-
-
-def _id_stamp(group: str, m: StoredMessage) -> ProducerStamp:
-    """The stamp of a redrive by id of ``m`` (see ``_send_back``)."""
-    return ProducerStamp(
-        f"~redrive.{group}.id{m.offset}.{m.system.origin_topic}#{m.system.origin_queue or 0}",
-        m.offset,
-    )
+def _stamp(
+    group: str, entry: IndexEntry, claims: RedriveClaims, offsets: list[int]
+) -> ProducerStamp:
+    """The stamp of the append that claims ``offsets`` on top of ``claims``: one stamp
+    always names the same letters (a digest of their offsets), so a re-run never reuses
+    another append's object."""
+    digest = hashlib.sha256(",".join(map(str, sorted(offsets))).encode()).hexdigest()[:16]
+    return ProducerStamp(f"~redrive.{group}.b{entry.base_offset}.{digest}", claims.version + 1)

@@ -123,7 +123,6 @@ class JanitorService:
         """
         self._topics = topics
         self._index = index
-        self._heads = heads
         self._objects = objects
         self._states = states
         self._grace_ms = orphan_grace_seconds * 1000
@@ -168,7 +167,7 @@ class JanitorService:
             if time_left() <= 0:
                 return False
         self._states.delete_topic_states(topic.name)
-        self._heads.delete(topic.name, topic.queues)
+        # the (closed) heads stay: a topic created again goes on from their offsets
         self._checkpoints.delete(topic.name, topic.queues)
         self._topics.remove(topic.name)
         return True

@@ -144,7 +144,10 @@ class TransactionChecks:
                 report.rolled_back += 1
         elif step.action is CheckAction.ROLLBACK:
             assert step.reason is not None
-            self._rolled_back(txn, step.reason, "checker")
+            try:
+                self._rolled_back(txn, step.reason, "checker")
+            except TransactionAlreadyEnded:
+                return  # a verdict (a commit under way) moved it first: it stands
             report.rolled_back += 1
         elif step.action is CheckAction.ASK:
             asked.setdefault(txn.producer_group, []).append(txn)

@@ -405,13 +405,16 @@ class TransactionService(TransactionChecks):
                     },
                     fence=producer,
                     access_key=access_key,
+                    message_count=txn.message_count,
                 )
             except FenceFailed:
                 assert producer is not None
                 self._fence(txn.producer_group, *producer, access_key)
                 raise Conflict("the producer registration changed; retry") from None
-            except StateChanged:
-                return self._commit(self._get(txn.producer_group, txn.transaction_id), None, by)
+            except StateChanged:  # ended, committing, or a part landed since the read
+                current = self._get(txn.producer_group, txn.transaction_id)
+                _changed_since(txn, current)
+                return self._commit(current, producer, by, access_key)
             txn = dataclasses.replace(txn, state=TxnState.COMMITTING, commit_started_at=now)
         return self._finish_commit(txn)
 
@@ -624,6 +627,7 @@ class TransactionService(TransactionChecks):
                 fence=producer,
                 expires_at=now // 1000 + ENDED_KEEP_SECONDS,
                 access_key=access_key,
+                message_count=txn.message_count,
             )
         except FenceFailed:
             assert producer is not None
@@ -634,6 +638,11 @@ class TransactionService(TransactionChecks):
             if current.state is TxnState.ROLLED_BACK:
                 self._cleanup(current)
                 return EndResult(txn.transaction_id, current.state, False, current.end_reason)
+            if current.state in expect:  # a part landed since the read: discard it too
+                _changed_since(txn, current)
+                return self._rolled_back(
+                    current, reason, by, producer=producer, expect=expect, access_key=access_key
+                )
             raise _already_ended(current, Resolution.ROLLBACK) from None
         self._cleanup(txn)
         log.info(
@@ -669,6 +678,13 @@ def _already_ended(txn: Transaction, wanted: Resolution) -> TransactionAlreadyEn
         f"{'committed' if wanted is Resolution.COMMIT else 'rolled back'}",
         details={"state": state, "reason": txn.end_reason},
     )
+
+
+def _changed_since(read: Transaction, current: Transaction) -> None:
+    """A move conditioned on ``read`` was refused: it is retried on ``current`` only if
+    that differs (another state or more parts), else Conflict (never a loop)."""
+    if current.state is read.state and current.message_count == read.message_count:
+        raise Conflict(f"transaction {read.transaction_id!r} changed meanwhile; retry")
 
 
 def _foreign(producer_group: str, transactional_id: str) -> AccessDenied:

@@ -99,6 +99,17 @@ class GroupConfigStore:
             raise
         return True
 
+    def not_purged_request(self, group: str, offset: int) -> dict[str, Any]:
+        """A transaction item: no purge raised the dead-letter floor above ``offset``."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": to_item({"group_name": group, "stream": DLQ_STREAM}),
+                "ConditionExpression": "attribute_not_exists(purged_below) OR purged_below <= :o",
+                "ExpressionAttributeValues": to_item({":o": offset}),
+            }
+        }
+
     def raise_floor(self, group: str, floor: int) -> None:
         """Purge: dead letters below ``floor`` are no longer listed or redriven."""
         try:

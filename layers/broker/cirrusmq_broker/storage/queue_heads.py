@@ -4,7 +4,9 @@ A head holds the queue's next offset and is advanced in the same transaction as 
 item of every append, so offsets never repeat or go backwards even after retention has
 removed every index item of the queue. Deleting a topic closes its heads in the same
 transaction that retires the topic: an append racing the delete is refused instead of
-being acknowledged and purged later.
+being acknowledged and purged later. The heads outlive their topic: a topic created again
+under the name reopens them in its create transaction and goes on from the old offsets, so
+an offset never names two messages (a position a consumer kept skips nothing).
 """
 
 from __future__ import annotations
@@ -97,10 +99,16 @@ class QueueHeads:
             }
         }
 
-    def delete(self, topic: str, queues: int) -> None:
-        """Remove the heads of a purged topic (a topic created again starts at 0)."""
-        for queue in range(queues):
-            self._client.delete_item(TableName=self.table, Key=to_item(self.key(topic, queue)))
+    def reopen_request(self, topic: str, queue: int) -> dict[str, Any]:
+        """A transaction item reopening the head for a topic created again (it keeps its
+        next offset; a queue that never had one gets a bare item, read as offset 0)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": to_item(self.key(topic, queue)),
+                "UpdateExpression": "REMOVE closed",
+            }
+        }
 
 
 def _head(values: dict[str, Any]) -> QueueHead:

@@ -22,24 +22,50 @@ class TopicStore:
         self._client = client
         self._table = table
 
-    def create(self, topic: Topic) -> None:
-        """Store a new topic; TopicAlreadyExists / TopicBeingDeleted if the name is taken."""
+    def create(self, topic: Topic, *, heads: QueueHeads | None = None) -> None:
+        """Store a new topic; TopicAlreadyExists / TopicBeingDeleted if the name is taken.
+
+        With ``heads``, the topic's queue heads are reopened in the same transaction: a
+        name deleted before keeps its heads (closed by the delete), so the new topic's
+        offsets go on from the old one's and never repeat (a position kept by a consumer
+        of the old topic skips nothing of the new one). Internal topics, which are never
+        deleted, are created without it (one put)."""
+        if heads is None:
+            try:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item=to_item(_to_values(topic)),
+                    ConditionExpression=not_yet_created,
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                self._name_taken(topic.name, exc)
+            return
+        put = {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_item(_to_values(topic)),
+                "ConditionExpression": not_yet_created,
+            }
+        }
+        reopen = [heads.reopen_request(topic.name, q) for q in range(topic.queues)]
         try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=to_item(_to_values(topic)),
-                ConditionExpression=not_yet_created,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            self._client.transact_write_items(TransactItems=[put, *reopen])
         except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            old = exc.response.get("Item")
-            if old and from_item(old).get("status") == TopicStatus.DELETING.value:
-                raise TopicBeingDeleted(
-                    f"topic {topic.name!r} is being deleted; create it again in a minute"
-                ) from exc
-            raise TopicAlreadyExists(f"topic {topic.name!r} already exists") from exc
+            if error_code(exc) == "TransactionCanceledException" and cancellation_codes(exc)[
+                :1
+            ] == ["ConditionalCheckFailed"]:
+                self._name_taken(topic.name, exc)
+            raise
+
+    def _name_taken(self, name: str, exc: ClientError) -> None:
+        old = self.get(name, consistent=True)
+        if old is not None and old.status is TopicStatus.DELETING:
+            raise TopicBeingDeleted(
+                f"topic {name!r} is being deleted; create it again in a minute"
+            ) from exc
+        raise TopicAlreadyExists(f"topic {name!r} already exists") from exc
 
     def get(self, name: str, *, consistent: bool = False) -> Topic | None:
         """The topic, whatever its status; None if there is no such item."""

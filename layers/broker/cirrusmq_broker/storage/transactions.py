@@ -258,9 +258,16 @@ class TransactionStore:
         fence: tuple[str, int] | None = None,
         expires_at: int | None = None,
         access_key: str | None = None,
+        message_count: int | None = None,
     ) -> None:
         """Move the transaction from one of ``expect`` to ``to`` (ending it removes it from
-        both sparse indexes). ``fence``: (transactional id, epoch) that must be current."""
+        both sparse indexes). ``fence``: (transactional id, epoch) that must be current.
+
+        ``message_count``: the count of the parts the mover read. A part send adds its
+        messages to ``message_count`` in the write that records the part, parts are never
+        removed and each holds at least one message: the move is refused (StateChanged)
+        if any part was recorded after that read, so a commit or rollback acts on exactly
+        the parts it moved."""
         sets = {"#state": ":to", **{k: f":v_{k}" for k in values or {}}}
         attrs: dict[str, Any] = {":to": to.value}
         attrs.update({f":v_{k}": v for k, v in (values or {}).items()})
@@ -273,11 +280,15 @@ class TransactionStore:
             expression += " REMOVE due_shard, open_group, next_check_at, claim_until"
         expected = [f":e{i}" for i in range(len(expect))]
         attrs.update({f":e{i}": s.value for i, s in enumerate(expect)})
+        condition = f"#state IN ({', '.join(expected)})"
+        if message_count is not None:
+            condition += " AND message_count = :parts_read"
+            attrs[":parts_read"] = message_count
         update = {
             "TableName": self.table,
             "Key": self._key(producer_group, txn_key(transaction_id)),
             "UpdateExpression": expression,
-            "ConditionExpression": f"#state IN ({', '.join(expected)})",
+            "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(attrs),
         }

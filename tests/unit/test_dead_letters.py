@@ -1,0 +1,213 @@
+"""Dead-letter redrive sends each letter back exactly once: by id, by cursor, by topic, in
+any order, under crashes at any AWS call and re-runs whose inputs changed in between."""
+
+from __future__ import annotations
+
+import itertools
+
+import boto3
+import pytest
+from broker_helpers import send
+from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.group_configs import GroupConfigStore
+
+
+class Crash(BaseException):
+    pass
+
+
+def stream_count(broker, prefix: str) -> int:
+    """Messages indexed in streams whose name starts with ``prefix``."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    pages = ddb.get_paginator("scan").paginate(TableName=broker.settings.log_index_table)
+    return sum(
+        int(item["count"]["N"])
+        for page in pages
+        for item in page["Items"]
+        if item["stream"]["S"].startswith(prefix)
+    )
+
+
+def dead_letters(broker, topic: str, *bodies: bytes) -> list:
+    """``bodies`` sent to ``topic`` (one queue) and dead-lettered in one DLQ batch."""
+    broker.admin.create_topic(topic, queues=1)
+    broker.retries.set_max_delivery_attempts("g", 1)
+    send(broker, topic, *bodies)
+    got = broker.consume.receive("g", topic, max_messages=100)
+    broker.retries.nack("g", [m.receipt_handle for m in got])
+    letters = broker.dead_letters.list("g", topic=topic).dead_letters
+    assert len(letters) == len(bodies)
+    return letters
+
+
+def redelivered(broker, topic: str) -> list[bytes]:
+    """Bodies the group receives from ``topic`` now (each redriven copy is delivered)."""
+    got = broker.consume.receive("g", topic, max_messages=100)
+    return sorted(m.message.body for m in got)
+
+
+def crashing_at(n: int, action) -> bool:
+    """Run ``action`` dying before its ``n``-th AWS call; True if it died."""
+    count = itertools.count()
+
+    def observer(service: str, operation: str, _: object) -> None:
+        if next(count) == n:
+            raise Crash()
+
+    remove = observe_calls(observer)
+    try:
+        action()
+    except Crash:
+        return True
+    finally:
+        remove()
+    return False
+
+
+def test_by_id_then_a_crashed_cursor_redrive_then_by_id_sends_each_back_once(
+    broker, clock, monkeypatch
+):
+    p1, p2 = dead_letters(broker, "t", b"p1", b"p2")
+    assert broker.dead_letters.redrive("g", message_ids=[p1.message.message_id]).redriven == 1
+    with monkeypatch.context() as patch:  # the cursor redrive dies before its cursor moves
+
+        def crash(*args, **kwargs):
+            raise Crash()
+
+        patch.setattr(GroupConfigStore, "advance_cursor", crash)
+        with pytest.raises(Crash):
+            broker.dead_letters.redrive("g")
+    again = broker.dead_letters.redrive("g", message_ids=[p2.message.message_id])
+    assert again.redriven == 0  # the crashed cursor redrive sent it back already
+    assert broker.dead_letters.redrive("g").redriven == 0
+    assert stream_count(broker, "t#") == 4  # 2 sent + each redriven once
+    assert redelivered(broker, "t") == [b"p1", b"p2"]
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
+
+
+@pytest.mark.parametrize("first", ["cursor", "topic", "id"])
+def test_a_redrive_crashed_at_any_call_then_other_redrives_send_each_back_once(
+    broker, clock, first
+):
+    """Each AWS call of a first redrive fails in turn; then redrives by id of each letter,
+    by topic and of everything run: every letter is sent back exactly once."""
+    topics = itertools.count()
+
+    def scene():
+        name = f"t{next(topics)}"
+        letters = dead_letters(broker, name, b"a", b"b", b"c")
+        ids = [d.message.message_id for d in letters]
+        action = {
+            "cursor": lambda: broker.dead_letters.redrive("g"),
+            "topic": lambda: broker.dead_letters.redrive("g", topic=name),
+            "id": lambda: broker.dead_letters.redrive("g", message_ids=ids[:2]),
+        }[first]
+        return name, ids, action
+
+    def rest(name: str, ids: list[str]) -> None:
+        broker.dead_letters.redrive("g", message_ids=[ids[1]])
+        broker.dead_letters.redrive("g", message_ids=[ids[2]])
+        broker.dead_letters.redrive("g", topic=name)
+        broker.dead_letters.redrive("g")
+        broker.dead_letters.redrive("g", message_ids=ids)
+        assert stream_count(broker, f"{name}#") == 6, "a letter was lost or sent back twice"
+        assert redelivered(broker, name) == [b"a", b"b", b"c"]
+
+    name, ids, action = scene()
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(operation))
+    try:
+        action()
+    finally:
+        remove()
+    rest(name, ids)
+    for n in range(len(seen)):
+        name, ids, action = scene()
+        if crashing_at(n, action):
+            rest(name, ids)
+
+
+def _landing_before_first_append(monkeypatch, action) -> list:
+    """Run ``action`` once, just before the first redrive append is written (another
+    request landing between the redrive's reads and its append)."""
+    from cirrusmq_broker.services.moves import MoveAppender
+
+    real = MoveAppender.append
+    landed: list = []
+
+    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+        if stamp.producer_id.startswith("~redrive") and not landed:
+            landed.append(None)
+            landed[0] = action()
+        return real(self, topic, queue, messages, stamp, *args, **kwargs)
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    return landed
+
+
+def test_a_redrive_by_id_landing_inside_a_cursor_redrive_sends_each_back_once(
+    broker, clock, monkeypatch
+):
+    p1, p2 = dead_letters(broker, "t", b"p1", b"p2")
+    landed = _landing_before_first_append(
+        monkeypatch, lambda: broker.dead_letters.redrive("g", message_ids=[p2.message.message_id])
+    )
+    result = broker.dead_letters.redrive("g")
+    assert landed[0].redriven == 1
+    assert result.redriven == 1  # p1 only: its first claim lost to the redrive by id
+    assert stream_count(broker, "t#") == 4
+    assert redelivered(broker, "t") == [b"p1", b"p2"]
+
+
+def test_a_purge_landing_inside_a_redrive_wins(broker, clock, monkeypatch):
+    """A purge that answered before the redrive's append sends nothing of what it purged."""
+    p1, p2 = dead_letters(broker, "t", b"p1", b"p2")
+    landed = _landing_before_first_append(monkeypatch, lambda: broker.dead_letters.purge("g"))
+    result = broker.dead_letters.redrive("g", message_ids=[p1.message.message_id])
+    assert landed == [2]
+    assert result.redriven == 0
+    assert stream_count(broker, "t#") == 2
+    assert broker.dead_letters.list("g").dead_letters == []
+    assert broker.dead_letters.redrive("g").redriven == 0
+    assert redelivered(broker, "t") == []
+
+
+def test_a_redrive_costs_no_aws_call_per_letter(broker, clock):
+    """A DLQ batch of 50 letters of one origin is sent back by one append, whatever the
+    way (all, or by ids)."""
+    dead_letters(broker, "t", *[b"m%d" % i for i in range(50)])
+    dead_letters(broker, "u", *[b"n%d" % i for i in range(50)])
+    ids = [d.message.message_id for d in broker.dead_letters.list("g", topic="u").dead_letters]
+    for action in (
+        lambda: broker.dead_letters.redrive("g"),
+        lambda: broker.dead_letters.redrive("g", message_ids=ids),
+    ):
+        seen: list[str] = []
+        remove = observe_calls(lambda service, operation, _, seen=seen: seen.append(operation))
+        try:
+            action()
+        finally:
+            remove()
+        # a few reads, then per DLQ batch: its claims, the object, the head, the append
+        # (with the claim), the cursor: ~13 calls for 100 letters
+        assert len(seen) < 20, seen
+    assert stream_count(broker, "t#") == 100 and stream_count(broker, "u#") == 100
+
+
+def test_a_letter_whose_topic_was_deleted_is_skipped_then_sent_back_once_it_exists(broker, clock):
+    from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+
+    [letter] = dead_letters(broker, "t", b"orphan")
+    broker.admin.delete_topic("t")
+    result = broker.dead_letters.redrive("g")
+    assert (result.redriven, result.skipped) == (0, 1)
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [False]
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    assert broker.janitor.purge_deleted_topics() == ["t"]
+    broker.admin.create_topic("t", queues=1)
+    broker.catalog.forget("t")
+    assert broker.dead_letters.redrive("g", message_ids=[letter.message.message_id]).redriven == 1
+    assert broker.dead_letters.redrive("g", message_ids=[letter.message.message_id]).redriven == 0
+    assert broker.dead_letters.redrive("g").redriven == 0
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True]
+    assert redelivered(broker, "t") == [b"orphan"]
