@@ -13,6 +13,7 @@ from .services.access_keys import AccessKeysService
 from .services.admin import AdminService
 from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
+from .services.batch_writer import BatchWriter
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
 from .services.delayed_produce import TimerWriter
@@ -91,6 +92,12 @@ class Broker:
     def reader(self) -> BatchReader:
         return BatchReader(self.objects)
 
+    def _new_writer(self) -> BatchWriter:
+        """The one append path, with its own cache of queue heads (one per service)."""
+        return BatchWriter(
+            self.objects, BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
+        )
+
     @functools.cached_property
     def producers(self) -> ProducerRecords:
         return ProducerRecords(self._dynamodb, self.settings.producers_table)
@@ -110,7 +117,7 @@ class Broker:
         return ProduceService(
             topics=self.catalog,
             objects=self.objects,
-            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            writer=self._new_writer(),
             index=self.index,
             producers=self.producers,
             clock=self.clock,
@@ -138,8 +145,7 @@ class Broker:
             timers=self.timers,
             timer_objects=self.timer_objects,
             topics=self.catalog,
-            objects=self.objects,
-            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            writer=self._new_writer(),
             clock=self.clock,
         )
 
@@ -170,10 +176,6 @@ class Broker:
 
     # ---------------------------------------------------------------- retries (issue 9)
     @functools.cached_property
-    def _appender(self) -> BatchAppender:
-        return BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
-
-    @functools.cached_property
     def group_configs(self) -> GroupConfigStore:
         return GroupConfigStore(self._dynamodb, self.settings.groups_table)
 
@@ -181,8 +183,7 @@ class Broker:
     def moves(self) -> MoveAppender:
         return MoveAppender(
             store=self.topic_store,
-            objects=self.objects,
-            appender=self._appender,
+            writer=self._new_writer(),
             producers=self.producers,
             clock=self.clock,
         )
@@ -303,11 +304,13 @@ class Broker:
         from .storage.half_objects import HalfObjectStore
         from .storage.transactions import TransactionStore
 
+        halves = HalfObjectStore(aws_client("s3", self.settings), self.settings.bucket)
+        appender = BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
         return TransactionService(
             store=TransactionStore(self._dynamodb, self.settings.transactions_table),
-            halves=HalfObjectStore(aws_client("s3", self.settings), self.settings.bucket),
+            halves=halves,
             topics=self.catalog,
-            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            writer=BatchWriter(halves.batch_objects, appender),
             clock=self.clock,
             records=self.producers,
         )

@@ -6,17 +6,18 @@ each tick queries the due-minute partitions from the checkpoint to the current m
 still found), moves what is due, and sleeps until the next whole second or the next due
 time seen within a second's lookahead, whichever comes first.
 
-A move of one target queue's due items is one append: ONE object under ``topics/`` with a
-deterministic key (the due items' keys hashed), appended in a transaction that also
-deletes those timer items (conditional on them being unchanged). A crash at any step
-leaves either nothing committed (a re-run rewrites/reuses the object and commits once) or
-everything. Overlapping invocations are harmless for the same reason: the second commit of
-an item is refused and re-read, so no lease is needed.
+A move of one target queue's due items is one append through the one append path
+(services/batch_writer.py): ONE object under ``topics/`` named by a digest of its bytes,
+appended in a transaction that also deletes those timer items (conditional on them being
+unchanged). A crash at any step leaves either nothing committed (a re-run writes the
+object again, or finds the identical one, and commits once) or everything; a re-run whose
+messages changed (a cancel landed in between) writes an object of its own. Overlapping
+invocations are harmless for the same reason: the second commit of an item is refused and
+re-read, so no lease is needed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Callable
@@ -28,11 +29,12 @@ from cachetools import LRUCache
 
 from ..errors import BrokerError, TopicNotFound
 from ..model import NewMessage, StoredMessage, Topic
-from ..storage.appends import BatchAppender, ExtraItemRejected, PendingBatch, QueueClosed
-from ..storage.batch_objects import BatchObjectGone, BatchObjectStore
+from ..storage.appends import ExtraItemRejected, QueueClosed
+from ..storage.batch_objects import BatchObjectGone
 from ..storage.producers import ProducerRecord
 from ..storage.timer_objects import TimerObjectStore
 from ..storage.timers import TimerEntry, TimerStore
+from .batch_writer import BatchWriter, WrittenBatch, content_named, encode
 from .topic_catalog import TopicCatalog
 
 log = logging.getLogger(__name__)
@@ -77,15 +79,13 @@ class DelayScheduler:
         timers: TimerStore,
         timer_objects: TimerObjectStore,
         topics: TopicCatalog,
-        objects: BatchObjectStore,
-        appender: BatchAppender,
+        writer: BatchWriter,
         clock: Callable[[], int],
     ) -> None:
         self._timers = timers
         self._timer_objects = timer_objects
         self._topics = topics
-        self._objects = objects
-        self._appender = appender
+        self._writer = writer
         self._clock = clock
         self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
         self._lock = threading.Lock()
@@ -232,11 +232,11 @@ class DelayScheduler:
             return True
         target = queue % topic.queues
         due_at = max(e.due_ms for e in chunk)
-        batch = self._write(topic, target, chunk, messages, max(now, due_at))
+        batch = self._write(topic, target, messages, max(now, due_at))
         if due_at > self._clock() and sleep_until is not None:
             sleep_until(due_at)  # prepared ahead: committed (visible) when due, not before
         try:
-            self._appender.append(
+            self._writer.append(
                 [batch],
                 stamp=None,
                 build_record=lambda bases: ProducerRecord("", bases),
@@ -309,36 +309,11 @@ class DelayScheduler:
         return rows
 
     def _write(
-        self,
-        topic: Topic,
-        queue: int,
-        chunk: list[TimerEntry],
-        messages: list[NewMessage],
-        now: int,
-    ) -> PendingBatch:
-        """The chunk's topic object, under a key derived from its timer items."""
-        from ..codec import encode_batch
-
-        digest = hashlib.sha256("|".join(sorted(e.key for e in chunk)).encode()).hexdigest()
-        name = f"timer-{digest[:32]}"
-        data = encode_batch(messages, stored_timestamp=now, stamp=None)
-        key = self._objects.put_named(
-            topic.name,
-            queue,
-            now,
-            name,
-            lambda k: self._objects.put(k, data, retention_hours=topic.retention_hours),
-        )
-        return PendingBatch(
-            topic.name,
-            queue,
-            key,
-            len(messages),
-            len(data),
-            min(m.born_timestamp for m in messages),
-            max(m.born_timestamp for m in messages),
-            now,
-        )
+        self, topic: Topic, queue: int, messages: list[NewMessage], now: int
+    ) -> WrittenBatch:
+        """The chunk's topic object, named by a digest of its bytes."""
+        batch = encode(topic, queue, messages, stored_timestamp=now)
+        return self._writer.write(batch, content_named("timer-"))
 
     def _after_move(self, moved: list[TimerEntry]) -> None:
         """Delete the timer objects whose last item (the latest due) moved now, once the

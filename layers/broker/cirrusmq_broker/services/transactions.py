@@ -31,7 +31,7 @@ from ..errors import (
     TransactionTopicMismatch,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, Topic
-from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
+from ..storage.appends import AlreadyRecorded, QueueClosed
 from ..storage.half_objects import BatchObjectGone, HalfObjectStore
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
@@ -57,6 +57,7 @@ from ..transaction_state import (
     route,
 )
 from ..validation import check_group_name
+from .batch_writer import BatchWriter, EncodedBatch, WrittenBatch, fixed_name
 from .produce import MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
@@ -107,7 +108,7 @@ class TransactionService(TransactionChecks):
         store: TransactionStore,
         halves: HalfObjectStore,
         topics: TopicCatalog,
-        appender: BatchAppender,
+        writer: BatchWriter,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
         records: ProducerRecords | None = None,
@@ -116,7 +117,7 @@ class TransactionService(TransactionChecks):
         self._store = store
         self._halves = halves
         self._topics = topics
-        self._appender = appender
+        self._writer = writer
         self._clock = clock
         self._sleep = sleep
 
@@ -460,7 +461,7 @@ class TransactionService(TransactionChecks):
                     continue  # appended before (a re-run after the halves expired)
                 return self._halves_gone(txn, appended=number > 0)
             try:
-                self._appender.append(
+                self._writer.append(
                     batches,
                     stamp=stamp,
                     build_record=lambda bases: ProducerRecord(digest, bases),
@@ -494,30 +495,23 @@ class TransactionService(TransactionChecks):
 
     def _commit_batch(
         self, topic: Topic, queue: int, halves: list[HalfObject], started: int, name: str
-    ) -> PendingBatch:
-        """The queue's topic object of the commit (written unless it exists, identical)."""
+    ) -> WrittenBatch:
+        """The queue's topic object of the commit, written under the commit's name unless
+        an identical one is there (a re-run; other content is never reused)."""
         if len(halves) == 1:
             data = self._halves.get(halves[0].key)
         else:
             data = self._merged(topic, queue, halves, started)
-        hours = topic.retention_hours
-        key = self._halves.put_named(
-            topic.name,
+        batch = EncodedBatch(
+            topic,
             queue,
-            started,
-            name,
-            lambda k: self._halves.put_topic_object(k, data, retention_hours=hours),
-        )
-        return PendingBatch(
-            topic.name,
-            queue,
-            key,
+            data,
             sum(h.count for h in halves),
-            len(data),
             min(h.min_timestamp for h in halves),
             max(h.max_timestamp for h in halves),
             started,
         )
+        return self._writer.write(batch, fixed_name(name))
 
     def _recorded(self, stamp: ProducerStamp, digest: str, *, missing_ok: bool = False) -> bool:
         """Whether the commit chunk's append is recorded as the transaction's own.

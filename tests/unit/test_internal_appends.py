@@ -1,0 +1,127 @@
+"""The one append path on in-process moto: a re-run whose inputs changed after a failed
+commit writes its own object and never indexes one whose rows differ from its count.
+
+Each scene fails a commit (a throttled TransactWriteItems, or a refused one), lets the
+inputs change (an ack, a cancel, the clock passing a due time), re-runs the move and
+reads back what consumers get.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import boto3
+import pytest
+from broker_helpers import ack_statuses, send
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.errors import Throttled
+from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.services import scheduler
+from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.clients import observe_calls
+
+
+@pytest.fixture
+def delays(settings, clock, monkeypatch) -> Broker:
+    monkeypatch.setattr(scheduler, "MOVE_WORKERS", 1)  # in-process moto: one thread
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    table = next(t for t in ddb.list_tables()["TableNames"] if "TimersTable" in t)
+    return Broker(dataclasses.replace(settings, timers_table=table), clock)
+
+
+@contextmanager
+def throttled(operation: str, times: int = 1) -> Iterator[list[int]]:
+    """The next ``times`` calls of ``operation`` fail as throttled (before they are made);
+    yields a one-item list counting the failures injected."""
+    failed = [0]
+
+    def observer(service: str, name: str, _: object) -> None:
+        if name == operation and failed[0] < times:
+            failed[0] += 1
+            raise Throttled(f"injected: {operation} throttled")
+
+    remove = observe_calls(observer)
+    try:
+        yield failed
+    finally:
+        remove()
+
+
+def drain(broker: Broker, group: str, topic: str) -> list[bytes]:
+    """Every body the group can receive now (acked at once)."""
+    bodies: list[bytes] = []
+    while True:
+        got = broker.consume.receive(group, topic, max_messages=32)
+        if not got:
+            return bodies
+        bodies += [m.message.body for m in got]
+        broker.consume.ack(group, [m.receipt_handle for m in got])
+
+
+def test_send_retried_after_its_delay_passed_stores_every_message(delays, clock):
+    """The first attempt split [x, y] into x now and y delayed, wrote both objects and its
+    commit was throttled; the retry, 3 s later, appends x and y at once."""
+    delays.admin.create_topic("t", queues=1)
+    stamp = ProducerStamp("p1", 1)
+    inputs = [
+        MessageInput(b"x", message_id="x"),
+        MessageInput(b"y", message_id="y", delivery_timestamp=clock.now + 2000),
+    ]
+    with throttled("TransactWriteItems") as failed, pytest.raises(Throttled):
+        delays.produce.send("t", inputs, stamp)
+    assert failed == [1]
+    clock.advance(3)
+    result = delays.produce.send("t", inputs, stamp)
+    assert not result.duplicate
+    assert [r.offset for r in result.receipts] == [0, 1]
+    send(delays, "t", b"z")
+    assert drain(delays, "g", "t") == [b"x", b"y", b"z"]
+
+
+def test_cancel_during_a_prepared_move_is_honoured_and_loses_nothing(delays, clock):
+    """The loop prepares a move up to 150 ms early; a cancel lands before its commit,
+    which is refused. The next tick moves only what is left, in an object of its own."""
+    delays.admin.create_topic("t", queues=1)
+    due = (clock.now // 1000 + 10) * 1000
+    for name in ("m1", "m2"):  # two sends: two timer items due in the same second
+        message = MessageInput(name.encode(), message_id=name, delivery_timestamp=due)
+        delays.produce.send("t", [message])
+    clock.now = due - 100  # within PREPARE_MS: the object is written, then the loop waits
+
+    def cancel_then_wake(at: int) -> None:
+        delays.scheduled_cancel.cancel("t", "m1", due)
+        clock.now = max(clock.now, at)
+
+    assert delays.scheduler.tick(sleep_until=cancel_then_wake).moved == 0  # refused
+    assert delays.scheduler.tick().moved == 1
+    send(delays, "t", b"m3")
+    assert drain(delays, "g", "t") == [b"m2", b"m3"]
+
+
+def test_expiry_move_rerun_after_an_ack_moves_only_what_is_left(broker, clock):
+    """A lease of [a, b] expires; its move to the retry topic is throttled at the commit;
+    the consumer acks a; the next receive moves b alone. A later move to the same retry
+    queue (c, nacked) is delivered too."""
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b")
+    handles = {
+        m.message.body: m.receipt_handle
+        for m in broker.consume.receive("g", "t", invisible_seconds=10, max_messages=2)
+    }
+    clock.advance(10)
+    # the receive may answer 429; the next receive re-runs the move
+    with throttled("TransactWriteItems") as failed, contextlib.suppress(Throttled):
+        broker.consume.receive("g", "t", max_messages=2)
+    assert failed == [1]
+    [a_status] = ack_statuses(broker, "g", [handles[b"a"]])
+    broker.consume.receive("g", "t", max_messages=2)  # re-runs the move (b)
+    send(broker, "t", b"c")
+    [c] = broker.consume.receive("g", "t", max_messages=1)
+    assert c.message.body == b"c"
+    broker.retries.nack("g", [c.receipt_handle])  # moves c to the same retry queue
+    clock.advance(10)
+    expected = [b"b", b"c"] if a_status == "acked" else [b"a", b"b", b"c"]
+    assert sorted(drain(broker, "g", "t")) == expected
