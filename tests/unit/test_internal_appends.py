@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,10 +20,13 @@ import pytest
 from broker_helpers import ack_statuses, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import Throttled
-from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.model import NewMessage, ProducerStamp
 from cirrusmq_broker.services import scheduler
+from cirrusmq_broker.services.batch_reader import COUNT_MISMATCH
+from cirrusmq_broker.services.batch_writer import FRESH, encode
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.producers import ProducerRecord
 
 
 @pytest.fixture
@@ -125,3 +130,69 @@ def test_expiry_move_rerun_after_an_ack_moves_only_what_is_left(broker, clock):
     clock.advance(10)
     expected = [b"b", b"c"] if a_status == "acked" else [b"a", b"b", b"c"]
     assert sorted(drain(broker, "g", "t")) == expected
+
+
+# ------------------------------------------------------------- the reader verifies
+def corrupt_batch(broker: Broker, topic: str, bodies: list[bytes], count: int) -> None:
+    """Append an object holding ``bodies`` under an index item that claims ``count`` rows
+    (what a writer trusting a name over its content could do)."""
+    target = broker.catalog.active(topic)
+    messages = [NewMessage(f"id-{b.decode()}", b, born_timestamp=1) for b in bodies]
+    writer = broker.produce._writer
+    batch = dataclasses.replace(
+        encode(target, 0, messages, stored_timestamp=broker.clock()), count=count
+    )
+    written = writer.write(batch, FRESH)
+    writer.append(
+        [written],
+        stamp=None,
+        build_record=lambda bases: ProducerRecord("", bases),
+        expires_at=broker.clock() // 1000 + 3600,
+        record_expires_at=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("stored", "count", "expected"),
+    [
+        # rows beyond the count never shadow the next batch's offsets
+        ([b"a", b"b", b"x"], 2, [(0, b"a"), (1, b"b"), (2, b"c")]),
+        # a missing row is a missing offset; later offsets never shift
+        ([b"a"], 2, [(0, b"a"), (2, b"c")]),
+    ],
+)
+def test_a_batch_whose_rows_differ_from_its_count_is_read_as_indexed_and_reported(
+    broker, caplog, stored, count, expected
+):
+    broker.admin.create_topic("t", queues=1)
+    corrupt_batch(broker, "t", stored, count)
+    send(broker, "t", b"c")
+    with caplog.at_level(logging.ERROR):
+        pulled = broker.log_reader.read("t", 0, 0, max_messages=10)
+        received = broker.consume.receive("g", "t", max_messages=10)
+    assert [(m.offset, m.body) for m in pulled.messages] == expected
+    assert [(m.message.offset, m.message.body) for m in received] == expected
+    reports = [r for r in caplog.records if r.getMessage().startswith(COUNT_MISMATCH)]
+    assert reports, "a count mismatch is reported"
+    fields = json.loads(reports[0].getMessage().split(" ", 1)[1])
+    assert (fields["indexed_count"], fields["object_rows"]) == (count, len(stored))
+    assert (fields["topic"], fields["queue"], fields["base_offset"]) == ("t", 0, 0)
+
+
+def test_a_spark_slice_of_a_mismatched_batch_is_reported_and_cut_to_its_count(caplog):
+    import io
+
+    import pyarrow.parquet as pq
+    from cirrusmq.spark.planning import Slice
+    from cirrusmq.spark.rows import COUNT_MISMATCH as SPARK_MISMATCH
+    from cirrusmq.spark.rows import slice_rows
+    from cirrusmq_broker.codec import encode_batch
+
+    messages = [NewMessage(f"m{i}", b"x", born_timestamp=1) for i in range(3)]
+    table = pq.read_table(io.BytesIO(encode_batch(messages, stored_timestamp=1, stamp=None)))
+    with caplog.at_level(logging.ERROR):
+        rows = slice_rows(table, "t", Slice(0, "k", 10, 10, 12, 0, count=2))
+    assert rows.column("offset").to_pylist() == [10, 11]
+    assert rows.column("message_id").to_pylist() == ["m0", "m1"]
+    assert SPARK_MISMATCH == COUNT_MISMATCH
+    assert any(r.getMessage().startswith(COUNT_MISMATCH) for r in caplog.records)
