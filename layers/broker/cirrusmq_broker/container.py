@@ -27,6 +27,7 @@ from .services.produce import ProduceService
 from .services.retries import RetryService
 from .services.scheduled_cancel import ScheduledCancel
 from .services.scheduler import DelayScheduler
+from .services.scheduler_wake import SchedulerWake
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
@@ -44,6 +45,7 @@ from .storage.move_records import MoveRecords
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
+from .storage.scheduler_invoke import FunctionStarter
 from .storage.timer_objects import TimerObjectStore
 from .storage.timers import TimerStore
 from .storage.topics import TopicStore
@@ -122,6 +124,7 @@ class Broker:
             producers=self.producers,
             clock=self.clock,
             timer_writer=self.timer_writer,
+            wake=self.scheduler_wake,
         )
 
     # ---------------------------------------------------------------- delays (issue 9)
@@ -148,6 +151,15 @@ class Broker:
             writer=self._new_writer(),
             clock=self.clock,
         )
+
+    @functools.cached_property
+    def scheduler_wake(self) -> SchedulerWake | None:
+        """Starts a scheduler run for a message due before the next scheduled one."""
+        name = self.settings.scheduler_function
+        if not name or not self.settings.timers_table:
+            return None
+        client = functools.partial(aws_client, "lambda", self.settings)
+        return SchedulerWake(FunctionStarter(client, name), self.clock)
 
     @functools.cached_property
     def scheduled_cancel(self) -> ScheduledCancel:

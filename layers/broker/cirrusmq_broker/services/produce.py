@@ -34,6 +34,7 @@ from ..validation import (
 from .batch_writer import FRESH, BatchWriter, WrittenBatch, content_named, encode
 from .delayed_produce import TimerWriter, due_times, scheduled_receipt
 from .message_validation import validate_messages
+from .scheduler_wake import SchedulerWake
 from .topic_catalog import TopicCatalog
 
 MAX_APPEND_ITEMS = 100
@@ -77,8 +78,10 @@ class ProduceService:
         producers: ProducerRecords,
         clock: Callable[[], int],
         timer_writer: TimerWriter | None = None,
+        wake: SchedulerWake | None = None,
     ) -> None:
         self._timer_writer = timer_writer
+        self._wake = wake
         self._topics = topics
         self._objects = objects
         self._writer = writer
@@ -189,6 +192,7 @@ class ProduceService:
                 ) from None
             result = SendResult(receipts_for(record.bases, record.scheduled_at), duplicate=True)
             self._objects.delete(self._unindexed(topic, record.bases, fresh))
+            self._due(result.receipts)  # the first attempt may have died before its wake
             return result
         except QueueClosed as exc:
             # Nothing of this stamp or request was appended (a recorded stamp would have
@@ -204,7 +208,15 @@ class ProduceService:
             if timer_key:
                 self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
             raise
-        return SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
+        result = SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
+        self._due(result.receipts)
+        return result
+
+    def _due(self, receipts: list[SendReceipt]) -> None:
+        """Wake the delay scheduler for the earliest delayed message, if it is due soon."""
+        dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
+        if dues and self._wake is not None:
+            self._wake.due_at(min(dues))
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""
