@@ -196,3 +196,15 @@ def test_a_spark_slice_of_a_mismatched_batch_is_reported_and_cut_to_its_count(ca
     assert rows.column("message_id").to_pylist() == ["m0", "m1"]
     assert SPARK_MISMATCH == COUNT_MISMATCH
     assert any(r.getMessage().startswith(COUNT_MISMATCH) for r in caplog.records)
+
+
+def test_a_stamped_send_costs_one_put_and_one_transaction(broker):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"warm")  # the head is read once per container
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(f"{service}.{operation}"))
+    try:
+        broker.produce.send("t", [MessageInput(b"m")] * 100, ProducerStamp("p1", 1))
+    finally:
+        remove()
+    assert sorted(seen) == ["dynamodb.TransactWriteItems", "s3.PutObject"]

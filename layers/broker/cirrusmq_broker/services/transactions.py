@@ -57,7 +57,7 @@ from ..transaction_state import (
     route,
 )
 from ..validation import check_group_name
-from .batch_writer import BatchWriter, EncodedBatch, WrittenBatch, fixed_name
+from .batch_writer import BatchWriter, EncodedBatch, WrittenBatch, encode, fixed_name
 from .produce import MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
@@ -498,19 +498,21 @@ class TransactionService(TransactionChecks):
     ) -> WrittenBatch:
         """The queue's topic object of the commit, written under the commit's name unless
         an identical one is there (a re-run; other content is never reused)."""
-        if len(halves) == 1:
-            data = self._halves.get(halves[0].key)
+        if len(halves) == 1:  # the half object itself: its row count was recorded with it
+            half = halves[0]
+            batch = EncodedBatch(
+                topic,
+                queue,
+                self._halves.get(half.key),
+                half.count,
+                half.min_timestamp,
+                half.max_timestamp,
+                started,
+            )
         else:
-            data = self._merged(topic, queue, halves, started)
-        batch = EncodedBatch(
-            topic,
-            queue,
-            data,
-            sum(h.count for h in halves),
-            min(h.min_timestamp for h in halves),
-            max(h.max_timestamp for h in halves),
-            started,
-        )
+            batch = encode(
+                topic, queue, self._merged(topic, queue, halves), stored_timestamp=started
+            )
         return self._writer.write(batch, fixed_name(name))
 
     def _recorded(self, stamp: ProducerStamp, digest: str, *, missing_ok: bool = False) -> bool:
@@ -549,9 +551,9 @@ class TransactionService(TransactionChecks):
             txn.transaction_id, TxnState.COMMITTED, True, f"partly committed: {reason}"
         )
 
-    def _merged(self, topic: Topic, queue: int, halves: list[HalfObject], started: int) -> bytes:
-        """Several sends routed to one queue: one object, messages in send order."""
-        from ..codec import decode_batch, encode_batch
+    def _merged(self, topic: Topic, queue: int, halves: list[HalfObject]) -> list[NewMessage]:
+        """Several sends routed to one queue: their messages in send order."""
+        from ..codec import decode_batch
 
         messages = []
         for half in halves:
@@ -569,7 +571,7 @@ class TransactionService(TransactionChecks):
                         system=m.system,
                     )
                 )
-        return encode_batch(messages, stored_timestamp=started, stamp=None)
+        return messages
 
     def _end_deleted(self, txn: Transaction) -> EndResult:
         """The target topic was deleted: nothing can be delivered; roll back, recorded."""
