@@ -23,8 +23,9 @@ from cirrusmq_broker.errors import Throttled
 from cirrusmq_broker.model import NewMessage, ProducerStamp
 from cirrusmq_broker.services import scheduler
 from cirrusmq_broker.services.batch_reader import COUNT_MISMATCH
-from cirrusmq_broker.services.batch_writer import FRESH, encode
+from cirrusmq_broker.services.batch_writer import FRESH, content_named, encode, fixed_name
 from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, TopicObjectTaken
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.producers import ProducerRecord
 
@@ -208,3 +209,46 @@ def test_a_stamped_send_costs_one_put_and_one_transaction(broker):
     finally:
         remove()
     assert sorted(seen) == ["dynamodb.TransactWriteItems", "s3.PutObject"]
+
+
+# ------------------------------------------------------------- naming of the one path
+def test_content_named_objects_are_reused_only_for_the_same_bytes(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    topic = broker.catalog.active("t")
+    writer = broker.produce._writer
+
+    def written(*bodies: bytes):
+        messages = [NewMessage(b.decode(), b, born_timestamp=1) for b in bodies]
+        batch = encode(topic, 0, messages, stored_timestamp=clock.now)
+        return writer.write(batch, content_named("move-"))
+
+    first, again, other = written(b"a", b"b"), written(b"a", b"b"), written(b"b")
+    assert first.object_key == again.object_key and not again.own
+    assert other.object_key != first.object_key and other.pending.count == 1
+
+
+def test_a_fixed_name_holding_other_bytes_is_never_reused(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    topic = broker.catalog.active("t")
+    writer = broker.produce._writer
+    batch = encode(topic, 0, [NewMessage("a", b"a", born_timestamp=1)], stored_timestamp=clock.now)
+    assert writer.write(batch, fixed_name("txn-x")).object_key.endswith("/txn-x.parquet")
+    assert writer.write(batch, fixed_name("txn-x")).own is False  # identical: reused
+    changed = dataclasses.replace(batch, data=batch.data + b"?")
+    with pytest.raises(TopicObjectTaken):
+        writer.write(changed, fixed_name("txn-x"))
+
+
+def test_an_object_old_enough_for_the_sweeper_is_written_again_under_a_fresh_name(
+    broker, clock, monkeypatch
+):
+    broker.admin.create_topic("t", queues=1)
+    topic = broker.catalog.active("t")
+    writer = broker.produce._writer
+    batch = encode(topic, 0, [NewMessage("a", b"a", born_timestamp=1)], stored_timestamp=clock.now)
+    first = writer.write(batch, content_named("p-"))
+    monkeypatch.setattr(
+        type(broker.objects), "age_seconds", lambda self, key: REUSE_EXISTING_OBJECT_SECONDS
+    )
+    again = writer.write(batch, content_named("p-"))
+    assert again.own and again.object_key != first.object_key

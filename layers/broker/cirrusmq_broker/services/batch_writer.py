@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..model import NewMessage, ProducerStamp, Topic
 from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder
@@ -36,7 +36,7 @@ class Naming:
     """How a batch object is named: fresh (a ULID, never reused), content-addressed
     (``<prefix><sha256 of the bytes>``) or fixed (reused only when byte-identical)."""
 
-    kind: str
+    kind: Literal["fresh", "content", "fixed"]
     name: str = ""
 
 
@@ -111,10 +111,6 @@ class BatchWriter:
     def __init__(self, objects: BatchObjectStore, appender: BatchAppender) -> None:
         self._objects = objects
         self._appender = appender
-
-    @property
-    def objects(self) -> BatchObjectStore:
-        return self._objects
 
     def forget_topic(self, topic: str) -> None:
         """The topic was created again: its cached heads belong to the old log."""
