@@ -7,6 +7,10 @@ and reuse is never trusted by a name derived from the request alone:
 - :func:`content_named`: the name ends with a digest of exactly the bytes the object
   holds, so a re-run whose inputs changed in between (an ack, a cancel, a due time that
   passed) writes an object of its own; a re-run with the same bytes reuses the first one;
+- :func:`rows_named`: the name ends with a digest of exactly the rows the object holds,
+  every field but the times the broker stamps (born when the sender gave none, stored):
+  a retried send reuses its first attempt's object even though its clock moved, and one
+  whose rows changed (a delayed message became due meanwhile) writes its own;
 - :func:`fixed_name`: an object already under the name is reused only when it holds the
   very bytes (one GET, on the re-run path only); other content raises TopicObjectTaken.
 
@@ -18,7 +22,9 @@ The normal case costs one S3 PUT (If-None-Match) and the append's one transactio
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,7 +42,7 @@ class Naming:
     """How a batch object is named: fresh (a ULID, never reused), content-addressed
     (``<prefix><sha256 of the bytes>``) or fixed (reused only when byte-identical)."""
 
-    kind: Literal["fresh", "content", "fixed"]
+    kind: Literal["fresh", "content", "rows", "fixed"]
     name: str = ""
 
 
@@ -47,6 +53,24 @@ FRESH = Naming("fresh")
 def content_named(prefix: str) -> Naming:
     """``<prefix><digest of the bytes>``: equal names hold equal bytes."""
     return Naming("content", prefix)
+
+
+def rows_named(prefix: str, messages: Sequence[NewMessage]) -> Naming:
+    """``<prefix><digest of the rows>``: equal names hold equal rows (but for the times
+    the broker stamps), in the same order."""
+    digest = hashlib.sha256()
+    for m in messages:
+        fields = [
+            m.message_id,
+            hashlib.sha256(m.body).hexdigest(),
+            m.tag,
+            list(m.keys),
+            sorted(m.properties.items()),
+            m.message_group,
+            list(dataclasses.astuple(m.system)),
+        ]
+        digest.update(json.dumps(fields, separators=(",", ":")).encode() + b"\n")
+    return Naming("rows", f"{prefix}{digest.hexdigest()[:CONTENT_DIGEST_CHARS]}")
 
 
 def fixed_name(name: str) -> Naming:
@@ -128,10 +152,10 @@ class BatchWriter:
                 name = f"{naming.name}{digest}"
             key = object_key(topic.name, batch.queue, batch.stored_timestamp, name)
             hours = topic.retention_hours
-            if naming.kind == "content":
-                written = self._objects.put(key, batch.data, retention_hours=hours)
-            else:
+            if naming.kind == "fixed":
                 written = self._objects.put_or_match(key, batch.data, retention_hours=hours)
+            else:
+                written = self._objects.put(key, batch.data, retention_hours=hours)
             own = False
             if not written and self._objects.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS:
                 key, own = self._fresh(batch), True

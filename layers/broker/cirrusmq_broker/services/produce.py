@@ -31,7 +31,7 @@ from ..storage.producers import ProducerRecord, ProducerRecords
 from ..validation import (
     check_producer_id,
 )
-from .batch_writer import FRESH, BatchWriter, WrittenBatch, content_named, encode
+from .batch_writer import FRESH, BatchWriter, WrittenBatch, encode, rows_named
 from .delayed_produce import TimerWriter, due_times, scheduled_receipt
 from .message_validation import validate_messages
 from .scheduler_wake import SchedulerWake
@@ -239,19 +239,19 @@ class ProduceService:
         this attempt can reference (safe to delete if it is refused).
 
         A stamped request's object is named after producer id, sequence, request digest and
-        the digest of its bytes: a retry that encodes the same batch finds the object its
+        the digest of its rows: a retry that stores the same rows finds the object its
         first attempt wrote and indexes that one instead of a second copy; a retry whose
-        batch differs (a delayed message became due in between) writes its own.
+        rows differ (a delayed message became due in between) writes its own.
         """
-        naming = (
-            content_named(f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}-")
-            if stamp
-            else FRESH
-        )
-        encoded = [
-            encode(topic, q, ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
+        prefix = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}-" if stamp else ""
+        work = [
+            (
+                encode(topic, q, ms, stored_timestamp=now, stamp=stamp),
+                rows_named(prefix, ms) if stamp else FRESH,
+            )
+            for q, ms in by_queue.items()
         ]
-        batches = list(self._uploads.map(lambda b: self._writer.write(b, naming), encoded))
+        batches = list(self._uploads.map(lambda w: self._writer.write(*w), work))
         return batches, [b.object_key for b in batches if b.own]
 
     def _unindexed(self, topic: Topic, bases: dict[int, int], keys: list[str]) -> list[str]:
