@@ -113,9 +113,19 @@ def test_a_send_due_before_the_next_run_wakes_the_scheduler_once(broker, clock, 
     broker.produce.send("t", [MessageInput(b"again", delay_level=4)])  # 30 s: covered
     broker.produce.send("t", [MessageInput(b"now", b"")])  # not delayed
     assert started == [clock.now]
+    clock.advance(5)
+    covered = [MessageInput(b"x", delivery_timestamp=started[0] + 50_000)]
+    broker.produce.send("t", covered)
+    assert len(started) == 1
+    both = [  # the earlier one is covered, the later one falls due after that run
+        MessageInput(b"y", delivery_timestamp=started[0] + 20_000),
+        MessageInput(b"z", delivery_timestamp=started[0] + 58_000),
+    ]
+    broker.produce.send("t", both)
+    assert len(started) == 2
     clock.advance(56)
     broker.produce.send("t", [MessageInput(b"later", delay_level=2)])  # past that run
-    assert len(started) == 2
+    assert len(started) == 3
 
 
 def test_the_checker_with_nothing_undecided_returns_after_one_read(broker, calls, monkeypatch):

@@ -2,8 +2,9 @@
 
 A scheduler run returns at once when nothing is due within it (it costs nothing at rest),
 so a send whose delayed message falls due before the next run looks starts a run itself:
-one asynchronous invoke, at most once per ``COVERED_MS`` per process (a run it starts
-works through the ~59 s after it; overlapping runs are harmless). A failed wake never
+one asynchronous invoke, and no other from this process while the run it started covers
+the send's due times (it works through the ~59 s after it; overlapping runs are
+harmless). A failed wake never
 fails the send: the next scheduled run moves the message, later.
 """
 
@@ -33,22 +34,22 @@ class SchedulerWake:
         self._started_at: int | None = None
         self._lock = threading.Lock()
 
-    def due_at(self, due_ms: int) -> None:
-        """A message falls due at ``due_ms``: start a run unless one covers it."""
+    def due_at(self, dues: list[int]) -> None:
+        """Messages fall due at ``dues``: start a run unless one covers those that the
+        next scheduled run may not see (due within WAKE_HORIZON_MS)."""
         now = self._clock()
-        if due_ms > now + WAKE_HORIZON_MS:
+        soon = [due for due in dues if due <= now + WAKE_HORIZON_MS]
+        if not soon:
             return
+        latest = max(soon)
         with self._lock:
-            if (
-                self._started_at is not None
-                and self._started_at <= now
-                and (due_ms < self._started_at + COVERED_MS)
-            ):
+            started = self._started_at
+            if started is not None and started <= now and latest < started + COVERED_MS:
                 return
             self._started_at = now
         try:
             self._start()
         except (BrokerError, ClientError, BotoCoreError):
             with self._lock:
-                self._started_at = None
+                self._started_at = started
             log.warning("could not wake the delay scheduler; its next run moves the message")
