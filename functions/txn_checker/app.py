@@ -1,11 +1,13 @@
 """TxnCheckerFunction (scheduled): back-checks undecided transactions.
 
-Each run makes a pass over the transactions due now (publishing check requests, rolling back
-those out of checks or past retention, finishing interrupted commits) and, while
-``loop_seconds`` (from the schedule's Input) last, sleeps until the next one falls due and
-passes again; it returns at once when none falls due within that time. While a local stack
-drives the broker clock (``LocalStack.advance_time``; the offset is always 0 on AWS) each
-firing makes one pass, so advancing time never waits for a loop in real time.
+A run with no transaction undecided returns after one read (the checker costs nothing at
+rest). Otherwise each run makes a pass over the transactions due now (publishing check
+requests, rolling back those out of checks or past retention, finishing interrupted
+commits) and, while ``loop_seconds`` (from the schedule's Input) last, sleeps until the
+next one falls due and passes again; it returns at once when none falls due within that
+time. While a local stack drives the broker clock (``LocalStack.advance_time``; the offset
+is always 0 on AWS) each firing makes one pass, so advancing time never waits for a loop
+in real time.
 """
 
 import time
@@ -13,6 +15,7 @@ from dataclasses import asdict
 
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.services.transaction_checks import CheckReport
 
 RESERVE_SECONDS = 10.0
 MAX_PAUSE_SECONDS = 5.0
@@ -28,6 +31,8 @@ def lambda_handler(event: dict, context: object) -> dict:
         loop_seconds = min(loop_seconds, remaining() / 1000 - RESERVE_SECONDS)
     end = time.monotonic() + loop_seconds
     totals: dict[str, int] = {}
+    if not service.any_undecided():
+        return asdict(CheckReport())
     while True:
         for name, value in asdict(service.run_checks()).items():
             totals[name] = totals.get(name, 0) + value

@@ -132,6 +132,8 @@ class ScheduleRunner:
         self._job_locks: dict[int, threading.Lock] = {}
         self._holders: dict[int, int] = {}
         """Job index → the thread running it now."""
+        self._wakes: dict[int, int] = {}
+        """Job index → how often it was asked to fire out of its schedule."""
 
     def start(self, *, at_once: frozenset[tuple[str, str]] = frozenset()) -> None:
         """Start the timers of every enabled job; those named in ``at_once`` (function
@@ -156,6 +158,20 @@ class ScheduleRunner:
     def due(self, job: ScheduledJob) -> datetime | None:
         """The job's next firing time (broker time), None when it will not fire again."""
         return self._due.get(self.jobs.index(job))
+
+    def fire_soon(self, logical_id: str) -> None:
+        """Fire the function's jobs now, out of their schedule (as an asynchronous invoke
+        would); a run under way is followed by another one."""
+        now = broker_now()
+        for index, job in enumerate(self.jobs):
+            if job.runtime.logical_id != logical_id or index not in self._due:
+                continue
+            self._wakes[index] = self._wakes.get(index, 0) + 1
+            due = self._due.get(index)
+            if due is not None and due > now:
+                self._due[index] = now
+        with self._wake:
+            self._wake.notify_all()
 
     def _loop(self, index: int, job: ScheduledJob) -> None:
         while not self._stop.is_set():
@@ -183,6 +199,7 @@ class ScheduleRunner:
             if due is None or due > broker_now() or self._stop.is_set():
                 return False
             self._holders[index] = threading.get_ident()
+            wakes_before = self._wakes.get(index, 0)
             jumped_before = clock.offset_ms()
             try:
                 job.run()
@@ -198,6 +215,8 @@ class ScheduleRunner:
                 due += timedelta(milliseconds=clock.offset_ms() - jumped_before)
             if due is not None and due <= now:  # running late or time jumped: skip missed
                 due = job.schedule.next_after(now)
+            if due is not None and self._wakes.get(index, 0) != wakes_before:
+                due = now  # woken during this run: fire again
             self._due[index] = due
             return True
         finally:

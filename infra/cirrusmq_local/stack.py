@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from cirrusmq.credentials import Credentials
 from cirrusmq_broker import clock
+from cirrusmq_broker.storage.scheduler_invoke import register_local
 
 from cirrusmq_local.env import EnvironmentPatch
 from cirrusmq_local.expiry import Expiry, wall_ms
@@ -64,6 +66,9 @@ START_AT_ONCE = frozenset({("SchedulerFunction", "MoveDueTimers")})
 """Schedules that fire as the stack starts: the delay scheduler works through each minute
 on the broker clock, so delayed messages are moved from the first second (on AWS its first
 firing comes within a minute of the deployment)."""
+WOKEN_BY_INVOKE = ("SchedulerFunction",)
+"""Functions the broker starts out of their schedule (an asynchronous Lambda invoke on AWS):
+here their schedule's timer fires at once."""
 
 
 class LocalStack:
@@ -118,6 +123,7 @@ class LocalStack:
         self._jobs: dict[tuple[str, str], ScheduledJob] = {}
         self._resources: dict[str, str] = {}
         self._parameters: dict[str, str] = {}
+        self._unregister: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------- state
     @property
@@ -236,8 +242,16 @@ class LocalStack:
         if self.expire_interval is not None:
             self._expiry.start(self.expire_interval)
         if self.schedules_enabled:
-            self._runner = ScheduleRunner(list(jobs.values()))
-            self._runner.start(at_once=START_AT_ONCE)
+            runner = self._runner = ScheduleRunner(list(jobs.values()))
+            runner.start(at_once=START_AT_ONCE)
+            for logical_id in WOKEN_BY_INVOKE:
+                if logical_id in runtimes:
+                    self._unregister.append(
+                        register_local(
+                            runtimes[logical_id].physical_name,
+                            functools.partial(runner.fire_soon, logical_id),
+                        )
+                    )
 
     def _bootstrap_key(self) -> None:
         """Store :attr:`credentials` as an admin access key (replacing one of that id)."""
@@ -303,6 +317,8 @@ class LocalStack:
         """Stop schedules, expiry and gateway, put the environment back, stop moto, set the
         broker clock back to wall time; idempotent."""
         with self._lock:
+            for undo in self._unregister:
+                undo()
             if self._runner is not None:
                 self._runner.stop()
             if self._expiry is not None:

@@ -89,7 +89,7 @@ def test_a_commit_touching_64_queues_is_appended_in_chunks_once_even_after_a_cra
         inputs=[MessageInput(x, message_group=f"g{i}") for i, x in enumerate(bodies)],
     )
     assert len({r.queue for r in sent.receipts}) > 49
-    appender = b.transactions._appender
+    appender = b.transactions._writer
     real, calls = appender.append, []
 
     def crash_after_first_chunk(*args, **kwargs):
@@ -443,7 +443,7 @@ def test_a_late_resume_does_not_index_an_old_unindexed_commit_object(b, clock, m
     is old: a resume then writes the batch under a fresh key (the day of the commit)."""
     b.transactions.register("pg", "p1")
     half(b, "pg", "t", b"x", message_group="m")
-    appender = b.transactions._appender
+    appender = b.transactions._writer
     real = appender.append
 
     def crash(*args, **kwargs):

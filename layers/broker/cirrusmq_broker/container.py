@@ -13,6 +13,7 @@ from .services.access_keys import AccessKeysService
 from .services.admin import AdminService
 from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
+from .services.batch_writer import BatchWriter
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
 from .services.delayed_produce import TimerWriter
@@ -26,6 +27,7 @@ from .services.produce import ProduceService
 from .services.retries import RetryService
 from .services.scheduled_cancel import ScheduledCancel
 from .services.scheduler import DelayScheduler
+from .services.scheduler_wake import SchedulerWake
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
@@ -44,6 +46,7 @@ from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
 from .storage.redrive_claims import RedriveClaimStore
+from .storage.scheduler_invoke import FunctionStarter
 from .storage.timer_objects import TimerObjectStore
 from .storage.timers import TimerStore
 from .storage.topics import TopicStore
@@ -92,6 +95,12 @@ class Broker:
     def reader(self) -> BatchReader:
         return BatchReader(self.objects)
 
+    def _new_writer(self) -> BatchWriter:
+        """The one append path, with its own cache of queue heads (one per service)."""
+        return BatchWriter(
+            self.objects, BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
+        )
+
     @functools.cached_property
     def producers(self) -> ProducerRecords:
         return ProducerRecords(self._dynamodb, self.settings.producers_table)
@@ -111,11 +120,12 @@ class Broker:
         return ProduceService(
             topics=self.catalog,
             objects=self.objects,
-            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            writer=self._new_writer(),
             index=self.index,
             producers=self.producers,
             clock=self.clock,
             timer_writer=self.timer_writer,
+            wake=self.scheduler_wake,
         )
 
     # ---------------------------------------------------------------- delays (issue 9)
@@ -139,10 +149,18 @@ class Broker:
             timers=self.timers,
             timer_objects=self.timer_objects,
             topics=self.catalog,
-            objects=self.objects,
-            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            writer=self._new_writer(),
             clock=self.clock,
         )
+
+    @functools.cached_property
+    def scheduler_wake(self) -> SchedulerWake | None:
+        """Starts a scheduler run for a message due before the next scheduled one."""
+        name = self.settings.scheduler_function
+        if not name or not self.settings.timers_table:
+            return None
+        client = functools.partial(aws_client, "lambda", self.settings)
+        return SchedulerWake(FunctionStarter(client, name), self.clock)
 
     @functools.cached_property
     def scheduled_cancel(self) -> ScheduledCancel:
@@ -171,10 +189,6 @@ class Broker:
 
     # ---------------------------------------------------------------- retries (issue 9)
     @functools.cached_property
-    def _appender(self) -> BatchAppender:
-        return BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
-
-    @functools.cached_property
     def group_configs(self) -> GroupConfigStore:
         return GroupConfigStore(self._dynamodb, self.settings.groups_table)
 
@@ -182,8 +196,7 @@ class Broker:
     def moves(self) -> MoveAppender:
         return MoveAppender(
             store=self.topic_store,
-            objects=self.objects,
-            appender=self._appender,
+            writer=self._new_writer(),
             producers=self.producers,
             clock=self.clock,
         )
@@ -304,11 +317,13 @@ class Broker:
         from .storage.half_objects import HalfObjectStore
         from .storage.transactions import TransactionStore
 
+        halves = HalfObjectStore(aws_client("s3", self.settings), self.settings.bucket)
+        appender = BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
         return TransactionService(
             store=TransactionStore(self._dynamodb, self.settings.transactions_table),
-            halves=HalfObjectStore(aws_client("s3", self.settings), self.settings.bucket),
+            halves=halves,
             topics=self.catalog,
-            appender=BatchAppender(self._dynamodb, self.index, self.heads, self.producers),
+            writer=BatchWriter(halves.batch_objects, appender),
             clock=self.clock,
             records=self.producers,
         )

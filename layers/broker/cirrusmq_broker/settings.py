@@ -70,6 +70,9 @@ class Settings:
     """Endpoint override (the local stack's moto server); None on AWS."""
     aws_region: str | None = None
     """Region override; None uses the environment's default."""
+    scheduler_function: str = ""
+    """The delay scheduler's function (name or ARN), woken by a send of a message due
+    before its next scheduled run. Empty: no wake (the minute's run finds it)."""
     # -- transactions (issue 10)
     transactions_table: str = ""
     """DynamoDB table of transactions, producer registrations and check inboxes."""
@@ -98,6 +101,7 @@ class Settings:
             nonces_table=get("NONCES_TABLE", ""),
             secrets_key_id=get("SECRETS_KEY_ID", ""),
             timers_table=get("TIMERS_TABLE", ""),
+            scheduler_function=get("SCHEDULER_FUNCTION", ""),
             cors_allow_origins=cors_allow_origins(env),
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,

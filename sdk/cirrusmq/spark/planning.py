@@ -31,6 +31,8 @@ class Slice:
     first: int
     end: int
     size_bytes: int
+    count: int | None = None
+    """Rows the object holds as its index item says (checked by the executor)."""
 
 
 class QueueLog:
@@ -148,6 +150,7 @@ class QueueLog:
                             first,
                             last,
                             entry.size_bytes,
+                            entry.count,
                         )
                     )
             cursor = page.entries[-1].next_offset

@@ -3,11 +3,17 @@
 An executor fetches each object straight from S3 (boto3), decodes it with pyarrow and cuts
 the rows of its slice; offsets come from the slice (``base_offset + row``). Version 1
 objects lack the broker-written columns: they read as null (``reconsume_count`` as 0).
+
+The index item is the truth: an object whose row count differs from its item's ``count``
+is logged as the error ``batch_count_mismatch`` (as the broker's reader does) and read as
+the index says: rows beyond ``count`` are never read, missing rows are missing offsets.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import logging
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -46,6 +52,11 @@ ARROW_SCHEMA = pa.schema(
         ("producer_sequence", pa.int64()),
     ]
 )
+log = logging.getLogger("cirrusmq.spark")
+
+COUNT_MISMATCH = "batch_count_mismatch"
+"""The stable name of the error logged when an object's rows disagree with its index item."""
+
 _FROM_OBJECT = [f.name for f in ARROW_SCHEMA if f.name not in ("topic", "queue", "offset")]
 
 _clients: dict[StackOptions, Any] = {}
@@ -81,6 +92,8 @@ def read_slices(
 
 def slice_rows(table: pa.Table, topic: str, piece: Slice) -> pa.RecordBatch:
     """Rows ``[piece.first, piece.end)`` of a decoded object, with topic, queue and offset."""
+    if piece.count is not None and table.num_rows != piece.count:
+        _report_mismatch(topic, piece, table.num_rows)
     start = piece.first - piece.base_offset
     rows = table.slice(start, max(0, min(piece.end - piece.first, table.num_rows - start)))
     n = rows.num_rows
@@ -98,3 +111,16 @@ def slice_rows(table: pa.Table, topic: str, piece: Slice) -> pa.RecordBatch:
         else:
             columns.append(pa.nulls(n, kind))
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _report_mismatch(topic: str, piece: Slice, rows: int) -> None:
+    fields = {
+        "event": COUNT_MISMATCH,
+        "topic": topic,
+        "queue": piece.queue,
+        "base_offset": piece.base_offset,
+        "object_key": piece.object_key,
+        "indexed_count": piece.count,
+        "object_rows": rows,
+    }
+    log.error("%s %s", COUNT_MISMATCH, json.dumps(fields, sort_keys=True), extra=fields)

@@ -37,13 +37,18 @@ from dataclasses import dataclass, replace
 
 from .. import clock as broker_clock
 from ..model import Topic, TopicStatus
-from ..storage.batch_objects import BatchObjectStore, StoredObject, queue_prefix, topic_prefix
+from ..storage.batch_objects import (
+    REUSE_EXISTING_OBJECT_SECONDS,
+    BatchObjectStore,
+    StoredObject,
+    queue_prefix,
+    topic_prefix,
+)
 from ..storage.group_states import GroupStateStore
 from ..storage.janitor_checkpoints import SweepCheckpoint, SweepCheckpoints
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from ..storage.topics import TopicStore
-from .produce import REUSE_EXISTING_OBJECT_SECONDS
 from .topic_catalog import TOPIC_CACHE_SECONDS
 
 log = logging.getLogger(__name__)

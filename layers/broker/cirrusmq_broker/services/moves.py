@@ -1,10 +1,13 @@
 """Internal moves: the broker appends messages it re-publishes (retry, dead letter, redrive).
 
-A move writes ONE batch object under ``topics/`` with a name derived from its stamp (so a
-re-run finds it rather than writing a second one) and appends it with that stamp (so a
-re-run is recorded AlreadyRecorded and stores nothing twice). The stamp's record digest is
-derived from the stamp alone: a re-run after a crash counts as done even if the set of
-messages it would move changed in between (see services/retries.py for why that is safe).
+A move writes ONE batch object under ``topics/`` through the one append path
+(services/batch_writer.py), named by its stamp and a digest of its bytes: a re-run that
+moves the same messages finds the object its first attempt wrote; one whose messages
+changed in between (an ack landed, a lease was split) writes its own, so an index item
+never names an object holding other rows. It appends with that stamp (so a re-run after
+a commit is AlreadyRecorded and stores nothing twice). The stamp's record digest is derived
+from the stamp alone: a re-run after a commit counts as done even if the set of messages
+it would move changed in between (see services/retries.py for why that is safe).
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from cachetools import TTLCache
 from .. import limits
 from ..errors import TopicAlreadyExists, TopicNotFound
 from ..model import MessageType, NewMessage, ProducerStamp, Topic, TopicStatus
-from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
-from ..storage.batch_objects import BatchObjectStore
+from ..storage.appends import AlreadyRecorded, QueueClosed
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..storage.topics import TopicStore
+from .batch_writer import BatchWriter, content_named, encode
 
 INTERNAL_TOPIC_CACHE_SECONDS = 30
 
@@ -32,14 +35,12 @@ class MoveAppender:
         self,
         *,
         store: TopicStore,
-        objects: BatchObjectStore,
-        appender: BatchAppender,
+        writer: BatchWriter,
         producers: ProducerRecords,
         clock: Callable[[], int],
     ) -> None:
         self._store = store
-        self._objects = objects
-        self._appender = appender
+        self._writer = writer
         self._producers = producers
         self._clock = clock
         self._topics: TTLCache[str, Topic | None] = TTLCache(
@@ -96,31 +97,15 @@ class MoveAppender:
         (nothing is stored now); ``digest`` defaults to one derived from the stamp alone.
         TopicNotFound if the topic was deleted.
         """
-        from ..codec import encode_batch  # pyarrow: only for handlers that write batches
-
         now = self._clock()
         digest = digest or stamp_digest(stamp)
-        name = hashlib.sha256(f"{stamp_digest(stamp)}{digest}".encode()).hexdigest()[:40]
-        data = encode_batch(messages, stored_timestamp=now, stamp=stamp)
-        key = self._objects.put_named(
-            topic.name,
-            queue,
-            now,
-            name,
-            lambda k: self._objects.put(k, data, retention_hours=topic.retention_hours),
-        )
-        batch = PendingBatch(
-            topic.name,
-            queue,
-            key,
-            len(messages),
-            len(data),
-            min(m.born_timestamp for m in messages),
-            max(m.born_timestamp for m in messages),
-            now,
+        prefix = hashlib.sha256(f"{stamp_digest(stamp)}{digest}".encode()).hexdigest()[:24]
+        batch = self._writer.write(
+            encode(topic, queue, messages, stored_timestamp=now, stamp=stamp),
+            content_named(f"{prefix}-"),
         )
         try:
-            self._appender.append(
+            self._writer.append(
                 [batch],
                 stamp=stamp,
                 build_record=lambda bases: ProducerRecord(digest, bases),

@@ -24,21 +24,17 @@ from ..errors import (
     TransactionRequired,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
-from ..storage.appends import (
-    AlreadyRecorded,
-    BatchAppender,
-    ExtraItemRejected,
-    PendingBatch,
-    QueueClosed,
-)
-from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore, object_key
+from ..storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
+from ..storage.batch_objects import BatchObjectStore
 from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..validation import (
     check_producer_id,
 )
+from .batch_writer import FRESH, BatchWriter, WrittenBatch, encode, rows_named
 from .delayed_produce import TimerWriter, due_times, scheduled_receipt
 from .message_validation import validate_messages
+from .scheduler_wake import SchedulerWake
 from .topic_catalog import TopicCatalog
 
 MAX_APPEND_ITEMS = 100
@@ -77,16 +73,18 @@ class ProduceService:
         *,
         topics: TopicCatalog,
         objects: BatchObjectStore,
-        appender: BatchAppender,
+        writer: BatchWriter,
         index: LogIndex,
         producers: ProducerRecords,
         clock: Callable[[], int],
         timer_writer: TimerWriter | None = None,
+        wake: SchedulerWake | None = None,
     ) -> None:
         self._timer_writer = timer_writer
+        self._wake = wake
         self._topics = topics
         self._objects = objects
-        self._appender = appender
+        self._writer = writer
         self._index = index
         self._producers = producers
         self._clock = clock
@@ -163,7 +161,7 @@ class ProduceService:
 
         retention_expiry = now // 1000 + topic.retention_hours * 3600
         try:
-            bases = self._appender.append(
+            bases = self._writer.append(
                 batches,
                 stamp=stamp,
                 build_record=lambda bases: ProducerRecord(digest, bases, now if delayed else None),
@@ -194,6 +192,7 @@ class ProduceService:
                 ) from None
             result = SendResult(receipts_for(record.bases, record.scheduled_at), duplicate=True)
             self._objects.delete(self._unindexed(topic, record.bases, fresh))
+            self._due(result.receipts)  # the first attempt may have died before its wake
             return result
         except QueueClosed as exc:
             # Nothing of this stamp or request was appended (a recorded stamp would have
@@ -209,13 +208,21 @@ class ProduceService:
             if timer_key:
                 self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
             raise
-        return SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
+        result = SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
+        self._due(result.receipts)
+        return result
+
+    def _due(self, receipts: list[SendReceipt]) -> None:
+        """Wake the delay scheduler for delayed messages due before its next run."""
+        dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
+        if dues and self._wake is not None:
+            self._wake.due_at(dues)
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""
         known = self._incarnations.setdefault(topic.name, topic.created_timestamp)
         if known != topic.created_timestamp:
-            self._appender.forget_topic(topic.name)
+            self._writer.forget_topic(topic.name)
             self._incarnations[topic.name] = topic.created_timestamp
 
     def _write_batches(
@@ -225,56 +232,27 @@ class ProduceService:
         now: int,
         stamp: ProducerStamp | None,
         digest: str,
-    ) -> tuple[list[PendingBatch], list[str]]:
+    ) -> tuple[list[WrittenBatch], list[str]]:
         """One object per queue, written in parallel.
 
         Returns the batches awaiting their offsets, and the keys of the objects that only
         this attempt can reference (safe to delete if it is refused).
-        """
-        from ..codec import encode_batch  # pyarrow: only for handlers that write batches
 
-        name = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}" if stamp else None
-        payloads = {
-            q: encode_batch(ms, stored_timestamp=now, stamp=stamp) for q, ms in by_queue.items()
-        }
-        uploads = list(
-            self._uploads.map(
-                lambda q: self._upload(topic, q, now, name, payloads[q]), list(by_queue)
+        A stamped request's object is named after producer id, sequence, request digest and
+        the digest of its rows: a retry that stores the same rows finds the object its
+        first attempt wrote and indexes that one instead of a second copy; a retry whose
+        rows differ (a delayed message became due in between) writes its own.
+        """
+        prefix = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}-" if stamp else ""
+        work = [
+            (
+                encode(topic, q, ms, stored_timestamp=now, stamp=stamp),
+                rows_named(prefix, ms) if stamp else FRESH,
             )
-        )
-        batches = [
-            PendingBatch(
-                topic.name,
-                q,
-                key,
-                len(ms),
-                len(payloads[q]),
-                min(m.born_timestamp for m in ms),
-                max(m.born_timestamp for m in ms),
-                now,
-            )
-            for (q, ms), (key, _) in zip(by_queue.items(), uploads, strict=True)
+            for q, ms in by_queue.items()
         ]
-        return batches, [key for key, own in uploads if own]
-
-    def _upload(
-        self, topic: Topic, queue: int, now: int, name: str | None, data: bytes
-    ) -> tuple[str, bool]:
-        """Write a batch object; returns its key and whether only this attempt knows it.
-
-        A stamped request names its object after producer id, sequence and payload digest,
-        so a retry finds the object its first attempt wrote and indexes that one instead of
-        a second copy — unless that copy is old enough for the orphan sweeper to take it.
-        Unstamped objects and such fallbacks get a fresh name no other request uses.
-        """
-        key = object_key(topic.name, queue, now, name)
-        if self._objects.put(key, data, retention_hours=topic.retention_hours):
-            return key, name is None
-        if self._objects.age_seconds(key) < REUSE_EXISTING_OBJECT_SECONDS:
-            return key, False
-        key = object_key(topic.name, queue, now)
-        self._objects.put(key, data, retention_hours=topic.retention_hours)
-        return key, True
+        batches = list(self._uploads.map(lambda w: self._writer.write(*w), work))
+        return batches, [b.object_key for b in batches if b.own]
 
     def _unindexed(self, topic: Topic, bases: dict[int, int], keys: list[str]) -> list[str]:
         """Those of ``keys`` the recorded batches do not name (safe to delete)."""

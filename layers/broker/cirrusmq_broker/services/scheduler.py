@@ -1,22 +1,26 @@
 """The delay scheduler: moves due timer items' messages into their topics.
 
-One invocation (EventBridge fires it once a minute) works through its minute tick by tick:
-each tick queries the due-minute partitions from the checkpoint to the current minute
-(no lower bound on the sort key: moved items are deleted, so stragglers written late are
-still found), moves what is due, and sleeps until the next whole second or the next due
-time seen within a second's lookahead, whichever comes first.
+One invocation (EventBridge fires it once a minute; a delayed send due within the next
+minute wakes one too: services/scheduler_wake.py) first looks at its whole run: the
+due-minute partitions from the checkpoint to the end of the run (no lower bound on the sort
+key: moved items are deleted, so stragglers written late are still found). With nothing
+due before the run ends it returns at once: at rest the scheduler costs those few reads a
+minute, not a loop. Otherwise it works through its run tick by tick: each tick moves what
+is due and sleeps until the next whole second or the next due time seen within a second's
+lookahead, whichever comes first.
 
-A move of one target queue's due items is one append: ONE object under ``topics/`` with a
-deterministic key (the due items' keys hashed), appended in a transaction that also
-deletes those timer items (conditional on them being unchanged). A crash at any step
-leaves either nothing committed (a re-run rewrites/reuses the object and commits once) or
-everything. Overlapping invocations are harmless for the same reason: the second commit of
-an item is refused and re-read, so no lease is needed.
+A move of one target queue's due items is one append through the one append path
+(services/batch_writer.py): ONE object under ``topics/`` named by a digest of its bytes,
+appended in a transaction that also deletes those timer items (conditional on them being
+unchanged). A crash at any step leaves either nothing committed (a re-run writes the
+object again, or finds the identical one, and commits once) or everything; a re-run whose
+messages changed (a cancel landed in between) writes an object of its own. Overlapping
+invocations are harmless for the same reason: the second commit of an item is refused and
+re-read, so no lease is needed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections.abc import Callable
@@ -28,11 +32,12 @@ from cachetools import LRUCache
 
 from ..errors import BrokerError, TopicNotFound
 from ..model import NewMessage, StoredMessage, Topic
-from ..storage.appends import BatchAppender, ExtraItemRejected, PendingBatch, QueueClosed
-from ..storage.batch_objects import BatchObjectGone, BatchObjectStore
+from ..storage.appends import ExtraItemRejected, QueueClosed
+from ..storage.batch_objects import BatchObjectGone
 from ..storage.producers import ProducerRecord
 from ..storage.timer_objects import TimerObjectStore
 from ..storage.timers import TimerEntry, TimerStore
+from .batch_writer import BatchWriter, WrittenBatch, content_named, encode
 from .topic_catalog import TopicCatalog
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,8 @@ MAX_ITEMS_PER_MOVE = 90
 """Timer deletes per append transaction (AWS: 100 items, 2 are the append's own)."""
 MAX_CATCH_UP_MINUTES = 120
 """Past minutes one tick queries at most after an outage; the next tick goes on."""
+CHECKPOINT_KEEP_MS = 5 * 60_000
+"""A process reuses the checkpoint it last read or wrote this long."""
 MOVE_WORKERS = 8
 """Target queues moved (and due minutes queried) in parallel per tick."""
 
@@ -60,6 +67,8 @@ class TickResult:
     """Timer items done (moved, cancelled or dropped)."""
     next_due_ms: int | None = None
     """The earliest pending due time seen within the lookahead."""
+    left: int = 0
+    """Due timer items whose move failed (a later tick tries again)."""
 
 
 @dataclass
@@ -77,15 +86,13 @@ class DelayScheduler:
         timers: TimerStore,
         timer_objects: TimerObjectStore,
         topics: TopicCatalog,
-        objects: BatchObjectStore,
-        appender: BatchAppender,
+        writer: BatchWriter,
         clock: Callable[[], int],
     ) -> None:
         self._timers = timers
         self._timer_objects = timer_objects
         self._topics = topics
-        self._objects = objects
-        self._appender = appender
+        self._writer = writer
         self._clock = clock
         self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
         self._lock = threading.Lock()
@@ -103,18 +110,23 @@ class DelayScheduler:
         sleep_until: Callable[[int], None],
         time_left: Callable[[], float],
     ) -> RunResult:
-        """Tick until ``time_left()`` (seconds, wall time) runs out."""
+        """Tick until ``time_left()`` (seconds, wall time) runs out; return after the first
+        tick when nothing is due before the run would end (its lookahead spans the run)."""
         result = RunResult()
+        lookahead_ms = int(max(time_left(), 0) * 1000) + LOOKAHEAD_MS
         while True:
             started = self._clock()
             try:
-                tick = self.tick(sleep_until=sleep_until)
+                tick = self.tick(sleep_until=sleep_until, lookahead_ms=lookahead_ms)
                 result.moved += tick.moved
             except (BrokerError, ClientError, BotoCoreError):
                 log.exception("a scheduler tick failed; the next one goes on")
                 result.errors += 1
-                tick = TickResult()
+                tick = TickResult(left=1)
             result.ticks += 1
+            if result.ticks == 1 and tick.next_due_ms is None and not tick.left:
+                return result  # nothing due within this run: the next one looks again
+            lookahead_ms = LOOKAHEAD_MS
             now = self._clock()
             left = time_left()
             if left <= 0:
@@ -124,11 +136,17 @@ class DelayScheduler:
                 wake = min(wake, max(tick.next_due_ms - PREPARE_MS, started + MIN_TICK_MS))
             sleep_until(min(wake, now + int(left * 1000)))
 
-    def tick(self, *, sleep_until: Callable[[int], None] | None = None) -> TickResult:
+    def tick(
+        self,
+        *,
+        sleep_until: Callable[[int], None] | None = None,
+        lookahead_ms: int = LOOKAHEAD_MS,
+    ) -> TickResult:
         """Move every message due now; one append per target queue (and 90 items).
 
         With ``sleep_until`` (the loop), items due within ``PREPARE_MS`` are moved too: their
-        objects written now, each append committed once its items are due.
+        objects written now, each append committed once its items are due. Items due within
+        ``lookahead_ms`` are seen (``next_due_ms``), not moved.
         """
         now = self._clock()
         horizon = now + PREPARE_MS if sleep_until is not None else now
@@ -144,8 +162,8 @@ class DelayScheduler:
             old: list[int] = []
         else:
             old = list(range(checkpoint, current - 1))
-        minutes = [*old, *range(current - 1, (now + LOOKAHEAD_MS) // 60_000 + 1)]
-        found = self._queries.map(lambda m: (m, self._timers.due(m, now + LOOKAHEAD_MS)), minutes)
+        minutes = [*old, *range(current - 1, (now + lookahead_ms) // 60_000 + 1)]
+        found = self._queries.map(lambda m: (m, self._timers.due(m, now + lookahead_ms)), minutes)
         for minute, entries in found:
             for entry in entries:
                 if entry.due_ms <= horizon:
@@ -156,6 +174,7 @@ class DelayScheduler:
                         result.next_due_ms = entry.due_ms
         failed = self._move(list({e.key: e for e in due}.values()), now, result, sleep_until)
         pending_minutes.update(int(e.slot) for e in failed)
+        result.left = len(failed)
         # Minutes before the previous one take no new items any more (a send commits
         # within its 30 s timeout of choosing a due time): the checkpoint passes the
         # leading ones that are empty now.
@@ -168,9 +187,10 @@ class DelayScheduler:
         return result
 
     def _read_checkpoint(self, now: int) -> int | None:
-        """The checkpoint, read at most once a minute (only this scheduler moves it, up:
-        a stale one only makes a tick query a minute more)."""
-        if self._checkpoint is None or now - self._checkpoint[1] >= 60_000:
+        """The checkpoint as this process last read or wrote it, read again after
+        CHECKPOINT_KEEP_MS (only schedulers move it, up: a stale one only makes a tick query
+        a minute more, and a warm run at rest reads nothing but its due minutes)."""
+        if self._checkpoint is None or now - self._checkpoint[1] >= CHECKPOINT_KEEP_MS:
             minute = self._timers.checkpoint()
             if minute is None:
                 return None
@@ -232,11 +252,11 @@ class DelayScheduler:
             return True
         target = queue % topic.queues
         due_at = max(e.due_ms for e in chunk)
-        batch = self._write(topic, target, chunk, messages, max(now, due_at))
+        batch = self._write(topic, target, messages, max(now, due_at))
         if due_at > self._clock() and sleep_until is not None:
             sleep_until(due_at)  # prepared ahead: committed (visible) when due, not before
         try:
-            self._appender.append(
+            self._writer.append(
                 [batch],
                 stamp=None,
                 build_record=lambda bases: ProducerRecord("", bases),
@@ -309,36 +329,11 @@ class DelayScheduler:
         return rows
 
     def _write(
-        self,
-        topic: Topic,
-        queue: int,
-        chunk: list[TimerEntry],
-        messages: list[NewMessage],
-        now: int,
-    ) -> PendingBatch:
-        """The chunk's topic object, under a key derived from its timer items."""
-        from ..codec import encode_batch
-
-        digest = hashlib.sha256("|".join(sorted(e.key for e in chunk)).encode()).hexdigest()
-        name = f"timer-{digest[:32]}"
-        data = encode_batch(messages, stored_timestamp=now, stamp=None)
-        key = self._objects.put_named(
-            topic.name,
-            queue,
-            now,
-            name,
-            lambda k: self._objects.put(k, data, retention_hours=topic.retention_hours),
-        )
-        return PendingBatch(
-            topic.name,
-            queue,
-            key,
-            len(messages),
-            len(data),
-            min(m.born_timestamp for m in messages),
-            max(m.born_timestamp for m in messages),
-            now,
-        )
+        self, topic: Topic, queue: int, messages: list[NewMessage], now: int
+    ) -> WrittenBatch:
+        """The chunk's topic object, named by a digest of its bytes."""
+        batch = encode(topic, queue, messages, stored_timestamp=now)
+        return self._writer.write(batch, content_named("timer-"))
 
     def _after_move(self, moved: list[TimerEntry]) -> None:
         """Delete the timer objects whose last item (the latest due) moved now, once the

@@ -152,6 +152,11 @@ class TransactionChecks:
         elif step.action is CheckAction.ASK:
             asked.setdefault(txn.producer_group, []).append(txn)
 
+    def any_undecided(self) -> bool:
+        """Whether any transaction is undecided (one read; a checker run with none to look
+        at returns after it)."""
+        return self._store.any_undecided()
+
     def next_due_in(self, horizon_seconds: float) -> float | None:
         """Seconds until the next transaction is due within the horizon (None: none)."""
         now = self._clock()

@@ -31,7 +31,7 @@ from ..errors import (
     TransactionTopicMismatch,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, Topic
-from ..storage.appends import AlreadyRecorded, BatchAppender, PendingBatch, QueueClosed
+from ..storage.appends import AlreadyRecorded, QueueClosed
 from ..storage.half_objects import BatchObjectGone, HalfObjectStore
 from ..storage.producers import ProducerRecord, ProducerRecords
 from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
@@ -57,6 +57,7 @@ from ..transaction_state import (
     route,
 )
 from ..validation import check_group_name
+from .batch_writer import BatchWriter, EncodedBatch, WrittenBatch, encode, fixed_name
 from .produce import MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
@@ -107,7 +108,7 @@ class TransactionService(TransactionChecks):
         store: TransactionStore,
         halves: HalfObjectStore,
         topics: TopicCatalog,
-        appender: BatchAppender,
+        writer: BatchWriter,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
         records: ProducerRecords | None = None,
@@ -116,7 +117,7 @@ class TransactionService(TransactionChecks):
         self._store = store
         self._halves = halves
         self._topics = topics
-        self._appender = appender
+        self._writer = writer
         self._clock = clock
         self._sleep = sleep
 
@@ -463,7 +464,7 @@ class TransactionService(TransactionChecks):
                     continue  # appended before (a re-run after the halves expired)
                 return self._halves_gone(txn, appended=number > 0)
             try:
-                self._appender.append(
+                self._writer.append(
                     batches,
                     stamp=stamp,
                     build_record=lambda bases: ProducerRecord(digest, bases),
@@ -497,30 +498,25 @@ class TransactionService(TransactionChecks):
 
     def _commit_batch(
         self, topic: Topic, queue: int, halves: list[HalfObject], started: int, name: str
-    ) -> PendingBatch:
-        """The queue's topic object of the commit (written unless it exists, identical)."""
-        if len(halves) == 1:
-            data = self._halves.get(halves[0].key)
+    ) -> WrittenBatch:
+        """The queue's topic object of the commit, written under the commit's name unless
+        an identical one is there (a re-run; other content is never reused)."""
+        if len(halves) == 1:  # the half object itself: its row count was recorded with it
+            half = halves[0]
+            batch = EncodedBatch(
+                topic,
+                queue,
+                self._halves.get(half.key),
+                half.count,
+                half.min_timestamp,
+                half.max_timestamp,
+                started,
+            )
         else:
-            data = self._merged(topic, queue, halves, started)
-        hours = topic.retention_hours
-        key = self._halves.put_named(
-            topic.name,
-            queue,
-            started,
-            name,
-            lambda k: self._halves.put_topic_object(k, data, retention_hours=hours),
-        )
-        return PendingBatch(
-            topic.name,
-            queue,
-            key,
-            sum(h.count for h in halves),
-            len(data),
-            min(h.min_timestamp for h in halves),
-            max(h.max_timestamp for h in halves),
-            started,
-        )
+            batch = encode(
+                topic, queue, self._merged(topic, queue, halves), stored_timestamp=started
+            )
+        return self._writer.write(batch, fixed_name(name))
 
     def _recorded(self, stamp: ProducerStamp, digest: str, *, missing_ok: bool = False) -> bool:
         """Whether the commit chunk's append is recorded as the transaction's own.
@@ -558,9 +554,9 @@ class TransactionService(TransactionChecks):
             txn.transaction_id, TxnState.COMMITTED, True, f"partly committed: {reason}"
         )
 
-    def _merged(self, topic: Topic, queue: int, halves: list[HalfObject], started: int) -> bytes:
-        """Several sends routed to one queue: one object, messages in send order."""
-        from ..codec import decode_batch, encode_batch
+    def _merged(self, topic: Topic, queue: int, halves: list[HalfObject]) -> list[NewMessage]:
+        """Several sends routed to one queue: their messages in send order."""
+        from ..codec import decode_batch
 
         messages = []
         for half in halves:
@@ -578,7 +574,7 @@ class TransactionService(TransactionChecks):
                         system=m.system,
                     )
                 )
-        return encode_batch(messages, stored_timestamp=started, stamp=None)
+        return messages
 
     def _end_deleted(self, txn: Transaction) -> EndResult:
         """The target topic was deleted: nothing can be delivered; roll back, recorded."""

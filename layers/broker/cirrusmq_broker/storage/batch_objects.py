@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -16,8 +16,9 @@ RETENTION_TIERS_DAYS = (1, 2, 3, 7, 14, 30, 90)
 """Must match the bucket's lifecycle rules in template.yaml."""
 TOPICS_PREFIX = "topics/"
 REUSE_EXISTING_OBJECT_SECONDS = 30
-"""A re-run appends the object its first attempt wrote only while it is this young: the
-orphan sweeper's grace period (at least 60 s) must not run out in between."""
+"""A re-run appends the object its first attempt wrote (same name, same content) only
+while it is this young: the orphan sweeper's grace period (at least 60 s) must not run
+out in between."""
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class StoredObject:
 def object_key(topic: str, queue: int, stored_timestamp: int, name: str | None = None) -> str:
     """Hive-style key: ``topics/topic=<t>/queue=<q>/dt=<yyyy-mm-dd>/<name>.parquet``.
 
-    ``name`` defaults to a ULID; a stamped request uses ``<producer id>-<sequence>`` so that
-    its retry finds the object already written instead of writing a second one.
+    ``name`` defaults to a ULID; an object a re-run may reuse has a name derived from what
+    it holds (services/batch_writer.py).
     """
     day = dt.datetime.fromtimestamp(stored_timestamp / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
     return f"{topic_prefix(topic)}queue={queue}/dt={day}/{name or ULID()}.parquet"
@@ -54,6 +55,11 @@ def retention_tier_days(retention_hours: int) -> int:
 
 class BatchObjectGone(Exception):
     """The object was deleted (retention or a purge) since its index item was read."""
+
+
+class TopicObjectTaken(Exception):
+    """An object under the name a writer derived holds other content (never reused,
+    never overwritten)."""
 
 
 class BatchObjectStore:
@@ -92,23 +98,15 @@ class BatchObjectStore:
                 raise BatchObjectGone(key) from exc
             raise
 
-    def put_named(
-        self,
-        topic: str,
-        queue: int,
-        stored_timestamp: int,
-        name: str,
-        write: Callable[[str], bool],
-    ) -> str:
-        """The key of an object to append, written under its derived ``name`` (``write(key)``
-        is False when the key exists): a re-run finds its first attempt's object there and
-        appends that one — unless it is old enough for the orphan sweeper to take at any
-        moment (it deletes unindexed objects only); then the object gets a fresh name."""
-        key = object_key(topic, queue, stored_timestamp, name)
-        if not write(key) and self.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS:
-            key = object_key(topic, queue, stored_timestamp)
-            write(key)
-        return key
+    def put_or_match(self, key: str, data: bytes, *, retention_hours: int) -> bool:
+        """Write ``data`` under ``key`` unless it exists (False then). An existing object is
+        accepted only when it holds exactly ``data`` (one GET, only on that path);
+        otherwise TopicObjectTaken: a name is never trusted for its content."""
+        if self.put(key, data, retention_hours=retention_hours):
+            return True
+        if self.get(key) != data:
+            raise TopicObjectTaken(key)
+        return False
 
     def age_seconds(self, key: str) -> float:
         """How long ago the object was written."""

@@ -348,6 +348,14 @@ class TransactionStore:
             ConditionExpression="attribute_exists(item_key)",
         )
 
+    def any_undecided(self) -> bool:
+        """Whether any transaction is undecided: one Scan of the sparse due index, which
+        holds undecided transactions only (nothing to read when none is open)."""
+        response = self._client.scan(
+            TableName=self.table, IndexName=DUE_INDEX, Limit=1, Select="COUNT"
+        )
+        return bool(response.get("Count")) or "LastEvaluatedKey" in response
+
     def due(self, shard: str, until: int, *, limit: int = 100) -> list[Transaction]:
         """Undecided transactions of one shard whose next check is at or before ``until``."""
         response = self._client.query(

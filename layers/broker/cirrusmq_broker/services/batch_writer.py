@@ -1,0 +1,200 @@
+"""The one path a batch takes into a queue: encode it, write its object, append it.
+
+Every writer goes through :class:`BatchWriter`: produce, the moves (retry, dead letter,
+redrive), the delay scheduler and transaction commits. An object that a re-run may find
+and reuse is never trusted by a name derived from the request alone:
+
+- :func:`content_named`: the name ends with a digest of exactly the bytes the object
+  holds, so a re-run whose inputs changed in between (an ack, a cancel, a due time that
+  passed) writes an object of its own; a re-run with the same bytes reuses the first one;
+- :func:`rows_named`: the name ends with a digest of exactly the rows the object holds,
+  every field but the times the broker stamps (born when the sender gave none, stored):
+  a retried send reuses its first attempt's object even though its clock moved, and one
+  whose rows changed (a delayed message became due meanwhile) writes its own;
+- :func:`fixed_name`: an object already under the name is reused only when it holds the
+  very bytes (one GET, on the re-run path only); other content raises TopicObjectTaken.
+
+So an index item's ``count`` is always the row count of the object it names. A reused
+object must be younger than REUSE_EXISTING_OBJECT_SECONDS (the orphan sweeper may take an
+older unindexed one at any moment): then the batch is written again under a fresh name.
+The normal case costs one S3 PUT (If-None-Match) and the append's one transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..model import NewMessage, ProducerStamp, Topic
+from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder
+from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore, object_key
+
+CONTENT_DIGEST_CHARS = 40
+"""Hex characters of the SHA-256 of the bytes in a content-addressed name (160 bits)."""
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How a batch object is named: fresh (a ULID, never reused), content-addressed
+    (``<prefix><sha256 of the bytes>``) or fixed (reused only when byte-identical)."""
+
+    kind: Literal["fresh", "content", "rows", "fixed"]
+    name: str = ""
+
+
+FRESH = Naming("fresh")
+"""A name no other attempt uses: for writers whose re-run never looks for the object."""
+
+
+def content_named(prefix: str) -> Naming:
+    """``<prefix><digest of the bytes>``: equal names hold equal bytes."""
+    return Naming("content", prefix)
+
+
+def rows_named(prefix: str, messages: Sequence[NewMessage]) -> Naming:
+    """``<prefix><digest of the rows>``: equal names hold equal rows (but for the times
+    the broker stamps), in the same order."""
+    digest = hashlib.sha256()
+    for m in messages:
+        fields = [
+            m.message_id,
+            hashlib.sha256(m.body).hexdigest(),
+            m.tag,
+            list(m.keys),
+            sorted(m.properties.items()),
+            m.message_group,
+            list(dataclasses.astuple(m.system)),
+        ]
+        digest.update(json.dumps(fields, separators=(",", ":")).encode() + b"\n")
+    return Naming("rows", f"{prefix}{digest.hexdigest()[:CONTENT_DIGEST_CHARS]}")
+
+
+def fixed_name(name: str) -> Naming:
+    """``name`` exactly; an existing object under it is reused only if byte-identical."""
+    return Naming("fixed", name)
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """One queue's batch as the bytes of its object, with what its index item records."""
+
+    topic: Topic
+    queue: int
+    data: bytes
+    count: int
+    """Rows in ``data``: the index item's count."""
+    min_timestamp: int
+    max_timestamp: int
+    stored_timestamp: int
+
+
+@dataclass(frozen=True)
+class WrittenBatch:
+    """A batch whose object is in S3, waiting for its offsets."""
+
+    pending: PendingBatch
+    own: bool
+    """Only this attempt can know the object (a fresh name): safe to delete when the
+    append is refused. A derived name may be another attempt's too: left to the sweeper."""
+
+    @property
+    def object_key(self) -> str:
+        return self.pending.object_key
+
+
+def encode(
+    topic: Topic,
+    queue: int,
+    messages: Sequence[NewMessage],
+    *,
+    stored_timestamp: int,
+    stamp: ProducerStamp | None = None,
+) -> EncodedBatch:
+    """Encode ``messages`` as one batch object of ``topic``/``queue``."""
+    from ..codec import encode_batch  # pyarrow: only for handlers that write batches
+
+    data = encode_batch(messages, stored_timestamp=stored_timestamp, stamp=stamp)
+    return EncodedBatch(
+        topic,
+        queue,
+        data,
+        len(messages),
+        min(m.born_timestamp for m in messages),
+        max(m.born_timestamp for m in messages),
+        stored_timestamp,
+    )
+
+
+class BatchWriter:
+    """Writes batch objects and appends them (through one :class:`BatchAppender`)."""
+
+    def __init__(self, objects: BatchObjectStore, appender: BatchAppender) -> None:
+        self._objects = objects
+        self._appender = appender
+
+    def forget_topic(self, topic: str) -> None:
+        """The topic was created again: its cached heads belong to the old log."""
+        self._appender.forget_topic(topic)
+
+    def write(self, batch: EncodedBatch, naming: Naming) -> WrittenBatch:
+        """Write the batch's object as ``naming`` says; returns the batch to append."""
+        topic = batch.topic
+        if naming.kind == "fresh":
+            key, own = self._fresh(batch), True
+        else:
+            name = naming.name
+            if naming.kind == "content":
+                digest = hashlib.sha256(batch.data).hexdigest()[:CONTENT_DIGEST_CHARS]
+                name = f"{naming.name}{digest}"
+            key = object_key(topic.name, batch.queue, batch.stored_timestamp, name)
+            hours = topic.retention_hours
+            if naming.kind == "fixed":
+                written = self._objects.put_or_match(key, batch.data, retention_hours=hours)
+            else:
+                written = self._objects.put(key, batch.data, retention_hours=hours)
+            own = False
+            if not written and self._objects.age_seconds(key) >= REUSE_EXISTING_OBJECT_SECONDS:
+                key, own = self._fresh(batch), True
+        return WrittenBatch(
+            PendingBatch(
+                topic.name,
+                batch.queue,
+                key,
+                batch.count,
+                len(batch.data),
+                batch.min_timestamp,
+                batch.max_timestamp,
+                batch.stored_timestamp,
+            ),
+            own,
+        )
+
+    def _fresh(self, batch: EncodedBatch) -> str:
+        key = object_key(batch.topic.name, batch.queue, batch.stored_timestamp)
+        self._objects.put(key, batch.data, retention_hours=batch.topic.retention_hours)
+        return key
+
+    def append(
+        self,
+        batches: Sequence[WrittenBatch],
+        *,
+        stamp: ProducerStamp | None,
+        build_record: RecordBuilder,
+        expires_at: int,
+        record_expires_at: int,
+        extra_items: list[dict[str, Any]] | None = None,
+    ) -> dict[int, int]:
+        """Append the written batches in one transaction; returns queue -> base offset.
+        Raises as :meth:`BatchAppender.append` does (nothing is appended then)."""
+        return self._appender.append(
+            [b.pending for b in batches],
+            stamp=stamp,
+            build_record=build_record,
+            expires_at=expires_at,
+            record_expires_at=record_expires_at,
+            extra_items=extra_items,
+        )
