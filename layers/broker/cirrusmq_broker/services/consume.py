@@ -51,12 +51,13 @@ from ..model import (
 )
 from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
 from ..retry_rules import is_internal
-from ..storage.group_states import GroupStateStore
+from ..storage.group_states import GroupStateStore, LeaseAck
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHead, QueueHeads
 from ..validation import check_group_name, check_topic_name
 from .batch_reader import BatchReader
+from .offset_lookup import Found, OffsetLookup
 from .retries import RetryService
 from .topic_catalog import TopicCatalog
 
@@ -178,6 +179,7 @@ class ConsumeService:
         """(group, topic, queue) of a FIFO topic → until when it is known busy: (monotonic s,
         the in-flight lease's deadline on the broker's clock), whichever comes first."""
         self._lock = threading.Lock()
+        self._lookup = OffsetLookup(index, reader)
         self._retries = retries
         """Issue 9 (retries): expired leases move to the retry topic, which receive serves."""
 
@@ -409,12 +411,10 @@ class ConsumeService:
             if wanted <= 0:
                 break
             looked_up = lease.unsettled()[: wanted + 64]
-            found = self._messages_at(state, looked_up)
-            horizon = max(found) if found else looked_up[-1]
-            missing = [o for o in looked_up if o not in found and o <= horizon]
-            if missing:
-                plan.missing[lease.lease_id] = missing
-            messages = [found[o] for o in looked_up if o in found][:wanted]
+            found = self._messages_at(state, looked_up, now)
+            if found.expired:
+                plan.missing[lease.lease_id] = found.expired
+            messages = [found.messages[o] for o in looked_up if o in found.messages][:wanted]
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
         if not allow_new or wanted <= 0 or state.cursor >= end or _flow_bound(state):
@@ -533,22 +533,9 @@ class ConsumeService:
         )
         return ReceivedMessage(message, self._signer.encode(handle), lease.attempt, lease.deadline)
 
-    def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
-        """The stored messages at ``offsets`` (ascending): one index page, not a read per batch."""
-        found: dict[int, StoredMessage] = {}
-        if not offsets:
-            return found
-        entries = self._index.covering(state.topic, state.queue, offsets[0], offsets[-1])
-        pending = list(offsets)
-        for entry in entries:
-            batch = self._reader.messages(entry)
-            for offset in pending:
-                if offset >= entry.next_offset:
-                    break
-                if 0 <= offset - entry.base_offset < len(batch):
-                    found[offset] = batch[offset - entry.base_offset]
-            pending = [o for o in pending if o >= entry.next_offset]
-        return found
+    def _messages_at(self, state: GroupQueueState, offsets: list[int], now: int) -> Found:
+        """The stored messages at ``offsets``, and which others are past retention."""
+        return self._lookup.messages_at(state.topic, state.queue, offsets, now_s=now // 1000)
 
     # ================================================================ ack
     def ack(
@@ -594,9 +581,14 @@ class ConsumeService:
         for (topic, queue, lease_id), pending in by_lease.items():
             for _ in range(SAVE_ATTEMPTS):
                 offsets = sorted({h.offset for h in pending.values()})
-                if self._states.ack(
+                done = self._states.ack(
                     group, topic, queue, lease_id, offsets, before_add=before_slow_path
-                ):
+                )
+                if done is not None:
+                    stale = done.stale | self._moved_on_alone(group, topic, queue, done)
+                    for position, handle in pending.items():
+                        if handle.offset in stale:
+                            outcomes[position] = _moved_on(receipt_handles[position])
                     break
                 if before_slow_path is not None:
                     before_slow_path()
@@ -613,6 +605,17 @@ class ConsumeService:
                     position, AckOutcome(receipt_handles[position], AckStatus.ACKED)
                 )
         return [outcomes[p] for p in range(len(receipt_handles))]
+
+    def _moved_on_alone(self, group: str, topic: str, queue: int, done: LeaseAck) -> set[int]:
+        """Of the offsets whose lease of its own (change_invisible) was gone at the ack,
+        those its expiry moved on (the others were acked by their own handle)."""
+        if not done.vanished or self._retries is None:
+            return set()
+        return {
+            offset
+            for offset, single in done.vanished.items()
+            if self._retries.moved_offsets(group, topic, queue, single, [offset])
+        }
 
     def _decode(self, group: str, text: str) -> ReceiptHandle:
         handle = self._signer.decode(text)
@@ -728,7 +731,8 @@ class ConsumeService:
                     "the receipt handle is stale: the message was acked or redelivered since"
                 )
             if self._states.save(state):
-                message = self._messages_at(state, [handle.offset]).get(handle.offset)
+                found = self._messages_at(state, [handle.offset], self._clock())
+                message = found.messages.get(handle.offset)
                 if message is None:
                     raise MessageNotFound("the message is past its retention")
                 received = self._received(state, message, lease)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -82,11 +83,16 @@ class MoveAppender:
         stamp: ProducerStamp,
         digest: str | None = None,
         record_keep_seconds: int = 0,
+        *,
+        fence: list[dict[str, Any]] | None = None,
     ) -> str | None:
         """Append ``messages`` to ``topic``/``queue`` once.
 
         ``record_keep_seconds``: keep the idempotency record at least this long (default:
         the producers' 7-day window), e.g. as long as the dead letters a redrive sends back.
+        ``fence``: conditional transaction items that commit with the append (the settle
+        of the leases the messages come from): ExtraItemRejected, and nothing appended, if
+        one of their conditions fails.
 
         Returns None when stored now, else the digest recorded for this stamp before
         (nothing is stored now); ``digest`` defaults to one derived from the stamp alone.
@@ -123,6 +129,7 @@ class MoveAppender:
                 expires_at=now // 1000 + topic.retention_hours * 3600,
                 record_expires_at=now // 1000
                 + max(limits.IDEMPOTENCY_WINDOW_SECONDS, record_keep_seconds),
+                extra_items=fence,
             )
         except AlreadyRecorded:
             record = self._producers.get(stamp)
