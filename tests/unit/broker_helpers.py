@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import boto3
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.services.produce import MessageInput
@@ -37,3 +41,31 @@ def in_place_redelivery(broker: Broker) -> Broker:
     every topic: for tests of the lease mechanics themselves."""
     broker.consume._retries = None
     return broker
+
+
+@contextmanager
+def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -> Iterator[None]:
+    """Eventually consistent Queries of the log index ``table`` through ``client`` miss the
+    batches ``hidden`` names ((stream, base offset)), as a read served by a replica that has
+    not seen a batch appended a moment ago does; consistent reads see everything."""
+
+    def mark(params: dict, context: dict, **_: Any) -> None:
+        context["lagging"] = params.get("TableName") == table and not params.get("ConsistentRead")
+
+    def hide(parsed: dict, context: dict, **_: Any) -> None:
+        if context.get("lagging") and "Items" in parsed:
+            parsed["Items"] = [
+                item
+                for item in parsed["Items"]
+                if (item["stream"]["S"], int(item["base_offset"]["N"])) not in hidden
+            ]
+            parsed["Count"] = len(parsed["Items"])
+
+    events = client.meta.events
+    events.register("before-parameter-build.dynamodb.Query", mark, unique_id="lagging-mark")
+    events.register("after-call.dynamodb.Query", hide, unique_id="lagging-hide")
+    try:
+        yield
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", unique_id="lagging-mark")
+        events.unregister("after-call.dynamodb.Query", unique_id="lagging-hide")
