@@ -16,6 +16,7 @@ within its wait.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import threading
 import time
@@ -62,9 +63,11 @@ from .retries import RetryService
 from .topic_catalog import TopicCatalog
 
 RESPONSE_BYTE_BUDGET = limits.MAX_REQUEST_BYTES - 256 * 1024
-"""What the messages of one receive response may take, base64 bodies included."""
-MESSAGE_OVERHEAD_BYTES = 768
-"""JSON around one message: ids, handle, tag, keys, properties (estimated)."""
+"""What the messages of one receive response may take, as serialized (:func:`wire_size`)."""
+MESSAGE_OVERHEAD_BYTES = 1536
+"""One message's field names, numbers and receipt handle as serialized (the longest group
+and topic names make a retry delivery's handle, which names ``retry.<group>.<topic>``,
+about 900 bytes)."""
 MAX_SCAN_PER_QUEUE = 2000
 """Messages one receive examines per queue (bounds work when a filter skips most)."""
 POLL_INTERVAL_SECONDS = 1.0
@@ -94,11 +97,30 @@ write transaction (DynamoDB takes 100)."""
 
 
 def wire_size(message: StoredMessage) -> int:
+    """An upper bound of the bytes ``message`` takes in a receive response: its base64 body
+    and its text fields as JSON strings (non-ASCII escaped as ``\\uXXXX``, what the API's
+    serializer writes) inside the Lambda response, which escapes each quote and backslash
+    of the body once more."""
     body = 4 * ((len(message.body) + 2) // 3)
-    extra = sum(len(k) + len(v) for k, v in message.properties.items()) + sum(
-        map(len, message.keys)
-    )
-    return body + extra + MESSAGE_OVERHEAD_BYTES
+    texts = [
+        message.message_id,
+        message.topic,
+        message.tag or "",
+        message.message_group or "",
+        *message.keys,
+        *message.properties.keys(),
+        *message.properties.values(),
+    ]
+    return body + sum(map(json_text_bytes, texts)) + MESSAGE_OVERHEAD_BYTES
+
+
+def json_text_bytes(text: str) -> int:
+    """Bytes of ``text`` as a JSON string (ASCII-only) within a JSON string."""
+    if text.isascii() and text.isprintable():  # the usual case, without an encoding pass
+        escaped = text.count('"') + text.count("\\")
+        return len(text) + 4 + 3 * escaped
+    encoded = json.dumps(text)
+    return len(encoded) + encoded.count("\\") + encoded.count('"')
 
 
 @dataclass
@@ -225,10 +247,12 @@ class ConsumeService:
                     group, topic, tag_filter, max_messages, invisible_seconds, give_up,
                     self._receive_once,
                 )  # fmt: skip
-            if len(received) < max_messages:
+            if len(received) < max_messages:  # one response: the retry part counts too
+                used = sum(wire_size(r.message) for r in received)
                 received += self._receive_once(
                     view, topic, tag_filter, max_messages - len(received), invisible_seconds,
-                    give_up, client_id,
+                    give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
+                    holding=bool(received),
                 )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
@@ -268,7 +292,13 @@ class ConsumeService:
         invisible_s: int,
         give_up: float,
         client_id: str | None = None,
+        *,
+        bytes_left: int = RESPONSE_BYTE_BUDGET,
+        holding: bool = False,
     ) -> list[ReceivedMessage]:
+        """One pass over the queues with work. ``holding``: the caller has leased messages
+        for this response already, so the pass ends at its deadline whatever it found
+        (they must not sit invisible while the caller gives up on the answer)."""
         now = self._clock()
         deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
         queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
@@ -277,26 +307,22 @@ class ConsumeService:
         if fifo:  # orderly: only the queues this client may hold, with nothing in flight
             queues = [q for q in queues if self._fifo_ready(view, topic, q, client_id, now)]
         received: list[ReceivedMessage] = []
-        bytes_left = RESPONSE_BYTE_BUDGET
         for q in queues:
             wanted = budget - len(received)
             late = time.monotonic() - deadline
-            if (
-                wanted <= 0
-                or bytes_left <= 0
-                or late > MAX_OVERRUN_SECONDS
-                or (received and late > 0)
-            ):
+            held = holding or bool(received)
+            if wanted <= 0 or bytes_left <= 0 or late > MAX_OVERRUN_SECONDS or (held and late > 0):
                 break  # full, or out of time: answer with what there is
             now = self._clock()
             end = view.heads[q].next_offset
             if self._retries is not None:  # retries: expired leases go to the retry topic
-                expired = self._retries.expire(view.states[q], topic, now)
+                until = deadline if held else deadline + MAX_OVERRUN_SECONDS
+                expired = self._retries.expire(view.states[q], topic, now, until)
                 if expired is None:
                     continue  # retries: contended expiry, this queue waits for the next pass
                 view.states[q] = expired
             plan = self._plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
-            count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
+            count, used = _fitting(plan.deliverable(), bytes_left, first=not held)
             try:
                 taken = self._take(
                     view.states[q],
