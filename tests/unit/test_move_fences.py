@@ -11,6 +11,7 @@ import boto3
 from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
 from cirrusmq_broker.errors import ReceiptHandleExpired
 from cirrusmq_broker.services.moves import MoveAppender
+from cirrusmq_broker.storage.clients import observe_calls
 
 
 def dead_letters(broker, group: str) -> list[bytes]:
@@ -269,3 +270,51 @@ def test_acks_racing_expiry_moves_of_other_receivers_are_never_followed_by_a_red
     assert len(again) == len(set(again))  # moved once
     assert acked | set(again) == {m.message.body for lease in taken for m in lease}
     print(f"\n{len(acked)} acked, {len(again)} expired and delivered again")
+
+
+def lease_deletes(operation: str, params: dict) -> list[dict]:
+    """The deletes of lease items (``...#L...``) one GroupsTable call makes, each with its
+    condition (None when it has none)."""
+
+    def is_lease(key: dict) -> bool:
+        return "#L" in key["stream"]["S"]
+
+    found = []
+    if operation == "DeleteItem" and is_lease(params["Key"]):
+        found.append(params.get("ConditionExpression"))
+    elif operation == "BatchWriteItem":
+        for requests in params["RequestItems"].values():
+            found += [
+                None
+                for r in requests
+                if "DeleteRequest" in r and is_lease(r["DeleteRequest"]["Key"])
+            ]
+    elif operation == "TransactWriteItems":
+        for item in params["TransactItems"]:
+            if "Delete" in item and is_lease(item["Delete"]["Key"]):
+                found.append(item["Delete"].get("ConditionExpression"))
+    return found
+
+
+def test_every_lease_delete_of_acks_nacks_and_moves_is_conditional(broker, clock):
+    conditions: list = []
+    remove = observe_calls(lambda s, op, p: conditions.extend(lease_deletes(op, p)))
+    try:
+        broker.admin.create_topic("t", queues=1)
+        send(broker, "t", *[b"%d" % i for i in range(8)])
+        whole = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+        ack_statuses(broker, "g", [m.receipt_handle for m in whole])  # the whole lease
+        part = broker.consume.receive("g", "t", max_messages=3, invisible_seconds=10)
+        broker.consume.change_invisible("g", part[0].receipt_handle, 20)  # one moved out
+        ack_statuses(broker, "g", [m.receipt_handle for m in part])  # old handles: ADD path
+        [n] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+        broker.retries.nack("g", [n.receipt_handle])
+        broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+        clock.advance(10)
+        broker.consume.receive("g", "t")  # the expiry moves the last lease on
+        clock.advance(20)
+        drain(broker, clock, "g", "t")
+    finally:
+        remove()
+    assert conditions  # the scenario deleted leases
+    assert None not in conditions
