@@ -11,15 +11,20 @@ Three hooks of a receive / ack-like call, all without timers or a scheduler:
   topic; a level queue is read only up to the first batch not yet visible.
 - ``nack``: the consumer gives messages back now, optionally asking for a delay.
 
-Idempotency of expiry: the append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
+Fence: a move settles what it forwards in the lease (``gone``: an ack of it is stale) in the
+append's own transaction, conditional on the lease's version as read (``settle_request``).
+So the move and the settle commit together or not at all, and whatever changed the lease in
+between (an ack, a change_invisible splitting a message off, a nack, another container's
+expiry) makes the move store nothing and read the lease again: no message is forwarded
+twice, and an ack that answered ``acked`` is never followed by a move of that message.
+
+Idempotency: the expiry's append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
 with 17 as sequence when the lease's messages all go to one target, else the target (level
-0-15, 16 = DLQ); a lease id is unique per delivery. The
-record's digest derives from the stamp alone, so a re-run after a crash between the append
-and the settle finds it AlreadyRecorded and only settles. Between the crash and the re-run
-the lease's unsettled set can only shrink (an ack of an expired lease still lands; a
-change_invisible moves a message out to a lease of its own): the re-run settles what is left,
-and a message acked in between is delivered once more from the retry topic (at least once,
-never lost). A nack names its offsets in the digest (see ``nack``).
+0-15, 16 = DLQ); a lease id is unique per delivery, so the records tell an ack's slow path
+which messages an expiry moved (``moved_offsets``). Its digest (and so its object's name)
+names the offsets moved: a re-run moving fewer (an ack landed after a failed attempt)
+writes an object of its own. A re-run of a committed move finds it AlreadyRecorded, and the
+lease changed by that commit. A nack names its (lease, offset) pairs in the digest.
 
 Expiry stays one append per lease (and target), not per pass: its stamp must come out the
 same in a re-run after a crash, and only the lease id does — which leases a pass finds

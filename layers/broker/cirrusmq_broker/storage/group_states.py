@@ -6,7 +6,9 @@ holding the group's filter on that topic.
 Every item is small, so a write costs the same whatever is in flight. A receive writes the
 summary (version check, optimistic concurrency) and the leases it creates or changes in one
 transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled
-(an ack of everything delivered under a lease: one conditional delete).
+(an ack of everything delivered under a lease: one conditional delete). A move of leased
+messages (expiry, nack) settles the lease in its append's transaction, conditional on the
+lease's version (``settle_request``). Every lease delete is conditional on what was read.
 Lease items carry no ``topic`` attribute: the by_topic index stays sparse (no index write
 per lease); a topic's purge deletes them below each summary it finds there.
 """
