@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -69,3 +70,18 @@ def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -
     finally:
         events.unregister("before-parameter-build.dynamodb.Query", unique_id="lagging-mark")
         events.unregister("after-call.dynamodb.Query", unique_id="lagging-hide")
+
+
+def serialised_aws_calls(monkeypatch: Any) -> None:
+    """One AWS call at a time, as DynamoDB applies each write atomically: moto's in-process
+    backend checks a condition and applies a write in separate Python steps, so threads
+    racing through it could both pass one condition."""
+    from botocore.client import BaseClient
+
+    lock, real = threading.RLock(), BaseClient._make_api_call
+
+    def call(client: Any, operation: str, params: dict) -> Any:
+        with lock:
+            return real(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", call)

@@ -8,7 +8,13 @@ from __future__ import annotations
 import threading
 
 import boto3
-from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
+from broker_helpers import (
+    ack_statuses,
+    in_place_redelivery,
+    send,
+    serialised_aws_calls,
+    statuses,
+)
 from cirrusmq_broker.errors import ReceiptHandleExpired
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.clients import observe_calls
@@ -197,26 +203,10 @@ def test_an_old_handle_of_a_message_redelivered_in_place_answers_expired(broker,
     assert (status.committed_offset, status.inflight) == (2, 0)
 
 
-class _Serialised:
-    """One AWS call at a time (as DynamoDB applies each write atomically): moto's in-process
-    backend checks a condition and applies a write in separate Python steps."""
-
-    def __init__(self, monkeypatch) -> None:
-        from botocore.client import BaseClient
-
-        lock, real = threading.RLock(), BaseClient._make_api_call
-
-        def call(client, operation, params):
-            with lock:
-                return real(client, operation, params)
-
-        monkeypatch.setattr(BaseClient, "_make_api_call", call)
-
-
 def test_acks_racing_expiry_moves_of_other_receivers_are_never_followed_by_a_redelivery(
     broker, clock, monkeypatch
 ):
-    _Serialised(monkeypatch)
+    serialised_aws_calls(monkeypatch)
     broker.admin.create_topic("t", queues=1)
     leases = 40
     for i in range(leases):
