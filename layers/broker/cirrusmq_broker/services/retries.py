@@ -246,12 +246,21 @@ class RetryService:
             # the digest names what is moved: a re-run moving fewer (an ack landed between)
             # writes an object of its own, never reuses one holding more
             digest = hashlib.sha256(f"{producer}#{target.number}#{offsets}".encode()).hexdigest()
+            sequence = SINGLE_TARGET_SEQUENCE if single else None
+            fence = [self._states.settle_request(state, current, after)]
             try:
                 recorded = self._move(
                     state.group, topic, target, messages, lease.attempt, producer,
-                    sequence=SINGLE_TARGET_SEQUENCE if single else None, digest=digest,
-                    fence=[self._states.settle_request(state, current, after)],
+                    sequence=sequence, digest=digest, fence=fence,
                 )  # fmt: skip
+                if recorded is not None and recorded != digest:
+                    # the stamp holds another set, moved and settled before (a FIFO lease
+                    # moved in part twice): these are others, moved under the lease version
+                    recorded = self._move(
+                        state.group, topic, target, messages, lease.attempt,
+                        f"{producer}.v{current.version}", sequence=sequence, digest=digest,
+                        fence=fence,
+                    )  # fmt: skip
             except ExtraItemRejected:
                 return False
             if recorded is not None and not self._states.settle(state, current, after):
