@@ -13,7 +13,7 @@ from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import BrokerError
 
 MESSAGES = 120
-RUN_SECONDS = 25.0
+RUN_SECONDS = 15.0
 
 
 def test_mixed_consumers_of_two_containers_keep_acked_final_and_lose_nothing(
