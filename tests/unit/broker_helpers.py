@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import boto3
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.services.produce import MessageInput
@@ -37,3 +42,46 @@ def in_place_redelivery(broker: Broker) -> Broker:
     every topic: for tests of the lease mechanics themselves."""
     broker.consume._retries = None
     return broker
+
+
+@contextmanager
+def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -> Iterator[None]:
+    """Eventually consistent Queries of the log index ``table`` through ``client`` miss the
+    batches ``hidden`` names ((stream, base offset)), as a read served by a replica that has
+    not seen a batch appended a moment ago does; consistent reads see everything."""
+
+    def mark(params: dict, context: dict, **_: Any) -> None:
+        context["lagging"] = params.get("TableName") == table and not params.get("ConsistentRead")
+
+    def hide(parsed: dict, context: dict, **_: Any) -> None:
+        if context.get("lagging") and "Items" in parsed:
+            parsed["Items"] = [
+                item
+                for item in parsed["Items"]
+                if (item["stream"]["S"], int(item["base_offset"]["N"])) not in hidden
+            ]
+            parsed["Count"] = len(parsed["Items"])
+
+    events = client.meta.events
+    events.register("before-parameter-build.dynamodb.Query", mark, unique_id="lagging-mark")
+    events.register("after-call.dynamodb.Query", hide, unique_id="lagging-hide")
+    try:
+        yield
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", unique_id="lagging-mark")
+        events.unregister("after-call.dynamodb.Query", unique_id="lagging-hide")
+
+
+def serialised_aws_calls(monkeypatch: Any) -> None:
+    """One AWS call at a time, as DynamoDB applies each write atomically: moto's in-process
+    backend checks a condition and applies a write in separate Python steps, so threads
+    racing through it could both pass one condition."""
+    from botocore.client import BaseClient
+
+    lock, real = threading.RLock(), BaseClient._make_api_call
+
+    def call(client: Any, operation: str, params: dict) -> Any:
+        with lock:
+            return real(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", call)

@@ -16,6 +16,7 @@ from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import ReplayedRequest
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage import group_states
 from cirrusmq_broker.storage.clients import observe_calls
@@ -197,15 +198,15 @@ def test_an_ack_racing_a_redelivery_is_not_lost(broker, clock, monkeypatch):
     send(broker, "t", b"x")
     [m] = broker.consume.receive("g", "t", invisible_seconds=10)
     clock.advance(11)
-    original = group_states.GroupStateStore.save
+    original = MoveAppender.append
     outcome: list[str] = []
 
-    def ack_first(self, state):
-        if not outcome:  # the consumer acks just after the redelivery read the lease
+    def ack_first(self, *args, **kwargs):
+        if not outcome:  # the consumer acks just after the expiry read the lease
             outcome.extend(ack_statuses(broker, "g", [m.receipt_handle]))
-        return original(self, state)
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(group_states.GroupStateStore, "save", ack_first)
+    monkeypatch.setattr(MoveAppender, "append", ack_first)
     assert broker.consume.receive("g", "t", invisible_seconds=10) == []
     assert outcome == ["acked"]
     [status] = statuses(broker, "g")
@@ -318,8 +319,9 @@ def test_an_ack_of_a_lease_with_a_moved_message_falls_back_and_settles_both(brok
     with metered(broker) as ack:
         handles = [x.receipt_handle, y.receipt_handle, z.receipt_handle]
         assert ack_statuses(broker, "g", handles) == ["acked"] * 3
-    assert ack["calls"] == ["BatchWriteItem", "DeleteItem", "UpdateItem"]  # refused fast path,
-    clock.advance(101)  # an ADD, then the settled lease and y's own deleted in one batch
+    assert ack["calls"] == ["DeleteItem", "TransactWriteItems", "UpdateItem"]  # refused fast
+    clock.advance(101)  # path, an ADD, then the settled lease and y's own deleted in one call,
+    # each conditional on what the ADD returned (a batch write cannot carry conditions)
     assert broker.consume.receive("g", "t") == []
     [status] = statuses(broker, "g")
     assert (status.committed_offset, status.inflight) == (3, 0)

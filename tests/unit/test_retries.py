@@ -103,16 +103,23 @@ def test_nack_goes_to_the_next_level_or_the_requested_delay(broker, clock):
 
 
 def test_a_resent_nack_stores_nothing_twice(broker, clock, monkeypatch):
-    from cirrusmq_broker.storage.group_states import GroupStateStore
+    from cirrusmq_broker.services.moves import MoveAppender
 
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a")
     [a] = broker.consume.receive("g", "t")
-    with monkeypatch.context() as patch:  # crash after the append, before the settle
-        patch.setattr(GroupStateStore, "ack", _crash)
+    real = MoveAppender.append
+
+    def lost_answer(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise Crash()
+
+    with monkeypatch.context() as patch:  # the append and its settle commit; the answer is lost
+        patch.setattr(MoveAppender, "append", lost_answer)
         with pytest.raises(Crash):
             broker.retries.nack("g", [a.receipt_handle])
-    assert [s for _, s, _ in broker.retries.nack("g", [a.receipt_handle])] == ["acked"]
+    # the lease is gone with the settle: the resend finds nothing to give back
+    assert [s for _, s, _ in broker.retries.nack("g", [a.receipt_handle])] == ["expired"]
     assert retry_messages(broker) == 1
     clock.advance(10)
     assert len(broker.consume.receive("g", "t", max_messages=10)) == 1

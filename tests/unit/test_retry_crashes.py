@@ -156,27 +156,32 @@ def test_redrive(broker, clock):
 
 
 def test_an_ack_between_the_crash_and_the_rerun(broker, clock):
-    """The expired lease's unsettled set shrinks between the crash (after the retry append)
-    and the re-run: the re-run is AlreadyRecorded and settles the rest; the message acked
-    in between is delivered once more from the retry topic (at least once), none is lost."""
-    from cirrusmq_broker.storage.group_states import GroupStateStore
-
+    """The expired lease's unsettled set shrinks between a failed move (the object written,
+    its transaction failed) and the re-run: the re-run moves only what is left, in an
+    object of its own; the message acked in between is acked for good, none is lost."""
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a", b"b")
     a, b = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=2)
     clock.advance(10)
-    original = GroupStateStore.save
-    GroupStateStore.save = lambda self, state: (_ for _ in ()).throw(Crash())
+    count = itertools.count()
+
+    def fail_the_move(service: str, operation: str, params: object) -> None:
+        if operation == "TransactWriteItems" and next(count) == 0:
+            raise Crash()
+
+    remove = observe_calls(fail_the_move)
     try:
         with pytest.raises(Crash):
-            broker.consume.receive("g", "t")  # the append happened, the settle did not
+            broker.consume.receive("g", "t")  # the retry object is written, not appended
     finally:
-        GroupStateStore.save = original
+        remove()
+    assert stream_count(broker, "retry.g.t#") == 0
     assert [o.status.value for o in broker.consume.ack("g", [a.receipt_handle])] == ["acked"]
-    assert broker.consume.receive("g", "t") == []  # the re-run: AlreadyRecorded, settles b
-    assert stream_count(broker, "retry.g.t#") == 2  # stored once
+    assert broker.consume.receive("g", "t") == []  # the re-run moves b only
+    assert stream_count(broker, "retry.g.t#") == 1
     [status] = [s for s in statuses(broker, "g") if s.topic == "t"]
     assert (status.committed_offset, status.inflight) == (2, 0)
     clock.advance(10)
     got = broker.consume.receive("g", "t", max_messages=10)
-    assert sorted(m.message.body for m in got) == [b"a", b"b"]
+    assert [m.message.body for m in got] == [b"b"]
+    assert [o.status.value for o in broker.consume.ack("g", [b.receipt_handle])] == ["expired"]

@@ -30,8 +30,8 @@ def test_a_nack_racing_the_expiry_of_its_lease_is_refused(broker, clock, monkeyp
     real = MoveAppender.append
     nacked = []
 
-    def append(self, topic, queue, messages, stamp, digest=None):
-        out = real(self, topic, queue, messages, stamp, digest)
+    def append(self, topic, queue, messages, stamp, digest=None, **kwargs):
+        out = real(self, topic, queue, messages, stamp, digest, **kwargs)
         if stamp.producer_id.startswith("~expire") and not nacked:
             # the consumer's nack arrives while the receive is between append and save
             nacked.append(broker.retries.nack("g", [m.receipt_handle]))
@@ -79,11 +79,19 @@ def test_expiry_crash_then_nack_stores_one_retry_copy(broker, clock, monkeypatch
 
 
 def test_a_nack_whose_settle_fails_answers_expired(broker, clock, monkeypatch):
+    from dataclasses import replace
+
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x")
     [m] = broker.consume.receive("g", "t", invisible_seconds=60)
-    monkeypatch.setattr(GroupStateStore, "ack", lambda self, *a, **k: False)
+    real = GroupStateStore.settle_request
+
+    def changed_since_read(self, state, before, after):  # as if written by another each time
+        return real(self, state, replace(before, version=before.version + 100), after)
+
+    monkeypatch.setattr(GroupStateStore, "settle_request", changed_since_read)
     assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert stream_count(broker, "retry.") == 0  # the settle and the move commit together
 
 
 def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(

@@ -15,6 +15,7 @@ is redelivered or split, so receipt handles naming the old lease become stale. O
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Iterable
@@ -32,6 +33,13 @@ def new_lease_id(slot: LeaseSlot, delivered: int) -> str:
     it) settles the whole lease (:func:`delivered_count`)."""
     start, single = slot
     return f"{start}{'m' if single else ''}.{secrets.token_hex(6)}n{delivered}"
+
+
+def single_lease_id(parent_id: str, offset: int) -> str:
+    """The id of the lease of its own that change_invisible gives ``offset`` of the lease
+    ``parent_id``: derived from both, so an ack through the parent's handle names it."""
+    token = hashlib.sha256(f"{parent_id}#{offset}".encode()).hexdigest()[:12]
+    return f"{offset}m.{token}n1"
 
 
 def delivered_count(lease_id: str) -> int | None:
@@ -66,6 +74,9 @@ class Lease:
     """Offsets moved to a lease of their own by change_invisible."""
     acked: frozenset[int] = frozenset()
     """Offsets settled: acked, filtered out, or gone past retention."""
+    gone: frozenset[int] = frozenset()
+    """Offsets settled by moving them on (retry topic, dead letters): an ack of one is
+    stale, the message comes back."""
     version: int = 0
     """Of the stored item (0: not stored yet); every stored change increases it."""
 
@@ -74,13 +85,27 @@ class Lease:
         return lease_slot(self.lease_id) or (self.start, False)
 
     def unsettled(self) -> list[int]:
-        return [
-            o for o in range(self.start, self.end) if o not in self.acked and o not in self.moved
-        ]
+        return [o for o in range(self.start, self.end) if self.holds(o)]
 
     def holds(self, offset: int) -> bool:
         """Whether ``offset`` is delivered under this lease and not settled yet."""
-        return self.start <= offset < self.end and offset not in self.acked | self.moved
+        return (
+            self.start <= offset < self.end
+            and offset not in self.acked
+            and offset not in self.moved
+            and offset not in self.gone
+        )
+
+    def moved_on(self, forwarded: Iterable[int], expired: Iterable[int] = ()) -> Lease:
+        """The lease once a move forwarded ``forwarded`` and settled ``expired`` (past
+        retention) in one write fenced on this version: the stored lease after it (deleted
+        when it has nothing unsettled left)."""
+        return replace(
+            self,
+            gone=self.gone | frozenset(forwarded),
+            acked=self.acked | frozenset(expired),
+            version=self.version + 1,
+        )
 
 
 @dataclass
@@ -197,6 +222,14 @@ class GroupQueueState:
         deadlines = [lease.deadline for lease in self.leases.values()]
         self.earliest_deadline = min(deadlines) if deadlines else None
 
+    def after_move(self, lease: Lease) -> None:
+        """Take in ``lease`` as written by a move outside :meth:`save` (same slot): a
+        settled one is gone from the store already."""
+        for old in [x for x in self.leases.values() if x.slot == lease.slot]:
+            del self.leases[old.lease_id]
+        if lease.unsettled():
+            self.leases[lease.lease_id] = lease
+
     def skip_to(self, offset: int) -> None:
         """Jump the cursor over offsets that no longer exist (retention expired them)."""
         if offset > self.cursor:
@@ -247,6 +280,7 @@ class GroupQueueState:
             attempt=lease.attempt + 1,
             moved=frozenset(o for o in lease.moved if o < split),
             acked=frozenset(o for o in lease.acked if o < split),
+            gone=frozenset(o for o in lease.gone if o < split),
         )
         self._put(taken, replacing=lease)
         if split < lease.end:
@@ -259,6 +293,7 @@ class GroupQueueState:
                 lease.attempt,
                 frozenset(o for o in lease.moved if o >= split),
                 frozenset(o for o in lease.acked if o >= split),
+                frozenset(o for o in lease.gone if o >= split),
             )
             self._put(rest)
         return taken
@@ -280,7 +315,8 @@ class GroupQueueState:
             self._put(changed, replacing=lease)
             return changed
         self._put(replace(lease, moved=lease.moved | {offset}), replacing=lease)
-        slot = (offset, True)
-        single = Lease(new_lease_id(slot, 1), offset, offset + 1, deadline, lease.attempt)
+        single = Lease(
+            single_lease_id(lease.lease_id, offset), offset, offset + 1, deadline, lease.attempt
+        )
         self._put(single)
         return single

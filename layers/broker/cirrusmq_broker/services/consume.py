@@ -16,6 +16,7 @@ within its wait.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import threading
 import time
@@ -51,19 +52,22 @@ from ..model import (
 )
 from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
 from ..retry_rules import is_internal
-from ..storage.group_states import GroupStateStore
+from ..storage.group_states import GroupStateStore, LeaseAck
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHead, QueueHeads
 from ..validation import check_group_name, check_topic_name
 from .batch_reader import BatchReader
+from .offset_lookup import Found, OffsetLookup
 from .retries import RetryService
 from .topic_catalog import TopicCatalog
 
 RESPONSE_BYTE_BUDGET = limits.MAX_REQUEST_BYTES - 256 * 1024
-"""What the messages of one receive response may take, base64 bodies included."""
-MESSAGE_OVERHEAD_BYTES = 768
-"""JSON around one message: ids, handle, tag, keys, properties (estimated)."""
+"""What the messages of one receive response may take, as serialized (:func:`wire_size`)."""
+MESSAGE_OVERHEAD_BYTES = 1536
+"""One message's field names, numbers and receipt handle as serialized (the longest group
+and topic names make a retry delivery's handle, which names ``retry.<group>.<topic>``,
+about 900 bytes)."""
 MAX_SCAN_PER_QUEUE = 2000
 """Messages one receive examines per queue (bounds work when a filter skips most)."""
 POLL_INTERVAL_SECONDS = 1.0
@@ -93,11 +97,30 @@ write transaction (DynamoDB takes 100)."""
 
 
 def wire_size(message: StoredMessage) -> int:
+    """An upper bound of the bytes ``message`` takes in a receive response: its base64 body
+    and its text fields as JSON strings (non-ASCII escaped as ``\\uXXXX``, what the API's
+    serializer writes) inside the Lambda response, which escapes each quote and backslash
+    of the body once more."""
     body = 4 * ((len(message.body) + 2) // 3)
-    extra = sum(len(k) + len(v) for k, v in message.properties.items()) + sum(
-        map(len, message.keys)
-    )
-    return body + extra + MESSAGE_OVERHEAD_BYTES
+    texts = [
+        message.message_id,
+        message.topic,
+        message.tag or "",
+        message.message_group or "",
+        *message.keys,
+        *message.properties.keys(),
+        *message.properties.values(),
+    ]
+    return body + sum(map(json_text_bytes, texts)) + MESSAGE_OVERHEAD_BYTES
+
+
+def json_text_bytes(text: str) -> int:
+    """Bytes of ``text`` as a JSON string (ASCII-only) within a JSON string."""
+    if text.isascii() and text.isprintable():  # the usual case, without an encoding pass
+        escaped = text.count('"') + text.count("\\")
+        return len(text) + 4 + 3 * escaped
+    encoded = json.dumps(text)
+    return len(encoded) + encoded.count("\\") + encoded.count('"')
 
 
 @dataclass
@@ -178,6 +201,7 @@ class ConsumeService:
         """(group, topic, queue) of a FIFO topic → until when it is known busy: (monotonic s,
         the in-flight lease's deadline on the broker's clock), whichever comes first."""
         self._lock = threading.Lock()
+        self._lookup = OffsetLookup(index, reader)
         self._retries = retries
         """Issue 9 (retries): expired leases move to the retry topic, which receive serves."""
 
@@ -223,10 +247,12 @@ class ConsumeService:
                     group, topic, tag_filter, max_messages, invisible_seconds, give_up,
                     self._receive_once,
                 )  # fmt: skip
-            if len(received) < max_messages:
+            if len(received) < max_messages:  # one response: the retry part counts too
+                used = sum(wire_size(r.message) for r in received)
                 received += self._receive_once(
                     view, topic, tag_filter, max_messages - len(received), invisible_seconds,
-                    give_up, client_id,
+                    give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
+                    holding=bool(received),
                 )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
@@ -266,7 +292,13 @@ class ConsumeService:
         invisible_s: int,
         give_up: float,
         client_id: str | None = None,
+        *,
+        bytes_left: int = RESPONSE_BYTE_BUDGET,
+        holding: bool = False,
     ) -> list[ReceivedMessage]:
+        """One pass over the queues with work. ``holding``: the caller has leased messages
+        for this response already, so the pass ends at its deadline whatever it found
+        (they must not sit invisible while the caller gives up on the answer)."""
         now = self._clock()
         deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
         queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
@@ -275,26 +307,22 @@ class ConsumeService:
         if fifo:  # orderly: only the queues this client may hold, with nothing in flight
             queues = [q for q in queues if self._fifo_ready(view, topic, q, client_id, now)]
         received: list[ReceivedMessage] = []
-        bytes_left = RESPONSE_BYTE_BUDGET
         for q in queues:
             wanted = budget - len(received)
             late = time.monotonic() - deadline
-            if (
-                wanted <= 0
-                or bytes_left <= 0
-                or late > MAX_OVERRUN_SECONDS
-                or (received and late > 0)
-            ):
+            held = holding or bool(received)
+            if wanted <= 0 or bytes_left <= 0 or late > MAX_OVERRUN_SECONDS or (held and late > 0):
                 break  # full, or out of time: answer with what there is
             now = self._clock()
             end = view.heads[q].next_offset
             if self._retries is not None:  # retries: expired leases go to the retry topic
-                expired = self._retries.expire(view.states[q], topic, now)
+                until = deadline if held else deadline + MAX_OVERRUN_SECONDS
+                expired = self._retries.expire(view.states[q], topic, now, until)
                 if expired is None:
                     continue  # retries: contended expiry, this queue waits for the next pass
                 view.states[q] = expired
             plan = self._plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
-            count, used = _fitting(plan.deliverable(), bytes_left, first=not received)
+            count, used = _fitting(plan.deliverable(), bytes_left, first=not held)
             try:
                 taken = self._take(
                     view.states[q],
@@ -409,12 +437,10 @@ class ConsumeService:
             if wanted <= 0:
                 break
             looked_up = lease.unsettled()[: wanted + 64]
-            found = self._messages_at(state, looked_up)
-            horizon = max(found) if found else looked_up[-1]
-            missing = [o for o in looked_up if o not in found and o <= horizon]
-            if missing:
-                plan.missing[lease.lease_id] = missing
-            messages = [found[o] for o in looked_up if o in found][:wanted]
+            found = self._messages_at(state, looked_up, now)
+            if found.expired:
+                plan.missing[lease.lease_id] = found.expired
+            messages = [found.messages[o] for o in looked_up if o in found.messages][:wanted]
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
         if not allow_new or wanted <= 0 or state.cursor >= end or _flow_bound(state):
@@ -533,22 +559,9 @@ class ConsumeService:
         )
         return ReceivedMessage(message, self._signer.encode(handle), lease.attempt, lease.deadline)
 
-    def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
-        """The stored messages at ``offsets`` (ascending): one index page, not a read per batch."""
-        found: dict[int, StoredMessage] = {}
-        if not offsets:
-            return found
-        entries = self._index.covering(state.topic, state.queue, offsets[0], offsets[-1])
-        pending = list(offsets)
-        for entry in entries:
-            batch = self._reader.messages(entry)
-            for offset in pending:
-                if offset >= entry.next_offset:
-                    break
-                if 0 <= offset - entry.base_offset < len(batch):
-                    found[offset] = batch[offset - entry.base_offset]
-            pending = [o for o in pending if o >= entry.next_offset]
-        return found
+    def _messages_at(self, state: GroupQueueState, offsets: list[int], now: int) -> Found:
+        """The stored messages at ``offsets``, and which others are past retention."""
+        return self._lookup.messages_at(state.topic, state.queue, offsets, now_s=now // 1000)
 
     # ================================================================ ack
     def ack(
@@ -594,9 +607,14 @@ class ConsumeService:
         for (topic, queue, lease_id), pending in by_lease.items():
             for _ in range(SAVE_ATTEMPTS):
                 offsets = sorted({h.offset for h in pending.values()})
-                if self._states.ack(
+                done = self._states.ack(
                     group, topic, queue, lease_id, offsets, before_add=before_slow_path
-                ):
+                )
+                if done is not None:
+                    stale = done.stale | self._moved_on_alone(group, topic, queue, done)
+                    for position, handle in pending.items():
+                        if handle.offset in stale:
+                            outcomes[position] = _moved_on(receipt_handles[position])
                     break
                 if before_slow_path is not None:
                     before_slow_path()
@@ -613,6 +631,17 @@ class ConsumeService:
                     position, AckOutcome(receipt_handles[position], AckStatus.ACKED)
                 )
         return [outcomes[p] for p in range(len(receipt_handles))]
+
+    def _moved_on_alone(self, group: str, topic: str, queue: int, done: LeaseAck) -> set[int]:
+        """Of the offsets whose lease of its own (change_invisible) was gone at the ack,
+        those its expiry moved on (the others were acked by their own handle)."""
+        if not done.vanished or self._retries is None:
+            return set()
+        return {
+            offset
+            for offset, single in done.vanished.items()
+            if self._retries.moved_offsets(group, topic, queue, single, [offset])
+        }
 
     def _decode(self, group: str, text: str) -> ReceiptHandle:
         handle = self._signer.decode(text)
@@ -728,7 +757,8 @@ class ConsumeService:
                     "the receipt handle is stale: the message was acked or redelivered since"
                 )
             if self._states.save(state):
-                message = self._messages_at(state, [handle.offset]).get(handle.offset)
+                found = self._messages_at(state, [handle.offset], self._clock())
+                message = found.messages.get(handle.offset)
                 if message is None:
                     raise MessageNotFound("the message is past its retention")
                 received = self._received(state, message, lease)

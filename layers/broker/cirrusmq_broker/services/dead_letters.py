@@ -292,7 +292,7 @@ class DeadLetterService:
             [redriven_copy(m) for m in letters],
             _stamp(group, entry, claims, offsets),
             record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
-            extra_items=extra,
+            fence=extra,
         )
         return outcome is None
 

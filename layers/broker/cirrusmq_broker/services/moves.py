@@ -84,14 +84,16 @@ class MoveAppender:
         stamp: ProducerStamp,
         digest: str | None = None,
         record_keep_seconds: int = 0,
-        extra_items: list[dict[str, Any]] | None = None,
+        *,
+        fence: list[dict[str, Any]] | None = None,
     ) -> str | None:
         """Append ``messages`` to ``topic``/``queue`` once.
 
         ``record_keep_seconds``: keep the idempotency record at least this long (default:
         the producers' 7-day window), e.g. as long as the dead letters a redrive sends back.
-        ``extra_items`` commit atomically with the append (ExtraItemRejected when one's
-        condition fails: nothing is appended).
+        ``fence``: conditional transaction items that commit with the append (the settle
+        of the leases the messages come from, the claim of the dead letters a redrive sends
+        back): ExtraItemRejected, and nothing appended, if one of their conditions fails.
 
         Returns None when stored now, else the digest recorded for this stamp before
         (nothing is stored now); ``digest`` defaults to one derived from the stamp alone.
@@ -112,7 +114,7 @@ class MoveAppender:
                 expires_at=now // 1000 + topic.retention_hours * 3600,
                 record_expires_at=now // 1000
                 + max(limits.IDEMPOTENCY_WINDOW_SECONDS, record_keep_seconds),
-                extra_items=extra_items,
+                extra_items=fence,
             )
         except AlreadyRecorded:
             record = self._producers.get(stamp)

@@ -11,15 +11,20 @@ Three hooks of a receive / ack-like call, all without timers or a scheduler:
   topic; a level queue is read only up to the first batch not yet visible.
 - ``nack``: the consumer gives messages back now, optionally asking for a delay.
 
-Idempotency of expiry: the append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
+Fence: a move settles what it forwards in the lease (``gone``: an ack of it is stale) in the
+append's own transaction, conditional on the lease's version as read (``settle_request``).
+So the move and the settle commit together or not at all, and whatever changed the lease in
+between (an ack, a change_invisible splitting a message off, a nack, another container's
+expiry) makes the move store nothing and read the lease again: no message is forwarded
+twice, and an ack that answered ``acked`` is never followed by a move of that message.
+
+Idempotency: the expiry's append is stamped ``~expire.<group>.<topic>#<queue>.<lease id>``
 with 17 as sequence when the lease's messages all go to one target, else the target (level
-0-15, 16 = DLQ); a lease id is unique per delivery. The
-record's digest derives from the stamp alone, so a re-run after a crash between the append
-and the settle finds it AlreadyRecorded and only settles. Between the crash and the re-run
-the lease's unsettled set can only shrink (an ack of an expired lease still lands; a
-change_invisible moves a message out to a lease of its own): the re-run settles what is left,
-and a message acked in between is delivered once more from the retry topic (at least once,
-never lost). A nack names its offsets in the digest (see ``nack``).
+0-15, 16 = DLQ); a lease id is unique per delivery, so the records tell an ack's slow path
+which messages an expiry moved (``moved_offsets``). Its digest (and so its object's name)
+names the offsets moved: a re-run moving fewer (an ack landed after a failed attempt)
+writes an object of its own. A re-run of a committed move finds it AlreadyRecorded, and the
+lease changed by that commit. A nack names its (lease, offset) pairs in the digest.
 
 Expiry stays one append per lease (and target), not per pass: its stamp must come out the
 same in a re-run after a crash, and only the lease id does — which leases a pass finds
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -68,6 +74,7 @@ from ..retry_rules import (
     target_for,
     visible_at,
 )
+from ..storage.appends import ExtraItemRejected
 from ..storage.group_configs import GroupConfigStore
 from ..storage.group_states import GroupStateStore
 from ..storage.group_views import GroupView, GroupViewReader
@@ -76,6 +83,7 @@ from ..storage.move_records import MoveRecords
 from ..validation import check_group_name
 from .batch_reader import BatchReader
 from .moves import MoveAppender
+from .offset_lookup import OffsetLookup
 from .topic_catalog import TopicCatalog
 
 RETRY_CHECK_SECONDS = 5
@@ -91,9 +99,13 @@ SINGLE_TARGET_SEQUENCE = DLQ_TARGET + 1
 level or DLQ): a re-run whose target changed (a new max_delivery_attempts) finds it
 AlreadyRecorded. Leases split over several targets keep one sequence per target number (a
 changed split may then store a message twice; never lose one)."""
+MAX_LEASES_PER_MOVE = 90
+"""Leases one nack append settles in its transaction (DynamoDB takes 100 items; the append
+itself takes three)."""
 NACK_MARGIN_SECONDS = 3
 """A nack of a lease this close to its deadline (or past it) answers ``expired``: the
-lease's expiry moves its messages on, and a nack racing it would store a second copy."""
+lease's expiry is about to move its messages on (both moves are fenced on the lease, so only
+one of them would; this margin only spares the nack a lost race)."""
 
 ServeOnce = Callable[[GroupView, Topic, TagFilter, int, int, float], list[ReceivedMessage]]
 
@@ -123,6 +135,7 @@ class RetryService:
         self._records = records
         self._make_signer = signer
         self._clock = clock
+        self._lookup = OffsetLookup(index, reader)
         self._max: TTLCache[str, int] = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS)
         self._next_check: dict[tuple[str, str], int] = {}
         """(group, topic) → when (ms) its retry topic is worth reading again."""
@@ -163,11 +176,18 @@ class RetryService:
         return value
 
     # ================================================================ expiry
-    def expire(self, state: GroupQueueState, topic: Topic, now: int) -> GroupQueueState | None:
+    def expire(
+        self,
+        state: GroupQueueState,
+        topic: Topic,
+        now: int,
+        until: float | None = None,
+    ) -> GroupQueueState | None:
         """Move the messages of expired leases on (see the module doc); the state as saved,
-        or None if every save lost a race: the caller skips the queue this pass (its state
-        still holds the expired leases, and redelivering them in place would make their
-        next expiry move them again under another stamp)."""
+        or None if the queue must wait for the next pass: every attempt lost a race, or
+        ``until`` (``time.monotonic()``) passed with expired leases left. Its state then
+        still holds expired leases, and redelivering them in place would make their next
+        expiry move them again under another stamp."""
         if not state.may_have_expired(now):
             return state
         for _ in range(SAVE_ATTEMPTS):
@@ -179,20 +199,37 @@ class RetryService:
                 return state
             maximum = self.max_delivery_attempts(state.group)
             fifo = topic.message_type is MessageType.FIFO
+            raced = out_of_time = False
             for lease in expired:
-                self._expire_lease(state, topic, lease, maximum, fifo)
-            state.refresh()
-            if not state.changed() or self._states.save(state):
-                return state
+                if until is not None and time.monotonic() > until:
+                    out_of_time = True
+                    break
+                if not self._expire_lease(state, topic, lease, maximum, fifo, now):
+                    raced = True
+                    break
+            if not raced:
+                state.refresh()
+                if not state.changed() or self._states.save(state):
+                    return None if out_of_time else state
             state = self._states.load_one(state.group, state.topic, state.queue)
         return None  # contended: the queue waits for the next pass
 
     def _expire_lease(
-        self, state: GroupQueueState, topic: Topic, lease: Lease, maximum: int, fifo: bool
-    ) -> None:
-        found, settled = self._find_all(state, lease.unsettled())  # settled: past retention
+        self,
+        state: GroupQueueState,
+        topic: Topic,
+        lease: Lease,
+        maximum: int,
+        fifo: bool,
+        now: int,
+    ) -> bool:
+        """Move one expired lease's messages on, each append carrying the settle of what it
+        moves, conditional on the lease as read; False if the lease changed meanwhile."""
+        found = self._lookup.messages_at(
+            state.topic, state.queue, lease.unsettled(), now_s=now // 1000
+        )
         by_target: dict[Target, list[StoredMessage]] = {}
-        for message in found.values():
+        for message in found.messages.values():
             target = target_for(message, lease.attempt, maximum, nacked=False)
             if fifo and not target.dead:
                 continue  # FIFO: redelivered in place, in order
@@ -200,14 +237,42 @@ class RetryService:
         producer = expire_producer(state.group, state.topic, state.queue, lease.lease_id)
         single = len(by_target) == 1  # the usual case: one sequence whatever the target, so
         # a re-run after max_delivery_attempts changed (cached 30 s) still deduplicates
-        for target, messages in sorted(by_target.items(), key=lambda kv: kv[0].number):
-            self._move(
-                state.group, topic, target, messages, lease.attempt, producer,
-                sequence=SINGLE_TARGET_SEQUENCE if single else None,
-            )  # fmt: skip
-            settled.extend(m.offset for m in messages)
-        if settled:
-            state.settle(lease.lease_id, settled)
+        moves = sorted(by_target.items(), key=lambda kv: kv[0].number)
+        current = lease
+        for position, (target, messages) in enumerate(moves):
+            expired = found.expired if position == len(moves) - 1 else []
+            offsets = [m.offset for m in messages]
+            after = current.moved_on(offsets, expired)
+            # the digest names what is moved: a re-run moving fewer (an ack landed between)
+            # writes an object of its own, never reuses one holding more
+            digest = hashlib.sha256(f"{producer}#{target.number}#{offsets}".encode()).hexdigest()
+            sequence = SINGLE_TARGET_SEQUENCE if single else None
+            fence = [self._states.settle_request(state, current, after)]
+            try:
+                recorded = self._move(
+                    state.group, topic, target, messages, lease.attempt, producer,
+                    sequence=sequence, digest=digest, fence=fence,
+                )  # fmt: skip
+                if recorded is not None and recorded != digest:
+                    # the stamp holds another set, moved and settled before (a FIFO lease
+                    # moved in part twice): these are others, moved under the lease version
+                    recorded = self._move(
+                        state.group, topic, target, messages, lease.attempt,
+                        f"{producer}.v{current.version}", sequence=sequence, digest=digest,
+                        fence=fence,
+                    )  # fmt: skip
+            except ExtraItemRejected:
+                return False
+            if recorded is not None and not self._states.settle(state, current, after):
+                return False  # moved before by another receive, which settled it
+            state.after_move(after)
+            current = after
+        if not moves and found.expired:
+            after = current.moved_on([], found.expired)
+            if not self._states.settle(state, current, after):
+                return False
+            state.after_move(after)
+        return True
 
     def moved_offsets(
         self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int]
@@ -221,8 +286,9 @@ class RetryService:
         records = self._records.bases(_expiry_stamps(group, topic, queue, lease_id))
         if not records or not offsets:
             return set()
-        state = self._states.load_one(group, topic, queue)
-        originals = self._messages_at(state, sorted(set(offsets)))
+        originals = self._lookup.messages_at(
+            topic, queue, sorted(set(offsets)), now_s=self._clock() // 1000
+        ).messages
         moved = {o for o in offsets if o not in originals}  # past retention: cannot tell
         wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
@@ -255,6 +321,7 @@ class RetryService:
         *,
         sequence: int | None = None,
         digest: str | None = None,
+        fence: list[dict] | None = None,
     ) -> str | None:
         destination, queue = self._destination(group, topic, target)
         attempts = attempt if isinstance(attempt, list) else [attempt] * len(messages)
@@ -262,7 +329,7 @@ class RetryService:
             moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)
         ]
         stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
-        recorded = self._moves.append(destination, queue, copies, stamp, digest)
+        recorded = self._moves.append(destination, queue, copies, stamp, digest, fence=fence)
         if not target.dead:  # this container looks at the retry topic when it is due
             key = (group, retry_origin(group, topic.name) or topic.name)
             due = visible_at(self._clock(), target.number)
@@ -278,39 +345,6 @@ class RetryService:
         return self._moves.ensure(retry_topic(group, origin), RETRY_QUEUES, retention), (
             target.number
         )
-
-    def _find_all(
-        self, state: GroupQueueState, offsets: list[int]
-    ) -> tuple[dict[int, StoredMessage], list[int]]:
-        """The messages at ``offsets`` (ascending), and those of them past retention.
-
-        One lookup reads a page of the index (about 100 batches); offsets beyond it are
-        looked up again, so none is taken for gone only because the page ended there."""
-        found: dict[int, StoredMessage] = {}
-        gone: list[int] = []
-        pending = list(offsets)
-        while pending:
-            got = self._messages_at(state, pending)
-            horizon = max(got) if got else pending[-1]
-            gone += [o for o in pending if o not in got and o <= horizon]
-            found.update(got)
-            pending = [o for o in pending if o > horizon]
-        return found, gone
-
-    def _messages_at(self, state: GroupQueueState, offsets: list[int]) -> dict[int, StoredMessage]:
-        found: dict[int, StoredMessage] = {}
-        if not offsets:
-            return found
-        pending = list(offsets)
-        for entry in self._index.covering(state.topic, state.queue, offsets[0], offsets[-1]):
-            batch = self._reader.messages(entry)
-            for offset in pending:
-                if offset >= entry.next_offset:
-                    break
-                if 0 <= offset - entry.base_offset < len(batch):
-                    found[offset] = batch[offset - entry.base_offset]
-            pending = [o for o in pending if o >= entry.next_offset]
-        return found
 
     # ================================================================ serving
     def serve(
@@ -487,33 +521,59 @@ class RetryService:
         delay_seconds: int | None,
     ) -> dict[int, str]:
         """Nack the handles of one queue: one append per target for all its leases (the
-        digest names each lease's offsets), then each lease settled on its own."""
-        state = self._states.load_one(group, topic.name, queue)
+        digest names each lease's offsets), carrying the settle of each lease conditional
+        on the lease as read; a lease changed meanwhile makes the nack read them again."""
         statuses = {p: "expired" for handles in leases.values() for p in handles}
-        margin = self._clock() + NACK_MARGIN_SECONDS * 1000
-        live: dict[str, tuple[Lease, list[int]]] = {}
+        given_back: set[tuple[str, int]] = set()
+        for _ in range(SAVE_ATTEMPTS):
+            state = self._states.load_one(group, topic.name, queue)
+            margin = self._clock() + NACK_MARGIN_SECONDS * 1000
+            live: dict[str, tuple[Lease, list[int]]] = {}
+            for lease_id, handles in leases.items():
+                lease = self._states.load_lease(state, lease_id) if state.version else None
+                if lease is None:
+                    continue
+                for p, h in handles.items():
+                    if h.offset in lease.acked or h.offset in lease.gone:
+                        statuses[p] = "acked"  # settled, or given back by a nack
+                if lease.deadline <= margin:
+                    continue  # expiring: its expiry moves the messages
+                held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
+                if held:
+                    live[lease_id] = (lease, held)
+            if not live or self._give_back(state, topic, live, delay_seconds, given_back):
+                break
         for lease_id, handles in leases.items():
-            lease = self._states.load_lease(state, lease_id) if state.version else None
-            if lease is None:
-                continue
             for p, h in handles.items():
-                if h.offset in lease.acked:
+                if (lease_id, h.offset) in given_back:
                     statuses[p] = "acked"
-            if lease.deadline <= margin:
-                continue  # expiring: its expiry moves the messages (a nack would race it)
-            held = sorted({h.offset for h in handles.values() if lease.holds(h.offset)})
-            live[lease_id] = (lease, held)
+        return statuses
+
+    def _give_back(
+        self,
+        state: GroupQueueState,
+        topic: Topic,
+        live: dict[str, tuple[Lease, list[int]]],
+        delay_seconds: int | None,
+        given_back: set[tuple[str, int]],
+    ) -> bool:
+        """Move the ``live`` (lease, offsets) on; False if a lease changed since it was
+        read (what moved before that stays moved, in ``given_back``)."""
+        group, queue = state.group, state.queue
         wanted = sorted({o for _, held in live.values() for o in held})
-        found, _ = self._find_all(state, wanted)  # the others are past retention: settled
+        found = self._lookup.messages_at(topic.name, queue, wanted, now_s=self._clock() // 1000)
         maximum = self.max_delivery_attempts(group)
         fifo = topic.message_type is MessageType.FIFO
         by_target: dict[Target, list[tuple[StoredMessage, Lease]]] = {}
         in_place: dict[str, list[int]] = {}
+        expired: dict[str, list[int]] = {}
         for lease_id, (lease, held) in live.items():
             for offset in held:
-                message = found.get(offset)
+                message = found.messages.get(offset)
                 if message is None:
-                    continue  # past retention: settles with nothing to move
+                    if offset in found.expired:
+                        expired.setdefault(lease_id, []).append(offset)
+                    continue
                 target = target_for(
                     message, lease.attempt, maximum, nacked=True, delay_seconds=delay_seconds
                 )
@@ -521,37 +581,61 @@ class RetryService:
                     in_place.setdefault(lease_id, []).append(offset)
                 else:
                     by_target.setdefault(target, []).append((message, lease))
-        for target, pairs in by_target.items():
+        current = {lease_id: lease for lease_id, (lease, _) in live.items()}
+        for target, pairs in sorted(by_target.items(), key=lambda kv: kv[0].number):
             pairs.sort(key=lambda pair: pair[0].offset)
-            first_message, first_lease = pairs[0]
-            producer = f"~nack.{group}.{topic.name}#{queue}.{first_lease.lease_id}"
-            named = [(lease.lease_id, m.offset) for m, lease in pairs]
-            digest = hashlib.sha256(f"{producer}#{target.number}#{named}".encode()).hexdigest()
-            sequence = first_message.offset * (RETRY_QUEUES + 1) + target.number
-            messages = [m for m, _ in pairs]
-            attempts = [lease.attempt for _, lease in pairs]
+            for chunk in _by_leases(pairs, MAX_LEASES_PER_MOVE):
+                if not self._give_back_chunk(state, topic, target, chunk, current, expired):
+                    return False
+                given_back.update((lease.lease_id, m.offset) for m, lease in chunk)
+        for lease_id, offsets in expired.items():  # past retention, nothing to move
+            after = current[lease_id].moved_on([], offsets)
+            if not self._states.settle(state, current[lease_id], after):
+                return False
+            current[lease_id] = after
+            given_back.update((lease_id, o) for o in offsets)
+        for lease_id, keep in in_place.items():
+            self._suspend(state, current[lease_id], keep, delay_seconds)
+            given_back.update((lease_id, o) for o in keep)
+        return True
+
+    def _give_back_chunk(
+        self,
+        state: GroupQueueState,
+        topic: Topic,
+        target: Target,
+        pairs: list[tuple[StoredMessage, Lease]],
+        current: dict[str, Lease],
+        expired: dict[str, list[int]],
+    ) -> bool:
+        """One append of ``pairs`` (message, lease as first read) with the settle of each
+        of their leases (as ``current`` has it) in its transaction; False if one changed."""
+        group, queue = state.group, state.queue
+        first_message, first_lease = pairs[0]
+        producer = f"~nack.{group}.{topic.name}#{queue}.{first_lease.lease_id}"
+        named = [(lease.lease_id, m.offset) for m, lease in pairs]
+        digest = hashlib.sha256(f"{producer}#{target.number}#{named}".encode()).hexdigest()
+        afters: dict[str, Lease] = {}
+        for lease_id in dict.fromkeys(lease_id for lease_id, _ in named):
+            forwarded = [o for lid, o in named if lid == lease_id]
+            afters[lease_id] = current[lease_id].moved_on(forwarded, expired.pop(lease_id, []))
+        fence = [self._states.settle_request(state, current[x], afters[x]) for x in afters]
+        try:
             recorded = self._move(
-                group, topic, target, messages, attempts, producer,
-                sequence=sequence, digest=digest,
+                group, topic, target, [m for m, _ in pairs], [x.attempt for _, x in pairs],
+                producer, sequence=first_message.offset * (RETRY_QUEUES + 1) + target.number,
+                digest=digest, fence=fence,
             )  # fmt: skip
-            if recorded is not None and recorded != digest:
-                for m, lease in pairs:  # another set was moved under this stamp: one by one
-                    self._move(
-                        group, topic, target, [m], lease.attempt,
-                        f"~nack.{group}.{topic.name}#{queue}.{lease.lease_id}.1",
-                        sequence=m.offset * (RETRY_QUEUES + 1) + target.number,
-                    )  # fmt: skip
-        for lease_id, (lease, held) in live.items():
-            keep = in_place.get(lease_id, [])
-            settle = [o for o in held if o not in keep]
-            if settle and not self._states.ack(group, topic.name, queue, lease_id, settle):
-                continue  # redelivered or moved on meanwhile: stale (a copy may repeat it)
-            if keep:
-                self._suspend(state, lease, keep, delay_seconds)
-            for p, h in leases[lease_id].items():
-                if h.offset in held:
-                    statuses[p] = "acked"
-        return statuses
+        except ExtraItemRejected:
+            return False
+        if recorded is not None:  # this very move was made before: settle what it moved
+            if recorded != digest:
+                return False
+            for lease_id, after in afters.items():
+                if not self._states.settle(state, current[lease_id], after):
+                    return False
+        current.update(afters)
+        return True
 
     def _suspend(
         self, state: GroupQueueState, lease: Lease, offsets: list[int], delay: int | None
@@ -573,6 +657,21 @@ class RetryService:
                 state.earliest_deadline = deadline
             if self._states.save(state):
                 return
+
+
+def _by_leases(
+    pairs: list[tuple[StoredMessage, Lease]], limit: int
+) -> list[list[tuple[StoredMessage, Lease]]]:
+    """``pairs`` in runs that name at most ``limit`` leases each (one transaction each)."""
+    chunks: list[list[tuple[StoredMessage, Lease]]] = []
+    leases: set[str] = set()
+    for pair in pairs:
+        if not chunks or (pair[1].lease_id not in leases and len(leases) >= limit):
+            chunks.append([])
+            leases = set()
+        chunks[-1].append(pair)
+        leases.add(pair[1].lease_id)
+    return chunks
 
 
 def _expiry_stamps(group: str, topic: str, queue: int, lease_id: str) -> list[ProducerStamp]:

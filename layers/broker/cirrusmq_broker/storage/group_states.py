@@ -6,7 +6,9 @@ holding the group's filter on that topic.
 Every item is small, so a write costs the same whatever is in flight. A receive writes the
 summary (version check, optimistic concurrency) and the leases it creates or changes in one
 transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled
-(an ack of everything delivered under a lease: one conditional delete).
+(an ack of everything delivered under a lease: one conditional delete). A move of leased
+messages (expiry, nack) settles the lease in its append's transaction, conditional on the
+lease's version (``settle_request``). Every lease delete is conditional on what was read.
 Lease items carry no ``topic`` attribute: the by_topic index stays sparse (no index write
 per lease); a topic's purge deletes them below each summary it finds there.
 """
@@ -17,13 +19,20 @@ import bisect
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ..errors import BrokerError
-from ..group_state import GroupQueueState, Lease, LeaseSlot, delivered_count, lease_slot
+from ..group_state import (
+    GroupQueueState,
+    Lease,
+    LeaseSlot,
+    delivered_count,
+    lease_slot,
+    single_lease_id,
+)
 from ..model import stream_id
 from .dynamo import (
     BATCH_WRITE_LIMIT,
@@ -44,8 +53,22 @@ lease_unchanged = "v = :v"
 NOT_A_STREAM = "."
 """Items of a group whose sort key starts with this are not queue states (topic names have no
 dot): e.g. the consumer registry."""
+BATCH_TRANSACTION_LIMIT = 100
+"""Items one TransactWriteItems takes."""
 LOOKBACK_PAGE = 16
 """Lease items read per page when looking for the lease covering an offset."""
+
+
+@dataclass
+class LeaseAck:
+    """What an ack of one lease's offsets could not settle (the rest it did)."""
+
+    stale: set[int] = field(default_factory=set)
+    """Offsets a move forwarded before the ack (retry topic, dead letters), or moved out
+    by change_invisible and redelivered since: not acked."""
+    vanished: dict[int, str] = field(default_factory=dict)
+    """Offsets moved out by change_invisible whose lease of its own (id given) is gone:
+    acked by its own handle, or moved on (the caller tells which)."""
 
 
 def lease_prefix(topic: str, queue: int) -> str:
@@ -178,22 +201,24 @@ class GroupStateStore:
         offsets: list[int],
         *,
         before_add: Callable[[], None] | None = None,
-    ) -> bool:
-        """Add ``offsets`` to the lease's settled set; False if ``lease_id`` is not its id.
+    ) -> LeaseAck | None:
+        """Add ``offsets`` to the lease's settled set; None if ``lease_id`` is not its id.
 
-        A lease left with nothing unsettled is deleted (settled stays settled, so no
-        condition is needed); so is the lease of its own of an offset moved out of it.
         An ack of every offset delivered under the lease is one conditional delete; any
-        other runs ``before_add`` first.
+        other runs ``before_add`` first, then one conditional ``ADD``, which returns the
+        lease: offsets a move forwarded (``gone``) were not acked. An offset moved out by
+        change_invisible is settled by deleting its lease of its own, conditional on that
+        lease still being the one made from this delivery. A lease left with nothing
+        unsettled is deleted, conditional on the version the ``ADD`` returned.
         """
         slot = lease_slot(lease_id)
         if slot is None:
-            return False
+            return None
         key = self._lease_key(group, topic, queue, slot)
         if offsets and delivered_count(lease_id) == len(set(offsets)):
             settled = self._settle_whole(key, lease_id)
             if settled is not None:
-                return settled
+                return LeaseAck() if settled else None
         if before_add is not None:
             before_add()
         try:
@@ -209,31 +234,89 @@ class GroupStateStore:
             )["Attributes"]
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return False
+                return None
             raise
         lease = _lease(from_item(item))
-        done = [key] if not lease.unsettled() else []
-        done += [
-            self._lease_key(group, topic, queue, (o, True)) for o in lease.moved & set(offsets)
+        outcome = LeaseAck(stale=set(lease.gone & set(offsets)))
+        singles = {
+            offset: single_lease_id(lease_id, offset)
+            for offset in sorted(lease.moved & set(offsets))
+        }
+        deletes = [
+            _delete_request(
+                self._table,
+                self._lease_key(group, topic, queue, (offset, True)),
+                "lease_id = :id",
+                {":id": single},
+            )
+            for offset, single in singles.items()
         ]
-        self._delete(done)
+        if not lease.unsettled():
+            deletes.append(
+                _delete_request(self._table, key, lease_unchanged, {":v": lease.version})
+            )
+        if len(deletes) > 1 and self._transact(deletes):
+            return outcome  # all in one call: the usual case with moved messages
+        for offset, single in singles.items():
+            found = self._delete_single(
+                self._lease_key(group, topic, queue, (offset, True)), single
+            )
+            if found is False:
+                outcome.stale.add(offset)
+            elif found is None:
+                outcome.vanished[offset] = single
+        if not lease.unsettled():
+            self._delete_if(key, lease_unchanged, lease.version, name=":v")
+        return outcome
+
+    def _transact(self, items: list[dict[str, Any]]) -> bool:
+        """Run ``items`` as one transaction (at most 100); False if a condition failed."""
+        if len(items) > BATCH_TRANSACTION_LIMIT:
+            return False
+        try:
+            self._client.transact_write_items(
+                TransactItems=items, ClientRequestToken=uuid.uuid4().hex
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                return False
+            raise
+        return True
+
+    def _delete_single(self, key: dict[str, Any], lease_id: str) -> bool | None:
+        """Delete a lease of its own if it still has ``lease_id``: True if deleted, False
+        if it has another id now (redelivered), None if it is gone."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression="lease_id = :id",
+                ExpressionAttributeValues=to_item({":id": lease_id}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False if exc.response.get("Item") else None
         return True
 
     def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool | None:
         """Delete the lease: one small conditional delete instead of an ``ADD`` of every
         offset and then a delete. False if the lease no longer has this id (as a failed
-        ``ADD`` would say); None if it has but a message was moved out of it (take the
-        ``ADD`` path).
+        ``ADD`` would say); None if it has but a message was moved out of it
+        (change_invisible) or on (a nack): take the ``ADD`` path.
 
         The caller acks as many distinct offsets of the lease as were delivered under its
         id (signed handles: each one such an offset), so none is left unsettled, provided
-        the lease still has that id and no offset was moved out of it (change_invisible).
+        the lease still has that id and nothing was moved out of it or on.
         """
         try:
             self._client.delete_item(
                 TableName=self._table,
                 Key=key,
-                ConditionExpression="lease_id = :id AND attribute_not_exists(moved)",
+                ConditionExpression=(
+                    "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+                ),
                 ExpressionAttributeValues=to_item({":id": lease_id}),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -242,6 +325,37 @@ class GroupStateStore:
                 raise
             current = from_item(exc.response.get("Item") or {})
             return None if current.get("lease_id") == lease_id else False
+        return True
+
+    # ------------------------------------------------------------------ moves
+    def settle_request(self, state: GroupQueueState, before: Lease, after: Lease) -> dict[str, Any]:
+        """A transaction item that stores ``after`` (``before`` once a move forwarded or
+        settled some of its offsets: :meth:`Lease.moved_on`) if the lease is still as read:
+        the move's append carries it, so the move happens only if nothing (an ack, a change
+        of invisible time, another move) changed the lease since it was read. A lease left
+        with nothing unsettled is deleted."""
+        condition = {
+            "ConditionExpression": "lease_id = :id AND v = :v",
+            "ExpressionAttributeValues": to_item({":id": before.lease_id, ":v": before.version}),
+        }
+        if not after.unsettled():
+            key = self._lease_key(state.group, state.topic, state.queue, before.slot)
+            return {"Delete": {"TableName": self._table, "Key": key, **condition}}
+        item = to_item(_lease_values(state, after))
+        return {"Put": {"TableName": self._table, "Item": item, **condition}}
+
+    def settle(self, state: GroupQueueState, before: Lease, after: Lease) -> bool:
+        """:meth:`settle_request` on its own (a move with nothing to append); False if the
+        lease changed since it was read."""
+        request = self.settle_request(state, before, after)
+        kind, body = next(iter(request.items()))
+        call = self._client.delete_item if kind == "Delete" else self._client.put_item
+        try:
+            call(**body)
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
         return True
 
     # ------------------------------------------------------------------ writing
@@ -254,12 +368,12 @@ class GroupStateStore:
         """
         current = {lease.slot: lease for lease in state.leases.values()}
         writes: list[dict[str, Any]] = []
-        cleanup: list[dict[str, Any]] = []
+        cleanup: list[tuple[dict[str, Any], int]] = []
         for slot, before in state.touched.items():
             after = current.get(slot)
             key = self._lease_key(state.group, state.topic, state.queue, slot)
             if after is None and before is not None and not before.unsettled():
-                cleanup.append(key)
+                cleanup.append((key, before.version))
             elif after is None and before is not None:
                 writes.append({"Delete": {"Key": key, **_lease_condition(before)}})
             elif after is not None:
@@ -286,7 +400,7 @@ class GroupStateStore:
                 "ConditionalCheckFailedException",
                 "TransactionCanceledException",
             ):
-                self._delete(cleanup)
+                self._delete_settled(cleanup)
                 return False
             raise
         self._delete_settled(cleanup)
@@ -405,13 +519,31 @@ class GroupStateStore:
         ):
             yield from (_lease(from_item(item)) for item in page["Items"])
 
-    def _delete_settled(self, keys: list[dict[str, Any]]) -> None:
-        """Remove settled leases after a committed save; a failure only leaves them for the
-        next lease read to remove (the save itself stands)."""
+    def _delete_settled(self, leases: list[tuple[dict[str, Any], int]]) -> None:
+        """Remove leases read settled, each only if still at the version read; a failure
+        only leaves them for the next lease read to remove (the save itself stands)."""
         try:
-            self._delete(keys)
+            for key, version in leases:
+                self._delete_if(key, lease_unchanged, version, name=":v")
         except (BrokerError, ClientError):
-            log.warning("could not remove %d settled lease(s); they go next time", len(keys))
+            log.warning("could not remove %d settled lease(s); they go next time", len(leases))
+
+    def _delete_if(
+        self, key: dict[str, Any], condition: str, value: Any, *, name: str = ":id"
+    ) -> bool:
+        """Delete one item if ``condition`` (on ``name`` = ``value``) holds; False if not."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=to_item({name: value}),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def _delete(self, keys: list[dict[str, Any]]) -> None:
         for start in range(0, len(keys), BATCH_WRITE_LIMIT):
@@ -439,6 +571,19 @@ class GroupStateStore:
         ]
         self._delete(keys)
         return len(keys)
+
+
+def _delete_request(
+    table: str, key: dict[str, Any], condition: str, values: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "Delete": {
+            "TableName": table,
+            "Key": key,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": to_item(values),
+        }
+    }
 
 
 def replace_version(lease: Lease, before: Lease | None) -> Lease:
@@ -516,6 +661,7 @@ def _lease_values(state: GroupQueueState, lease: Lease) -> dict[str, Any]:
         "v": lease.version,
         "acked": set(lease.acked) or None,
         "moved": set(lease.moved) or None,
+        "gone": set(lease.gone) or None,
     }
 
 
@@ -528,5 +674,6 @@ def _lease(v: dict[str, Any]) -> Lease:
         v["attempt"],
         frozenset(v.get("moved", ())),
         frozenset(v.get("acked", ())),
+        frozenset(v.get("gone", ())),
         v.get("v", 0),
     )

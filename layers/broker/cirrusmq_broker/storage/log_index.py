@@ -110,7 +110,9 @@ class LogIndex:
         return page
 
     def entry_at(self, topic: str, queue: int, offset: int) -> IndexEntry | None:
-        """The entry whose batch holds ``offset``."""
+        """The entry whose batch holds ``offset`` (a consistent read: "none" may be taken
+        for "past retention", which an eventually consistent read missing a batch appended
+        a moment ago would fake)."""
         response = self._client.query(
             TableName=self._table,
             KeyConditionExpression="#s = :s AND base_offset <= :o",
@@ -118,6 +120,7 @@ class LogIndex:
             ExpressionAttributeValues=to_item({":s": stream_id(topic, queue), ":o": offset}),
             ScanIndexForward=False,
             Limit=1,
+            ConsistentRead=True,
         )
         items = response["Items"]
         entry = _entry(topic, queue, from_item(items[0])) if items else None

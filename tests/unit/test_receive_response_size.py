@@ -1,0 +1,93 @@
+"""A receive response stays within Lambda's 6 MiB response payload, counted in bytes as it is
+serialized: the API's JSON (Powertools' serializer escapes non-ASCII text as ``\\uXXXX``,
+bodies are base64) inside the Lambda response, whose ``body`` string escapes each quote and
+backslash again."""
+
+from __future__ import annotations
+
+import json
+
+from aws_lambda_powertools.shared.json_encoder import Encoder
+from cirrusmq_api.convert import received_body
+from cirrusmq_api.schemas import ReceiveResponse
+from cirrusmq_broker import limits
+from cirrusmq_broker.services.consume import wire_size
+from cirrusmq_broker.services.produce import MessageInput
+
+
+def lambda_response_bytes(received: list) -> int:
+    """The bytes of the Lambda response the receive route returns for ``received``."""
+    model = ReceiveResponse(messages=[received_body(r) for r in received])
+    body = json.dumps(model.model_dump(mode="json"), separators=(",", ":"), cls=Encoder)
+    envelope = {
+        "statusCode": 200,
+        "body": body,
+        "isBase64Encoded": False,
+        "headers": {"Content-Type": "application/json"},
+        "cookies": [],
+    }
+    return len(json.dumps(envelope).encode())
+
+
+WIDE = "\U0001f600"  # outside the BMP: a surrogate pair, 12 bytes escaped, 14 in the envelope
+
+
+def heavy(i: int) -> MessageInput:
+    return MessageInput(
+        b"x" * 1000,
+        tag=WIDE * limits.MAX_TAG_CHARS,
+        keys=[f"{i}-{k}" + WIDE * (limits.MAX_KEY_CHARS - 8) for k in range(limits.MAX_KEYS)],
+        properties={
+            f"{p:02d}" + "é" * 100: WIDE * limits.MAX_PROPERTY_CHARS
+            for p in range(limits.MAX_PROPERTIES)
+        },
+        message_group="g" + "é" * 100,
+    )
+
+
+def test_a_response_of_non_ascii_properties_fits_the_lambda_payload(broker):
+    group, topic = "g" * 127, "t" * 127  # the longest names: the longest receipt handles
+    broker.admin.create_topic(topic, queues=1)
+    for start in range(0, 12, 3):
+        broker.produce.send(topic, [heavy(i) for i in range(start, start + 3)])
+    received = broker.consume.receive(group, topic, max_messages=100)
+    assert received  # at least one always fits
+    size = lambda_response_bytes(received)
+    print(f"\n{len(received)} messages: {size} bytes (limit {limits.MAX_REQUEST_BYTES})")
+    assert size <= limits.MAX_REQUEST_BYTES
+    for one in received:  # the estimate is an upper bound of each message's share
+        assert lambda_response_bytes([one]) - lambda_response_bytes([]) <= wire_size(one.message)
+
+
+def test_plain_ascii_messages_still_fill_a_response(broker):
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [MessageInput(b"x" * 3000, tag="a") for _ in range(1000)])
+    received = broker.consume.receive("g", "t", max_messages=1000)
+    assert len(received) == 1000
+    assert lambda_response_bytes(received) <= limits.MAX_REQUEST_BYTES
+
+
+def test_the_estimate_bounds_a_retry_delivery_with_the_longest_names(broker, clock):
+    group, topic = "g" * 127, "t" * 127  # its handle names retry.<group>.<topic>
+    broker.admin.create_topic(topic, queues=1)
+    broker.produce.send(topic, [heavy(0)])
+    [first] = broker.consume.receive(group, topic)
+    broker.retries.nack(group, [first.receipt_handle])
+    clock.advance(10)
+    [again] = broker.consume.receive(group, topic)
+    assert again.delivery_attempt == 2
+    assert lambda_response_bytes([again]) - lambda_response_bytes([]) <= wire_size(again.message)
+
+
+def test_retry_and_topic_deliveries_share_one_response_budget(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    big = b"r" * (3 * 1024 * 1024)  # 4 MiB in base64
+    broker.produce.send("t", [MessageInput(big)])
+    [first] = broker.consume.receive("g", "t")
+    broker.retries.nack("g", [first.receipt_handle])
+    clock.advance(10)
+    broker.produce.send("t", [MessageInput(big)])
+    received = broker.consume.receive("g", "t", max_messages=10)
+    assert len(received) == 1  # the retry delivery; the other waits for the next receive
+    assert lambda_response_bytes(received) <= limits.MAX_REQUEST_BYTES
+    assert len(broker.consume.receive("g", "t", max_messages=10)) == 1
