@@ -20,7 +20,8 @@ router = APIGatewayHttpRouter()
     summary="Register a consumer with its group (or keep it registered); its queues",
 )
 def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
-    permissions = current_principal().permissions
+    principal = current_principal()
+    permissions = principal.permissions
     for topic in request.subscriptions:
         if not permissions.may_subscribe(group, topic):
             raise AccessDenied(f"access denied: consume topic {topic} as group {group}")
@@ -30,6 +31,7 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
         request.subscriptions,
         orderly=request.orderly,
         heartbeat_timeout_seconds=request.heartbeat_timeout_seconds,
+        access_key=None if permissions.admin else principal.access_key,
     )
     return consumer_body(status)
 
@@ -39,10 +41,12 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
     summary="Deregister a consumer and release its queue locks at once",
 )
 def deregister(group: str, client_id: str):  # noqa: ANN201 (204, no body)
-    permissions = current_principal().permissions
+    principal = current_principal()
+    permissions = principal.permissions
     current_broker().membership.deregister(
         group,
         unquote(client_id),  # '@' may come as %40
         may_subscribe=lambda topic: permissions.may_subscribe(group, topic),
+        access_key=None if permissions.admin else principal.access_key,
     )
     return Response(204, None, body=None)
