@@ -643,16 +643,19 @@ def test_a_reader_of_the_topic_may_answer_a_check_as_rocketmq_allows(world):
 def test_a_consumer_registration_belongs_to_the_key_that_made_it(world):
     """Another key (even one with the same grants) cannot replace or remove a live
     registration by heartbeating its client id: 409 ClientIdInUse / 403, nothing changes."""
-    victim = f"victim-{uuid.uuid4().hex[:6]}"
+    victim, fifo = f"victim-{uuid.uuid4().hex[:6]}", f"orders-fifo-{uuid.uuid4().hex[:6]}"
     with signed_client(world.stack) as admin:
         world.keys["consumer-twin"] = new_key(
             admin, {"subscribe": [{"groups": ["billing"], "topics": ["orders-*", "audit-*"]}]}
         )
+        make_topic(admin, fifo, queues=1, message_type="FIFO")
+        send(admin, fifo, {"body": b64(b"f"), "message_group": "g"})
+    subscriptions = {world.topic: "*", fifo: "*"}
     registered = raw(
         world,
         "POST",
         "/v1/groups/billing/heartbeat",
-        {"client_id": victim, "subscriptions": {world.topic: "*"}, "orderly": True},
+        {"client_id": victim, "subscriptions": subscriptions, "orderly": True},
         key="consumer",
     )
     assert registered.status_code == 200, registered.text
@@ -674,6 +677,18 @@ def test_a_consumer_registration_belongs_to_the_key_that_made_it(world):
             409,
             "ClientIdInUse",
         )
+    check_refused(  # an orderly receive as the victim would take its queue locks
+        world,
+        "twin-receive-as-others-consumer",
+        _forbidden(
+            "consumer-twin",
+            "POST",
+            "/v1/groups/billing/receive",
+            lambda w: {"topic": fifo, "client_id": victim},
+        ),
+        409,
+        "ClientIdInUse",
+    )
     check_refused(world, "deregister-after-heartbeat", deregister, 403, "AccessDenied")
     twin_deregister = _forbidden(
         "consumer-twin", "DELETE", f"/v1/groups/billing/consumers/{victim}"
@@ -685,7 +700,10 @@ def test_a_consumer_registration_belongs_to_the_key_that_made_it(world):
             for c in owner.get("/v1/groups/billing").json()["consumers"]
             if c["client_id"] == victim
         ]
-        assert me["orderly"] is True and [t["topic"] for t in me["topics"]] == [world.topic]
+        assert me["orderly"] is True
+        assert sorted(t["topic"] for t in me["topics"]) == sorted(subscriptions)
+        mine = owner.post("/v1/groups/billing/receive", json={"topic": fifo, "client_id": victim})
+        assert [m["body"] for m in mine.json()["messages"]] == [b64(b"f")], mine.text
         assert owner.delete(f"/v1/groups/billing/consumers/{victim}").status_code == 204
 
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 class Strict(BaseModel):
     """A request body: unknown fields are refused, and values are not coerced (strict
-    mode): ``true`` is not an integer, ``"1"`` is not a number, ``1.0`` is not an integer
-    (the OpenAPI document's types, read as JSON Schema reads them)."""
+    mode, as the OpenAPI document's types say): ``true`` is not an integer, ``"1"`` is not
+    a number, and an integer has no fraction (``2``, not ``2.0``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

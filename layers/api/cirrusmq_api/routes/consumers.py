@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied
 
-from ..access import current_principal
+from ..access import acting_key, current_principal
 from ..schemas import ConsumerBody, HeartbeatRequest, consumer_body
 
 router = APIGatewayHttpRouter()
@@ -20,8 +20,7 @@ router = APIGatewayHttpRouter()
     summary="Register a consumer with its group (or keep it registered); its queues",
 )
 def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
-    principal = current_principal()
-    permissions = principal.permissions
+    permissions = current_principal().permissions
     for topic in request.subscriptions:
         if not permissions.may_subscribe(group, topic):
             raise AccessDenied(f"access denied: consume topic {topic} as group {group}")
@@ -31,7 +30,7 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
         request.subscriptions,
         orderly=request.orderly,
         heartbeat_timeout_seconds=request.heartbeat_timeout_seconds,
-        access_key=None if permissions.admin else principal.access_key,
+        access_key=acting_key(),
     )
     return consumer_body(status)
 
@@ -41,12 +40,11 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
     summary="Deregister a consumer and release its queue locks at once",
 )
 def deregister(group: str, client_id: str):  # noqa: ANN201 (204, no body)
-    principal = current_principal()
-    permissions = principal.permissions
+    permissions = current_principal().permissions
     current_broker().membership.deregister(
         group,
         unquote(client_id),  # '@' may come as %40
         may_subscribe=lambda topic: permissions.may_subscribe(group, topic),
-        access_key=None if permissions.admin else principal.access_key,
+        access_key=acting_key(),
     )
     return Response(204, None, body=None)
