@@ -18,6 +18,7 @@ __all__ = [
     "ConflictError",
     "ForbiddenError",
     "MQError",
+    "MessageKeptError",
     "NotFoundError",
     "OutboxError",
     "OutboxFullError",
@@ -187,6 +188,32 @@ class OutboxFullError(OutboxError):
 
 class OutboxLockedError(OutboxError):
     """Another client (in this or another process) has the outbox file open."""
+
+
+class MessageKeptError(OutboxError):
+    """The service refused the message for good, and the durable outbox **keeps** it (set
+    aside): it is not lost, so do not send it again — ``retry_refused()`` sends it (once,
+    with its original stamp) when the cause is fixed, ``purge_refused()`` drops it.
+
+    ``code``, ``http_status`` and ``details`` are the refusal's (e.g. ``TopicNotFound``,
+    404); ``refusal`` is the service's error itself and ``entry_id`` the outbox entry.
+    Deliberately not a subclass of the refusal's class: code that re-sends on
+    ``NotFoundError`` must not store the message twice.
+    """
+
+    def __init__(self, refusal: MQError, entry_id: int) -> None:
+        super().__init__(
+            f"{refusal.message}; the message is kept in the outbox (entry {entry_id}): "
+            "retry_refused() sends it, purge_refused() drops it — do not send it again",
+            code=refusal.code,
+            http_status=refusal.http_status,
+            details=refusal.details,
+            retriable=False,
+        )
+        self.refusal = refusal
+        """The service's refusal (its typed error)."""
+        self.entry_id = entry_id
+        """The outbox entry that keeps the message (see ``Producer.refused()``)."""
 
 
 class ClientClosedError(MQError):

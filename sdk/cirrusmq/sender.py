@@ -38,7 +38,13 @@ from os import PathLike
 from typing import Any, Protocol
 
 from .accumulator import REQUEST_OVERHEAD_BYTES, Accumulator, PendingMessage, encode_request
-from .errors import MQError, OutboxFullError, PayloadTooLargeError, TransportError
+from .errors import (
+    MessageKeptError,
+    MQError,
+    OutboxFullError,
+    PayloadTooLargeError,
+    TransportError,
+)
 from .message import Message, SendReceipt, new_message_id
 from .outbox import (
     MemoryOutbox,
@@ -387,7 +393,8 @@ class SendState:
         self, entry: OutboxEntry, *, body: Any = None, error: MQError | None = None
     ) -> list[tuple[Ticket, SendReceipt | MQError]]:
         """A post of ``entry`` ended with a response ``body`` or with ``error``: the callers to
-        answer, with their outcomes.
+        answer, with their outcomes. A refusal that a durable outbox keeps is answered with
+        :class:`MessageKeptError` (not the plain error: the message is not lost).
 
         If handling the outcome fails (a malformed response, the outbox failing), the batch is
         treated as having failed with a retriable error: parked when the outbox is durable
@@ -395,7 +402,9 @@ class SendState:
         """
         try:
             if error is not None:
-                return [(t, error) for t in self.failed(entry, error)]
+                kept = self.store.durable and not error.retriable
+                outcome = MessageKeptError(error, entry.entry_id) if kept else error
+                return [(t, outcome) for t in self.failed(entry, error)]
             return list(self.stored(entry, body))
         except Exception as exc:
             log.exception(

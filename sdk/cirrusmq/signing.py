@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import time
 from collections.abc import Generator
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote
@@ -197,9 +198,14 @@ class CirrusAuth(httpx.Auth):
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials
+        self.clock_offset_s = 0.0
+        """The service's clock minus this machine's, learnt from a ``RequestExpired`` answer
+        (the transport sets it): dates are signed on the service's clock, e.g. a local
+        stack's after ``advance_time``."""
 
     def _sign(self, request: httpx.Request) -> None:
-        headers = sign(request.method, request.url, request.content, self.credentials)
+        now = time.time() + self.clock_offset_s
+        headers = sign(request.method, request.url, request.content, self.credentials, now=now)
         request.headers.update(headers)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:

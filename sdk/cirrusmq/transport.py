@@ -4,7 +4,8 @@
 each. A call is retried with exponential backoff and jitter on transport errors, 429 and 5xx
 only (:class:`RetryPolicy`); every other error is raised at once as its typed
 :class:`~cirrusmq.errors.MQError` — except a 401 ``RequestExpired``,
-which is sent once more at once (a refused request did nothing).
+which is sent once more at once (a refused request did nothing), signed from then on with the
+service's clock as the refusal gave it (``server_time``).
 
 With credentials, every request is signed (:class:`~cirrusmq.signing.CirrusAuth`): each attempt
 gets its own date and nonce, and the signature covers exactly the body bytes sent. Bodies are
@@ -82,6 +83,17 @@ def should_resign(error: MQError) -> bool:
     return isinstance(error, AuthenticationError) and error.resignable
 
 
+def _follow_service_clock(client: httpx.Client | httpx.AsyncClient, error: MQError) -> None:
+    """Sign from now on with the service's clock, as a ``RequestExpired`` answer states it
+    (``server_time``: a machine whose clock is off, a local stack whose time was advanced);
+    a ``Date`` header alone (a proxy's, maybe) only makes the error's hint."""
+    auth = client.auth
+    if isinstance(auth, CirrusAuth) and isinstance(error, AuthenticationError):
+        skew = error.clock_skew_s
+        if skew is not None and "server_time" in error.details:
+            auth.clock_offset_s = -skew
+
+
 def _retry_after(error: MQError) -> float | None:
     value = error.details.get("retry_after_s") if error.http_status == 429 else None
     return float(value) if isinstance(value, int | float) else None
@@ -102,7 +114,7 @@ def _decode(response: httpx.Response) -> Any:
         return body
     error = error_from_response(response.status_code, body)
     if error.code == "RequestExpired":
-        skew = _clock_skew_s(response)
+        skew = _clock_skew_s(response, error)
         if skew is not None:
             error.details = {**error.details, "clock_skew_s": skew}
             error.message += f"; this machine's clock seems {abs(skew):.0f} s " + (
@@ -115,8 +127,12 @@ def _decode(response: httpx.Response) -> Any:
     return _Raise(error)
 
 
-def _clock_skew_s(response: httpx.Response) -> float | None:
-    """This machine's clock minus the service's (from the response's ``Date``), if known."""
+def _clock_skew_s(response: httpx.Response, error: MQError) -> float | None:
+    """This machine's clock minus the service's (from the error's ``server_time``, else the
+    response's ``Date``), if known."""
+    server_ms = error.details.get("server_time")
+    if isinstance(server_ms, int) and not isinstance(server_ms, bool):
+        return round(time.time() - server_ms / 1000, 1)
     header = response.headers.get("date")
     if not header:
         return None
@@ -232,6 +248,7 @@ class Transport:
             except MQError as error:
                 if not resigned and should_resign(error):
                     resigned = True  # signed anew by the next attempt; not counted
+                    _follow_service_clock(self._client, error)
                     continue
                 if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
                     raise
@@ -342,6 +359,7 @@ class AsyncTransport:
             except MQError as error:
                 if not resigned and should_resign(error):
                     resigned = True
+                    _follow_service_clock(self._client, error)
                     continue
                 if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
                     raise

@@ -511,6 +511,202 @@ def test_a_transactional_registration_belongs_to_the_key_that_made_it(world):
     assert ended.status_code == 200 and ended.json()["state"] == "COMMITTED", ended.text
 
 
+# ------------------------------------------ inside a producer group or a consumer group
+@pytest.fixture(scope="module")
+def pay_group(world) -> dict:
+    """Producer group ``pg`` on TRANSACTION topic ``pay``: key ``pay-a`` registered ``txA``
+    and sent transaction ``t2`` (checked at once); ``pay-b`` (publish on ``pay`` only)
+    registered ``txB`` in the same group; ``pay-reader`` (publish and subscribe on ``pay``)
+    registered ``txR``. The checker has asked the group about ``t2`` once."""
+    pay, pg = f"pay-{uuid.uuid4().hex[:6]}", f"pg-{uuid.uuid4().hex[:6]}"
+    with signed_client(world.stack) as admin:
+        make_topic(admin, pay, queues=1, message_type="TRANSACTION")
+        world.keys["pay-a"] = new_key(admin, {"publish": [pay]})
+        world.keys["pay-b"] = new_key(admin, {"publish": [pay]})
+        world.keys["pay-reader"] = new_key(
+            admin, {"publish": [pay], "subscribe": [{"groups": ["any"], "topics": [pay]}]}
+        )
+    base = f"/v1/producer-groups/{pg}"
+    epochs = {}
+    for key, tid in (("pay-a", "txA"), ("pay-b", "txB"), ("pay-reader", "txR")):
+        registered = raw(world, "POST", f"{base}/producers", {"transactional_id": tid}, key=key)
+        assert registered.status_code == 200, registered.text
+        epochs[tid] = registered.json()["epoch"]
+    sent = raw(
+        world,
+        "POST",
+        f"{base}/transactions/t2/messages",
+        {
+            "topic": pay,
+            "transactional_id": "txA",
+            "epoch": epochs["txA"],
+            "messages": [{"body": b64(b"card 4242")}],
+            "check_immunity_seconds": 0,
+            "check_interval_seconds": 3600,  # the checker's run ends after one check
+        },
+        key="pay-a",
+    )
+    assert sent.status_code == 200, sent.text
+    world.stack.run_schedule("TxnCheckerFunction", "CheckTransactions")  # t2 checked once
+    return {"pay": pay, "base": base, "epochs": epochs}
+
+
+def _end(pay_group: dict, tid: str, resolution: str, **extra) -> Callable[[World], httpx.Response]:
+    body = {"resolution": resolution, "transactional_id": tid, "epoch": pay_group["epochs"][tid]}
+    key = {"txA": "pay-a", "txB": "pay-b", "txR": "pay-reader"}[tid]
+    return lambda w: raw(
+        w, "POST", f"{pay_group['base']}/transactions/t2/end", {**body, **extra}, key=key
+    )
+
+
+def _poll(pay_group: dict, tid: str) -> Callable[[World], httpx.Response]:
+    body = {"transactional_id": tid, "epoch": pay_group["epochs"][tid], "max_checks": 32}
+    key = {"txA": "pay-a", "txB": "pay-b", "txR": "pay-reader"}[tid]
+    return lambda w: raw(w, "POST", f"{pay_group['base']}/checks", body, key=key)
+
+
+def test_another_producer_of_the_group_cannot_end_a_transaction(world, pay_group):
+    """Only the producer that owns a transaction ends it; another one (another key with
+    publish on the topic) is refused for COMMIT, ROLLBACK, and a check's answer it may not
+    have been handed (it may not read the topic)."""
+    for name, case in {
+        "commit-others-transaction": _end(pay_group, "txB", "COMMIT"),
+        "rollback-others-transaction": _end(pay_group, "txB", "ROLLBACK"),
+        "answer-check-without-read": _end(pay_group, "txB", "COMMIT", check=True),
+        "reader-ends-others-transaction": _end(pay_group, "txR", "ROLLBACK"),
+    }.items():
+        check_refused(world, name, case, 403, "AccessDenied")
+
+
+def test_a_check_request_goes_only_to_a_producer_that_may_read_it(world, pay_group):
+    """B (publish only) gets no check of A's transaction (it carries A's first message), and
+    its poll claims nothing; A's own producer gets it."""
+    before = stored_state(world.stack)
+    polled = _poll(pay_group, "txB")(world)
+    TALLY["tried"] += 1
+    assert polled.status_code == 200, polled.text
+    assert polled.json()["checks"] == [], polled.text  # no body of A's
+    TALLY["rejected"] += 1
+    assert stored_state(world.stack) == before  # not claimed: A gets it at once
+    mine = _poll(pay_group, "txA")(world)
+    assert [c["transaction_id"] for c in mine.json()["checks"]] == ["t2"], mine.text
+    assert mine.json()["checks"][0]["message"]["body"] == b64(b"card 4242")
+
+
+def test_the_owner_ends_its_transaction_after_the_refusals(world, pay_group):
+    ended = _end(pay_group, "txA", "ROLLBACK")(world)
+    assert (ended.status_code, ended.json()["state"]) == (200, "ROLLED_BACK"), ended.text
+
+
+def test_a_reader_of_the_topic_may_answer_a_check_as_rocketmq_allows(world):
+    """Any producer of the group may answer a check (RocketMQ's rule) when it may read the
+    transaction's topic: the reader's poll gets another producer's check and commits it."""
+    pay, pg = f"pay-{uuid.uuid4().hex[:6]}", f"pg-{uuid.uuid4().hex[:6]}"
+    with signed_client(world.stack) as admin:
+        make_topic(admin, pay, queues=1, message_type="TRANSACTION")
+        world.keys["pay2-a"] = new_key(admin, {"publish": [pay]})
+        world.keys["pay2-reader"] = new_key(
+            admin, {"publish": [pay], "subscribe": [{"groups": ["any"], "topics": [pay]}]}
+        )
+    base = f"/v1/producer-groups/{pg}"
+    a = raw(world, "POST", f"{base}/producers", {"transactional_id": "a"}, key="pay2-a")
+    r = raw(world, "POST", f"{base}/producers", {"transactional_id": "r"}, key="pay2-reader")
+    sent = raw(
+        world,
+        "POST",
+        f"{base}/transactions/t9/messages",
+        {
+            "topic": pay,
+            "transactional_id": "a",
+            "epoch": a.json()["epoch"],
+            "messages": [{"body": b64(b"x")}],
+            "check_immunity_seconds": 0,
+            "check_interval_seconds": 3600,  # the checker's run ends after one check
+        },
+        key="pay2-a",
+    )
+    assert sent.status_code == 200, sent.text
+    world.stack.run_schedule("TxnCheckerFunction", "CheckTransactions")
+    who = {"transactional_id": "r", "epoch": r.json()["epoch"]}
+    polled = raw(world, "POST", f"{base}/checks", who, key="pay2-reader")
+    assert [c["transaction_id"] for c in polled.json()["checks"]] == ["t9"], polled.text
+    answered = raw(
+        world,
+        "POST",
+        f"{base}/transactions/t9/end",
+        {"resolution": "COMMIT", "check": True, **who},
+        key="pay2-reader",
+    )
+    assert (answered.status_code, answered.json()["state"]) == (200, "COMMITTED"), answered.text
+
+
+def test_a_consumer_registration_belongs_to_the_key_that_made_it(world):
+    """Another key (even one with the same grants) cannot replace or remove a live
+    registration by heartbeating its client id: 409 ClientIdInUse / 403, nothing changes."""
+    victim, fifo = f"victim-{uuid.uuid4().hex[:6]}", f"orders-fifo-{uuid.uuid4().hex[:6]}"
+    with signed_client(world.stack) as admin:
+        world.keys["consumer-twin"] = new_key(
+            admin, {"subscribe": [{"groups": ["billing"], "topics": ["orders-*", "audit-*"]}]}
+        )
+        make_topic(admin, fifo, queues=1, message_type="FIFO")
+        send(admin, fifo, {"body": b64(b"f"), "message_group": "g"})
+    subscriptions = {world.topic: "*", fifo: "*"}
+    registered = raw(
+        world,
+        "POST",
+        "/v1/groups/billing/heartbeat",
+        {"client_id": victim, "subscriptions": subscriptions, "orderly": True},
+        key="consumer",
+    )
+    assert registered.status_code == 200, registered.text
+    deregister = _forbidden("auditor", "DELETE", f"/v1/groups/billing/consumers/{victim}")
+    check_refused(world, "deregister-others-consumer", deregister, 403, "AccessDenied")
+    for name, key, topic in (
+        ("heartbeat-over-others-consumer", "auditor", world.other_topic),
+        ("twin-heartbeat-over-others-consumer", "consumer-twin", world.topic),
+    ):
+        check_refused(
+            world,
+            name,
+            _forbidden(
+                key,
+                "POST",
+                "/v1/groups/billing/heartbeat",
+                lambda w, topic=topic: {"client_id": victim, "subscriptions": {topic: "*"}},
+            ),
+            409,
+            "ClientIdInUse",
+        )
+    check_refused(  # an orderly receive as the victim would take its queue locks
+        world,
+        "twin-receive-as-others-consumer",
+        _forbidden(
+            "consumer-twin",
+            "POST",
+            "/v1/groups/billing/receive",
+            lambda w: {"topic": fifo, "client_id": victim},
+        ),
+        409,
+        "ClientIdInUse",
+    )
+    check_refused(world, "deregister-after-heartbeat", deregister, 403, "AccessDenied")
+    twin_deregister = _forbidden(
+        "consumer-twin", "DELETE", f"/v1/groups/billing/consumers/{victim}"
+    )
+    check_refused(world, "twin-deregister", twin_deregister, 403, "AccessDenied")
+    with signed_client(world.stack, world.keys["consumer"]) as owner:
+        [me] = [
+            c
+            for c in owner.get("/v1/groups/billing").json()["consumers"]
+            if c["client_id"] == victim
+        ]
+        assert me["orderly"] is True
+        assert sorted(t["topic"] for t in me["topics"]) == sorted(subscriptions)
+        mine = owner.post("/v1/groups/billing/receive", json={"topic": fifo, "client_id": victim})
+        assert [m["body"] for m in mine.json()["messages"]] == [b64(b"f")], mine.text
+        assert owner.delete(f"/v1/groups/billing/consumers/{victim}").status_code == 204
+
+
 def test_zz_tally():
     print(f"auth matrix: {dict(TALLY)}")
     assert TALLY["tried"] == TALLY["rejected"] and TALLY["stored"] == 0, TALLY

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 
 import pytest
@@ -14,7 +15,10 @@ from api_helpers import (
     receive,
     send,
     signed_client,
+    stored_state,
 )
+
+TALLY: collections.Counter[str] = collections.Counter()
 
 BIG_BODY = b64(b"x" * (4 * 1024 * 1024 + 1))
 ONE = [{"body": b64(b"x")}]
@@ -334,3 +338,168 @@ def test_odd_json_on_other_routes(api, path):
     for body in (deep, big):
         response = raw_post(api, path, body, "application/json")
         assert (response.status_code, response.json()["code"]) == (400, "InvalidRequest")
+
+
+# ------------------------------------------- strict types, empty values, lone surrogates
+def _send(**extra):
+    return ("POST", "/v1/topics/{topic}/messages", {"messages": ONE, **extra})
+
+
+def _message(**fields):
+    return ("POST", "/v1/topics/{topic}/messages", {"messages": [{"body": "eA==", **fields}]})
+
+
+def _receive(**fields):
+    return ("POST", "/v1/groups/grp/receive", {"topic": "{topic}", **fields})
+
+
+def _heartbeat(**fields):
+    return ("POST", "/v1/groups/grp/heartbeat", {"client_id": "c1", **fields})
+
+
+def _subscribe(value):
+    return ("PUT", "/v1/groups/grp/subscriptions/{topic}", {"filter": value})
+
+
+def _reset(**fields):
+    return ("POST", "/v1/groups/grp/offsets/{topic}/reset", fields)
+
+
+_TXN = "/v1/producer-groups/pg-bad"
+ILL_TYPED = {
+    # a boolean is not an integer
+    "create-queues-true": ("POST", "/v1/topics", {"name": "never-made", "queues": True}),
+    "create-retention-true": (
+        "POST",
+        "/v1/topics",
+        {"name": "never-made", "retention_hours": True},
+    ),
+    "send-sequence-true": _send(producer_id="p-bad", sequence=True),
+    "send-born-true": _message(born_timestamp=True),
+    "send-delay-level-true": _message(delay_level=True),
+    "receive-max-messages-true": _receive(max_messages=True),
+    "receive-wait-true": _receive(wait_seconds=True),
+    "heartbeat-timeout-true": _heartbeat(heartbeat_timeout_seconds=True),
+    "reset-offsets-true": _reset(to="offset", offsets={"0": True}),
+    "invisible-seconds-true": (
+        "POST",
+        "/v1/groups/grp/invisible",
+        {"receipt_handle": "x.y", "invisible_seconds": True},
+    ),
+    "txn-end-epoch-true": (
+        "POST",
+        f"{_TXN}/transactions/t1/end",
+        {"resolution": "ROLLBACK", "transactional_id": "a", "epoch": True},
+    ),
+    "txn-poll-max-checks-true": (
+        "POST",
+        f"{_TXN}/checks",
+        {"transactional_id": "a", "epoch": 1, "max_checks": True},
+    ),
+    # a string is not a number
+    "create-queues-string": ("POST", "/v1/topics", {"name": "never-made", "queues": "2"}),
+    "send-sequence-string": _send(producer_id="p-bad", sequence="1"),
+    "send-delay-level-string": _message(delay_level="1"),
+    "send-delivery-string": _message(delivery_timestamp="1"),
+    "receive-invisible-string": _receive(invisible_seconds="60"),
+    "receive-wait-string": _receive(wait_seconds="1"),
+    "reset-timestamp-string": _reset(to="timestamp", timestamp="1"),
+    "reset-offsets-string": _reset(to="offset", offsets={"0": "5"}),
+    "txn-half-part-string": (
+        "POST",
+        f"{_TXN}/transactions/t1/messages",
+        {"topic": "{topic}", "transactional_id": "a", "epoch": 1, "part": "0", "messages": ONE},
+    ),
+    # a fraction is not an integer, a number is not a string
+    "create-queues-float": ("POST", "/v1/topics", {"name": "never-made", "queues": 2.0}),
+    "send-sequence-float": _send(producer_id="p-bad", sequence=1.0),
+    "key-description-number": (
+        "POST",
+        "/v1/keys",
+        {"permissions": {"publish": ["x"]}, "description": 7},
+    ),
+}
+"""Each value would have been coerced (true -> 1, "1" -> 1, 2.0 -> 2): strict mode refuses."""
+
+EMPTY_OR_BROKEN_TEXT = {
+    "subscribe-empty-filter": (*_subscribe(""), "InvalidFilterExpression"),
+    "subscribe-blank-filter": (*_subscribe(" "), "InvalidFilterExpression"),
+    "subscribe-newline-filter": (*_subscribe("\n"), "InvalidFilterExpression"),
+    "subscribe-lone-surrogate": (*_subscribe("\ud800"), "InvalidFilterExpression"),
+    "receive-empty-filter": (*_receive(filter=""), "InvalidFilterExpression"),
+    "receive-lone-surrogate": (*_receive(filter="A || \udfff"), "InvalidFilterExpression"),
+    "heartbeat-empty-filter": (
+        *_heartbeat(subscriptions={"{topic}": " "}),
+        "InvalidFilterExpression",
+    ),
+    "heartbeat-lone-surrogate": (
+        *_heartbeat(subscriptions={"{topic}": "\ud800"}),
+        "InvalidFilterExpression",
+    ),
+    "send-empty-message-id": (*_message(message_id=""), "InvalidMessage"),
+    "send-empty-message-group": (*_message(message_group=""), "InvalidMessage"),
+    "send-lone-surrogate-group": (*_message(message_group="g\ud800"), "InvalidMessage"),
+    "send-lone-surrogate-property": (*_message(properties={"k": "\udc00"}), "InvalidMessage"),
+    "key-description-lone-surrogate": (
+        "POST",
+        "/v1/keys",
+        {"permissions": {"publish": ["x"]}, "description": "\ud800"},
+        "InvalidRequest",
+    ),
+}
+"""Empty values the docs refuse, and text that cannot be stored as UTF-8: 400, never 5xx."""
+
+
+def _fill(value, topic: str):
+    if isinstance(value, dict):
+        return {_fill(k, topic): _fill(v, topic) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, topic) for v in value]
+    return topic if value == "{topic}" else value
+
+
+def _refused_and_nothing_stored(api, stack, topic, method, path, body, code):
+    before = stored_state(stack)
+    response = api.request(  # ASCII JSON: a lone surrogate travels as its escape
+        method,
+        path.replace("{topic}", topic),
+        content=json.dumps(_fill(body, topic)).encode(),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == code, response.text
+    assert stored_state(stack) == before
+    TALLY["malformed"] += 1
+
+
+@pytest.mark.parametrize("case", ILL_TYPED.values(), ids=ILL_TYPED.keys())
+def test_ill_typed_values_are_refused_in_strict_mode(api, cirrusmq_stack, shared_topic, case):
+    _refused_and_nothing_stored(api, cirrusmq_stack, shared_topic, *case, "InvalidRequest")
+
+
+@pytest.mark.parametrize("case", EMPTY_OR_BROKEN_TEXT.values(), ids=EMPTY_OR_BROKEN_TEXT.keys())
+def test_empty_values_and_lone_surrogates_are_400(api, cirrusmq_stack, shared_topic, case):
+    _refused_and_nothing_stored(api, cirrusmq_stack, shared_topic, *case)
+
+
+def test_the_openapi_document_types_what_strict_mode_checks(api):
+    """The document says integer / number / boolean / string: a JSON Schema validator (and
+    schemathesis) reads true as no integer and "1" as no number, as the service does."""
+    schemas = api.get("/v1/openapi.json").json()["components"]["schemas"]
+
+    def field(schema: str, name: str) -> dict:
+        prop = schemas[schema]["properties"][name]
+        return next((p for p in prop.get("anyOf", [prop]) if p.get("type") != "null"), prop)
+
+    assert field("CreateTopicRequest", "queues")["type"] == "integer"
+    assert field("SendRequest", "sequence")["type"] == "integer"
+    assert field("MessageIn", "delay_level")["type"] == "integer"
+    assert field("ReceiveRequest", "wait_seconds")["type"] == "number"
+    assert field("HeartbeatRequest", "orderly")["type"] == "boolean"
+    assert schemas["ResetOffsetsRequest"]["properties"]["offsets"]["anyOf"][0][
+        "additionalProperties"
+    ] == {"type": "integer"}
+
+
+def test_zz_tally():
+    print(f"bad input: {dict(TALLY)}")

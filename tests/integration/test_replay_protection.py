@@ -11,6 +11,7 @@ after the replay.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import httpx
@@ -139,3 +140,60 @@ def test_a_replayed_admin_write_is_refused(cirrusmq_stack):
         replay = client.send(request)
     assert (replay.status_code, replay.json()["code"]) == (401, "ReplayedRequest")
     assert stored_state(cirrusmq_stack) == before
+
+
+# ------------------------------------------------- a local stack's time after advance_time
+def wall_signed(stack, method: str, path: str, body: dict | None = None) -> httpx.Request:
+    """One request signed with the wall clock (a client that does not follow the stack's)."""
+    content = b"" if body is None else json.dumps(body).encode()
+    url = httpx.URL(stack.endpoint + path)
+    headers = {"content-type": "application/json"} if body is not None else {}
+    headers.update(sign(method, url, content, stack.credentials, now=time.time()))
+    return httpx.Request(method, url, content=content, headers=headers)
+
+
+def test_no_replay_is_accepted_after_advance_time(cirrusmq_stack, topic):
+    """A captured send and a captured admin key creation, sent after the stack's time moved
+    301 s and replayed after it moved 701 s more: whatever the first answer, the replay is
+    refused and stores nothing (no message twice, no second admin key and secret)."""
+    cirrusmq_stack.advance_time(301)
+    send_request = wall_signed(
+        cirrusmq_stack,
+        "POST",
+        f"/v1/topics/{topic}/messages",
+        {"messages": [{"body": b64(b"pay 100")}]},
+    )
+    key_request = wall_signed(
+        cirrusmq_stack, "POST", "/v1/keys", {"permissions": {"admin": True}, "description": "r"}
+    )
+    with httpx.Client(timeout=60) as client:
+        firsts = [client.send(send_request), client.send(key_request)]
+        cirrusmq_stack.advance_time(701)  # past the nonces' 600 s on the stack's clock
+        before = stored_state(cirrusmq_stack)
+        replays = [client.send(send_request), client.send(key_request)]
+    for first, replay in zip(firsts, replays, strict=True):
+        assert replay.status_code == 401, replay.text
+        assert replay.json()["code"] in {"RequestExpired", "ReplayedRequest"}
+        assert "secret_key" not in replay.text
+        assert first.status_code in (200, 201, 401), first.text
+    assert stored_state(cirrusmq_stack) == before
+
+
+def test_a_wall_clock_date_is_refused_with_the_stacks_time_and_the_sdk_follows_it(
+    cirrusmq_stack, topic
+):
+    """After advance_time the service checks dates against the stack's clock only (the clock
+    its nonces expire on) and says what time it is; SDK clients sign with that time from
+    their next attempt on, so they keep working."""
+    from cirrusmq import Admin, Message, Producer
+
+    cirrusmq_stack.advance_time(400)
+    with httpx.Client(timeout=60) as client:
+        refused = client.send(wall_signed(cirrusmq_stack, "GET", f"/v1/topics/{topic}"))
+    assert (refused.status_code, refused.json()["code"]) == (401, "RequestExpired")
+    assert abs(refused.json()["details"]["server_time"] - broker_now() * 1000) < 60_000
+    with Producer(cirrusmq_stack.endpoint, cirrusmq_stack.credentials) as producer:
+        receipt = producer.send(Message(topic, b"after advance_time"))
+    assert receipt.offset == 0
+    with Admin(cirrusmq_stack.endpoint, cirrusmq_stack.credentials) as admin:
+        assert admin.describe_topic(topic).message_count == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cirrusmq import Message, NotFoundError, Producer
+from cirrusmq import Message, MessageKeptError, NotFoundError, Producer
 from cirrusmq.cli import app
 from cirrusmq.outbox import SqliteOutbox
 from typer.testing import CliRunner
@@ -44,11 +44,12 @@ def test_refused_messages_are_set_aside_then_delivered_once_on_retry(
 ):
     topic = unique("later")  # does not exist yet
     with Producer(endpoint, credentials, outbox_path=tmp_path / "o.db") as producer:
-        with pytest.raises(NotFoundError) as refused:
+        with pytest.raises(MessageKeptError) as refused:
             producer.send(Message(topic, "first"))
         assert refused.value.code == "TopicNotFound"
+        assert isinstance(refused.value.refusal, NotFoundError)
         futures = [producer.send_async(Message(topic, f"m{i}")) for i in range(5)]
-        assert all(isinstance(f.exception(timeout=30), NotFoundError) for f in futures)
+        assert all(isinstance(f.exception(timeout=30), MessageKeptError) for f in futures)
         kept = producer.refused()
         assert {r.refusal.code for r in kept} == {"TopicNotFound"}
         assert sum(len(r.message_ids) for r in kept) == 6
@@ -71,7 +72,7 @@ def test_the_cli_lists_and_retries_refused_messages(
     monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
     topic, outbox = unique("later"), str(tmp_path / "o.db")
     producer = Producer(endpoint, credentials, outbox_path=outbox)
-    with pytest.raises(NotFoundError):
+    with pytest.raises(MessageKeptError):
         producer.send_batch([Message(topic, f"m{i}") for i in range(3)])
     producer.close()
     runner = CliRunner()

@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 import pytest
-from cirrusmq import AsyncProducer, Message, NotFoundError, Producer
+from cirrusmq import AsyncProducer, Message, MessageKeptError, NotFoundError, Producer
 from cirrusmq.outbox import SqliteOutbox
 from cirrusmq.transport import AsyncTransport, RetryPolicy, Transport
 
@@ -95,11 +95,13 @@ def test_refused_batches_are_set_aside_then_retried_unchanged(tmp_path, caplog):
     path = tmp_path / "o.db"
     with producer(service, outbox_path=path) as p:
         with caplog.at_level(logging.WARNING, logger="cirrusmq.producer"):
-            with pytest.raises(NotFoundError, match="TopicNotFound"):
+            with pytest.raises(MessageKeptError, match="TopicNotFound") as kept:
                 p.send(Message("t", "0"))
+            assert isinstance(kept.value.refusal, NotFoundError)
             futures = [p.send_async(Message("t", f"{i}")) for i in range(1, 30)]
-            for future in futures:  # the futures fail with the typed error
-                assert isinstance(future.exception(timeout=5), NotFoundError)
+            for future in futures:  # the futures say the outbox keeps the message
+                error = future.exception(timeout=5)
+                assert isinstance(error, MessageKeptError) and error.code == "TopicNotFound"
         assert "set aside in the outbox" in caplog.text
         refused = p.refused()
         assert {r.refusal.code for r in refused} == {"TopicNotFound"}
@@ -120,7 +122,7 @@ def test_refused_batches_survive_the_producer_and_are_not_resent_unasked(tmp_pat
     service = FakeService()
     service.missing_topics = {"t"}
     path = tmp_path / "o.db"
-    with producer(service, outbox_path=path) as p, pytest.raises(NotFoundError):
+    with producer(service, outbox_path=path) as p, pytest.raises(MessageKeptError):
         p.send(Message("t", "a"))
     service.missing_topics.clear()
     requests = len(service.requests)
@@ -140,3 +142,29 @@ def test_without_an_outbox_a_refusal_fails_the_futures_and_keeps_nothing():
         with pytest.raises(NotFoundError):
             p.send(Message("t", "a"))
         assert p.refused() == []
+
+
+def test_a_refused_message_kept_in_the_outbox_is_not_a_plain_failure(tmp_path):
+    """The future of a message the outbox keeps says so (MessageKeptError, not the typed
+    NotFoundError), so an application that re-sends on NotFoundError does not store it
+    twice once the kept batch is retried."""
+    service = FakeService()
+    service.missing_topics = {"t"}  # e.g. a local stack restarted, the topic is back later
+    with producer(service, outbox_path=tmp_path / "o.db") as p:
+        futures = [p.send_async(Message("t", f"{i}")) for i in range(5)]
+        for i, future in enumerate(futures):
+            error = future.exception(timeout=5)
+            assert isinstance(error, MessageKeptError) and not isinstance(error, NotFoundError)
+            assert (error.code, error.http_status) == ("TopicNotFound", 404)
+            assert isinstance(error.refusal, NotFoundError)
+            assert error.entry_id in {r.entry_id for r in p.refused()}
+            try:  # what an application that re-sends on a plain failure does
+                raise error
+            except NotFoundError:
+                p.send(Message("t", f"{i}"))
+            except MessageKeptError:
+                pass
+        service.missing_topics.clear()
+        assert p.retry_refused() == 5
+        p.flush(timeout_s=5)
+    assert sorted(service.bodies("t")) == [f"{i}" for i in range(5)]  # each stored once

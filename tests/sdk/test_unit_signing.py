@@ -259,6 +259,43 @@ def test_a_clock_far_off_raises_request_expired_with_a_hint():
     assert 990 <= error.clock_skew_s <= 1010
 
 
+def test_after_request_expired_with_server_time_the_sdk_signs_on_the_service_clock():
+    """A local stack whose time was advanced (or a machine whose clock is off) answers
+    RequestExpired with its time: the transport signs with it from then on, sync and async."""
+    import time
+
+    offset_s = 3_600.0  # the service runs an hour ahead of this machine
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        service.requests.append(request)
+        refusal = service.checker.check(request)
+        if refusal is not None:
+            server_ms = int((time.time() + offset_s) * 1000)
+            body = {**refusal.json(), "details": {"server_time": server_ms}}
+            return httpx.Response(refusal.status_code, json=body)
+        return httpx.Response(200, json={"ok": True})
+
+    service = Service(clock_offset_s=offset_s)
+    t = Transport(
+        "http://x", FAKE_CREDENTIALS, retry=FAST, http_transport=httpx.MockTransport(handler)
+    )
+    assert t.request("GET", "/v1/topics") == {"ok": True}
+    assert t.request("GET", "/v1/topics") == {"ok": True}
+    assert len(service.requests) == 3  # refused once, then every request on its clock
+
+    async def scenario() -> object:
+        a = AsyncTransport(
+            "http://x", FAKE_CREDENTIALS, retry=FAST, http_transport=httpx.MockTransport(handler)
+        )
+        try:
+            return await a.request("GET", "/v1/topics")
+        finally:
+            await a.close()
+
+    assert asyncio.run(scenario()) == {"ok": True}
+    assert len(service.requests) == 5
+
+
 def test_the_async_transport_signs_and_resends_too():
     service = Service((401, "RequestExpired"), (503, "Busy"))
 

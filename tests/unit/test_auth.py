@@ -160,23 +160,14 @@ def test_a_disabled_key_stops_within_the_cache_time_elsewhere(broker, clock) -> 
         broker.auth.authenticate(signed(secret, key.access_key, clock.now, nonce="f" * 22))
 
 
-def test_a_local_stack_ahead_of_the_wall_clock_accepts_wall_clock_signatures(broker, clock):
-    """LocalStack.advance_time moves the broker clock only; SDK clients keep signing with the
-    wall clock, and their requests must still be accepted (and stale ones still refused)."""
-    from cirrusmq_broker.services.auth import Authenticator
-
+def test_dates_are_checked_against_the_broker_clock_alone_which_the_refusal_gives(broker, clock):
+    """A local stack whose time was advanced refuses a wall-clock date (its nonce would be
+    forgotten on the broker clock while the date is still fresh on the wall clock: a replay
+    window) and names its time in ``server_time``, which the SDK signs with from then on."""
     key, secret = broker.access_keys.create(GRANTS)
     wall = clock.now
-    ahead = Authenticator(
-        keys=broker._access_keys,
-        cipher=broker._cipher,
-        nonces=broker.auth._nonces,
-        clock=lambda: wall + 3_600_000,  # the broker clock, an hour ahead
-        wall_clock=lambda: wall,
-    )
-    ahead.authenticate(signed(secret, key.access_key, wall))
-    ahead.authenticate(signed(secret, key.access_key, wall + 3_600_000, nonce="s" * 22))
-    with pytest.raises(RequestExpired):
-        ahead.authenticate(signed(secret, key.access_key, wall - 301_000, nonce="t" * 22))
-    with pytest.raises(RequestExpired):  # without a wall clock only the broker's counts
-        broker.auth.authenticate(signed(secret, key.access_key, wall - 3_600_000))
+    clock.advance(3_600)  # the broker clock, an hour ahead of the clients' wall clock
+    with pytest.raises(RequestExpired) as refused:
+        broker.auth.authenticate(signed(secret, key.access_key, wall))
+    assert refused.value.details == {"server_time": clock.now}
+    broker.auth.authenticate(signed(secret, key.access_key, clock.now, nonce="s" * 22))

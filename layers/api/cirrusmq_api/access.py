@@ -82,6 +82,13 @@ def current_principal() -> Principal:
     return principal
 
 
+def acting_key() -> str | None:
+    """The caller's access key, which a registration it acts for (a consumer's client id)
+    must have been made with; None for an admin key, which may act for any."""
+    principal = current_principal()
+    return None if principal.permissions.admin else principal.access_key
+
+
 # ------------------------------------------------------------------------------ rules
 def _admin(action: str) -> Rule:
     def rule(p: Principal, params: Params, _: Callable[[], Any]) -> None:

@@ -12,7 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are refused, and values are not coerced (strict
+    mode, as the OpenAPI document's types say): ``true`` is not an integer, ``"1"`` is not
+    a number, and an integer has no fraction (``2``, not ``2.0``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     def __repr__(self) -> str:
         """Field names only: Powertools formats the route's arguments into a debug message

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .clock import now_ms, wall_ms
+from .clock import now_ms
 from .receipts import ReceiptSigner
 from .services.access_keys import AccessKeysService
 from .services.admin import AdminService
@@ -262,7 +262,6 @@ class Broker:
             cipher=self._cipher,
             nonces=NonceStore(self._dynamodb, self.settings.nonces_table),
             clock=self.clock,
-            wall_clock=wall_ms if self.clock is now_ms else None,  # a local stack's clock
         )
 
     @functools.cached_property

@@ -20,14 +20,26 @@ class TagFilter:
 
     @classmethod
     def parse(cls, expression: str | None) -> TagFilter:
-        """Parse ``*``, an empty expression (same as ``*``) or ``A || B || C``."""
-        text = (expression or "*").strip()
+        """Parse ``*`` (also what ``None``, no filter given, means) or ``A || B || C``.
+
+        An empty or blank expression is refused rather than read as ``*``: a filter that
+        lost its tags must not subscribe to everything. So is text that is not valid
+        Unicode (a lone surrogate cannot be stored as UTF-8)."""
+        if expression is None:
+            return cls(None)
+        try:
+            expression.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidFilterExpression("the filter expression is not valid Unicode") from None
+        text = expression.strip()
         if len(text) > MAX_FILTER_CHARS or text.count("||") >= MAX_FILTER_TAGS:
             raise InvalidFilterExpression(
                 f"a filter has at most {MAX_FILTER_TAGS} tags and {MAX_FILTER_CHARS} characters"
             )
-        if text in ("", "*"):
+        if text == "*":
             return cls(None)
+        if not text:
+            raise InvalidFilterExpression("the filter expression is empty: use '*' or 'TagA'")
         tags = [part.strip() for part in text.split("||")]
         if any(
             not tag or tag == "*" or len(tag) > MAX_TAG_CHARS or TAG_FORBIDDEN.search(tag)

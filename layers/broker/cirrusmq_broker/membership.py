@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .allocation import allocate_averagely, assignment
-from .errors import InvalidRequest
+from .errors import Conflict, InvalidRequest
 
 CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9@._:-]{1,128}")
 DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 120
@@ -29,6 +29,12 @@ class InvalidClientId(InvalidRequest):
 
 class TooManyMembers(InvalidRequest):
     code = "TooManyMembers"
+
+
+class ClientIdInUse(Conflict):
+    """A live registration of the client id belongs to another access key."""
+
+    code = "ClientIdInUse"
 
 
 # --- registry size (retries review): the group's registry is one DynamoDB item (400 KB)
@@ -70,9 +76,22 @@ class Member:
     """Milliseconds since the epoch."""
     expires_at: int
     """Milliseconds since the epoch: not live from then on."""
+    access_key: str | None = None
+    """The access key that registered it (None: an admin key, or a registration older than
+    ownership): while it is live, only that key (or an admin) may renew or remove it."""
 
     def live(self, now: int) -> bool:
         return self.expires_at > now
+
+    def owned_by_another(self, access_key: str | None, now: int) -> bool:
+        """Whether a caller signing with ``access_key`` (None: an admin) may not act for this
+        registration: it is live and another key registered it."""
+        return (
+            access_key is not None
+            and self.live(now)
+            and self.access_key is not None
+            and self.access_key != access_key
+        )
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
-from ..access import claim_request, may_consume
+from ..access import acting_key, claim_request, may_consume
 from ..convert import ack_result_body, message_body, received_body
 from ..schemas import (
     AckRequest,
@@ -37,6 +37,7 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         invisible_seconds=request.invisible_seconds,
         wait_seconds=request.wait_seconds,
         client_id=request.client_id,
+        access_key=acting_key(),
     )
     return ReceiveResponse(messages=[received_body(r) for r in received])
 

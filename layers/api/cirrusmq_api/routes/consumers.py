@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied
 
-from ..access import current_principal
+from ..access import acting_key, current_principal
 from ..schemas import ConsumerBody, HeartbeatRequest, consumer_body
 
 router = APIGatewayHttpRouter()
@@ -30,6 +30,7 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
         request.subscriptions,
         orderly=request.orderly,
         heartbeat_timeout_seconds=request.heartbeat_timeout_seconds,
+        access_key=acting_key(),
     )
     return consumer_body(status)
 
@@ -44,5 +45,6 @@ def deregister(group: str, client_id: str):  # noqa: ANN201 (204, no body)
         group,
         unquote(client_id),  # '@' may come as %40
         may_subscribe=lambda topic: permissions.may_subscribe(group, topic),
+        access_key=acting_key(),
     )
     return Response(204, None, body=None)

@@ -190,6 +190,7 @@ def end_transaction(producer_group: str, transaction_id: str, request: EndReques
         by="check" if request.check else "producer",
         allowed=current_principal().permissions.may_publish,
         access_key=_owner_key(),
+        readable=current_principal().permissions.may_subscribe_topic,
     )
     return EndResponse(
         transaction_id=result.transaction_id,
@@ -212,6 +213,7 @@ def poll_checks(producer_group: str, request: PollChecksRequest) -> PollChecksRe
         max_checks=request.max_checks,
         access_key=_owner_key(),
         allowed=current_principal().permissions.may_publish,
+        readable=current_principal().permissions.may_subscribe_topic,
     )
     return PollChecksResponse(
         checks=[

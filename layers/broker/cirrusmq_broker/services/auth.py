@@ -2,8 +2,9 @@
 
 One :class:`Authenticator` per process checks, in order: the three headers are there and
 well-formed (else ``MissingSignature``), the date is within 300 s of the broker clock
-(``RequestExpired``; on a local stack whose time was advanced, within 300 s of the wall
-clock also counts, since its clients sign with the wall clock), the key exists, is active
+(``RequestExpired``, with the broker's time in ``server_time``: on a local stack whose time
+was advanced, clients sign with the stack's time, which the SDK learns from that answer),
+the key exists, is active
 and the signature matches (``InvalidSignature``, one code and one message for all of
 these). :meth:`Authenticator.claim` then records the nonce (``ReplayedRequest`` if the key
 used it before): the API claims it before the first change a replay of the request would
@@ -125,16 +126,16 @@ class Authenticator:
         cipher: SecretCipher,
         nonces: NonceStore,
         clock: Callable[[], int],
-        wall_clock: Callable[[], int] | None = None,
         cache_seconds: int = CACHE_SECONDS,
     ) -> None:
-        """``wall_clock``: where the broker clock may run ahead of the clients' (a local stack
-        after ``advance_time``), a date within the skew of this clock is accepted too."""
+        """Dates are checked against ``clock`` alone, the clock the nonces expire on: a date
+        is accepted exactly while its nonce is remembered (``NONCE_TTL_SECONDS`` >= twice
+        the skew). A local stack whose time was advanced refuses wall-clock dates with its
+        time in ``server_time``; the SDK signs with that time from then on."""
         self._keys = keys
         self._cipher = cipher
         self._nonces = nonces
         self._clock = clock
-        self._wall_clock = wall_clock
         self._cache_ms = cache_seconds * 1000
         self._cache: dict[str, _CachedKey] = {}
         self._secrets: dict[tuple[str, bytes], str] = {}
@@ -153,13 +154,11 @@ class Authenticator:
         access_key, signature, date, nonce = _read_headers(request.headers)
         now = self._clock()
         signed_at = datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
-        if all(
-            abs(moment - signed_at * 1000) > MAX_SKEW_SECONDS * 1000
-            for moment in (now, self._wall_clock() if self._wall_clock else now)
-        ):
+        if abs(now - signed_at * 1000) > MAX_SKEW_SECONDS * 1000:
             raise RequestExpired(
                 f"the request date {date} is more than {MAX_SKEW_SECONDS} s from the service's"
-                " clock; sign it again with the current time"
+                f" clock ({_format(now)}); sign it again with the service's time",
+                details={"server_time": now},
             )
         if fresh:
             self.forget(access_key)
@@ -235,6 +234,10 @@ def _read_headers(headers: Mapping[str, str]) -> tuple[str, str, str, str]:
     if not _NONCE.fullmatch(nonce):
         raise MissingSignature("X-Cirrus-Nonce is missing or not 16-64 of [A-Za-z0-9_-]")
     return match["key"], match["signature"], date, nonce
+
+
+def _format(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _valid_date(date: str) -> bool:

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ..filters import TagFilter
 from ..group_state import GroupQueueState, Lease
-from ..membership import Membership, check_client_id
+from ..membership import ClientIdInUse, Membership, check_client_id
 from ..model import (
     GroupQueueStatus,
     IndexEntry,
@@ -216,12 +216,14 @@ class ConsumeService:
         invisible_seconds: int = limits.DEFAULT_INVISIBLE_SECONDS,
         wait_seconds: float = 0,
         client_id: str | None = None,
+        access_key: str | None = None,
     ) -> list[ReceivedMessage]:
         """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
 
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
-        is taken."""
+        is taken. A client id registered by another ``access_key`` (None: an admin, who may
+        act for any) is ClientIdInUse: nobody takes another key's consumer's queues."""
         check_group_name(group)
         if client_id is not None:
             check_client_id(client_id)
@@ -237,6 +239,7 @@ class ConsumeService:
         fifo = topic.message_type is MessageType.FIFO
         while True:
             view = self._views.read(group, topic.name, topic.queues, members=fifo)
+            _check_client_owner(view.members, client_id, access_key, self._clock())
             if view.subscription is None and recorded:
                 view.subscription = tag_filter.expression
             self._check_subscription(group, topic.name, tag_filter, view.subscription)
@@ -858,3 +861,15 @@ def _fitting(messages: list[StoredMessage], bytes_left: int, *, first: bool) -> 
             break
         count, used = count + 1, used + size
     return count, used
+
+
+def _check_client_owner(
+    members: Membership | None, client_id: str | None, access_key: str | None, now: int
+) -> None:
+    """ClientIdInUse when ``client_id`` is a live registration of another access key."""
+    member = members.members.get(client_id) if members and client_id else None
+    if member is not None and member.owned_by_another(access_key, now):
+        raise ClientIdInUse(
+            f"client id {client_id!r} of group {members.group!r} is registered by another "
+            "access key; use another client id"
+        )

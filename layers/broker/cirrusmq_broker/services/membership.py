@@ -19,6 +19,7 @@ from ..membership import (
     MAX_HEARTBEAT_TIMEOUT_SECONDS,
     MAX_MEMBER_TOPICS,
     MIN_HEARTBEAT_TIMEOUT_SECONDS,
+    ClientIdInUse,
     Member,
     Membership,
     check_client_id,
@@ -65,9 +66,13 @@ class MembershipService:
         *,
         orderly: bool = False,
         heartbeat_timeout_seconds: int = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
+        access_key: str | None = None,
     ) -> ConsumerStatus:
         """Register ``client_id`` (or keep it registered) for ``heartbeat_timeout_seconds``;
-        its status, with the queues it is allocated now."""
+        its status, with the queues it is allocated now.
+
+        The registration records ``access_key`` (None: an admin, who may act for any): while
+        it is live, a heartbeat signed by another key is ClientIdInUse and changes nothing."""
         check_group_name(group)
         check_client_id(client_id)
         if not (
@@ -92,15 +97,24 @@ class MembershipService:
             now = self._clock()
             membership = self._registry.load(group)
             stored = membership.members.get(client_id)
+            if stored is not None and stored.owned_by_another(access_key, now):
+                raise ClientIdInUse(
+                    f"client id {client_id!r} of group {group!r} is registered by another "
+                    "access key; use another client id"
+                )
+            owner = access_key
+            if owner is None and stored is not None and stored.live(now):
+                owner = stored.access_key  # an admin renews it for its owner
             if (
                 stored is not None
+                and stored.access_key == owner
                 and stored.topics == topics
                 and stored.orderly == orderly
                 and now + timeout_ms // 2 < stored.expires_at <= now + timeout_ms
             ):  # still registered for over half a timeout: no write (the item is rewritten
                 # only about twice per timeout per member, not on every heartbeat)
                 return self._status(membership, stored, now)
-            member = Member(client_id, topics, orderly, now, now + timeout_ms)
+            member = Member(client_id, topics, orderly, now, now + timeout_ms, owner)
             membership.beat(member, now)
             if self._registry.save(membership):
                 return self._status(membership, member, now)
@@ -108,7 +122,12 @@ class MembershipService:
         raise Busy(f"group {group!r}'s registry is contended; retry the heartbeat")
 
     def deregister(
-        self, group: str, client_id: str, may_subscribe: Callable[[str], bool] | None = None
+        self,
+        group: str,
+        client_id: str,
+        may_subscribe: Callable[[str], bool] | None = None,
+        *,
+        access_key: str | None = None,
     ) -> int:
         """Release every queue lock ``client_id`` holds on its FIFO topics, then remove it
         from the group, so successors take over at once; the number of locks released.
@@ -116,12 +135,18 @@ class MembershipService:
         Locks go first: a crash in between leaves the consumer registered, and a re-run
         (or its heartbeat timeout) finishes the job; the other order could leave locks
         nobody knows to release. ``may_subscribe(topic)`` (the caller's permission): every
-        topic of the member must pass, else AccessDenied and nothing changes."""
+        topic of the member must pass, and a live registration must be ``access_key``'s (None:
+        an admin), else AccessDenied and nothing changes."""
         check_group_name(group)
         check_client_id(client_id)
         member = self._registry.load(group).members.get(client_id)
         if member is None:
             return 0
+        if member.owned_by_another(access_key, self._clock()):
+            raise AccessDenied(
+                f"access denied: client id {client_id!r} of group {group!r} was registered "
+                "by another access key"
+            )
         denied = [t for t in member.topics if may_subscribe is not None and not may_subscribe(t)]
         if denied:  # only a key that may consume the member's topics removes it
             raise AccessDenied(f"access denied: consume topic {denied[0]} as group {group}")

@@ -43,11 +43,13 @@ def validate_messages(
                 f"message {position}: body of {len(raw.body)} bytes is over "
                 f"{limits.MAX_BODY_BYTES} bytes"
             )
-        message_id = check_message_id(raw.message_id) if raw.message_id else make_id(position)
+        message_id = (
+            check_message_id(raw.message_id) if raw.message_id is not None else make_id(position)
+        )
         if message_id in seen:
             raise InvalidMessage(f"message {position}: duplicate message id {message_id!r}")
         seen.add(message_id)
-        group = check_message_group(raw.message_group) if raw.message_group else None
+        group = check_message_group(raw.message_group) if raw.message_group is not None else None
         if topic.message_type is MessageType.FIFO and group is None:
             raise MessageGroupRequired(
                 f"message {position}: topic {topic.name!r} is FIFO; set message_group"

@@ -179,11 +179,13 @@ class TransactionChecks:
         max_checks: int = 10,
         access_key: str | None = None,
         allowed: Callable[[str], bool] | None = None,
+        readable: Callable[[str], bool] | None = None,
     ) -> list[CheckRequest]:
         """Long poll for check requests of the group (any live producer of it gets each
         one; a check handed out is claimed for CLAIM_SECONDS). With ``access_key`` the
         registration must be that key's; ``allowed`` (topic -> may publish) limits the
-        checks handed out to transactions of topics the caller may publish to."""
+        checks handed out to transactions of topics the caller may publish to, and with
+        ``access_key`` to those it may read the first message of (:meth:`may_answer`)."""
         check_group_name(producer_group)
         check_id(transactional_id, "transactional id")
         if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
@@ -194,15 +196,49 @@ class TransactionChecks:
         keep_until = self._clock() // 1000 + REGISTRATION_KEEP_SECONDS
         if keep_until - expires_at > 24 * 3600:  # a live producer keeps its registration
             self._store.touch(producer_group, transactional_id, epoch, keep_until)
+        owners: dict[str, str | None] = {}
+
+        def may_take(txn: Transaction) -> bool:
+            if allowed is not None and not allowed(txn.topic):
+                return False  # another producer of the group (with publish on it) answers it
+            return self.may_answer(txn, transactional_id, access_key, readable, owners)
+
         deadline = time.monotonic() + wait_seconds
         while True:
-            found = self._take_checks(producer_group, max_checks, allowed)
+            found = self._take_checks(producer_group, max_checks, may_take)
             if found or time.monotonic() + POLL_INTERVAL_SECONDS > deadline:
                 return found
             self._sleep(POLL_INTERVAL_SECONDS)
 
+    def may_answer(
+        self,
+        txn: Transaction,
+        transactional_id: str,
+        access_key: str | None,
+        readable: Callable[[str], bool] | None,
+        owners: dict[str, str | None] | None = None,
+    ) -> bool:
+        """Whether the producer ``transactional_id`` signing with ``access_key`` (None: an
+        admin) may be handed ``txn``'s check request (which carries its first message) and
+        answer it. Any producer of the group may (RocketMQ's rule), provided it may read
+        what the request carries: the transaction's own producer, a producer registered by
+        the same access key, or a key that may read the topic (``readable``). ``owners``
+        caches registration owners over one poll (one GetItem per other producer)."""
+        if access_key is None or transactional_id == txn.transactional_id:
+            return True
+        if readable is not None and readable(txn.topic):
+            return True
+        cache = {} if owners is None else owners
+        if txn.transactional_id not in cache:
+            found = self._store.registration_of(txn.producer_group, txn.transactional_id)
+            cache[txn.transactional_id] = found[2] if found else None
+        return cache[txn.transactional_id] == access_key
+
     def _take_checks(
-        self, producer_group: str, wanted: int, allowed: Callable[[str], bool] | None = None
+        self,
+        producer_group: str,
+        wanted: int,
+        may_take: Callable[[Transaction], bool] | None = None,
     ) -> list[CheckRequest]:
         pending = self._store.pending_checks(producer_group)
         if not pending:
@@ -219,8 +255,8 @@ class TransactionChecks:
                 break
             if txn.state is not TxnState.OPEN or txn.claim_until >= now or not txn.objects:
                 continue
-            if allowed is not None and not allowed(txn.topic):
-                continue  # another producer of the group (with publish on it) answers it
+            if may_take is not None and not may_take(txn):
+                continue  # another producer of the group answers it
             if self._store.claim(txn, now, now + CLAIM_SECONDS * 1000):
                 try:
                     found.append(self._check_request(txn))

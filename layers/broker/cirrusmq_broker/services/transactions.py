@@ -341,16 +341,23 @@ class TransactionService(TransactionChecks):
         by: str = "producer",
         allowed: Callable[[str], bool] | None = None,
         access_key: str | None = None,
+        readable: Callable[[str], bool] | None = None,
     ) -> EndResult:
         """Apply a verdict. ``producer`` = (transactional id, epoch) is fenced: a newer
         registration of that id makes it fail with ProducerFenced. Committing a committed
         transaction is a no-op; any other verdict on an ended one is TransactionAlreadyEnded.
-        UNKNOWN (an answer to a check) leaves it open for the next check."""
+        UNKNOWN (an answer to a check) leaves it open for the next check.
+
+        With ``access_key`` (not an admin) only the transaction's own producer ends it; a
+        check's answer (``by="check"``) comes from a producer that may be handed the check
+        (:meth:`may_answer`); AccessDenied otherwise."""
         check_group_name(producer_group)
         check_id(transaction_id, "transaction id")
         txn = self._get(producer_group, transaction_id)
         if allowed is not None and not allowed(txn.topic):
             raise AccessDenied(f"access denied: publish to topic {txn.topic}")
+        if access_key is not None and producer is not None:
+            self._check_may_end(txn, producer[0], by, access_key, readable)
         if resolution is Resolution.UNKNOWN:
             if producer is not None:
                 self._fence(producer_group, *producer, access_key)
@@ -361,6 +368,29 @@ class TransactionService(TransactionChecks):
         if resolution is Resolution.COMMIT:
             return self._commit(txn, producer, by, access_key)
         return self._rollback_verdict(txn, producer, by, access_key)
+
+    def _check_may_end(
+        self,
+        txn: Transaction,
+        transactional_id: str,
+        by: str,
+        access_key: str,
+        readable: Callable[[str], bool] | None,
+    ) -> None:
+        """AccessDenied unless producer ``transactional_id`` may end ``txn`` (see end)."""
+        if by == "check" and self.may_answer(txn, transactional_id, access_key, readable):
+            return
+        if transactional_id != txn.transactional_id:
+            raise AccessDenied(
+                f"access denied: transaction {txn.transaction_id!r} belongs to producer "
+                f"{txn.transactional_id!r}; "
+                + (
+                    "this access key may not read its messages, so it cannot answer its check"
+                    if by == "check"
+                    else "only that producer ends it (another producer of the group may "
+                    "answer its check requests)"
+                )
+            )
 
     def _get(self, producer_group: str, transaction_id: str) -> Transaction:
         txn = self._store.get(producer_group, transaction_id)

@@ -108,6 +108,7 @@ def _member_values(member: Member) -> dict[str, Any]:
         "orderly": member.orderly,
         "last_heartbeat": member.last_heartbeat,
         "expires_at": member.expires_at,
+        **({"access_key": member.access_key} if member.access_key is not None else {}),
     }
 
 
@@ -119,6 +120,7 @@ def _membership(values: dict[str, Any]) -> Membership:
             orderly=bool(v.get("orderly")),
             last_heartbeat=int(v["last_heartbeat"]),
             expires_at=int(v["expires_at"]),
+            access_key=v.get("access_key"),
         )
         for cid, v in (values.get("members") or {}).items()
     }
