@@ -30,7 +30,13 @@ from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.transaction_state import Resolution
 from faults import INJECTOR, KINDS, Crash, Fault
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from model import INVARIANTS, Delivery, GroupModel, Msg, Txn, violation_type
 from world import World
 
@@ -55,7 +61,37 @@ OPS = (
     "rollback",
     "redrive",
     "redrive_id",
+    "advance",
 )
+
+RACES = (
+    ("receive", "ack"),  # an ack inside the move of its expired lease
+    ("receive", "change_invisible"),
+    ("receive", "nack"),
+    ("nack", "receive"),
+    ("ack", "receive"),
+    ("tick", "cancel"),  # a cancel inside the scheduler's move
+    ("commit", "txn_send"),  # a part send inside its commit
+    ("redrive", "redrive_id"),
+    ("redrive_id", "redrive"),
+    ("receive", "receive"),
+    ("resend", "resend"),
+)
+"""Pairs the issue names: the second runs while the first is paused at an AWS call."""
+RERUNS = (
+    ("receive", "ack"),  # a failed expiry move, an ack, the move again
+    ("receive", "change_invisible"),
+    ("receive", "advance"),
+    ("nack", "receive"),
+    ("tick", "cancel"),
+    ("tick", "advance"),
+    ("send", "advance"),  # a failed delayed send, the clock past its due time, the resend
+    ("commit", "txn_send"),
+    ("redrive", "redrive_id"),
+    ("redrive_id", "redrive"),
+    ("txn_send", "commit"),
+)
+"""Pairs the issue names: the first fails, the second runs, the first is re-run."""
 
 faults = st.one_of(
     st.none(),
@@ -619,6 +655,15 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 other.allowance[body] += 1
                 other.granted[body] += 1
 
+    def _op_advance(self, p: int, q: int) -> Op:
+        seconds = ADVANCES_S[p % len(ADVANCES_S)]
+        return Op(
+            f"clock +{seconds}s",
+            lambda broker: self.clock.advance(seconds),
+            lambda outcome, value: None,
+            moves_groups=False,
+        )
+
     def _op_reset(self, p: int, q: int) -> Op:
         group, topic = PAIRS[p % len(PAIRS)]
         to = ("earliest", "latest")[q % 2]
@@ -641,6 +686,18 @@ class ReliabilityMachine(RuleBasedStateMachine):
         )
 
     # ================================================================== the rules
+    @initialize(b=containers, p=picks, q=picks)
+    def start_with_messages_in_flight(self, b: int, p: int, q: int) -> None:
+        """Every history starts with messages stored, some delayed, some leased, and an open
+        transaction: the moves have something to move from the first step on."""
+        self._run(b, None, self._op_send(1, 2 + 3 * (q % 3)))  # NORMAL, stamped
+        self._run(1 - b, None, self._op_send(0, 1 + q))  # FIFO, stamped
+        self._run(b, None, self._op_send(4, 5))  # NORMAL, unstamped, the last one delayed
+        self._run(b, None, self._op_txn_send(p, 1))
+        self._run(1 - b, None, self._receive_op("g1", "n", 2 + p % 3, 10))
+        self._run(b, None, self._receive_op("g2", "n", 2, 10 + 20 * (q % 2)))
+        self._run(1 - b, None, self._receive_op("g1", "f", 2, 10))
+
     @rule(b=containers, p=picks, q=picks, fault=faults)
     def send(self, b: int, p: int, q: int, fault: Fault | None) -> None:
         self._run(b, fault, self._op_send(p, q))
@@ -722,6 +779,68 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self, b: int, first: str, p1: int, q1: int, at: int, second: str, p2: int, q2: int
     ) -> None:
         self._interleave(b, self._op(first, p1, q1), at, self._op(second, p2, q2))
+
+    @rule(
+        b=containers,
+        first=st.sampled_from(OPS),
+        p1=picks,
+        q1=picks,
+        fault=faults,
+        second=st.sampled_from(OPS),
+        p2=picks,
+        q2=picks,
+    )
+    def rerun_after_change(
+        self,
+        b: int,
+        first: str,
+        p1: int,
+        q1: int,
+        fault: Fault | None,
+        second: str,
+        p2: int,
+        q2: int,
+    ) -> None:
+        """A request fails; something else happens; the request is re-run (a send is
+        resent with its stamp, a move is re-run by the next request that makes it)."""
+        pending = len(self.pending)
+        self._run(b, fault, self._op(first, p1, q1))
+        self._run(1 - b, None, self._op(second, p2, q2))
+        if first == "send":
+            if len(self.pending) > pending:
+                self._run(b, None, self._op_resend(len(self.pending) - 1, 0))
+        else:
+            self._run(b, None, self._op(first, p1, q1 - q1 % 2))
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(RACES),
+        p1=picks,
+        q1=picks,
+        at=st.integers(0, 8),
+        p2=picks,
+        q2=picks,
+    )
+    def race(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, at: int, p2: int, q2: int
+    ) -> None:
+        """``interleave`` of the pairs the issue names."""
+        self.interleave(b, pair[0], p1, q1, at, pair[1], p2, q2)
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(RERUNS),
+        p1=picks,
+        q1=picks,
+        fault=faults,
+        p2=picks,
+        q2=picks,
+    )
+    def rerun(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, fault: Fault | None, p2: int, q2: int
+    ) -> None:
+        """``rerun_after_change`` of the pairs the issue names."""
+        self.rerun_after_change(b, pair[0], p1, q1, fault, pair[1], p2, q2)
 
     # ================================================================== the checks
     def _delivered(

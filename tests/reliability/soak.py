@@ -362,6 +362,9 @@ class Soak:
         ):
             if items:
                 print(f"{what} ({len(items)}): {items[:20]}")
+        acked_dead = sorted(k for k in dead if ledger.acked_on.get(k))
+        if acked_dead:
+            print(f"acked, yet dead-lettered ({len(acked_dead)}): {acked_dead[:20]}")
         dups = [k for k, v in ledger.acked_on.items() if len(v) > 1]
         if dups:
             print(f"acked on two deliveries ({len(dups)}): {dups[:20]}")
@@ -369,7 +372,7 @@ class Soak:
             f"sent {len(sent)}, acked {acked}, dead-lettered {len(dead)}, lost {lost}, "
             f"duplicate acks {duplicate}, early {early}, rolled-back visible {rolled}"
         )
-        return 1 if lost or duplicate or early or rolled or unsent else 0
+        return 1 if lost or duplicate or early or rolled or unsent or acked_dead else 0
 
 
 def main(argv: list[str] | None = None) -> int:
