@@ -4,12 +4,19 @@ containers (separate caches) and an observer, one fake clock, inline worker pool
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import boto3
+from cachetools import TTLCache
 from cirrusmq_broker.container import Broker
+from cirrusmq_broker.services import consume, log_reader, transaction_checks
+from cirrusmq_broker.services.moves import INTERNAL_TOPIC_CACHE_SECONDS
+from cirrusmq_broker.services.retries import CONFIG_CACHE_SECONDS
+from cirrusmq_broker.services.topic_catalog import TOPIC_CACHE_SECONDS
 from cirrusmq_broker.settings import Settings
 from cirrusmq_broker.storage.clients import aws_client
 from cirrusmq_local.resolver import Resolver, resolve_parameters
@@ -18,6 +25,7 @@ from cirrusmq_local.template import load_template
 from faults import INJECTOR
 from moto import mock_aws
 
+_TIMED_MODULES = (consume, log_reader, transaction_checks)
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 START_MS = 1_790_000_000_000
 
@@ -33,6 +41,9 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += int(seconds * 1000)
+
+    def seconds(self) -> float:
+        return self.now / 1000
 
     def until(self, when_ms: int) -> None:
         """A scheduler's sleep: time passes up to ``when_ms``."""
@@ -54,8 +65,9 @@ INLINE = Inline()
 
 
 class Backend:
-    """One moto backend per process, its tables and bucket created once from template.yaml
-    (a history names its own topics and groups: histories do not see each other)."""
+    """A fresh moto backend per history (no state carries over from one history to the
+    next, so a shrunk history replays the same), its tables and bucket made from
+    template.yaml."""
 
     _current: Backend | None = None
 
@@ -65,16 +77,18 @@ class Backend:
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
         self._mock = mock_aws()
         self._mock.start()
-        self.settings = _settings()
+        try:
+            self.settings = _settings()
+        except BaseException:
+            self._mock.stop()
+            raise
         for service in ("dynamodb", "s3"):
             INJECTOR.install(aws_client(service, self.settings))
-        self.clock = FakeClock()
-        self.histories = 0
 
     @classmethod
-    def get(cls) -> Backend:
-        if cls._current is None:
-            cls._current = Backend()
+    def fresh(cls) -> Backend:
+        cls.stop()
+        cls._current = Backend()
         return cls._current
 
     @classmethod
@@ -82,34 +96,68 @@ class Backend:
         if cls._current is not None:
             cls._current._mock.stop()
             cls._current = None
+            _BrokerTime.uninstall()
+
+
+class _BrokerTime:
+    """The broker's own waits and caches run on the wall clock (``time.monotonic``,
+    cachetools' TTLCache): in a history they run on its fake clock instead, so that a
+    history does the same however fast the machine runs it, and cached entries expire as
+    its time passes."""
+
+    saved: dict[Any, Any] = {}
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+
+    def monotonic(self) -> float:
+        return self._clock() / 1000
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @classmethod
+    def install(cls, clock: FakeClock) -> None:
+        shim = cls(clock)
+        for module in _TIMED_MODULES:
+            cls.saved.setdefault(module, module.time)
+            module.time = shim
+
+    @classmethod
+    def uninstall(cls) -> None:
+        for module, original in cls.saved.items():
+            module.time = original
+        cls.saved.clear()
 
 
 class World:
-    """One history: its name prefix, a clock started on a 10-minute boundary past the last
-    history's time, two containers and an observer over the shared backend."""
+    """One history: a fresh backend, a fake clock, two containers and an observer."""
 
     def __init__(self) -> None:
-        backend = Backend.get()
-        backend.histories += 1
-        self.prefix = f"h{backend.histories}-"
-        self.settings = backend.settings
-        self.clock = backend.clock
-        self.clock.now = (self.clock.now // 600_000 + 1) * 600_000
+        self.backend = Backend.fresh()
+        self.settings = self.backend.settings
+        self.clock = FakeClock()
         self.start = self.clock.now
+        _BrokerTime.install(self.clock)
         self.brokers = [self.fresh(), self.fresh()]
         self.observer = self.fresh()
         """Reads for the checks: its caches are not the ones under test."""
 
     def name(self, logical: str) -> str:
-        """The history's own name of a topic or group."""
-        return self.prefix + logical
+        """A topic's or group's name (kept: one backend per history)."""
+        return logical
 
     def fresh(self) -> Broker:
-        """A new container (a new process: empty caches)."""
+        """A new container (a new process: empty caches), its worker pools inline and its
+        caches on the history's clock."""
         broker = Broker(self.settings, self.clock)
         broker.produce._uploads = INLINE
         broker.scheduler._pool = INLINE
         broker.scheduler._queries = INLINE
+        timer = self.clock.seconds
+        broker.catalog._cache = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS, timer=timer)
+        broker.moves._topics = TTLCache(maxsize=4096, ttl=INTERNAL_TOPIC_CACHE_SECONDS, timer=timer)
+        broker.retries._max = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS, timer=timer)
         return broker
 
     def restart(self, index: int) -> None:
@@ -118,11 +166,17 @@ class World:
 
     def close(self) -> None:
         self.brokers.clear()
+        Backend.stop()
+
+
+@functools.cache
+def _template() -> tuple[Any, Any]:
+    template = load_template(TEMPLATE)
+    return template, Resolver(template, resolve_parameters(template))
 
 
 def _settings() -> Settings:
-    template = load_template(TEMPLATE)
-    resolver = Resolver(template, resolve_parameters(template))
+    template, resolver = _template()
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     names = create_resources(
         ddb,
