@@ -824,8 +824,27 @@ class ReliabilityMachine(RuleBasedStateMachine):
     def race(
         self, b: int, pair: tuple[str, str], p1: int, q1: int, at: int, p2: int, q2: int
     ) -> None:
-        """``interleave`` of the pairs the issue names."""
+        """``interleave`` of the pairs the issue names, aimed: a receive races a request on
+        a lease of its own group and topic, often once that lease has expired."""
+        p1, p2 = self._aim(pair, p1, q1, p2, q2)
         self.interleave(b, pair[0], p1, q1, at, pair[1], p2, q2)
+
+    def _aim(self, pair: tuple[str, str], p1: int, q1: int, p2: int, q2: int) -> tuple[int, int]:
+        """Picks that make a receive and a lease request meet (see ``race``)."""
+        on_lease = {"ack", "nack", "change_invisible"}
+        if "receive" not in pair or not on_lease & set(pair):
+            return p1, p2
+        lease_op, lease_p, lease_q = (pair[1], p2, q2) if pair[1] in on_lease else (pair[0], p1, q1)
+        live = self._live(stale_too=lease_op == "ack" and lease_q % 3 == 2)
+        if not live:
+            return p1, p2
+        group, d = live[lease_p % len(live)]
+        receive_p = PAIRS.index((group, d.topic))
+        if (q1 + q2) % 2 == 0 and self.clock() <= d.deadline:  # the lease expires first
+            seconds = (d.deadline - self.clock()) / 1000 + 1
+            self.clock.advance(seconds)
+            self.log.append(f"clock +{seconds:g}s (past the lease of {d.body.decode()})")
+        return (receive_p, lease_p) if pair[0] == "receive" else (lease_p, receive_p)
 
     @rule(
         b=containers,

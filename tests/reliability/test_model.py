@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import run_state_machine_as_test
 from machine import ReliabilityMachine, Stats
 from model import INVARIANTS, Violation
@@ -22,8 +23,9 @@ from world import Backend
 
 pytestmark = pytest.mark.reliability
 
-HISTORIES = 30
-STEPS = 25
+HISTORIES = 12
+STEPS = 20
+SHRINK_SECONDS = 60
 
 KNOWN_FAILING: dict[str, str] = {}
 """Invariants today's broker breaks, with the defect they show; an entry goes once its fix
@@ -47,6 +49,7 @@ class SuiteMachine(ReliabilityMachine):
 @pytest.fixture(scope="module")
 def search() -> Iterator[Search]:
     logging.disable(logging.CRITICAL)  # the broker logs the injected faults it survives
+    shrink_seconds, engine.MAX_SHRINKING_SECONDS = engine.MAX_SHRINKING_SECONDS, SHRINK_SECONDS
     found = Search(stats=SuiteMachine.stats)
     config = settings(
         max_examples=HISTORIES,
@@ -66,6 +69,7 @@ def search() -> Iterator[Search]:
     finally:
         Backend.stop()
         logging.disable(logging.NOTSET)
+        engine.MAX_SHRINKING_SECONDS = shrink_seconds
     yield found
 
 
