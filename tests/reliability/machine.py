@@ -78,6 +78,7 @@ RACES = (
     ("resend", "resend"),
 )
 """Pairs the issue names: the second runs while the first is paused at an AWS call."""
+LEASE_RACES = tuple(pair for pair in RACES if "receive" in pair and pair != ("receive", "receive"))
 RERUNS = (
     ("receive", "ack"),  # a failed expiry move, an ack, the move again
     ("receive", "change_invisible"),
@@ -840,11 +841,26 @@ class ReliabilityMachine(RuleBasedStateMachine):
             return p1, p2
         group, d = live[lease_p % len(live)]
         receive_p = PAIRS.index((group, d.topic))
-        if (q1 + q2) % 2 == 0 and self.clock() <= d.deadline:  # the lease expires first
+        if (q1 + q2) % 3 != 2 and self.clock() <= d.deadline:  # the lease expires first
             seconds = (d.deadline - self.clock()) / 1000 + 1
             self.clock.advance(seconds)
             self.log.append(f"clock +{seconds:g}s (past the lease of {d.body.decode()})")
         return (receive_p, lease_p) if pair[0] == "receive" else (lease_p, receive_p)
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(LEASE_RACES),
+        p1=picks,
+        q1=picks,
+        at=st.integers(0, 8),
+        p2=picks,
+        q2=picks,
+    )
+    def race_on_lease(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, at: int, p2: int, q2: int
+    ) -> None:
+        """``race`` of a receive (its expiry move) and a request on one of its leases."""
+        self.race(b, pair, p1, q1, at, p2, q2)
 
     @rule(
         b=containers,
