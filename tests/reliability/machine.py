@@ -942,18 +942,24 @@ class ReliabilityMachine(RuleBasedStateMachine):
         gm.last_attempt[body] = received.delivery_attempt
 
     def _check_fifo(self, gm: GroupModel, m: Msg, what: str, earlier: set[bytes]) -> None:
-        settled = gm.acked | gm.maybe_acked | gm.dead_ever | gm.excused | earlier
-        for other in self.msgs.values():
-            if (
-                other.topic == "f"
+        def unsettled() -> list[Msg]:
+            settled = gm.acked | gm.maybe_acked | gm.dead_ever | gm.excused | earlier
+            return [
+                other
+                for other in self.msgs.values()
+                if other.topic == "f"
                 and other.group_key == m.group_key
                 and other.fifo_seq is not None
                 and other.fifo_seq < m.fifo_seq
                 and other.required
                 and other.body not in settled
                 and other.body not in gm.exempt
-            ):
-                self._violate("fifo-order", f"{what}: {other.body!r} before it is not settled")
+            ]
+
+        if unsettled():
+            self._check_storage()  # it may have become a dead letter in this very request
+        for other in unsettled():
+            self._violate("fifo-order", f"{what}: {other.body!r} before it is not settled")
 
     def _acked(self, group: str, d: Delivery) -> None:
         gm = self.groups[group]
