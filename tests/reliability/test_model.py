@@ -23,7 +23,7 @@ from world import Backend
 
 pytestmark = pytest.mark.reliability
 
-HISTORIES = 12
+HISTORIES = 20
 STEPS = 20
 SHRINK_SECONDS = 60
 
