@@ -1,0 +1,1159 @@
+"""The model-based test: random histories of every move, with faults at AWS calls, two
+containers interleaving, and changed inputs between a failure and its re-run; after every
+step the reference model (model.py) judges what the broker answered and what it holds.
+
+Each step runs on container 0 or 1 (separate caches, one moto backend, one clock), with an
+optional fault at its n-th AWS call (faults.py). ``interleave`` pauses one operation before
+its n-th AWS call, runs another one on the other container, then lets the first go on.
+A failed request is re-run later by the steps that follow (a resend with the same stamp, a
+commit again, the next receive re-running an expiry move, ...) after whatever else happened.
+At the end the history is brought to rest (resends, the clock moved past every delay and
+backoff, the scheduler run, every group drained) and nothing may be missing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from cirrusmq_broker.errors import (
+    AlreadyDelivered,
+    BrokerError,
+    ScheduledMessageNotFound,
+    TransactionAlreadyEnded,
+)
+from cirrusmq_broker.model import ProducerStamp, ReceivedMessage
+from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.transaction_state import Resolution
+from faults import INJECTOR, KINDS, Crash, Fault
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from model import INVARIANTS, Delivery, GroupModel, Msg, Txn, violation_type
+from world import World
+
+TOPICS = {"n": ("NORMAL", 2), "f": ("FIFO", 2), "x": ("TRANSACTION", 2)}
+GROUPS = {"g1": ("n", "f", "x"), "g2": ("n",)}
+MAX_ATTEMPTS = {"g1": 2, "g2": 3}
+PAIRS = [(g, t) for g, topics in GROUPS.items() for t in topics]
+PRODUCER_GROUP, TRANSACTIONAL_ID = "pg", "p1"
+ADVANCES_S = (1, 2, 5, 11, 31, 61, 125)
+OPS = (
+    "send",
+    "resend",
+    "receive",
+    "ack",
+    "nack",
+    "change_invisible",
+    "cancel",
+    "tick",
+    "checks",
+    "txn_send",
+    "commit",
+    "rollback",
+    "redrive",
+    "redrive_id",
+    "advance",
+)
+
+RACES = (
+    ("receive", "ack"),  # an ack inside the move of its expired lease
+    ("receive", "change_invisible"),
+    ("receive", "nack"),
+    ("nack", "receive"),
+    ("ack", "receive"),
+    ("tick", "cancel"),  # a cancel inside the scheduler's move
+    ("commit", "txn_send"),  # a part send inside its commit
+    ("redrive", "redrive_id"),
+    ("redrive_id", "redrive"),
+    ("receive", "receive"),
+    ("resend", "resend"),
+)
+"""Pairs the issue names: the second runs while the first is paused at an AWS call."""
+LEASE_RACES = tuple(pair for pair in RACES if "receive" in pair and pair != ("receive", "receive"))
+RERUNS = (
+    ("receive", "ack"),  # a failed expiry move, an ack, the move again
+    ("receive", "change_invisible"),
+    ("receive", "advance"),
+    ("nack", "receive"),
+    ("tick", "cancel"),
+    ("tick", "advance"),
+    ("send", "advance"),  # a failed delayed send, the clock past its due time, the resend
+    ("commit", "txn_send"),
+    ("redrive", "redrive_id"),
+    ("redrive_id", "redrive"),
+    ("txn_send", "commit"),
+)
+"""Pairs the issue names: the first fails, the second runs, the first is re-run."""
+
+faults = st.one_of(
+    st.none(),
+    st.builds(
+        Fault, at=st.one_of(st.integers(0, 4), st.integers(0, 14)), kind=st.sampled_from(KINDS)
+    ),
+)
+picks = st.integers(0, 63)
+containers = st.integers(0, 1)
+
+
+@dataclass
+class Op:
+    """One request: what it is, the call, and how its answer updates the model."""
+
+    what: str
+    call: Callable[[Any], Any]
+    apply: Callable[[str, Any], None]
+    """(outcome: ok / error / crash, the result or the error)."""
+    moves_groups: bool = True
+    """It may change a group's state or dead letters (checked after the step)."""
+
+
+@dataclass
+class Stats:
+    histories: int = 0
+    steps: int = 0
+    faults: int = 0
+    violations: list[tuple[str, str]] = field(default_factory=list)
+    """Violations of muted kinds: (kind, the history that showed it)."""
+
+
+class ReliabilityMachine(RuleBasedStateMachine):
+    """Random histories of the broker's moves against the reference model."""
+
+    raise_kinds: ClassVar[frozenset[str] | None] = None
+    """Invariant kinds that fail the history (None: all); the others are only recorded."""
+    stats: ClassVar[Stats] = Stats()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats.histories += 1
+        self.world = World()
+        self.n = self.world.name
+        self.clock = self.world.clock
+        self.msgs: dict[bytes, Msg] = {}
+        self.groups = {g: GroupModel(g, topics) for g, topics in GROUPS.items()}
+        self.txns: dict[int, Txn] = {}
+        self.pending: list[tuple[str, list[MessageInput], ProducerStamp]] = []
+        self.delivered_any: set[bytes] = set()
+        self.log: list[str] = []
+        self.counter = 0
+        self.sequence = 0
+        self.fifo_seq = Counter[str]()
+        self.resets = 0
+        self.dirty = True
+        self.generation = 0
+        self.redriven_letters: set[tuple[str, int]] = set()
+        self.copies = Counter[bytes]()
+        """Copies of a message a redrive appended to its topic (granted letters)."""
+        try:
+            self._setup()
+        except BaseException:
+            self.world.close()
+            raise
+
+    def _setup(self) -> None:
+        broker = self.world.brokers[0]
+        for name, (kind, queues) in TOPICS.items():
+            broker.admin.create_topic(self.n(name), queues=queues, message_type=kind)
+        for group, attempts in MAX_ATTEMPTS.items():
+            broker.retries.set_max_delivery_attempts(self.n(group), attempts)
+        for group, topic in PAIRS:  # subscribed before anything is sent
+            broker.consume.receive(self.n(group), self.n(topic), max_messages=1)
+        self.epoch = broker.transactions.register(self.n(PRODUCER_GROUP), TRANSACTIONAL_ID)
+
+    # ================================================================== running requests
+    def _run(self, b: int, fault: Fault | None, op: Op | None) -> None:
+        if op is None:
+            return
+        INJECTOR.arm(fault)
+        outcome, value = self._call(b, op)
+        fired = INJECTOR.fired
+        INJECTOR.disarm()
+        self.dirty = self.dirty or op.moves_groups
+        self._after(f"[{b}] {op.what}", fired, outcome, value)
+        op.apply(outcome, value)
+
+    def _call(self, b: int, op: Op) -> tuple[str, Any]:
+        try:
+            return "ok", op.call(self.world.brokers[b])
+        except Crash:
+            self.world.restart(b)
+            return "crash", None
+        except Exception as exc:  # noqa: BLE001 - judged in _after
+            return "error", exc
+
+    def _after(self, what: str, fired: str | None, outcome: str, value: Any) -> None:
+        self.stats.steps += 1
+        if fired:
+            self.stats.faults += 1
+        shown = _show(value) if outcome == "ok" else repr(value)[:160]
+        self.log.append(f"{what}{' !' + fired if fired else ''} -> {outcome} {shown}")
+        if outcome == "error" and fired is None and not isinstance(value, BrokerError):
+            self._violate("internal-error", f"{what}: {value!r}")
+
+    def _interleave(self, b: int, first: Op | None, at: int, second: Op | None) -> None:
+        """``first`` on container b, paused before its ``at``-th AWS call while ``second``
+        runs to its end on the other container; then ``first`` goes on."""
+        if first is None or second is None:  # nothing to interleave: what there is runs
+            self._run(b, None, first)
+            self._run(1 - b, None, second)
+            return
+        done = threading.Event()
+        armed = threading.Event()
+        result: dict[str, Any] = {}
+
+        def run_first() -> None:
+            INJECTOR.arm(None, pause_at=at)
+            armed.set()
+            try:
+                result["first"] = self._call(b, first)
+            finally:
+                result["fired"] = INJECTOR.fired
+                done.set()
+
+        self.dirty = True
+        thread = threading.Thread(target=run_first, name="first")
+        thread.start()
+        armed.wait(10)
+        while not (INJECTOR.paused.is_set() or done.is_set()):
+            done.wait(0.001)
+        paused = INJECTOR.paused.is_set() and not done.is_set()
+        if paused:
+            first_thread = INJECTOR.thread
+            INJECTOR.thread = threading.get_ident()
+            outcome2, value2 = self._call(1 - b, second)
+            INJECTOR.thread = first_thread
+            INJECTOR.resume.set()
+        thread.join(60)
+        INJECTOR.disarm()
+        tag = f"paused before call {at}" if paused else "ran to its end first"
+        if paused:
+            self._after(
+                f"[{1 - b}] {second.what} (while [{b}] {first.what} {tag})", None, outcome2, value2
+            )
+            second.apply(outcome2, value2)
+        outcome1, value1 = result["first"]
+        self._after(f"[{b}] {first.what} ({tag})", result.get("fired"), outcome1, value1)
+        first.apply(outcome1, value1)
+        if not paused:  # nothing to interleave with: the second runs after
+            self._run(1 - b, None, second)
+
+    def _violate(self, kind: str, detail: str) -> None:
+        history = "\n".join(f"  {i:3}. {line}" for i, line in enumerate(self.log))
+        text = f"{kind}: {INVARIANTS[kind]}\n  {detail}\nhistory:\n{history}"
+        if self.raise_kinds is None or kind in self.raise_kinds:
+            raise violation_type(kind)(text)
+        self.stats.violations.append((kind, text))
+
+    # ================================================================== the operations
+    def _op(self, name: str, p: int, q: int) -> Op | None:
+        return getattr(self, f"_op_{name}")(p, q)
+
+    def _new_body(self) -> tuple[bytes, str]:
+        self.counter += 1
+        return f"m{self.counter}".encode(), f"id-{self.counter}"
+
+    def _op_send(self, p: int, q: int) -> Op:
+        topic = "f" if p % 3 == 0 else "n"
+        stamped = (p // 3) % 2 == 0
+        count = 1 + q % 3
+        delay = (q // 3) % 3 if topic == "n" else 0  # none, all, the last one
+        delay_ms = (2 + (p % 5) * 3) * 1000
+        now = self.clock()
+        inputs, msgs = [], []
+        for i in range(count):
+            body, mid = self._new_body()
+            due = now + delay_ms if delay == 1 or (delay == 2 and i == count - 1) else 0
+            key = f"k{q % 2}" if topic == "f" else None
+            inputs.append(
+                MessageInput(
+                    body, message_id=mid, message_group=key, delivery_timestamp=due or None
+                )
+            )
+            msgs.append(Msg(body, topic, mid, "maybe", due=due, group_key=key))
+        for m in msgs:
+            self.msgs[m.body] = m
+        stamp = None
+        if stamped:
+            self.sequence += 1
+            stamp = ProducerStamp(self.n("producer"), self.sequence)
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                for m in msgs:
+                    m.status = "certain"
+                    if m.group_key is not None:
+                        self.fifo_seq[m.group_key] += 1
+                        m.fifo_seq = self.fifo_seq[m.group_key]
+            elif stamp is not None:
+                for m in msgs:
+                    m.status = "pending"
+                self.pending.append((topic, inputs, stamp))
+
+        what = f"send {topic} {[m.body.decode() for m in msgs]}"
+        what += f" delayed {[m.due - now if m.due else 0 for m in msgs]} ms" if delay else ""
+        what += f" stamp {stamp.sequence}" if stamp else ""
+        return Op(
+            what,
+            lambda broker: broker.produce.send(self.n(topic), inputs, stamp),
+            apply,
+            moves_groups=False,
+        )
+
+    def _op_resend(self, p: int, q: int) -> Op | None:
+        if not self.pending:
+            return None
+        topic, inputs, stamp = self.pending[p % len(self.pending)]
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome != "ok":
+                return
+            if (topic, inputs, stamp) in self.pending:
+                self.pending.remove((topic, inputs, stamp))
+            for i in inputs:
+                m = self.msgs[i.body]
+                if m.status in ("pending", "maybe"):
+                    m.status = "certain"
+
+        what = f"resend stamp {stamp.sequence} {[i.body.decode() for i in inputs]}"
+        return Op(
+            what,
+            lambda broker: broker.produce.send(self.n(topic), inputs, stamp),
+            apply,
+            moves_groups=False,
+        )
+
+    def _op_receive(self, p: int, q: int) -> Op:
+        group, topic = PAIRS[p % len(PAIRS)]
+        return self._receive_op(group, topic, 1 + q % 4, (10, 30, 50)[(q // 4) % 3])
+
+    def _receive_op(
+        self, group: str, topic: str, most: int, invisible: int, into: list | None = None
+    ) -> Op:
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                earlier: set[bytes] = set()  # in order within one response
+                for received in value:
+                    self._delivered(group, topic, received, earlier)
+                    earlier.add(received.message.body)
+                if into is not None:
+                    into.extend(value)
+
+        return Op(
+            f"receive {group} {topic} max {most} invisible {invisible}s",
+            lambda broker: broker.consume.receive(
+                self.n(group), self.n(topic), max_messages=most, invisible_seconds=invisible
+            ),
+            apply,
+        )
+
+    def _live(self, stale_too: bool) -> list[tuple[str, Delivery]]:
+        found = []
+        for g, gm in self.groups.items():
+            for d in gm.deliveries:
+                if d.retired or d.body in gm.acked:
+                    continue
+                if stale_too or gm.latest.get(d.body) is d:
+                    found.append((g, d))
+        return found
+
+    def _op_ack(self, p: int, q: int) -> Op | None:
+        live = self._live(stale_too=q % 3 == 2)
+        if not live:
+            return None
+        group, d = live[p % len(live)]
+        chosen = [d] + [other for g, other in live if g == group and other is not d and q % 2][:1]
+
+        def apply(outcome: str, value: Any) -> None:
+            gm = self.groups[group]
+            if outcome != "ok":
+                gm.maybe_acked.update(x.body for x in chosen)
+                return
+            for x, result in zip(chosen, value, strict=True):
+                if result.status.value == "acked":
+                    self._acked(group, x)
+
+        what = f"ack {group} {[f'{x.body.decode()}#{x.attempt}' for x in chosen]}"
+        return Op(
+            what,
+            lambda broker: broker.consume.ack(self.n(group), [x.handle for x in chosen]),
+            apply,
+        )
+
+    def _op_nack(self, p: int, q: int) -> Op | None:
+        live = self._live(stale_too=False)
+        if not live:
+            return None
+        group, d = live[p % len(live)]
+
+        def apply(outcome: str, value: Any) -> None:
+            gm = self.groups[group]
+            if outcome == "ok" and value[0][1] != "acked":
+                return
+            d.retired = True
+            gm.visible_at.pop(d.body, None)
+
+        return Op(
+            f"nack {group} {d.body.decode()}#{d.attempt}",
+            lambda broker: broker.retries.nack(self.n(group), [d.handle]),
+            apply,
+        )
+
+    def _op_change_invisible(self, p: int, q: int) -> Op | None:
+        live = self._live(stale_too=False)
+        if not live:
+            return None
+        group, d = live[p % len(live)]
+        seconds = (10, 30, 50)[q % 3]
+
+        def apply(outcome: str, value: Any) -> None:
+            gm = self.groups[group]
+            if outcome == "ok":
+                d.retired = True
+                new = Delivery(
+                    d.body,
+                    d.topic,
+                    value.receipt_handle,
+                    d.attempt,
+                    value.invisible_until,
+                    step=len(self.log),
+                )
+                gm.deliveries.append(new)
+                gm.latest[d.body] = new
+                gm.visible_at[d.body] = value.invisible_until
+            elif not isinstance(value, BrokerError) or value.__class__.__name__ not in (
+                "ReceiptHandleExpired",
+            ):
+                d.retired = True
+                gm.visible_at[d.body] = min(
+                    gm.visible_at.get(d.body, 0), self.clock() + seconds * 1000
+                )
+
+        return Op(
+            f"change_invisible {group} {d.body.decode()}#{d.attempt} {seconds}s",
+            lambda broker: broker.consume.change_invisible(self.n(group), d.handle, seconds),
+            apply,
+        )
+
+    def _op_cancel(self, p: int, q: int) -> Op | None:
+        delayed = [m for m in self.msgs.values() if m.due and m.status != "cancelled"]
+        if not delayed:
+            return None
+        m = delayed[p % len(delayed)]
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                if m.body in self.delivered_any:
+                    self._violate(
+                        "cancelled-delivered",
+                        f"cancel of {m.body!r} answered success after its delivery",
+                    )
+                m.status = "cancelled"
+            elif m.status == "certain" and not isinstance(
+                value, AlreadyDelivered | ScheduledMessageNotFound
+            ):
+                m.status = "maybe-cancelled"
+
+        return Op(
+            f"cancel {m.body.decode()} due +{m.due - self.clock()}ms",
+            lambda broker: broker.scheduled_cancel.cancel(self.n(m.topic), m.message_id, m.due),
+            apply,
+            moves_groups=False,
+        )
+
+    def _op_tick(self, p: int, q: int) -> Op:
+        looping = p % 2 == 1  # the loop's tick: prepares what is due within 150 ms
+        sleep = self.clock.until if looping else None
+        return Op(
+            f"scheduler tick{' (loop)' if looping else ''}",
+            lambda broker: broker.scheduler.tick(sleep_until=sleep),
+            lambda outcome, value: None,
+            moves_groups=False,
+        )
+
+    def _op_checks(self, p: int, q: int) -> Op:
+        return Op(
+            "checker pass",
+            lambda broker: broker.transactions.run_checks(),
+            lambda outcome, value: None,
+            moves_groups=False,
+        )
+
+    def _txn(self, p: int) -> Txn:
+        slot = p % 3
+        txn = self.txns.get(slot)
+        if txn is None or txn.state in ("committed", "rolled-back"):
+            self.generation += 1
+            txn = self.txns[slot] = Txn(f"t{self.generation}")
+        return txn
+
+    def _op_txn_send(self, p: int, q: int) -> Op:
+        txn = self._txn(p)
+        if txn.failed_part is not None and q % 2 == 0:
+            part, bodies = txn.failed_part, txn.parts[txn.failed_part]
+            inputs = [MessageInput(b, message_id=self.msgs[b].message_id) for b in bodies]
+        else:
+            part = txn.next_part
+            txn.next_part += 1
+            inputs = []
+            for _ in range(1 + q % 2):
+                body, mid = self._new_body()
+                self.msgs[body] = Msg(body, "x", mid, "half", txn=txn.txid)
+                inputs.append(MessageInput(body, message_id=mid))
+            txn.parts[part] = [i.body for i in inputs]
+        msgs = [self.msgs[i.body] for i in inputs]
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                if txn.failed_part == part:
+                    txn.failed_part = None
+                if txn.state == "committed":  # answered stored after the commit: part of it
+                    for m in msgs:
+                        m.status = "committed"
+            else:
+                txn.failed_part = part
+                if txn.state in ("committed", "maybe-committed"):
+                    for m in msgs:
+                        if m.status == "half":
+                            m.status = "maybe-committed"
+
+        return Op(
+            f"txn send {txn.txid} part {part} {[m.body.decode() for m in msgs]}",
+            lambda broker: broker.transactions.send(
+                self.n(PRODUCER_GROUP),
+                txn.txid,
+                transactional_id=TRANSACTIONAL_ID,
+                epoch=self.epoch,
+                topic_name=self.n("x"),
+                inputs=inputs,
+                part=part,
+            ),
+            apply,
+        )
+
+    def _txn_msgs(self, txn: Txn) -> list[Msg]:
+        return [self.msgs[b] for bodies in txn.parts.values() for b in bodies]
+
+    def _op_commit(self, p: int, q: int) -> Op | None:
+        txn = self.txns.get(p % 3)
+        if txn is None or not txn.parts or txn.state in ("committed", "rolled-back"):
+            return None
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                txn.state = "committed"
+                for m in self._txn_msgs(txn):
+                    if m.status in ("half", "maybe-committed"):
+                        fine = txn.failed_part is None or m.body not in txn.parts[txn.failed_part]
+                        m.status = "committed" if fine else "maybe-committed"
+            elif isinstance(value, TransactionAlreadyEnded):
+                self._rolled_back(txn)
+            else:
+                txn.state = "maybe-committed"
+                for m in self._txn_msgs(txn):
+                    if m.status == "half":
+                        m.status = "maybe-committed"
+
+        return Op(
+            f"commit {txn.txid}",
+            lambda broker: broker.transactions.end(
+                self.n(PRODUCER_GROUP),
+                txn.txid,
+                Resolution.COMMIT,
+                producer=(TRANSACTIONAL_ID, self.epoch),
+            ),
+            apply,
+        )
+
+    def _op_rollback(self, p: int, q: int) -> Op | None:
+        txn = self.txns.get(p % 3)
+        if txn is None or not txn.parts or txn.state in ("committed", "rolled-back"):
+            return None
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                self._rolled_back(txn)
+            elif isinstance(value, TransactionAlreadyEnded) and txn.state == "maybe-committed":
+                txn.state = "committed"
+                for m in self._txn_msgs(txn):
+                    m.status = "committed" if m.status == "half" else m.status
+
+        return Op(
+            f"rollback {txn.txid}",
+            lambda broker: broker.transactions.end(
+                self.n(PRODUCER_GROUP),
+                txn.txid,
+                Resolution.ROLLBACK,
+                producer=(TRANSACTIONAL_ID, self.epoch),
+            ),
+            apply,
+        )
+
+    def _rolled_back(self, txn: Txn) -> None:
+        txn.state = "rolled-back"
+        for m in self._txn_msgs(txn):
+            m.status = "rolled-back"
+            if m.body in self.delivered_any:
+                self._violate(
+                    "rolled-back-visible",
+                    f"{m.body!r} of {txn.txid} was delivered, then rolled back",
+                )
+
+    def _op_redrive(self, p: int, q: int) -> Op:
+        group = ("g1", "g2")[p % 2]
+        letters = dict(self.groups[group].letter_bodies)
+
+        def apply(outcome: str, value: Any) -> None:
+            for offset in letters:
+                self._grant(group, offset)
+
+        return Op(
+            f"redrive {group} (cursor)",
+            lambda broker: broker.dead_letters.redrive(self.n(group)),
+            apply,
+        )
+
+    def _op_redrive_id(self, p: int, q: int) -> Op | None:
+        group = ("g1", "g2")[p % 2]
+        gm = self.groups[group]
+        if not gm.letter_bodies:
+            return None
+        offsets = sorted(gm.letter_bodies)
+        body = gm.letter_bodies[offsets[q % len(offsets)]]
+        mid = self.msgs[body].message_id
+        same = [o for o, b in gm.letter_bodies.items() if b == body]
+
+        def apply(outcome: str, value: Any) -> None:
+            for offset in same:
+                self._grant(group, offset)
+
+        return Op(
+            f"redrive {group} by id {body.decode()}",
+            lambda broker: broker.dead_letters.redrive(self.n(group), message_ids=[mid]),
+            apply,
+        )
+
+    def _grant(self, group: str, offset: int) -> None:
+        """A letter may be sent back (once): one more copy for every group of its topic."""
+        if (group, offset) in self.redriven_letters:
+            return
+        self.redriven_letters.add((group, offset))
+        gm = self.groups[group]
+        body = gm.letter_bodies[offset]
+        gm.dead.discard(body)
+        self.copies[body] += 1
+        topic = self.msgs[body].topic
+        for other in self.groups.values():
+            if topic in other.topics:
+                other.allowance[body] += 1
+                other.granted[body] += 1
+
+    def _op_advance(self, p: int, q: int) -> Op:
+        seconds = ADVANCES_S[p % len(ADVANCES_S)]
+        return Op(
+            f"clock +{seconds}s",
+            lambda broker: self.clock.advance(seconds),
+            lambda outcome, value: None,
+            moves_groups=False,
+        )
+
+    def _op_reset(self, p: int, q: int) -> Op:
+        group, topic = PAIRS[p % len(PAIRS)]
+        to = ("earliest", "latest")[q % 2]
+        self.resets += 1
+
+        def apply(outcome: str, value: Any) -> None:
+            gm = self.groups[group]
+            bodies = {b for b, m in self.msgs.items() if m.topic == topic}
+            gm.exempt |= bodies
+            if to == "latest" or outcome != "ok":
+                gm.excused |= bodies
+            for key in list(gm.committed):
+                if key[0] == self.n(topic) or key[0].endswith(f".{self.n(topic)}"):
+                    del gm.committed[key]
+
+        return Op(
+            f"reset {group} {topic} to {to}",
+            lambda broker: broker.offset_reset.reset(self.n(group), self.n(topic), to),
+            apply,
+        )
+
+    # ================================================================== the rules
+    @initialize(b=containers, p=picks, q=picks)
+    def start_with_messages_in_flight(self, b: int, p: int, q: int) -> None:
+        """Every history starts with messages stored, some delayed, some leased, and an open
+        transaction: the moves have something to move from the first step on."""
+        self._run(b, None, self._op_send(1, 2 + 3 * (q % 3)))  # NORMAL, stamped
+        self._run(1 - b, None, self._op_send(0, 1 + q))  # FIFO, stamped
+        self._run(b, None, self._op_send(4, 5))  # NORMAL, unstamped, the last one delayed
+        self._run(b, None, self._op_txn_send(p, 1))
+        self._run(1 - b, None, self._receive_op("g1", "n", 2 + p % 3, 10))
+        self._run(b, None, self._receive_op("g2", "n", 2, 10 + 20 * (q % 2)))
+        self._run(1 - b, None, self._receive_op("g1", "f", 2, 10))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def send(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_send(p, q))
+
+    @precondition(lambda self: self.pending)
+    @rule(b=containers, p=picks, fault=faults)
+    def resend(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_resend(p, 0))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def receive(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_receive(p, q))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def ack(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_ack(p, q))
+
+    @rule(b=containers, p=picks, fault=faults)
+    def nack(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_nack(p, 0))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def change_invisible(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_change_invisible(p, q))
+
+    @rule(b=containers, p=picks, fault=faults)
+    def cancel(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_cancel(p, 0))
+
+    @rule(b=containers, p=picks, fault=faults)
+    def tick(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_tick(p, 0))
+
+    @rule(b=containers, fault=faults)
+    def checks(self, b: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_checks(0, 0))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def txn_send(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_txn_send(p, q))
+
+    @rule(b=containers, p=picks, fault=faults)
+    def commit(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_commit(p, 0))
+
+    @rule(b=containers, p=picks, fault=faults)
+    def rollback(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_rollback(p, 0))
+
+    @rule(b=containers, p=picks, fault=faults)
+    def redrive(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_redrive(p, 0))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def redrive_id(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_redrive_id(p, q))
+
+    @precondition(lambda self: self.resets < 1)
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def reset(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_reset(p, q))
+
+    @rule(p=st.integers(0, len(ADVANCES_S) - 1))
+    def advance(self, p: int) -> None:
+        self.clock.advance(ADVANCES_S[p])
+        self.log.append(f"clock +{ADVANCES_S[p]}s")
+
+    @rule(
+        b=containers,
+        first=st.sampled_from(OPS),
+        p1=picks,
+        q1=picks,
+        at=st.integers(0, 14),
+        second=st.sampled_from(OPS),
+        p2=picks,
+        q2=picks,
+    )
+    def interleave(
+        self, b: int, first: str, p1: int, q1: int, at: int, second: str, p2: int, q2: int
+    ) -> None:
+        self._interleave(b, self._op(first, p1, q1), at, self._op(second, p2, q2))
+
+    @rule(
+        b=containers,
+        first=st.sampled_from(OPS),
+        p1=picks,
+        q1=picks,
+        fault=faults,
+        second=st.sampled_from(OPS),
+        p2=picks,
+        q2=picks,
+    )
+    def rerun_after_change(
+        self,
+        b: int,
+        first: str,
+        p1: int,
+        q1: int,
+        fault: Fault | None,
+        second: str,
+        p2: int,
+        q2: int,
+    ) -> None:
+        """A request fails; something else happens; the request is re-run (a send is
+        resent with its stamp, a move is re-run by the next request that makes it)."""
+        pending = len(self.pending)
+        self._run(b, fault, self._op(first, p1, q1))
+        self._run(1 - b, None, self._op(second, p2, q2))
+        if first == "send":
+            if len(self.pending) > pending:
+                self._run(b, None, self._op_resend(len(self.pending) - 1, 0))
+        else:
+            self._run(b, None, self._op(first, p1, q1 - q1 % 2))
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(RACES),
+        p1=picks,
+        q1=picks,
+        at=st.integers(0, 8),
+        p2=picks,
+        q2=picks,
+    )
+    def race(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, at: int, p2: int, q2: int
+    ) -> None:
+        """``interleave`` of the pairs the issue names, aimed: a receive races a request on
+        a lease of its own group and topic, often once that lease has expired."""
+        p1, p2 = self._aim(pair, p1, q1, p2, q2)
+        self.interleave(b, pair[0], p1, q1, at, pair[1], p2, q2)
+
+    def _aim(self, pair: tuple[str, str], p1: int, q1: int, p2: int, q2: int) -> tuple[int, int]:
+        """Picks that make a receive and a lease request meet (see ``race``)."""
+        on_lease = {"ack", "nack", "change_invisible"}
+        if "receive" not in pair or not on_lease & set(pair):
+            return p1, p2
+        lease_op, lease_p, lease_q = (pair[1], p2, q2) if pair[1] in on_lease else (pair[0], p1, q1)
+        live = self._live(stale_too=lease_op == "ack" and lease_q % 3 == 2)
+        if not live:
+            return p1, p2
+        group, d = live[lease_p % len(live)]
+        receive_p = PAIRS.index((group, d.topic))
+        if (q1 + q2) % 3 != 2 and self.clock() <= d.deadline:  # the lease expires first
+            seconds = (d.deadline - self.clock()) / 1000 + 1
+            self.clock.advance(seconds)
+            self.log.append(f"clock +{seconds:g}s (past the lease of {d.body.decode()})")
+        return (receive_p, lease_p) if pair[0] == "receive" else (lease_p, receive_p)
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(LEASE_RACES),
+        p1=picks,
+        q1=picks,
+        at=st.integers(0, 8),
+        p2=picks,
+        q2=picks,
+    )
+    def race_on_lease(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, at: int, p2: int, q2: int
+    ) -> None:
+        """``race`` of a receive (its expiry move) and a request on one of its leases."""
+        self.race(b, pair, p1, q1, at, p2, q2)
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(RERUNS),
+        p1=picks,
+        q1=picks,
+        fault=faults,
+        p2=picks,
+        q2=picks,
+    )
+    def rerun(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, fault: Fault | None, p2: int, q2: int
+    ) -> None:
+        """``rerun_after_change`` of the pairs the issue names."""
+        self.rerun_after_change(b, pair[0], p1, q1, fault, pair[1], p2, q2)
+
+    # ================================================================== the checks
+    def _delivered(
+        self, group: str, topic: str, received: ReceivedMessage, earlier: set[bytes]
+    ) -> None:
+        now = self.clock()
+        body = received.message.body
+        m = self.msgs.get(body)
+        gm = self.groups[group]
+        at = now - self.world.start
+        what = f"{group} got {body!r} attempt {received.delivery_attempt} at +{at}ms"
+        if m is None or m.topic != topic:
+            self._violate("unsent-delivered", f"{what} from {topic}: never sent there")
+            return
+        if m.status in ("half", "rolled-back"):
+            self._violate("rolled-back-visible", f"{what}: transaction part, {m.status}")
+        if m.status == "cancelled":
+            self._violate("cancelled-delivered", f"{what}: its cancel answered success")
+        if now < m.due:
+            self._violate("early", f"{what}: due at +{m.due - self.world.start}ms")
+        self.delivered_any.add(body)
+        via_allowance = False
+        if body not in gm.exempt:
+            problems = []
+            if body in gm.acked:
+                problems.append(("acked-redelivered", "its ack answered acked"))
+            if body in gm.dead:
+                problems.append(("delivered-after-dead-letter", "it is a dead letter"))
+            if now < gm.visible_at.get(body, 0):
+                problems.append(
+                    (
+                        "redelivered-while-invisible",
+                        f"its lease runs to +{gm.visible_at[body] - self.world.start}ms",
+                    )
+                )
+            if received.delivery_attempt <= gm.last_attempt.get(body, 0):
+                problems.append(
+                    (
+                        "attempt-not-counted",
+                        f"the previous delivery was attempt {gm.last_attempt[body]}",
+                    )
+                )
+            if problems and gm.allowance[body] > 0:
+                gm.allowance[body] -= 1  # a redriven copy
+                via_allowance, problems = True, []
+            for kind, why in problems:
+                if kind == "redelivered-while-invisible" and len(problems) > 1:
+                    continue
+                self._violate(kind, f"{what}: {why}")
+            if topic == "f" and m.fifo_seq is not None:
+                self._check_fifo(gm, m, what, earlier)
+        d = Delivery(
+            body,
+            topic,
+            received.receipt_handle,
+            received.delivery_attempt,
+            received.invisible_until,
+            step=len(self.log),
+            via_allowance=via_allowance,
+        )
+        gm.deliveries.append(d)
+        gm.latest[body] = d
+        gm.visible_at[body] = received.invisible_until
+        gm.last_attempt[body] = received.delivery_attempt
+
+    def _check_fifo(self, gm: GroupModel, m: Msg, what: str, earlier: set[bytes]) -> None:
+        def unsettled() -> list[Msg]:
+            settled = gm.acked | gm.maybe_acked | gm.dead_ever | gm.excused | earlier
+            return [
+                other
+                for other in self.msgs.values()
+                if other.topic == "f"
+                and other.group_key == m.group_key
+                and other.fifo_seq is not None
+                and other.fifo_seq < m.fifo_seq
+                and other.required
+                and other.body not in settled
+                and other.body not in gm.exempt
+            ]
+
+        if unsettled():
+            self._check_storage()  # it may have become a dead letter in this very request
+        for other in unsettled():
+            self._violate("fifo-order", f"{what}: {other.body!r} before it is not settled")
+
+    def _acked(self, group: str, d: Delivery) -> None:
+        gm = self.groups[group]
+        later = [x for x in gm.deliveries if x.step > d.step and x.body == d.body]
+        if d.body not in gm.exempt and any(not x.via_allowance for x in later):
+            self._violate(
+                "stale-ack-acked",
+                f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; "
+                f"it was delivered again since (attempt {later[-1].attempt})",
+            )
+        seen = gm.letter_seen.get(d.body)
+        if d.body not in gm.exempt and seen is not None and seen > d.step:
+            self._violate(
+                "stale-ack-acked",
+                f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; "
+                "it was dead-lettered since",
+            )
+        gm.acked.add(d.body)
+        gm.visible_at.pop(d.body, None)
+
+    def _check_storage(self) -> None:
+        """After every step: dead-letter queues and committed offsets, as stored."""
+        broker = self.world.observer
+        for group, gm in self.groups.items():
+            page = broker.dead_letters.list(self.n(group), limit=100)
+            per_body = Counter[bytes]()
+            for letter in page.dead_letters:
+                body = letter.message.body
+                per_body[body] += 1
+                m = self.msgs.get(body)
+                if m is None:
+                    self._violate("unsent-delivered", f"dead letter {body!r} was never sent")
+                    continue
+                if letter.offset in gm.letter_bodies:
+                    continue
+                gm.letter_bodies[letter.offset] = body
+                gm.letter_seen[body] = len(self.log)
+                gm.dead_ever.add(body)
+                if letter.redriven:
+                    self._grant(group, letter.offset)
+                else:
+                    gm.dead.add(body)
+                if m.status in ("half", "rolled-back"):
+                    self._violate("rolled-back-visible", f"dead letter {body!r} is {m.status}")
+                if body in gm.acked and body not in gm.exempt:
+                    self._violate(
+                        "acked-redelivered",
+                        f"{group}: {body!r} acked, then dead-lettered (DLQ offset {letter.offset})",
+                    )
+            for body, n in per_body.items():
+                if n > 1 + gm.granted[body] and body not in gm.exempt:
+                    self._violate(
+                        "dlq-duplicate",
+                        f"{group} DLQ holds {body!r} {n} times "
+                        f"({gm.granted[body]} redriven copies)",
+                    )
+            for status in broker.consume.describe_group(self.n(group)).queues:
+                key = (status.topic, status.queue)
+                before = gm.committed.get(key, 0)
+                if status.committed_offset < before:
+                    self._violate(
+                        "offset-backwards",
+                        f"{group} {key} committed {before} -> {status.committed_offset}",
+                    )
+                gm.committed[key] = status.committed_offset
+
+    @invariant()
+    def check_every_step(self) -> None:
+        INJECTOR.disarm()
+        if self.dirty:
+            self._check_storage()
+            self.dirty = False
+
+    # ================================================================== at rest
+    def teardown(self) -> None:
+        try:
+            self._quiesce()
+        finally:
+            INJECTOR.disarm()
+            self.world.close()
+
+    def _quiesce(self) -> None:
+        """Resend what failed, finish commits, move the clock past every delay and backoff,
+        run the scheduler and drain every group; then nothing may be missing."""
+        if not self.log:
+            return
+        self.log.append("-- at rest: resends, commits, clock moved on, drained --")
+        # the caches of a container live by the wall clock (30 s for internal topics): at
+        # rest they have expired, as new containers' have
+        self.world.restart(0)
+        self.world.restart(1)
+        for _ in range(len(self.pending)):
+            self._run(0, None, self._op_resend(0, 0))
+        for slot, txn in list(self.txns.items()):
+            if txn.state == "maybe-committed":
+                self._run(0, None, self._op_commit(slot, 0))
+        quiet = 0
+        for _ in range(16):
+            self.clock.advance(125)
+            self._run(0, None, self._op_tick(0, 0))
+            self._run(0, None, self._op_checks(0, 0))
+            got = 0
+            for group, topic in PAIRS:
+                for _ in range(8):
+                    received: list[ReceivedMessage] = []
+                    self._run(0, None, self._receive_op(group, topic, 16, 10, received))
+                    if not received:
+                        break
+                    got += len(received)
+                    gm = self.groups[group]
+                    ds = [gm.latest[r.message.body] for r in received]
+                    self._run(0, None, self._ack_op(group, ds))
+            quiet = 0 if got else quiet + 1
+            if quiet >= 2:
+                break
+        self._check_storage()
+        self._check_at_rest()
+
+    def _ack_op(self, group: str, ds: list[Delivery]) -> Op:
+        def apply(outcome: str, value: Any) -> None:
+            if outcome != "ok":
+                return
+            for x, result in zip(ds, value, strict=True):
+                if result.status.value == "acked":
+                    self._acked(group, x)
+
+        return Op(
+            f"ack {group} {[d.body.decode() for d in ds]}",
+            lambda broker: broker.consume.ack(self.n(group), [d.handle for d in ds]),
+            apply,
+        )
+
+    def _check_at_rest(self) -> None:
+        broker = self.world.observer
+        stored = Counter[bytes]()
+        for topic, (_, queues) in TOPICS.items():
+            for queue in range(queues):
+                offset = 0
+                while True:
+                    read = broker.log_reader.read(self.n(topic), queue, offset, max_messages=1000)
+                    for message in read.messages:
+                        stored[message.body] += 1
+                    if read.next_offset >= read.max_offset or read.next_offset == offset:
+                        break
+                    offset = read.next_offset
+        for body, n in stored.items():
+            m = self.msgs.get(body)
+            if m is None:
+                self._violate("unsent-delivered", f"{body!r} is stored but was never sent")
+            elif n > 1 + self.copies[body]:
+                self._violate(
+                    "stored-twice",
+                    f"{body!r} is stored {n} times in {m.topic} "
+                    f"({self.copies[body]} redriven copies)",
+                )
+            elif m.status in ("half", "rolled-back"):
+                self._violate("rolled-back-visible", f"{body!r} ({m.status}) is in {m.topic}")
+            elif m.status == "cancelled":
+                self._violate("cancelled-delivered", f"{body!r} (cancelled) is in {m.topic}")
+        for m in self.msgs.values():
+            if m.required and stored[m.body] == 0:
+                self._violate("lost", f"{m.body!r} ({m.status}) is not stored in {m.topic}")
+        for group, gm in self.groups.items():
+            in_dlq = {
+                b for o, b in gm.letter_bodies.items() if (group, o) not in self.redriven_letters
+            }
+            done = gm.acked | gm.maybe_acked | in_dlq | gm.excused
+            for m in self.msgs.values():
+                if m.topic in gm.topics and m.required and m.body not in done:
+                    self._violate(
+                        "lost",
+                        f"{group} never got {m.body!r} ({m.status}, "
+                        f"{m.topic}) to ack, nor is it a dead letter",
+                    )
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        parts = []
+        for v in value:
+            if isinstance(v, ReceivedMessage):
+                parts.append(f"{v.message.body.decode()}#{v.delivery_attempt}")
+            elif hasattr(v, "status"):
+                parts.append(str(v.status.value))
+            elif isinstance(v, tuple):
+                parts.append(str(v[1]))
+            else:
+                parts.append(type(v).__name__)
+        return str(parts)
+    if isinstance(value, ReceivedMessage):
+        return f"{value.message.body.decode()}#{value.delivery_attempt}"
+    for attr in ("redriven", "moved", "changed", "duplicate"):
+        if hasattr(value, attr):
+            return f"{attr}={getattr(value, attr)}"
+    return type(value).__name__

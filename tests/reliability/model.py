@@ -1,0 +1,132 @@
+"""The reference model: what was sent, acked, dead-lettered and redriven, and the rules a
+delivery, an ack or a dead letter must follow. Violations are raised as typed errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+INVARIANTS = {
+    "unsent-delivered": "nothing delivered that was not sent",
+    "early": "nothing delivered before its delivery time",
+    "acked-redelivered": "a message acked (ack answered acked) is never delivered again",
+    "stale-ack-acked": "an ack of a handle whose message was redelivered since answers expired",
+    "redelivered-while-invisible": "redelivery only after the lease expired or a nack",
+    "attempt-not-counted": "each redelivery counts one more delivery attempt",
+    "delivered-after-dead-letter": "a dead letter is not delivered unless redriven",
+    "dlq-duplicate": "a message is in its group's DLQ once (per redrive at most once more)",
+    "redrive-duplicate": "a redrive sends a letter back at most once",
+    "offset-backwards": "committed offsets never go backwards (but by a reset)",
+    "fifo-order": "FIFO: a message is delivered only after the earlier ones of its group settled",
+    "rolled-back-visible": "a rolled-back (or never committed) transaction part is never visible",
+    "cancelled-delivered": "a cancelled delayed message is never delivered",
+    "stored-twice": "every acknowledged send is stored exactly once",
+    "lost": "every acknowledged send is acked, dead-lettered or still deliverable",
+    "internal-error": "no unexpected error when no fault was injected",
+}
+
+
+class Violation(AssertionError):
+    """An invariant broke; ``kind`` names it (one subclass per kind, so that hypothesis
+    shrinks each kind on its own)."""
+
+    kind = "violation"
+
+
+_KINDS: dict[str, type[Violation]] = {}
+
+
+def violation_type(kind: str) -> type[Violation]:
+    if kind not in _KINDS:
+        name = "Violation_" + kind.replace("-", "_")
+        _KINDS[kind] = type(name, (Violation,), {"kind": kind})
+    return _KINDS[kind]
+
+
+@dataclass
+class Msg:
+    """One message the model sent."""
+
+    body: bytes
+    topic: str
+    message_id: str
+    status: str
+    """certain (send answered), maybe (the send failed: stored at most once), pending (a
+    stamped send that failed, to be resent), half, committed, maybe-committed, rolled-back,
+    cancelled, maybe-cancelled."""
+    due: int = 0
+    group_key: str | None = None
+    fifo_seq: int | None = None
+    """Order within its message group (FIFO), when its send answered at first attempt."""
+    txn: str | None = None
+
+    @property
+    def required(self) -> bool:
+        """Must end acked, dead-lettered or deliverable."""
+        return self.status in ("certain", "committed")
+
+    @property
+    def may_show(self) -> bool:
+        return self.status in (
+            "certain",
+            "maybe",
+            "pending",
+            "committed",
+            "maybe-committed",
+            "maybe-cancelled",
+        )
+
+
+@dataclass
+class Delivery:
+    body: bytes
+    topic: str
+    handle: str
+    attempt: int
+    deadline: int
+    step: int = 0
+    """When it was delivered (the history's step)."""
+    retired: bool = False
+    """Superseded by change_invisible or ended by a nack: not acked, nacked or changed again."""
+    via_allowance: bool = False
+    """A copy a redrive sent back."""
+
+
+@dataclass
+class GroupModel:
+    name: str
+    topics: tuple[str, ...]
+    acked: set[bytes] = field(default_factory=set)
+    maybe_acked: set[bytes] = field(default_factory=set)
+    visible_at: dict[bytes, int] = field(default_factory=dict)
+    """Not deliverable again before this (ms): the known lease's deadline."""
+    last_attempt: dict[bytes, int] = field(default_factory=dict)
+    deliveries: list[Delivery] = field(default_factory=list)
+    latest: dict[bytes, Delivery] = field(default_factory=dict)
+    dead: set[bytes] = field(default_factory=set)
+    """Bodies with a letter in the DLQ not redriven."""
+    dead_ever: set[bytes] = field(default_factory=set)
+    letter_bodies: dict[int, bytes] = field(default_factory=dict)
+    """DLQ offset of each dead letter seen → its body."""
+    letter_seen: dict[bytes, int] = field(default_factory=dict)
+    """Body → the step its latest letter was first seen."""
+    allowance: Counter[bytes] = field(default_factory=Counter)
+    """Extra copies a redrive (by any group) may still deliver to this group."""
+    granted: Counter[bytes] = field(default_factory=Counter)
+    """Copies redrives sent back, in all."""
+    exempt: set[bytes] = field(default_factory=set)
+    """Rewound by an offset reset: redelivery rules do not apply to them any more."""
+    excused: set[bytes] = field(default_factory=set)
+    """Skipped by an offset reset to latest: not required any more."""
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class Txn:
+    txid: str
+    state: str = "open"
+    """open, committed, maybe-committed, rolled-back."""
+    parts: dict[int, list[bytes]] = field(default_factory=dict)
+    next_part: int = 0
+    failed_part: int | None = None
+    """A part whose send failed: resent with the same messages."""

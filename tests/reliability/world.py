@@ -1,0 +1,203 @@
+"""The broker under test, in-process: tables and bucket from template.yaml on moto, two
+containers (separate caches) and an observer, one fake clock, inline worker pools."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+from cachetools import TTLCache
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.services import consume, log_reader, transaction_checks
+from cirrusmq_broker.services.moves import INTERNAL_TOPIC_CACHE_SECONDS
+from cirrusmq_broker.services.retries import CONFIG_CACHE_SECONDS
+from cirrusmq_broker.services.topic_catalog import TOPIC_CACHE_SECONDS
+from cirrusmq_broker.settings import Settings
+from cirrusmq_broker.storage.clients import aws_client
+from cirrusmq_local.resolver import Resolver, resolve_parameters
+from cirrusmq_local.resources import create_resources
+from cirrusmq_local.template import load_template
+from faults import INJECTOR
+from moto import mock_aws
+
+_TIMED_MODULES = (consume, log_reader, transaction_checks)
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+START_MS = 1_790_000_000_000
+
+
+class FakeClock:
+    """Milliseconds since the epoch, moved by hand (never backwards)."""
+
+    def __init__(self, start_ms: int = START_MS) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+    def seconds(self) -> float:
+        return self.now / 1000
+
+    def until(self, when_ms: int) -> None:
+        """A scheduler's sleep: time passes up to ``when_ms``."""
+        self.now = max(self.now, when_ms)
+
+
+class Inline:
+    """A worker pool that runs its work on the caller's thread (moto in-process is not
+    thread-safe, the histories stay deterministic, and a fault hits the operation)."""
+
+    def map(self, fn: Any, *iterables: Any) -> list[Any]:
+        return list(map(fn, *iterables))
+
+    def shutdown(self, *_: Any, **__: Any) -> None:
+        pass
+
+
+INLINE = Inline()
+
+
+class Backend:
+    """A fresh moto backend per history (no state carries over from one history to the
+    next, so a shrunk history replays the same), its tables and bucket made from
+    template.yaml."""
+
+    _current: Backend | None = None
+
+    def __init__(self) -> None:
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        self._mock = mock_aws()
+        self._mock.start()
+        try:
+            self.settings = _settings()
+        except BaseException:
+            self._mock.stop()
+            raise
+        for service in ("dynamodb", "s3"):
+            INJECTOR.install(aws_client(service, self.settings))
+
+    @classmethod
+    def fresh(cls) -> Backend:
+        cls.stop()
+        cls._current = Backend()
+        return cls._current
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls._current is not None:
+            cls._current._mock.stop()
+            cls._current = None
+            _BrokerTime.uninstall()
+
+
+class _BrokerTime:
+    """The broker's own waits and caches run on the wall clock (``time.monotonic``,
+    cachetools' TTLCache): in a history they run on its fake clock instead, so that a
+    history does the same however fast the machine runs it, and cached entries expire as
+    its time passes."""
+
+    saved: dict[Any, Any] = {}
+
+    def __init__(self, clock: FakeClock) -> None:
+        self._clock = clock
+
+    def monotonic(self) -> float:
+        return self._clock() / 1000
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @classmethod
+    def install(cls, clock: FakeClock) -> None:
+        shim = cls(clock)
+        for module in _TIMED_MODULES:
+            cls.saved.setdefault(module, module.time)
+            module.time = shim
+
+    @classmethod
+    def uninstall(cls) -> None:
+        for module, original in cls.saved.items():
+            module.time = original
+        cls.saved.clear()
+
+
+class World:
+    """One history: a fresh backend, a fake clock, two containers and an observer."""
+
+    def __init__(self) -> None:
+        self.backend = Backend.fresh()
+        self.settings = self.backend.settings
+        self.clock = FakeClock()
+        self.start = self.clock.now
+        _BrokerTime.install(self.clock)
+        self.brokers = [self.fresh(), self.fresh()]
+        self.observer = self.fresh()
+        """Reads for the checks: its caches are not the ones under test."""
+
+    def name(self, logical: str) -> str:
+        """A topic's or group's name (kept: one backend per history)."""
+        return logical
+
+    def fresh(self) -> Broker:
+        """A new container (a new process: empty caches), its worker pools inline and its
+        caches on the history's clock."""
+        broker = Broker(self.settings, self.clock)
+        broker.produce._uploads = INLINE
+        broker.scheduler._pool = INLINE
+        broker.scheduler._queries = INLINE
+        timer = self.clock.seconds
+        broker.catalog._cache = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS, timer=timer)
+        broker.moves._topics = TTLCache(maxsize=4096, ttl=INTERNAL_TOPIC_CACHE_SECONDS, timer=timer)
+        broker.retries._max = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS, timer=timer)
+        return broker
+
+    def restart(self, index: int) -> None:
+        """Container ``index`` died: the next request reaches a new one."""
+        self.brokers[index] = self.fresh()
+
+    def close(self) -> None:
+        self.brokers.clear()
+        Backend.stop()
+
+
+@functools.cache
+def _template() -> tuple[Any, Any]:
+    template = load_template(TEMPLATE)
+    return template, Resolver(template, resolve_parameters(template))
+
+
+def _settings() -> Settings:
+    template, resolver = _template()
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    names = create_resources(
+        ddb,
+        boto3.client("s3", region_name="us-east-1"),
+        template,
+        resolver,
+        kms=boto3.client("kms", region_name="us-east-1"),
+    )
+    settings = Settings(
+        topics_table=names["TopicsTable"],
+        log_index_table=names["LogIndexTable"],
+        groups_table=names["GroupsTable"],
+        producers_table=names["ProducersTable"],
+        queue_heads_table=names["QueueHeadsTable"],
+        bucket=names["MessageBucket"],
+        access_keys_table=names["AccessKeysTable"],
+        nonces_table=names["NoncesTable"],
+        secrets_key_id=names["AccessKeySecretsKey"],
+        receipt_secret="reliability-secret-0123456789abcdef",
+        aws_region="us-east-1",
+        timers_table=names["TimersTable"],
+        transactions_table=names["TransactionsTable"],
+    )
+    return dataclasses.replace(settings)
