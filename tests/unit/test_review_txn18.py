@@ -1,0 +1,89 @@
+"""Adversarial review of the txn18 branch (transactions, redrive claims, queue heads that
+outlive their topic). Each test demonstrates one finding and is expected to fail on the
+reviewed code."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cirrusmq_broker.storage.move_records import MoveRecords
+from test_dead_letters import dead_letters, stream_count
+
+REPO = Path(__file__).resolve().parents[2]
+PREVIOUS_RELEASE = "c8152e5"  # the merge-base: the code a deployment runs before txn18
+
+
+def previous_dead_letters(broker):
+    """The dead-letter service of the release before txn18, on the same tables (a deployment
+    that redrove letters before the upgrade)."""
+    source = subprocess.check_output(
+        [
+            "git",
+            "show",
+            f"{PREVIOUS_RELEASE}:layers/broker/cirrusmq_broker/services/dead_letters.py",
+        ],
+        cwd=REPO,
+    )
+    name = "cirrusmq_broker.services._dead_letters_before_txn18"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "cirrusmq_broker.services"
+    sys.modules[name] = module
+    exec(compile(source, "dead_letters@" + PREVIOUS_RELEASE, "exec"), module.__dict__)
+    new = broker.dead_letters
+    return module.DeadLetterService(
+        topics=new._topics,
+        moves=new._moves,
+        index=new._index,
+        heads=new._heads,
+        reader=new._reader,
+        configs=new._configs,
+        clock=new._clock,
+        records=MoveRecords(broker._dynamodb, broker.settings.producers_table),
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="upgrade: letters redriven by the previous release (cursor '*', no claims) are "
+    "sent back again by a redrive by topic / by id after the upgrade",
+)
+def test_letters_redriven_before_the_upgrade_are_not_sent_back_again(broker, clock):
+    letters = dead_letters(broker, "t", b"a", b"b")
+    ids = [d.message.message_id for d in letters]
+    assert previous_dead_letters(broker).redrive("g").redriven == 2
+    assert stream_count(broker, "t#") == 4  # 2 sent + each redriven once, before the upgrade
+    # the deployment is upgraded to txn18; the operator redrives again (by topic, by id)
+    broker.dead_letters.redrive("g", topic="t")
+    broker.dead_letters.redrive("g", message_ids=ids)
+    assert stream_count(broker, "t#") == 4, "a letter redriven before the upgrade was sent twice"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="upgrade: the listing no longer marks letters redriven by the previous release",
+)
+def test_listing_marks_letters_redriven_before_the_upgrade(broker, clock):
+    dead_letters(broker, "t", b"a", b"b")
+    previous = previous_dead_letters(broker)
+    assert previous.redrive("g").redriven == 2
+    assert [d.redriven for d in previous.list("g").dead_letters] == [True, True]
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="upgrade: a letter redriven by id by the previous release is sent back again by "
+    "a cursor redrive after the upgrade (its MoveRecords record is no longer read)",
+)
+def test_letter_redriven_by_id_before_the_upgrade_is_not_sent_back_by_a_cursor(broker, clock):
+    a, _ = dead_letters(broker, "t", b"a", b"b")
+    previous = previous_dead_letters(broker)
+    assert previous.redrive("g", message_ids=[a.message.message_id]).redriven == 1
+    assert stream_count(broker, "t#") == 3
+    broker.dead_letters.redrive("g")
+    assert stream_count(broker, "t#") == 4, "the letter redriven by id was sent back again"
