@@ -87,3 +87,51 @@ def test_letter_redriven_by_id_before_the_upgrade_is_not_sent_back_by_a_cursor(b
     assert stream_count(broker, "t#") == 3
     broker.dead_letters.redrive("g")
     assert stream_count(broker, "t#") == 4, "the letter redriven by id was sent back again"
+
+
+class _Answer:
+    """An HTTP answer of DynamoDB as botocore's ``before-call`` short-circuit takes it."""
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.headers: dict[str, str] = {}
+        self.content = b""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="create_topic is now a TransactWriteItems: DynamoDB cancels the loser of two "
+    "concurrent creates of one name with TransactionConflict, which is neither mapped to "
+    "409 TopicAlreadyExists nor to 503 Busy: an unhandled ClientError (500)",
+)
+def test_two_containers_creating_one_topic_at_once_never_answer_a_fault(settings, clock):
+    from cirrusmq_broker.container import Broker
+    from cirrusmq_broker.errors import BrokerError
+
+    first, second = Broker(settings, clock), Broker(settings, clock)
+    client = first.admin._store._client
+    calls: list[str] = []
+
+    def overlapping(params, **_):
+        """The other container's create holds the items when this one's transaction
+        arrives (what DynamoDB answers the loser: TransactionConflict per item)."""
+        if calls:
+            return None
+        calls.append("conflict")
+        second.admin.create_topic("t", queues=2)
+        # the topic put and the two heads' reopen updates, all touched by the other one
+        reasons = [{"Code": "TransactionConflict", "Message": "Transaction is ongoing"}] * 3
+        parsed = {
+            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+            "CancellationReasons": reasons,
+        }
+        return _Answer(400), parsed
+
+    event = "before-call.dynamodb.TransactWriteItems"
+    client.meta.events.register(event, overlapping)
+    try:
+        with pytest.raises(BrokerError):  # 409 TopicAlreadyExists (or 503 Busy), never a 500
+            first.admin.create_topic("t", queues=2)
+    finally:
+        client.meta.events.unregister(event, overlapping)
+    assert calls == ["conflict"]
