@@ -99,12 +99,6 @@ class _Answer:
         self.content = b""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="create_topic is now a TransactWriteItems: DynamoDB cancels the loser of two "
-    "concurrent creates of one name with TransactionConflict, which is neither mapped to "
-    "409 TopicAlreadyExists nor to 503 Busy: an unhandled ClientError (500)",
-)
 def test_two_containers_creating_one_topic_at_once_never_answer_a_fault(settings, clock):
     from cirrusmq_broker.container import Broker
     from cirrusmq_broker.errors import BrokerError
@@ -167,12 +161,6 @@ def test_a_janitor_run_overlapping_another_leaves_a_recreated_topic_alone(settin
     assert [m.message.body for m in got] == [b"new"], "an acknowledged message was purged"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing sibling of the create_topic 500: a fenced transaction move (commit, "
-    "rollback, part send) cancelled with TransactionConflict on the registration item (its "
-    "producer's poll refreshing it at the same moment) escapes as a ClientError (500)",
-)
 def test_a_commit_conflicting_with_its_registrations_refresh_never_answers_a_fault(settings, clock):
     import dataclasses
 

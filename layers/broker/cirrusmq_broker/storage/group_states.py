@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..errors import BrokerError
+from ..errors import BrokerError, StorageContended
 from ..group_state import GroupQueueState, Lease, LeaseSlot, delivered_count, lease_slot
 from ..model import stream_id
 from .dynamo import (
@@ -289,6 +289,9 @@ class GroupStateStore:
                 self._delete(cleanup)
                 return False
             raise
+        except StorageContended:  # a concurrent write held an item: re-read and retry
+            self._delete(cleanup)
+            return False
         self._delete_settled(cleanup)
         state.version += 1
         state.leases = {
