@@ -35,7 +35,7 @@ def test_orphans_are_swept_after_the_grace_period_only(broker, clock, monkeypatc
     assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"kept"]
 
 
-def test_deleted_topic_is_purged_after_the_delay(broker, clock):
+def test_deleted_topic_is_purged_after_the_delay(broker, clock, s3_clock):
     broker.admin.create_topic("t", queues=2)
     send(broker, "t", b"a", b"b")
     broker.consume.receive("g", "t")

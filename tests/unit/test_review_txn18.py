@@ -132,13 +132,6 @@ def test_two_containers_creating_one_topic_at_once_never_answer_a_fault(settings
     assert calls == ["conflict"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pre-existing (outside the diff) but it breaks the promise of queue heads that "
-    "outlive their topic: a janitor run that listed the topic as DELETING before another "
-    "run finished its purge purges the topic created again (index, objects, topic item) "
-    "by name: acknowledged messages of the new topic are lost",
-)
 def test_a_janitor_run_overlapping_another_leaves_a_recreated_topic_alone(settings, clock):
     from broker_helpers import send
     from cirrusmq_broker.container import Broker
