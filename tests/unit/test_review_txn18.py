@@ -48,11 +48,6 @@ def previous_dead_letters(broker):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upgrade: letters redriven by the previous release (cursor '*', no claims) are "
-    "sent back again by a redrive by topic / by id after the upgrade",
-)
 def test_letters_redriven_before_the_upgrade_are_not_sent_back_again(broker, clock):
     letters = dead_letters(broker, "t", b"a", b"b")
     ids = [d.message.message_id for d in letters]
@@ -64,10 +59,6 @@ def test_letters_redriven_before_the_upgrade_are_not_sent_back_again(broker, clo
     assert stream_count(broker, "t#") == 4, "a letter redriven before the upgrade was sent twice"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upgrade: the listing no longer marks letters redriven by the previous release",
-)
 def test_listing_marks_letters_redriven_before_the_upgrade(broker, clock):
     dead_letters(broker, "t", b"a", b"b")
     previous = previous_dead_letters(broker)
@@ -76,11 +67,6 @@ def test_listing_marks_letters_redriven_before_the_upgrade(broker, clock):
     assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upgrade: a letter redriven by id by the previous release is sent back again by "
-    "a cursor redrive after the upgrade (its MoveRecords record is no longer read)",
-)
 def test_letter_redriven_by_id_before_the_upgrade_is_not_sent_back_by_a_cursor(broker, clock):
     a, _ = dead_letters(broker, "t", b"a", b"b")
     previous = previous_dead_letters(broker)

@@ -19,7 +19,7 @@ the objects expire with the DLQ's retention (14 days), the claims with them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import Busy, GroupNotFound, InvalidRequest, TopicNotFound
@@ -27,6 +27,7 @@ from ..model import IndexEntry, ProducerStamp, StoredMessage
 from ..retry_rules import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
 from ..storage.appends import ExtraItemRejected
 from ..storage.group_configs import DeadLetterMarks, GroupConfigStore
+from ..storage.legacy_redrives import LetterOrigin
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from ..storage.redrive_claims import RedriveClaims, RedriveClaimStore
@@ -129,9 +130,10 @@ class DeadLetterService:
     def _marked(self, group: str, found: list[tuple[int, StoredMessage]]) -> list[DeadLetter]:
         """The letters (with their DLQ batch's base), ``redriven`` set for those a redrive
         sent back (one batched read of their batches' claims)."""
-        claims = self._claims.get_many(group, [base for base, m in found])
+        origins = [origin for base, m in found for origin in _origins(base, [m])]
+        claims = self._claims.get_many(group, [base for base, m in found], origins)
         return [
-            DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).offsets)
+            DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).sent)
             for base, m in found
         ]
 
@@ -231,14 +233,15 @@ class DeadLetterService:
         letters = [m for m in letters if m.system.origin_topic is not None]
         if not letters:
             return 0, 0
-        claims = self._claims.get(group, entry.base_offset)
+        origins = _origins(entry.base_offset, letters)
+        claims = self._claims.get(group, entry.base_offset, origins)
         gone: set[tuple[str, int]] = set()
         moved = lost = refused = 0
         while True:
             todo: dict[tuple[str, int], list[StoredMessage]] = {}
             for m in letters:
                 origin = (m.system.origin_topic or "", m.system.origin_queue or 0)
-                if m.offset not in claims.offsets and m.offset >= floor and origin not in gone:
+                if m.offset not in claims.sent and m.offset >= floor and origin not in gone:
                     todo.setdefault(origin, []).append(m)
             if not todo:
                 return moved, lost
@@ -255,7 +258,7 @@ class DeadLetterService:
                     raise Busy("concurrent redrives of this group; try again") from exc
                 if 0 in exc.positions:
                     floor = self._configs.dead_letter_marks(group).floor
-                claims = self._claims.get(group, entry.base_offset)
+                claims = self._claims.get(group, entry.base_offset, origins)
                 continue
             if stored:
                 moved += len(chosen)
@@ -264,7 +267,7 @@ class DeadLetterService:
                 refused += 1
                 if refused >= MAX_CLAIM_ATTEMPTS:
                     raise Busy("concurrent redrives of this group; try again")
-                claims = self._claims.get(group, entry.base_offset)
+                claims = self._claims.get(group, entry.base_offset, origins)
 
     def _append_claimed(
         self,
@@ -326,3 +329,13 @@ def _stamp(
     another append's object."""
     digest = hashlib.sha256(",".join(map(str, sorted(offsets))).encode()).hexdigest()[:16]
     return ProducerStamp(f"~redrive.{group}.b{entry.base_offset}.{digest}", claims.version + 1)
+
+
+def _origins(dlq_base: int, letters: Iterable[StoredMessage]) -> list[LetterOrigin]:
+    """The letters (of the DLQ batch at ``dlq_base``) as the previous release's redrive
+    records name them."""
+    return [
+        LetterOrigin(dlq_base, m.offset, m.system.origin_topic, m.system.origin_queue or 0)
+        for m in letters
+        if m.system.origin_topic is not None
+    ]
