@@ -299,3 +299,15 @@ def test_a_letter_the_previous_release_skipped_for_its_deleted_topic_is_not_mark
     assert broker.dead_letters.redrive("g", message_ids=[letter.message.message_id]).redriven == 1
     assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True]
     assert redelivered(broker, "t") == [b"orphan"]
+
+
+def test_a_letter_the_previous_release_redrove_with_its_batch_is_recognised_alone(broker, clock):
+    """That release's cursor redrive recorded one append per DLQ batch and origin queue
+    (sequence: its first letter): a later letter of it, listed or redriven by id on its
+    own, counts as sent back."""
+    _, b = dead_letters(broker, "t", b"a", b"b")
+    assert previous_dead_letters(broker).redrive("g").redriven == 2
+    listed = broker.dead_letters.list("g", start=b.offset).dead_letters
+    assert [(d.offset, d.redriven) for d in listed] == [(b.offset, True)]
+    assert broker.dead_letters.redrive("g", message_ids=[b.message.message_id]).redriven == 0
+    assert stream_count(broker, "t#") == 4

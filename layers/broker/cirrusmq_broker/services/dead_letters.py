@@ -19,7 +19,7 @@ the objects expire with the DLQ's retention (14 days), the claims with them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import Busy, GroupNotFound, InvalidRequest, TopicNotFound
@@ -114,24 +114,34 @@ class DeadLetterService:
         marks = self._configs.dead_letter_marks(group)
         start = max(start, marks.floor)
         found: list[tuple[int, StoredMessage]] = []
+        batches: dict[int, list[StoredMessage]] = {}
         head = self._heads.get(name, 0).next_offset
         scanned = 0
         for entry, batch in self._batches(name, start, head):
+            batches[entry.base_offset] = batch
             for message in batch:
                 if message.offset < start:
                     continue
                 if len(found) >= limit or scanned >= MAX_LIST_SCAN:
-                    return DeadLetterPage(self._marked(group, found), message.offset)
+                    return DeadLetterPage(self._marked(group, found, batches), message.offset)
                 scanned += 1
                 if topic is None or message.system.origin_topic == topic:
                     found.append((entry.base_offset, message))
-        return DeadLetterPage(self._marked(group, found), None)
+        return DeadLetterPage(self._marked(group, found, batches), None)
 
-    def _marked(self, group: str, found: list[tuple[int, StoredMessage]]) -> list[DeadLetter]:
+    def _marked(
+        self,
+        group: str,
+        found: list[tuple[int, StoredMessage]],
+        batches: dict[int, list[StoredMessage]],
+    ) -> list[DeadLetter]:
         """The letters (with their DLQ batch's base), ``redriven`` set for those a redrive
         sent back (one batched read of their batches' claims)."""
-        origins = [origin for base, m in found for origin in _origins(base, [m])]
-        claims = self._claims.get_many(group, [base for base, m in found], origins)
+        wanted: dict[int, list[StoredMessage]] = {}
+        for base, m in found:
+            wanted.setdefault(base, []).append(m)
+        origins = [o for base, ms in wanted.items() for o in _origins(base, ms, batches[base])]
+        claims = self._claims.get_many(group, list(wanted), origins)
         return [
             DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).sent)
             for base, m in found
@@ -182,7 +192,7 @@ class DeadLetterService:
                 for m in batch
                 if m.offset >= cursor and (topic is None or m.system.origin_topic == topic)
             ]
-            moved, lost = self._send_back(group, entry, chosen, marks.floor)
+            moved, lost = self._send_back(group, entry, batch, chosen, marks.floor)
             if not self._configs.advance_cursor(group, key, cursor, entry.next_offset):
                 raise InvalidRequest("another redrive of this group is running; try again")
             redriven, skipped, cursor = redriven + moved, skipped + lost, entry.next_offset
@@ -225,15 +235,21 @@ class DeadLetterService:
             base = page.entries[-1].next_offset
 
     def _send_back(
-        self, group: str, entry: IndexEntry, letters: list[StoredMessage], floor: int
+        self,
+        group: str,
+        entry: IndexEntry,
+        batch: list[StoredMessage],
+        letters: list[StoredMessage],
+        floor: int,
     ) -> tuple[int, int]:
-        """Append those of ``letters`` (of the DLQ batch ``entry``) that no redrive sent
-        back yet to their original topics, one append per (topic, queue), each claiming its
-        letters in its own transaction. Returns (sent back now, origin topic gone)."""
+        """Append those of ``letters`` (of the DLQ batch ``entry``, read as ``batch``) that
+        no redrive sent back yet to their original topics, one append per (topic, queue),
+        each claiming its letters in its own transaction. Returns (sent back now, origin
+        topic gone)."""
         letters = [m for m in letters if m.system.origin_topic is not None]
         if not letters:
             return 0, 0
-        origins = _origins(entry.base_offset, letters)
+        origins = _origins(entry.base_offset, letters, batch)
         claims = self._claims.get(group, entry.base_offset, origins)
         gone: set[tuple[str, int]] = set()
         moved = lost = refused = 0
@@ -316,7 +332,7 @@ class DeadLetterService:
             examined += len(batch)
             chosen = [m for m in batch if m.offset >= start and m.message_id in wanted]
             if chosen:
-                moved, lost = self._send_back(group, entry, chosen, marks.floor)
+                moved, lost = self._send_back(group, entry, batch, chosen, marks.floor)
                 redriven, skipped = redriven + moved, skipped + lost
         return RedriveResult(redriven, skipped, head, True)
 
@@ -331,11 +347,21 @@ def _stamp(
     return ProducerStamp(f"~redrive.{group}.b{entry.base_offset}.{digest}", claims.version + 1)
 
 
-def _origins(dlq_base: int, letters: Iterable[StoredMessage]) -> list[LetterOrigin]:
-    """The letters (of the DLQ batch at ``dlq_base``) as the previous release's redrive
-    records name them."""
+def _origins(
+    dlq_base: int, wanted: list[StoredMessage], batch: list[StoredMessage]
+) -> list[LetterOrigin]:
+    """The letters of ``batch`` (the DLQ batch at ``dlq_base``) whose previous-release
+    records may say one of ``wanted`` was sent back: each wanted letter, and the letters
+    of its origin queue at or below it (where that release's cursor redrive of the batch
+    may have started)."""
+    highest: dict[tuple[str, int], int] = {}
+    for m in wanted:
+        if m.system.origin_topic is not None:
+            origin = (m.system.origin_topic, m.system.origin_queue or 0)
+            highest[origin] = max(m.offset, highest.get(origin, m.offset))
     return [
         LetterOrigin(dlq_base, m.offset, m.system.origin_topic, m.system.origin_queue or 0)
-        for m in letters
+        for m in batch
         if m.system.origin_topic is not None
+        and m.offset <= highest.get((m.system.origin_topic, m.system.origin_queue or 0), -1)
     ]
