@@ -85,3 +85,39 @@ def serialised_aws_calls(monkeypatch: Any) -> None:
             return real(client, operation, params)
 
     monkeypatch.setattr(BaseClient, "_make_api_call", call)
+
+
+class DynamoAnswer:
+    """An HTTP answer of DynamoDB as botocore's ``before-call`` short-circuit takes it."""
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.headers: dict[str, str] = {}
+        self.content = b""
+
+
+def cancellation(*reasons: str) -> tuple[DynamoAnswer, dict]:
+    """What DynamoDB answers a TransactWriteItems it cancelled for ``reasons`` (per item)."""
+    parsed = {
+        "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+        "CancellationReasons": [{"Code": code} for code in reasons],
+    }
+    return DynamoAnswer(400), parsed
+
+
+@contextmanager
+def transactions_cancelled(client, *reasons: str, times: int = 1) -> Iterator[list[str]]:
+    """The next ``times`` TransactWriteItems of ``client`` are cancelled for ``reasons``
+    (what a concurrent write to their items makes DynamoDB answer); yields the calls seen."""
+    calls: list[str] = []
+
+    def cancel(params, **_):
+        calls.append("cancelled" if len(calls) < times else "sent")
+        return cancellation(*reasons) if calls[-1] == "cancelled" else None
+
+    event = "before-call.dynamodb.TransactWriteItems"
+    client.meta.events.register(event, cancel)
+    try:
+        yield calls
+    finally:
+        client.meta.events.unregister(event, cancel)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
+import moto.s3.models as moto_s3
 import pytest
 from cirrusmq_broker import clock as broker_clock
 from cirrusmq_broker.container import Broker
@@ -80,3 +83,17 @@ def settings(aws: None) -> Settings:
 @pytest.fixture
 def broker(settings: Settings, clock: FakeClock) -> Broker:
     return Broker(settings, clock)
+
+
+@pytest.fixture
+def s3_clock(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """S3 LastModified follows the broker's FakeClock, plus ``lag_ms`` (as S3's clock and
+    the broker's agree on AWS; the janitor judges objects by their write time)."""
+    state = types.SimpleNamespace(lag_ms=0)
+
+    def utcnow() -> dt.datetime:
+        moment = dt.datetime.fromtimestamp((clock.now + state.lag_ms) / 1000, tz=dt.UTC)
+        return moment.replace(tzinfo=None)
+
+    monkeypatch.setattr(moto_s3, "utcnow", utcnow)
+    return state

@@ -3,13 +3,18 @@ any order, under crashes at any AWS call and re-runs whose inputs changed in bet
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 
 import boto3
 import pytest
 from broker_helpers import send
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.group_configs import GroupConfigStore
+from cirrusmq_broker.storage.move_records import MoveRecords
 
 
 class Crash(BaseException):
@@ -211,3 +216,98 @@ def test_a_letter_whose_topic_was_deleted_is_skipped_then_sent_back_once_it_exis
     assert broker.dead_letters.redrive("g").redriven == 0
     assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True]
     assert redelivered(broker, "t") == [b"orphan"]
+
+
+# ---------------------------------------------------------- upgrade from the previous release
+REPO = Path(__file__).resolve().parents[2]
+PREVIOUS_RELEASE = "c8152e5"
+"""The release before redrive claims (its dead-letter service ran on the same tables)."""
+
+
+def previous_dead_letters(broker):
+    """The previous release's dead-letter service on the same tables (a deployment that
+    redrove letters before the upgrade)."""
+    source = subprocess.check_output(
+        [
+            "git",
+            "show",
+            f"{PREVIOUS_RELEASE}:layers/broker/cirrusmq_broker/services/dead_letters.py",
+        ],
+        cwd=REPO,
+    )
+    name = "cirrusmq_broker.services._dead_letters_previous_release"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "cirrusmq_broker.services"
+    sys.modules[name] = module
+    exec(compile(source, "dead_letters@" + PREVIOUS_RELEASE, "exec"), module.__dict__)
+    new = broker.dead_letters
+    return module.DeadLetterService(
+        topics=new._topics,
+        moves=new._moves,
+        index=new._index,
+        heads=new._heads,
+        reader=new._reader,
+        configs=new._configs,
+        clock=new._clock,
+        records=MoveRecords(broker._dynamodb, broker.settings.producers_table),
+    )
+
+
+def test_letters_redriven_before_the_upgrade_are_not_sent_back_again(broker, clock):
+    letters = dead_letters(broker, "t", b"a", b"b")
+    ids = [d.message.message_id for d in letters]
+    assert previous_dead_letters(broker).redrive("g").redriven == 2
+    assert stream_count(broker, "t#") == 4  # 2 sent + each redriven once, before the upgrade
+    # the deployment is upgraded; the operator redrives again (by topic, by id)
+    broker.dead_letters.redrive("g", topic="t")
+    broker.dead_letters.redrive("g", message_ids=ids)
+    assert stream_count(broker, "t#") == 4, "a letter redriven before the upgrade was sent twice"
+
+
+def test_listing_marks_letters_redriven_before_the_upgrade(broker, clock):
+    dead_letters(broker, "t", b"a", b"b")
+    previous = previous_dead_letters(broker)
+    assert previous.redrive("g").redriven == 2
+    assert [d.redriven for d in previous.list("g").dead_letters] == [True, True]
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
+
+
+def test_letter_redriven_by_id_before_the_upgrade_is_not_sent_back_by_a_cursor(broker, clock):
+    a, _ = dead_letters(broker, "t", b"a", b"b")
+    previous = previous_dead_letters(broker)
+    assert previous.redrive("g", message_ids=[a.message.message_id]).redriven == 1
+    assert stream_count(broker, "t#") == 3
+    broker.dead_letters.redrive("g")
+    assert stream_count(broker, "t#") == 4, "the letter redriven by id was sent back again"
+
+
+def test_a_letter_the_previous_release_skipped_for_its_deleted_topic_is_not_marked(broker, clock):
+    """Its cursor passed the letter, but sent nothing: it stays redrivable by id."""
+    from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+
+    [letter] = dead_letters(broker, "t", b"orphan")
+    broker.admin.delete_topic("t")
+    previous = previous_dead_letters(broker)
+    result = previous.redrive("g")
+    assert (result.redriven, result.skipped) == (0, 1)
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    assert broker.janitor.purge_deleted_topics() == ["t"]
+    broker.admin.create_topic("t", queues=1)
+    broker.catalog.forget("t")
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [False]
+    assert broker.dead_letters.redrive("g", message_ids=[letter.message.message_id]).redriven == 1
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True]
+    assert redelivered(broker, "t") == [b"orphan"]
+
+
+def test_a_letter_the_previous_release_redrove_with_its_batch_is_recognised_alone(broker, clock):
+    """That release's cursor redrive recorded one append per DLQ batch and origin queue
+    (sequence: its first letter): a later letter of it, listed or redriven by id on its
+    own, counts as sent back."""
+    _, b = dead_letters(broker, "t", b"a", b"b")
+    assert previous_dead_letters(broker).redrive("g").redriven == 2
+    listed = broker.dead_letters.list("g", start=b.offset).dead_letters
+    assert [(d.offset, d.redriven) for d in listed] == [(b.offset, True)]
+    assert broker.dead_letters.redrive("g", message_ids=[b.message.message_id]).redriven == 0
+    assert stream_count(broker, "t#") == 4

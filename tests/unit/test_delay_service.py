@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import boto3
 import pytest
-from broker_helpers import object_keys
+from broker_helpers import object_keys, transactions_cancelled
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.delays import DELAY_LEVELS_S, MAX_DELAY_MS, timer_groups
 from cirrusmq_broker.errors import (
@@ -17,6 +17,7 @@ from cirrusmq_broker.errors import (
     DelayNotAllowed,
     InvalidDelay,
     ScheduledMessageNotFound,
+    StorageContended,
     TooManyDueTimes,
     TransactionRequired,
 )
@@ -147,6 +148,22 @@ def test_cancel_before_due_then_idempotent_and_after_delivery_409(delays, clock)
     delays.scheduled_cancel.cancel("t", "x1", due)  # still idempotent after the move
     with pytest.raises(AlreadyDelivered):
         delays.scheduled_cancel.cancel("t", "x2", due)
+
+
+def test_a_cancel_conflicting_with_a_concurrent_write_answers_busy_not_not_found(delays, clock):
+    """A cancel whose transaction a concurrent write to the timer item cancelled is not
+    taken for a message moved meanwhile: 503 Busy, and a retry cancels it."""
+    delays.admin.create_topic("t", queues=1)
+    inputs = [MessageInput(b"a", delay_level=3, message_id="x1")]
+    [receipt] = delays.produce.send("t", inputs).receipts
+    due = receipt.delivery_timestamp
+    conflict = transactions_cancelled(delays._dynamodb, "TransactionConflict", "None")
+    with conflict as calls, pytest.raises(StorageContended):
+        delays.scheduled_cancel.cancel("t", "x1", due)
+    assert calls == ["cancelled"]
+    assert delays.scheduled_cancel.cancel("t", "x1", due) == due
+    clock.advance(10)
+    assert delays.scheduler.tick().moved == 0
 
 
 def test_retried_stamped_delayed_send_stores_nothing_twice(delays, clock):

@@ -35,7 +35,7 @@ def test_orphans_are_swept_after_the_grace_period_only(broker, clock, monkeypatc
     assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"kept"]
 
 
-def test_deleted_topic_is_purged_after_the_delay(broker, clock):
+def test_deleted_topic_is_purged_after_the_delay(broker, clock, s3_clock):
     broker.admin.create_topic("t", queues=2)
     send(broker, "t", b"a", b"b")
     broker.consume.receive("g", "t")
@@ -80,6 +80,62 @@ def test_a_recreated_topic_goes_on_from_the_old_offsets(broker, clock):
     assert (send_to(0, 3), send_to(1, 3), send_to(2, 3)) == (4, 0, 0)
     recreate(3)
     assert (send_to(0, 3), send_to(1, 3), send_to(2, 3)) == (5, 1, 1)
+
+
+def test_a_janitor_run_overlapping_another_leaves_a_recreated_topic_alone(settings, clock):
+    from broker_helpers import send
+    from cirrusmq_broker.container import Broker
+    from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
+
+    admin, late = Broker(settings, clock), Broker(settings, clock)
+    admin.admin.create_topic("t", queues=1)
+    send(admin, "t", b"old")
+    admin.admin.delete_topic("t")
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    listed = late.janitor._topics.list()  # a second run (e.g. a duplicate schedule
+    # delivery) lists the topics while the first one purges
+    assert admin.janitor.purge_deleted_topics() == ["t"]
+    admin.admin.create_topic("t", queues=1)  # "created again once the purge is done"
+    [receipt] = send(admin, "t", b"new")  # acknowledged
+    late.janitor._topics.list = lambda: listed  # the late run goes on from its listing
+    late.janitor.purge_deleted_topics()
+    assert admin.topic_store.get("t", consistent=True) is not None, "the new topic is gone"
+    got = admin.consume.receive("g", "t")
+    assert [m.message.body for m in got] == [b"new"], "an acknowledged message was purged"
+
+
+@pytest.mark.parametrize("overtaken_after_check", [1, 2, 3, 4])
+def test_a_purge_step_overtaken_by_another_run_and_a_create_deletes_nothing_new(
+    settings, clock, s3_clock, monkeypatch, overtaken_after_check
+):
+    """A run that checked the topic item is still the deleted incarnation, then stalled
+    while another run finished the purge and the topic was created again and sent to,
+    deletes nothing of the new topic in the step it goes on with."""
+    from cirrusmq_broker.container import Broker
+
+    admin, late = Broker(settings, clock), Broker(settings, clock)
+    admin.admin.create_topic("t", queues=1)
+    send(admin, "t", b"old")
+    admin.admin.delete_topic("t")
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    store = late.janitor._topics
+    read = store.get
+    checks: list[object] = []
+
+    def stalled(name, *, consistent=False):
+        found = read(name, consistent=consistent)
+        checks.append(found)
+        if len(checks) == overtaken_after_check:
+            assert admin.janitor.purge_deleted_topics() == ["t"]
+            admin.admin.create_topic("t", queues=1)
+            send(admin, "t", b"new")
+        return found
+
+    monkeypatch.setattr(store, "get", stalled)
+    assert late.janitor.purge_deleted_topics() == []
+    assert admin.topic_store.get("t", consistent=True).status.value == "ACTIVE"
+    assert len(index_items(admin)) == 1 and len(object_keys(admin)) == 1
+    assert [m.message.body for m in admin.consume.receive("g", "t")] == [b"new"]
 
 
 def _real_now() -> int:

@@ -6,14 +6,12 @@ exact; ``s3_clock.lag_ms`` makes S3's clock disagree with the broker's.
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.util
 import types
 from collections import Counter
 from pathlib import Path
 
 import boto3
-import moto.s3.models as moto_s3
 import pytest
 from broker_helpers import index_items, object_keys, send
 from cirrusmq_broker.errors import StorageUnavailable
@@ -31,19 +29,6 @@ APP = Path(__file__).resolve().parents[2] / "functions" / "janitor" / "app.py"
 
 class SimulatedCrash(BaseException):
     pass
-
-
-@pytest.fixture
-def s3_clock(clock, monkeypatch):
-    """S3 LastModified follows the broker's FakeClock, plus ``lag_ms``."""
-    state = types.SimpleNamespace(lag_ms=0)
-
-    def utcnow() -> dt.datetime:
-        moment = dt.datetime.fromtimestamp((clock.now + state.lag_ms) / 1000, tz=dt.UTC)
-        return moment.replace(tzinfo=None)
-
-    monkeypatch.setattr(moto_s3, "utcnow", utcnow)
-    return state
 
 
 @pytest.fixture

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import Counter
 
 import boto3
 import pytest
-from broker_helpers import object_keys
+from broker_helpers import DynamoAnswer, object_keys
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     BrokerError,
@@ -578,3 +579,47 @@ def test_the_checkers_rollback_racing_a_part_send_discards_every_part(
     assert (report.rolled_back, report.failed) == (1, 0)
     assert b.transactions.describe(PG, "tx1").state is TxnState.ROLLED_BACK
     assert visible(b) == [] and half_objects(b) == []
+
+
+def test_a_commit_conflicting_with_its_registrations_refresh_never_answers_a_fault(settings, clock):
+    import dataclasses
+
+    from cirrusmq_broker.container import Broker
+    from cirrusmq_broker.errors import BrokerError
+    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.transaction_state import Resolution
+
+    names = _table_name("TransactionsTable")
+    b = Broker(dataclasses.replace(settings, transactions_table=names), clock)
+    b.admin.create_topic("pay", queues=1, message_type="TRANSACTION")
+    b.transactions.register("pg", "p1")
+    b.transactions.send(
+        "pg", "tx1", transactional_id="p1", epoch=1, topic_name="pay", inputs=[MessageInput(b"a")]
+    )
+    client = b.transactions._store._client
+    calls: list[str] = []
+
+    def conflicting(params, **_):
+        if calls:
+            return None
+        calls.append("conflict")
+        # the fence check on the registration item conflicts with a concurrent write to it
+        reasons = [
+            {"Code": "TransactionConflict", "Message": "Transaction is ongoing"},
+            {"Code": "None"},
+        ]
+        parsed = {
+            "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+            "CancellationReasons": reasons,
+        }
+        return DynamoAnswer(400), parsed
+
+    event = "before-call.dynamodb.TransactWriteItems"
+    client.meta.events.register(event, conflicting)
+    try:
+        # a 409 / 503 the producer retries is fine; a 500 is not
+        with contextlib.suppress(BrokerError):
+            b.transactions.end("pg", "tx1", Resolution.COMMIT, producer=("p1", 1))
+    finally:
+        client.meta.events.unregister(event, conflicting)
+    assert calls == ["conflict"]

@@ -144,6 +144,13 @@ class StorageUnavailable(BrokerError):
     code, http_status, retriable = "Busy", 503, True
 
 
+class StorageContended(StorageUnavailable):
+    """A DynamoDB transaction was cancelled only because other writes held its items at
+    that moment (TransactionConflict) or it was throttled: nothing was written, and the
+    same request may be sent again. Stores whose callers re-read and retry (appends,
+    group state saves) catch it; anywhere else the caller sees 503 ``Busy``."""
+
+
 class Unauthenticated(BrokerError):
     """The request is not signed by a known, enabled access key (401)."""
 

@@ -27,6 +27,7 @@ from ..model import IndexEntry, ProducerStamp, StoredMessage
 from ..retry_rules import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
 from ..storage.appends import ExtraItemRejected
 from ..storage.group_configs import DeadLetterMarks, GroupConfigStore
+from ..storage.legacy_redrives import LetterOrigin
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from ..storage.redrive_claims import RedriveClaims, RedriveClaimStore
@@ -113,25 +114,36 @@ class DeadLetterService:
         marks = self._configs.dead_letter_marks(group)
         start = max(start, marks.floor)
         found: list[tuple[int, StoredMessage]] = []
+        batches: dict[int, list[StoredMessage]] = {}
         head = self._heads.get(name, 0).next_offset
         scanned = 0
         for entry, batch in self._batches(name, start, head):
+            batches[entry.base_offset] = batch
             for message in batch:
                 if message.offset < start:
                     continue
                 if len(found) >= limit or scanned >= MAX_LIST_SCAN:
-                    return DeadLetterPage(self._marked(group, found), message.offset)
+                    return DeadLetterPage(self._marked(group, found, batches), message.offset)
                 scanned += 1
                 if topic is None or message.system.origin_topic == topic:
                     found.append((entry.base_offset, message))
-        return DeadLetterPage(self._marked(group, found), None)
+        return DeadLetterPage(self._marked(group, found, batches), None)
 
-    def _marked(self, group: str, found: list[tuple[int, StoredMessage]]) -> list[DeadLetter]:
+    def _marked(
+        self,
+        group: str,
+        found: list[tuple[int, StoredMessage]],
+        batches: dict[int, list[StoredMessage]],
+    ) -> list[DeadLetter]:
         """The letters (with their DLQ batch's base), ``redriven`` set for those a redrive
         sent back (one batched read of their batches' claims)."""
-        claims = self._claims.get_many(group, [base for base, m in found])
+        wanted: dict[int, list[StoredMessage]] = {}
+        for base, m in found:
+            wanted.setdefault(base, []).append(m)
+        origins = [o for base, ms in wanted.items() for o in _origins(base, ms, batches[base])]
+        claims = self._claims.get_many(group, list(wanted), origins)
         return [
-            DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).offsets)
+            DeadLetter(m.offset, m, m.offset in claims.get(base, RedriveClaims()).sent)
             for base, m in found
         ]
 
@@ -180,7 +192,7 @@ class DeadLetterService:
                 for m in batch
                 if m.offset >= cursor and (topic is None or m.system.origin_topic == topic)
             ]
-            moved, lost = self._send_back(group, entry, chosen, marks.floor)
+            moved, lost = self._send_back(group, entry, batch, chosen, marks.floor)
             if not self._configs.advance_cursor(group, key, cursor, entry.next_offset):
                 raise InvalidRequest("another redrive of this group is running; try again")
             redriven, skipped, cursor = redriven + moved, skipped + lost, entry.next_offset
@@ -223,22 +235,29 @@ class DeadLetterService:
             base = page.entries[-1].next_offset
 
     def _send_back(
-        self, group: str, entry: IndexEntry, letters: list[StoredMessage], floor: int
+        self,
+        group: str,
+        entry: IndexEntry,
+        batch: list[StoredMessage],
+        letters: list[StoredMessage],
+        floor: int,
     ) -> tuple[int, int]:
-        """Append those of ``letters`` (of the DLQ batch ``entry``) that no redrive sent
-        back yet to their original topics, one append per (topic, queue), each claiming its
-        letters in its own transaction. Returns (sent back now, origin topic gone)."""
+        """Append those of ``letters`` (of the DLQ batch ``entry``, read as ``batch``) that
+        no redrive sent back yet to their original topics, one append per (topic, queue),
+        each claiming its letters in its own transaction. Returns (sent back now, origin
+        topic gone)."""
         letters = [m for m in letters if m.system.origin_topic is not None]
         if not letters:
             return 0, 0
-        claims = self._claims.get(group, entry.base_offset)
+        origins = _origins(entry.base_offset, letters, batch)
+        claims = self._claims.get(group, entry.base_offset, origins)
         gone: set[tuple[str, int]] = set()
         moved = lost = refused = 0
         while True:
             todo: dict[tuple[str, int], list[StoredMessage]] = {}
             for m in letters:
                 origin = (m.system.origin_topic or "", m.system.origin_queue or 0)
-                if m.offset not in claims.offsets and m.offset >= floor and origin not in gone:
+                if m.offset not in claims.sent and m.offset >= floor and origin not in gone:
                     todo.setdefault(origin, []).append(m)
             if not todo:
                 return moved, lost
@@ -255,7 +274,7 @@ class DeadLetterService:
                     raise Busy("concurrent redrives of this group; try again") from exc
                 if 0 in exc.positions:
                     floor = self._configs.dead_letter_marks(group).floor
-                claims = self._claims.get(group, entry.base_offset)
+                claims = self._claims.get(group, entry.base_offset, origins)
                 continue
             if stored:
                 moved += len(chosen)
@@ -264,7 +283,7 @@ class DeadLetterService:
                 refused += 1
                 if refused >= MAX_CLAIM_ATTEMPTS:
                     raise Busy("concurrent redrives of this group; try again")
-                claims = self._claims.get(group, entry.base_offset)
+                claims = self._claims.get(group, entry.base_offset, origins)
 
     def _append_claimed(
         self,
@@ -313,7 +332,7 @@ class DeadLetterService:
             examined += len(batch)
             chosen = [m for m in batch if m.offset >= start and m.message_id in wanted]
             if chosen:
-                moved, lost = self._send_back(group, entry, chosen, marks.floor)
+                moved, lost = self._send_back(group, entry, batch, chosen, marks.floor)
                 redriven, skipped = redriven + moved, skipped + lost
         return RedriveResult(redriven, skipped, head, True)
 
@@ -326,3 +345,23 @@ def _stamp(
     another append's object."""
     digest = hashlib.sha256(",".join(map(str, sorted(offsets))).encode()).hexdigest()[:16]
     return ProducerStamp(f"~redrive.{group}.b{entry.base_offset}.{digest}", claims.version + 1)
+
+
+def _origins(
+    dlq_base: int, wanted: list[StoredMessage], batch: list[StoredMessage]
+) -> list[LetterOrigin]:
+    """The letters of ``batch`` (the DLQ batch at ``dlq_base``) whose previous-release
+    records may say one of ``wanted`` was sent back: each wanted letter, and the letters
+    of its origin queue at or below it (where that release's cursor redrive of the batch
+    may have started)."""
+    highest: dict[tuple[str, int], int] = {}
+    for m in wanted:
+        if m.system.origin_topic is not None:
+            origin = (m.system.origin_topic, m.system.origin_queue or 0)
+            highest[origin] = max(m.offset, highest.get(origin, m.offset))
+    return [
+        LetterOrigin(dlq_base, m.offset, m.system.origin_topic, m.system.origin_queue or 0)
+        for m in batch
+        if m.system.origin_topic is not None
+        and m.offset <= highest.get((m.system.origin_topic, m.system.origin_queue or 0), -1)
+    ]

@@ -127,6 +127,7 @@ class JanitorService:
         0 on AWS, the local stack's offset there (an object's age then errs on the young side).
         """
         self._topics = topics
+        self._heads = heads
         self._index = index
         self._objects = objects
         self._states = states
@@ -140,7 +141,9 @@ class JanitorService:
         """Remove the data of topics deleted long enough ago; returns the names finished.
 
         Deletes page by page; out of time, it stops and the next run goes on (every step
-        is idempotent, and the topic item goes last).
+        is idempotent, and the topic item goes last). A purge works on one incarnation of
+        the name (its ``created_timestamp``) and never touches a topic created again: see
+        :meth:`_purge`.
         """
         time_left = time_left or _time_budget(DEFAULT_BUDGET_SECONDS)
         purged = []
@@ -150,32 +153,70 @@ class JanitorService:
                 continue
             if now - (topic.deleted_timestamp or 0) < PURGE_DELAY_SECONDS * 1000:
                 continue
-            if not self._purge(topic, time_left):
-                break
+            try:
+                if not self._purge(topic, time_left):
+                    break
+            except _Superseded:
+                log.info("topic %s was purged by another run meanwhile", topic.name)
+                continue
             log.info("purged deleted topic %s", topic.name)
             purged.append(topic.name)
         return purged
 
     def _purge(self, topic: Topic, time_left: Callable[[], float]) -> bool:
+        """Purge ``topic``'s incarnation; raises _Superseded once its item is gone or
+        belongs to a topic created again under the name (another run finished first).
+
+        Runs may overlap (a late or duplicate schedule delivery goes on from its own
+        listing), so before every step the topic item is read again (consistent read)
+        and must still be this incarnation, DELETING; the item's removal is conditional
+        on the same. Within a step, a topic created again in between loses nothing: index
+        entries are deleted only below the offset where the heads were closed (read while
+        the item was still this incarnation, so no append came after), objects only if
+        written before the delete (plus the clock allowance), and the item only if it is
+        still this incarnation. A crashed produce's object written after the delete stays
+        (the sweeper of a topic created again under the name removes it).
+        """
+        heads = self._heads.get_many(topic.name, list(range(topic.queues)), consistent=True)
+        self._still_purging(topic)  # so the heads were read before any create again
         for queue in range(topic.queues):
-            after = -1
-            while offsets := self._index.base_offsets_after(topic.name, queue, after, PURGE_PAGE):
+            closed_at, after = heads[queue].next_offset, -1
+            while offsets := [
+                o
+                for o in self._index.base_offsets_after(topic.name, queue, after, PURGE_PAGE)
+                if o < closed_at
+            ]:
+                self._still_purging(topic)
                 self._index.delete_entries(topic.name, queue, offsets)
                 after = offsets[-1]
                 if time_left() <= 0:
                     return False
+        written_before = (topic.deleted_timestamp or 0) + CLOCK_SKEW_MS
         start_after, more = "", True
         while more:
             page, more = self._objects.list_page(topic_prefix(topic.name), start_after=start_after)
-            self._objects.delete([o.key for o in page])
+            self._still_purging(topic)
+            self._objects.delete([o.key for o in page if self._written_ms(o) <= written_before])
             start_after = page[-1].key if page else start_after
             if time_left() <= 0:
                 return False
+        self._still_purging(topic)
         self._states.delete_topic_states(topic.name)
         # the (closed) heads stay: a topic created again goes on from their offsets
         self._checkpoints.delete(topic.name, topic.queues)
-        self._topics.remove(topic.name)
+        if not self._topics.remove(topic.name, created_timestamp=topic.created_timestamp):
+            raise _Superseded()
         return True
+
+    def _still_purging(self, topic: Topic) -> None:
+        """Raise _Superseded unless the topic item is still ``topic``'s, DELETING."""
+        current = self._topics.get(topic.name, consistent=True)
+        if (
+            current is None
+            or current.status is not TopicStatus.DELETING
+            or current.created_timestamp != topic.created_timestamp
+        ):
+            raise _Superseded()
 
     # ---------------------------------------------------------------- sweeping
     def sweep_orphans(
@@ -316,6 +357,10 @@ class JanitorService:
 
     def _save(self, topic: Topic, queue: int, point: SweepCheckpoint) -> None:
         self._checkpoints.put(topic.name, queue, replace(point, visited_at=self._clock()))
+
+
+class _Superseded(Exception):
+    """The topic item being purged is gone or belongs to a topic created again."""
 
 
 def _visited(point: SweepCheckpoint | None) -> int:

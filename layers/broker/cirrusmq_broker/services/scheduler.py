@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from botocore.exceptions import BotoCoreError, ClientError
 from cachetools import LRUCache
 
-from ..errors import BrokerError, TopicNotFound
+from ..errors import BrokerError, StorageContended, TopicNotFound
 from ..model import NewMessage, StoredMessage, Topic
 from ..storage.appends import ExtraItemRejected, QueueClosed
 from ..storage.batch_objects import BatchObjectGone
@@ -245,7 +245,7 @@ class DelayScheduler:
         if not messages:  # every one was cancelled
             try:
                 self._appender_free_delete(chunk)
-            except ClientError:
+            except (ClientError, StorageContended):
                 return False
             with self._lock:
                 result.items += len(chunk)
@@ -283,7 +283,7 @@ class DelayScheduler:
     def _drop(self, chunk: list[TimerEntry], result: TickResult) -> bool:
         try:
             self._timers.delete(chunk)
-        except ClientError:
+        except (ClientError, StorageContended):
             return False
         with self._lock:
             result.items += len(chunk)

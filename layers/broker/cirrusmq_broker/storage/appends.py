@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..errors import Busy
+from ..errors import Busy, StorageContended
 from ..model import IndexEntry, ProducerStamp, stream_id
 from .dynamo import cancellation_codes, error_code
 from .log_index import LogIndex
@@ -146,6 +146,9 @@ class BatchAppender:
             except ClientError as exc:
                 self._after_cancellation(exc, batches, stamp, attempt)
                 continue
+            except StorageContended:  # TransactionConflict / throttling only: back off, jitter
+                _back_off(attempt)
+                continue
             for b in batches:
                 self._remember(b.topic, b.queue, bases[b.queue] + b.count)
             return bases
@@ -189,5 +192,10 @@ class BatchAppender:
         lost = [b for i, b in enumerate(batches) if CONDITION_FAILED in codes[2 * i : 2 * i + 2]]
         for batch in lost:
             self._refresh(batch.topic, batch.queue)  # raises QueueClosed for a deleted topic
-        if not lost:  # TransactionConflict / throttling: back off a little, with jitter
-            time.sleep(random.uniform(0, 0.005 * (2 ** min(attempt, 6))))
+        if not lost:
+            _back_off(attempt)
+
+
+def _back_off(attempt: int) -> None:
+    """A short wait with jitter before sending a contended transaction again."""
+    time.sleep(random.uniform(0, 0.005 * (2 ** min(attempt, 6))))

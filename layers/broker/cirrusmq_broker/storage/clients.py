@@ -3,8 +3,11 @@
 Every client translates the AWS answers a caller may simply retry into the broker's
 retriable errors, raised ``from`` the AWS error after botocore's own retries: throttling
 becomes :class:`Throttled` (429), AWS faults, transaction conflicts and connection failures
-:class:`StorageUnavailable` (503 ``Busy``). Every other ClientError (ConditionalCheckFailed,
-TransactionCanceled, PreconditionFailed, NoSuchKey, ...) reaches the stores unchanged.
+:class:`StorageUnavailable` (503 ``Busy``), and a TransactWriteItems cancelled only because
+of concurrent writes or throttling (no condition failed) :class:`StorageContended` (503
+``Busy``), whichever store ran it. Every other ClientError (ConditionalCheckFailed, a
+transaction cancelled with a failed condition, PreconditionFailed, NoSuchKey, ...) reaches
+the stores unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadErro
 from botocore.exceptions import ConnectionError as AwsConnectionError
 from botocore.response import StreamingBody
 
-from ..errors import BrokerError, StorageUnavailable, Throttled
+from ..errors import BrokerError, StorageContended, StorageUnavailable, Throttled
 from ..settings import Settings
 
 CallObserver = Callable[[str, str, dict[str, Any]], None]
@@ -59,6 +62,12 @@ UNAVAILABLE_CODES = frozenset(
 
 RETRIABLE_STATUSES = frozenset({500, 502, 503, 504})
 """AWS answers with these statuses are faults whatever their code: 503 Busy."""
+
+CONTENDED_REASONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
+"""Cancellation reasons of a transaction that wrote nothing only because of other writes
+or throttling: sent again, it may succeed (503 Busy)."""
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, str | None, str | None], Any] = {}
@@ -104,6 +113,17 @@ def retriable_error(code: str, status: int) -> type[BrokerError] | None:
     return None
 
 
+def contended(parsed: dict[str, Any]) -> bool:
+    """Whether a cancelled transaction's reasons are only conflicts / throttling ('None'
+    for the items that were fine): no condition failed, nothing invalid."""
+    codes = _reason_codes(parsed)
+    return bool(codes & CONTENDED_REASONS) and codes <= CONTENDED_REASONS | {"None"}
+
+
+def _reason_codes(parsed: dict[str, Any]) -> set[str]:
+    return {str(r.get("Code", "None")) for r in parsed.get("CancellationReasons") or []}
+
+
 def observe_calls(observer: CallObserver) -> Callable[[], None]:
     """Register an observer of every AWS call; returns a function that removes it."""
     _observers.append(observer)
@@ -125,6 +145,11 @@ def _after_call(
             parsed["Body"] = _TranslatedBody(parsed["Body"], _where(model))
         return
     code = str(context.get("error_code_override") or parsed.get("Error", {}).get("Code", ""))
+    if code == "TransactionCanceledException" and contended(parsed):
+        reasons = ", ".join(sorted(_reason_codes(parsed) - {"None"}))
+        raise StorageContended(
+            f"storage is busy ({_where(model)} cancelled: {reasons}); retry shortly"
+        ) from ClientError(parsed, model.name)
     error = retriable_error(code, status)
     if error is None:
         return

@@ -21,6 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..errors import StorageContended
 from ..model import stream_id
 from .dynamo import error_code, to_item
 from .group_states import lease_prefix
@@ -121,6 +122,8 @@ class GroupOffsetWriter:
             ):
                 return False
             raise
+        except StorageContended:  # a concurrent write held an item: re-read and retry
+            return False
         return True
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..errors import BrokerError
+from ..errors import BrokerError, StorageContended
 from ..group_state import (
     GroupQueueState,
     Lease,
@@ -403,6 +403,9 @@ class GroupStateStore:
                 self._delete_settled(cleanup)
                 return False
             raise
+        except StorageContended:  # a concurrent write held an item: re-read and retry
+            self._delete_settled(cleanup)
+            return False
         self._delete_settled(cleanup)
         state.version += 1
         state.leases = {

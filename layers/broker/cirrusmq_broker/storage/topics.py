@@ -13,6 +13,7 @@ from .queue_heads import QueueHeads
 
 not_yet_created = "attribute_not_exists(topic)"
 still_active = "attribute_exists(topic) AND #status = :active"
+still_deleting = "#status = :deleting AND created_timestamp = :created"
 
 
 class TopicStore:
@@ -118,9 +119,25 @@ class TopicStore:
             raise
         return True
 
-    def remove(self, name: str) -> None:
-        """Delete the item (after its data was purged)."""
-        self._client.delete_item(TableName=self._table, Key=to_item({"topic": name}))
+    def remove(self, name: str, *, created_timestamp: int) -> bool:
+        """Delete the item of the deleted topic created at ``created_timestamp`` (after
+        its data was purged); False if the item is gone or is another incarnation's (a
+        topic created again under the name)."""
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=to_item({"topic": name}),
+                ConditionExpression=still_deleting,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=to_item(
+                    {":deleting": TopicStatus.DELETING.value, ":created": created_timestamp}
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
 
 def _to_values(topic: Topic) -> dict[str, Any]:
