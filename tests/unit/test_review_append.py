@@ -89,3 +89,28 @@ def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock,
     entry = broker.index.entry_at("t", 0, 2)
     assert entry is not None, "no run moved the message within a second of its due time"
     assert entry.base_offset == 2 and entry.stored_timestamp == due
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the wake's coverage is per process: every produce container that sends a "
+    "message due within the minute starts its own scheduler run, and each works through "
+    "its whole 59 s (N concurrent polling loops where one suffices)",
+)
+def test_one_minute_of_delayed_sends_from_many_containers_starts_one_run(
+    broker, clock, monkeypatch
+):
+    broker.admin.create_topic("t", queues=1)
+    containers = [broker] + [Broker(broker.settings, clock) for _ in range(3)]
+    starts: list[int] = []
+    for container in containers:
+        monkeypatch.setattr(
+            container.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+        )
+    t0 = clock.now
+    for number, container in enumerate(containers):
+        clock.now = t0 + number * 1000  # one send a second, each due 10 s later
+        container.produce.send("t", [MessageInput(b"m%d" % number, delay_level=3)])
+    # The first woken run (started at t0, working through t0 + 59 s) covers every one of
+    # these due times; each further run is another minute-long loop of reads.
+    assert len(starts) == 1, f"{len(starts)} scheduler runs started within 3 s"
