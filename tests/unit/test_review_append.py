@@ -114,3 +114,28 @@ def test_one_minute_of_delayed_sends_from_many_containers_starts_one_run(
     # The first woken run (started at t0, working through t0 + 59 s) covers every one of
     # these due times; each further run is another minute-long loop of reads.
     assert len(starts) == 1, f"{len(starts)} scheduler runs started within 3 s"
+
+
+API_TIMEOUT_SECONDS = 30  # template.yaml Globals: Function Timeout
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the wake's Lambda invoke runs inline on the send path with botocore's default "
+    "60 s connect and read timeouts and 3 attempts: a stalled Lambda endpoint holds a "
+    "committed send past the API function's 30 s timeout (a 5xx; an unstamped retry "
+    "stores the messages twice)",
+)
+def test_a_stalled_wake_cannot_outlast_the_send(broker, monkeypatch):
+    woken = Broker(dataclasses.replace(broker.settings, scheduler_function="sched"), broker.clock)
+    wake = woken.scheduler_wake
+    assert wake is not None
+    client = wake._start._client()  # the Lambda client FunctionStarter invokes through
+    config = client.meta.config
+    retries = config.retries or {}
+    attempts = retries.get("total_max_attempts") or retries.get("max_attempts") or 1
+    worst = (config.connect_timeout + config.read_timeout) * attempts
+    assert worst <= API_TIMEOUT_SECONDS / 3, (
+        f"a wake may block the send {worst} s ({attempts} attempts of "
+        f"{config.connect_timeout} + {config.read_timeout} s)"
+    )
