@@ -75,7 +75,9 @@ def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock,
         during_run(at)
         clock.now = max(clock.now, at)
 
-    r = broker.scheduler.run(sleep_until=sleep_until, time_left=lambda: (deadline - clock.now) / 1000)
+    r = broker.scheduler.run(
+        sleep_until=sleep_until, time_left=lambda: (deadline - clock.now) / 1000
+    )
     assert r.moved == 2 and len(starts) == 2  # R moved both; W was asked for at ~t0+58 s
     clock.now = deadline + 300  # W's Lambda starts (asynchronous invoke): nothing left
     assert run_once(broker, clock).ticks == 1
