@@ -8,6 +8,7 @@ import dataclasses
 import boto3
 import pytest
 from cirrusmq_broker.container import Broker
+from cirrusmq_broker.model import ProducerStamp
 from cirrusmq_broker.services import scheduler
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.services.scheduler_wake import SchedulerWake
@@ -141,3 +142,30 @@ def test_a_stalled_wake_cannot_outlast_the_send(broker, monkeypatch):
         f"a wake may block the send {worst} s ({attempts} attempts of "
         f"{config.connect_timeout} + {config.read_timeout} s)"
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a retried (duplicate) delayed send wakes the scheduler for due times long past: "
+    "minutes-old dues were already seen by the scheduled runs, so each replay (e.g. an "
+    "outbox flush) costs an invoke and a scheduler run for nothing",
+)
+def test_a_duplicate_of_a_long_past_delayed_send_wakes_nothing(broker, clock, monkeypatch):
+    starts: list[int] = []
+    monkeypatch.setattr(
+        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+    )
+    broker.admin.create_topic("t", queues=1)
+    stamp = ProducerStamp("p1", 1)
+    inputs = [MessageInput(b"a", delay_level=3)]  # 10 s
+    broker.produce.send("t", inputs, stamp)
+    assert len(starts) == 1
+    run_once(broker, clock)  # the woken run moves it
+    assert broker.index.entry_at("t", 0, 0) is not None
+    clock.advance(600)  # ten minutes later the producer's outbox replays the request,
+    other = Broker(broker.settings, clock)  # served by another produce container
+    monkeypatch.setattr(
+        other.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+    )
+    assert other.produce.send("t", inputs, stamp).duplicate
+    assert len(starts) == 1, "a replay of a send due ten minutes ago started a run"
