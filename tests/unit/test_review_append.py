@@ -125,7 +125,7 @@ API_TIMEOUT_SECONDS = 30  # template.yaml Globals: Function Timeout
 @pytest.mark.xfail(
     strict=True,
     reason="the wake's Lambda invoke runs inline on the send path with botocore's default "
-    "60 s connect and read timeouts and 3 attempts: a stalled Lambda endpoint holds a "
+    "60 s connect and read timeouts and 4 attempts: a stalled Lambda endpoint holds a "
     "committed send past the API function's 30 s timeout (a 5xx; an unstamped retry "
     "stores the messages twice)",
 )
