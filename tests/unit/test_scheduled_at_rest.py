@@ -268,6 +268,22 @@ def test_a_run_whose_due_times_a_looping_run_covers_returns_at_once(broker, cloc
     assert broker.timers.run_lease().run_until == t0 + 5000 + RUN_SECONDS * 1000
 
 
+def test_a_wake_that_could_not_start_a_run_lets_the_next_send_ask_again(broker, clock, monkeypatch):
+    attempts: list[int] = []
+
+    def start() -> None:
+        attempts.append(clock.now)
+        if len(attempts) == 1:
+            raise ConnectionError("the Lambda endpoint did not answer")
+
+    monkeypatch.setattr(broker.produce, "_wake", SchedulerWake(start, clock))
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [MessageInput(b"a", delay_level=3)])  # the send still succeeds
+    clock.advance(2)
+    broker.produce.send("t", [MessageInput(b"b", delay_level=3)])
+    assert len(attempts) == 2, "the failed wake's ask held back the next send's wake"
+
+
 def test_the_checker_with_nothing_undecided_returns_after_one_read(broker, calls, monkeypatch):
     app = load_handler("txn_checker", broker, monkeypatch)
     context = types.SimpleNamespace(get_remaining_time_in_millis=lambda: 300_000)

@@ -67,12 +67,19 @@ class SchedulerWake:
             pending_since = max(now - ASK_PENDING_MS, latest - COVERED_MS + 1)
             if not runs.ask_run(now, pending_since=pending_since):
                 return  # another send asked for a run that has not started yet
+        except Exception:  # noqa: BLE001 - a wake never fails the send
+            log.warning("could not read the scheduler run lease; waking it", exc_info=True)
+        try:
             self._start()
         except Exception:  # noqa: BLE001 - a wake never fails the send
             log.warning(
                 "could not wake the delay scheduler; its next run moves the message",
                 exc_info=True,
             )
+            try:
+                runs.withdraw_ask(now)  # no run answers it: let the next send ask again
+            except Exception:  # noqa: BLE001
+                log.warning("could not withdraw the scheduler wake's ask", exc_info=True)
 
     def _lease_covers(self, due: int, now: int, runs: TimerStore) -> bool:
         with self._lock:

@@ -292,6 +292,10 @@ class TimerStore:
         """A run scans from ``now`` on: the asks made until then are answered."""
         self._conditional_update("REMOVE asked_at", "asked_at <= :now", {":now": now})
 
+    def withdraw_ask(self, asked_at: int) -> None:
+        """The run asked for at ``asked_at`` could not be started: the next send asks."""
+        self._conditional_update("REMOVE asked_at", "asked_at = :at", {":at": asked_at})
+
     def _conditional_update(self, update: str, condition: str, values: dict[str, Any]) -> bool:
         try:
             self._client.update_item(
