@@ -26,7 +26,9 @@ def lambda_handler(event: dict, context: object) -> dict:
     with clock.sleeper():
         try:
             result = scheduler.run(
-                sleep_until=clock.sleep_until, time_left=lambda: deadline - time.monotonic()
+                sleep_until=clock.sleep_until,
+                time_left=lambda: deadline - time.monotonic(),
+                woken=bool((event or {}).get("wake")),
             )
         except clock.Interrupted:
             return {"interrupted": True}

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cirrusmq_broker import clock
+from cirrusmq_broker.storage.scheduler_invoke import WAKE_EVENT
 
 from cirrusmq_local.cron import CronError, CronExpression
 from cirrusmq_local.lambda_runtime import FunctionRuntime
@@ -114,9 +115,10 @@ class ScheduledJob:
             "detail": {},
         }
 
-    def run(self) -> Any:
-        """Invoke the function once, synchronously; return its result."""
-        return self.runtime.invoke(self.payload())
+    def run(self, event: dict[str, Any] | None = None) -> Any:
+        """Invoke the function once, synchronously (with ``event``, else the scheduled
+        event); return its result."""
+        return self.runtime.invoke(event if event is not None else self.payload())
 
 
 class ScheduleRunner:
@@ -134,6 +136,8 @@ class ScheduleRunner:
         """Job index → the thread running it now."""
         self._wakes: dict[int, int] = {}
         """Job index → how often it was asked to fire out of its schedule."""
+        self._woken: set[int] = set()
+        """Jobs whose next run is an out-of-schedule one (it gets the wake event)."""
 
     def start(self, *, at_once: frozenset[tuple[str, str]] = frozenset()) -> None:
         """Start the timers of every enabled job; those named in ``at_once`` (function
@@ -167,6 +171,7 @@ class ScheduleRunner:
             if job.runtime.logical_id != logical_id or index not in self._due:
                 continue
             self._wakes[index] = self._wakes.get(index, 0) + 1
+            self._woken.add(index)
             due = self._due.get(index)
             if due is not None and due > now:
                 self._due[index] = now
@@ -201,8 +206,10 @@ class ScheduleRunner:
             self._holders[index] = threading.get_ident()
             wakes_before = self._wakes.get(index, 0)
             jumped_before = clock.offset_ms()
+            event = dict(WAKE_EVENT) if index in self._woken else None
+            self._woken.discard(index)
             try:
-                job.run()
+                job.run(event)
             except BaseException:  # a dying handler must not end the timer
                 log.exception(
                     "scheduled %s.%s failed", job.runtime.logical_id, job.event.event_name

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import boto3
+import pyarrow.parquet as pq
 import pytest
-from broker_helpers import ack_statuses, send
+from broker_helpers import ack_statuses, object_keys, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import Throttled
 from cirrusmq_broker.model import NewMessage, ProducerStamp
@@ -28,6 +30,7 @@ from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, TopicObjectTaken
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.producers import ProducerRecord
+from cirrusmq_broker.transaction_state import Resolution, TxnState
 
 
 @pytest.fixture
@@ -252,3 +255,56 @@ def test_an_object_old_enough_for_the_sweeper_is_written_again_under_a_fresh_nam
     )
     again = writer.write(batch, content_named("p-"))
     assert again.own and again.object_key != first.object_key
+
+
+@pytest.fixture
+def b(settings, clock) -> Broker:
+    """A broker with a transactional topic ``pay`` of one queue."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    table = next(t for t in ddb.list_tables()["TableNames"] if "TransactionsTable" in t)
+    broker = Broker(dataclasses.replace(settings, transactions_table=table), clock)
+    broker.admin.create_topic("pay", queues=1, message_type="TRANSACTION")
+    return broker
+
+
+def visible(broker: Broker, topic: str = "pay", group: str = "g") -> list[bytes]:
+    got: list[bytes] = []
+    while batch := broker.consume.receive(group, topic, max_messages=100):
+        got += [m.message.body for m in batch]
+        broker.consume.ack(group, [m.receipt_handle for m in batch])
+    return sorted(got)
+
+
+def test_an_interrupted_merged_commit_completes_after_an_encoder_change(b, clock):
+    b.transactions.register("pg", "p1")
+    for part, body in enumerate((b"a", b"b")):  # two sends, one queue: a merged object
+        b.transactions.send(
+            "pg",
+            "tx",
+            transactional_id="p1",
+            epoch=1,
+            topic_name="pay",
+            inputs=[MessageInput(body)],
+            part=part,
+        )
+    writer = b.transactions._writer
+    real = writer.append
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("the Lambda died after writing the commit object")
+
+    writer.append = crash
+    with pytest.raises(RuntimeError):
+        b.transactions.end("pg", "tx", Resolution.COMMIT, producer=("p1", 1))
+    writer.append = real
+    [key] = [k for k in object_keys(b) if k.startswith("topics/topic=pay/")]
+    s3 = boto3.client("s3", region_name="us-east-1")
+    bucket = b.settings.bucket
+    table = pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+    sink = io.BytesIO()  # the same rows as the previous layer's writer encoded them
+    pq.write_table(table, sink, compression="snappy")
+    s3.put_object(Bucket=bucket, Key=key, Body=sink.getvalue())
+    clock.advance(61)  # the checker resumes the commit
+    b.transactions.run_checks()
+    assert b.transactions._store.get("pg", "tx").state is TxnState.COMMITTED
+    assert visible(b) == [b"a", b"b"]

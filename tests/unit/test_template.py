@@ -72,3 +72,23 @@ def test_no_catch_all_routes() -> None:
         assert "Path" in route and "Method" in route, f"implicit $default route: {route}"
         assert "+}" not in route["Path"], f"greedy path parameter in {route['Path']}"
         assert route["Method"].upper() not in {"ANY", "*"}, f"ANY method on {route['Path']}"
+
+
+def _s3_actions(function: str, resource_suffix: str) -> set[str]:
+    """The S3 actions the function's inline statements allow on ``<bucket>/<suffix>``."""
+    policies = load_yaml(TEMPLATE)["Resources"][function]["Properties"]["Policies"]
+    actions: set[str] = set()
+    for policy in policies:
+        for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+            resource = statement.get("Resource")
+            text = json.dumps(resource, default=str)
+            if statement.get("Effect") == "Allow" and resource_suffix in text:
+                actions.update(statement["Action"])
+    return actions
+
+
+@pytest.mark.parametrize("function", ["TransactionsFunction", "TxnCheckerFunction"])
+def test_a_commit_re_run_may_read_the_object_its_first_attempt_wrote(function: str) -> None:
+    # The re-run finds the commit's topic object already there: it reads it (GetObject,
+    # and HeadObject for its age, which S3 authorises as GetObject) before reusing it.
+    assert "s3:GetObject" in _s3_actions(function, "/topics/*")

@@ -159,7 +159,7 @@ class Broker:
         name = self.settings.scheduler_function
         if not name or not self.settings.timers_table:
             return None
-        client = functools.partial(aws_client, "lambda", self.settings)
+        client = functools.partial(aws_client, "lambda", self.settings, quick=True)
         return SchedulerWake(FunctionStarter(client, name), self.clock)
 
     @functools.cached_property

@@ -49,6 +49,11 @@ class TimerWriter:
         self._objects = objects
         self._timers = timers
 
+    @property
+    def timers(self) -> TimerStore:
+        """The timers table (it also holds the scheduler's run lease)."""
+        return self._timers
+
     def write(
         self,
         topic: Topic,

@@ -215,8 +215,8 @@ class ProduceService:
     def _due(self, receipts: list[SendReceipt]) -> None:
         """Wake the delay scheduler for delayed messages due before its next run."""
         dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
-        if dues and self._wake is not None:
-            self._wake.due_at(dues)
+        if dues and self._wake is not None and self._timer_writer is not None:
+            self._wake.due_at(dues, self._timer_writer.timers)
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""

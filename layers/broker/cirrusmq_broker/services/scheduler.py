@@ -5,9 +5,14 @@ minute wakes one too: services/scheduler_wake.py) first looks at its whole run: 
 due-minute partitions from the checkpoint to the end of the run (no lower bound on the sort
 key: moved items are deleted, so stragglers written late are still found). With nothing
 due before the run ends it returns at once: at rest the scheduler costs those few reads a
-minute, not a loop. Otherwise it works through its run tick by tick: each tick moves what
-is due and sleeps until the next whole second or the next due time seen within a second's
-lookahead, whichever comes first.
+minute, not a loop. Otherwise it claims the run lease (one conditional write on the
+checkpoint item: "a run loops until <its end>"), unless a run already holds one covering
+what it found (it returns at once then: one loop at a time, however many sends woke a run),
+and works through its run tick by tick: each tick moves what is due and sleeps until the
+next whole second or the next due time seen within a second's lookahead, whichever comes
+first. A run holding the lease never returns before it ends: a send due well inside it
+wakes nothing (services/scheduler_wake.py). A run started by a wake first answers the
+pending ask (it scans after it), so a later send asks again.
 
 A move of one target queue's due items is one append through the one append path
 (services/batch_writer.py): ONE object under ``topics/`` named by a digest of its bytes,
@@ -16,7 +21,7 @@ unchanged). A crash at any step leaves either nothing committed (a re-run writes
 object again, or finds the identical one, and commits once) or everything; a re-run whose
 messages changed (a cancel landed in between) writes an object of its own. Overlapping
 invocations are harmless for the same reason: the second commit of an item is refused and
-re-read, so no lease is needed.
+re-read: the run lease only saves loops, correctness never depends on it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ..storage.producers import ProducerRecord
 from ..storage.timer_objects import TimerObjectStore
 from ..storage.timers import TimerEntry, TimerStore
 from .batch_writer import BatchWriter, WrittenBatch, content_named, encode
+from .scheduler_wake import LEASE_MARGIN_MS
 from .topic_catalog import TopicCatalog
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,8 @@ class TickResult:
     """Timer items done (moved, cancelled or dropped)."""
     next_due_ms: int | None = None
     """The earliest pending due time seen within the lookahead."""
+    last_due_ms: int | None = None
+    """The latest pending due time seen within the lookahead."""
     left: int = 0
     """Due timer items whose move failed (a later tick tries again)."""
 
@@ -109,10 +117,18 @@ class DelayScheduler:
         *,
         sleep_until: Callable[[int], None],
         time_left: Callable[[], float],
+        woken: bool = False,
     ) -> RunResult:
         """Tick until ``time_left()`` (seconds, wall time) runs out; return after the first
-        tick when nothing is due before the run would end (its lookahead spans the run)."""
+        tick when nothing is due before the run would end (its lookahead spans the run) or
+        when another run's lease covers what is due in it. ``woken``: a send's wake
+        started this run (it answers the pending ask before it looks)."""
         result = RunResult()
+        if woken:
+            try:
+                self._timers.run_started(self._clock())
+            except (BrokerError, ClientError, BotoCoreError):
+                log.exception("could not answer the scheduler wake; going on")
         lookahead_ms = int(max(time_left(), 0) * 1000) + LOOKAHEAD_MS
         while True:
             started = self._clock()
@@ -124,8 +140,11 @@ class DelayScheduler:
                 result.errors += 1
                 tick = TickResult(left=1)
             result.ticks += 1
-            if result.ticks == 1 and tick.next_due_ms is None and not tick.left:
-                return result  # nothing due within this run: the next one looks again
+            if result.ticks == 1:
+                if tick.next_due_ms is None and not tick.left:
+                    return result  # nothing due within this run: the next one looks again
+                if not self._claim_lease(tick, time_left()):
+                    return result  # a looping run moves what is due within this one
             lookahead_ms = LOOKAHEAD_MS
             now = self._clock()
             left = time_left()
@@ -135,6 +154,18 @@ class DelayScheduler:
             if tick.next_due_ms is not None:
                 wake = min(wake, max(tick.next_due_ms - PREPARE_MS, started + MIN_TICK_MS))
             sleep_until(min(wake, now + int(left * 1000)))
+
+    def _claim_lease(self, tick: TickResult, left: float) -> bool:
+        """Claim the run lease until this run ends; False when a looping run covers the
+        due times the first tick saw (and any it failed to move)."""
+        now = self._clock()
+        until = now + int(max(left, 0) * 1000)
+        need = until if tick.left or tick.last_due_ms is None else tick.last_due_ms
+        try:
+            return self._timers.claim_run(until, unless_covering=need + LEASE_MARGIN_MS)
+        except (BrokerError, ClientError, BotoCoreError):
+            log.exception("could not claim the scheduler run lease; looping without it")
+            return True
 
     def tick(
         self,
@@ -172,6 +203,8 @@ class DelayScheduler:
                     pending_minutes.add(minute)
                     if result.next_due_ms is None or entry.due_ms < result.next_due_ms:
                         result.next_due_ms = entry.due_ms
+                    if result.last_due_ms is None or entry.due_ms > result.last_due_ms:
+                        result.last_due_ms = entry.due_ms
         failed = self._move(list({e.key: e for e in due}.values()), now, result, sleep_until)
         pending_minutes.update(int(e.slot) for e in failed)
         result.left = len(failed)

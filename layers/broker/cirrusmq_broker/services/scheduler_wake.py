@@ -1,11 +1,22 @@
 """Waking the delay scheduler for a message due before its next scheduled run.
 
 A scheduler run returns at once when nothing is due within it (it costs nothing at rest),
-so a send whose delayed message falls due before the next run looks starts a run itself:
-one asynchronous invoke, and no other from this process while the run it started covers
-the send's due times (it works through the ~59 s after it; overlapping runs are
-harmless). A failed wake never
-fails the send: the next scheduled run moves the message, later.
+so a send whose delayed message falls due before the next scheduled run may need a run
+started for it: one asynchronous invoke. Whether one is needed is decided on the shared
+run lease (the timers table's checkpoint item, :class:`~..storage.timers.RunLease`), never
+on what this process asked for:
+
+- a run that loops holds ``run_until``: it never returns before then, so a due time well
+  inside it needs nothing (the lease is read at most once a second per process);
+- otherwise the send asks for a run with one conditional write of ``asked_at``; it is
+  refused while another send's ask is pending (no run has started since, see
+  :meth:`DelayScheduler.run`): that run is still to come and will see this message.
+
+So every container's sends of one minute start one run, and a run that returns early (its
+messages moved by another) leaves no ask behind that would hold back the next send.
+A due time more than a schedule period in the past (a replayed send) was seen by the
+scheduled runs already: it wakes nothing. A failed wake never fails the send: the next
+scheduled run moves the message, later.
 """
 
 from __future__ import annotations
@@ -14,42 +25,67 @@ import logging
 import threading
 from collections.abc import Callable
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from ..errors import BrokerError
+from ..storage.timers import RunLease, TimerStore
 
 log = logging.getLogger(__name__)
 
 WAKE_HORIZON_MS = 61_000
 """A due time further ahead is seen by the next scheduled run (every minute) at its start."""
+SCHEDULE_PERIOD_MS = 60_000
+"""The scheduled runs' period: a due time older than this was seen by one of them."""
+LEASE_MARGIN_MS = 4_000
+"""A lease covers a due time at least this much before its end (the run's last ticks,
+clock skew between containers)."""
+LEASE_CACHE_MS = 1_000
+"""A process reuses the lease it read this long."""
+ASK_PENDING_MS = 10_000
+"""An ask no run answered within this long is taken as lost: the next send asks again."""
 COVERED_MS = 55_000
-"""A run started at T moves what falls due until about T + 59 s: a due time before
-T + COVERED_MS needs no other wake."""
+"""A run asked for at T moves what falls due until about T + 59 s: a due time from
+T + COVERED_MS on needs a run of its own."""
 
 
 class SchedulerWake:
     def __init__(self, start: Callable[[], None], clock: Callable[[], int]) -> None:
         self._start = start
         self._clock = clock
-        self._started_at: int | None = None
+        self._lease: tuple[RunLease, int] | None = None
+        """(the lease, when read)."""
         self._lock = threading.Lock()
 
-    def due_at(self, dues: list[int]) -> None:
-        """Messages fall due at ``dues``: start a run unless one covers those that the
-        next scheduled run may not see (due within WAKE_HORIZON_MS)."""
+    def due_at(self, dues: list[int], runs: TimerStore) -> None:
+        """Messages fall due at ``dues``: start a run unless the run lease in ``runs``
+        covers those the next scheduled run may not see. Never raises."""
         now = self._clock()
-        soon = [due for due in dues if due <= now + WAKE_HORIZON_MS]
+        soon = [d for d in dues if now - SCHEDULE_PERIOD_MS <= d <= now + WAKE_HORIZON_MS]
         if not soon:
             return
         latest = max(soon)
-        with self._lock:
-            started = self._started_at
-            if started is not None and started <= now and latest < started + COVERED_MS:
+        try:
+            if self._lease_covers(latest, now, runs):
                 return
-            self._started_at = now
+            pending_since = max(now - ASK_PENDING_MS, latest - COVERED_MS + 1)
+            if not runs.ask_run(now, pending_since=pending_since):
+                return  # another send asked for a run that has not started yet
+        except Exception:  # noqa: BLE001 - a wake never fails the send
+            log.warning("could not read the scheduler run lease; waking it", exc_info=True)
         try:
             self._start()
-        except (BrokerError, ClientError, BotoCoreError):
+        except Exception:  # noqa: BLE001 - a wake never fails the send
+            log.warning(
+                "could not wake the delay scheduler; its next run moves the message",
+                exc_info=True,
+            )
+            try:
+                runs.withdraw_ask(now)  # no run answers it: let the next send ask again
+            except Exception:  # noqa: BLE001
+                log.warning("could not withdraw the scheduler wake's ask", exc_info=True)
+
+    def _lease_covers(self, due: int, now: int, runs: TimerStore) -> bool:
+        with self._lock:
+            cached = self._lease
+        if cached is None or now - cached[1] >= LEASE_CACHE_MS or now < cached[1]:
+            cached = (runs.run_lease(), now)
             with self._lock:
-                self._started_at = started
-            log.warning("could not wake the delay scheduler; its next run moves the message")
+                self._lease = cached
+        return due <= cached[0].run_until - LEASE_MARGIN_MS

@@ -57,7 +57,14 @@ from ..transaction_state import (
     route,
 )
 from ..validation import check_group_name
-from .batch_writer import BatchWriter, EncodedBatch, WrittenBatch, encode, fixed_name
+from .batch_writer import (
+    BatchWriter,
+    EncodedBatch,
+    WrittenBatch,
+    encode,
+    fixed_name,
+    rows_named,
+)
 from .produce import MessageInput
 from .topic_catalog import TopicCatalog
 from .transaction_checks import CheckReport, CheckRequest, TransactionChecks
@@ -529,8 +536,12 @@ class TransactionService(TransactionChecks):
     def _commit_batch(
         self, topic: Topic, queue: int, halves: list[HalfObject], started: int, name: str
     ) -> WrittenBatch:
-        """The queue's topic object of the commit, written under the commit's name unless
-        an identical one is there (a re-run; other content is never reused)."""
+        """The queue's topic object of the commit. One send's half object is copied under
+        the commit's name, reused by a re-run only when byte-identical (other content is
+        never reused). Merged halves are encoded again, so their object is named by its
+        rows too: a re-run reuses the first attempt's object even when its Parquet writer
+        encoded the same rows in other bytes (the commit stamp's record prevents a
+        second append)."""
         if len(halves) == 1:  # the half object itself: its row count was recorded with it
             half = halves[0]
             batch = EncodedBatch(
@@ -542,11 +553,10 @@ class TransactionService(TransactionChecks):
                 half.max_timestamp,
                 started,
             )
-        else:
-            batch = encode(
-                topic, queue, self._merged(topic, queue, halves), stored_timestamp=started
-            )
-        return self._writer.write(batch, fixed_name(name))
+            return self._writer.write(batch, fixed_name(name))
+        messages = self._merged(topic, queue, halves)
+        batch = encode(topic, queue, messages, stored_timestamp=started)
+        return self._writer.write(batch, rows_named(f"{name}-", messages))
 
     def _recorded(self, stamp: ProducerStamp, digest: str, *, missing_ok: bool = False) -> bool:
         """Whether the commit chunk's append is recorded as the transaction's own.

@@ -70,14 +70,23 @@ CONTENDED_REASONS = frozenset(
 or throttling: sent again, it may succeed (503 Busy)."""
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str | None, str | None], Any] = {}
+_clients: dict[tuple[str, str | None, str | None, str], Any] = {}
 _observers: list[CallObserver] = []
 _config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=64)
+QUICK_CONFIG = Config(
+    connect_timeout=1,
+    read_timeout=2,
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    max_pool_connections=8,
+)
+"""For a best-effort call made inline on a request's path (the scheduler wake): one
+attempt of at most ~3 s, so it can never hold the request near its API timeout."""
 
 
-def aws_client(service: str, settings: Settings) -> Any:
-    """A boto3 client for ``service`` at the settings' endpoint, created once per process."""
-    key = (service, settings.aws_endpoint_url, settings.aws_region)
+def aws_client(service: str, settings: Settings, *, quick: bool = False) -> Any:
+    """A boto3 client for ``service`` at the settings' endpoint, created once per process
+    (``quick``: a separate one with :data:`QUICK_CONFIG`)."""
+    key = (service, settings.aws_endpoint_url, settings.aws_region, "quick" if quick else "")
     with _lock:
         client = _clients.get(key)
         if client is None:
@@ -90,7 +99,10 @@ def aws_client(service: str, settings: Settings) -> Any:
                     "aws_secret_access_key": "cirrusmq-local",
                 }
             client = boto3.session.Session().client(
-                service, region_name=settings.aws_region or "us-east-1", config=_config, **extra
+                service,
+                region_name=settings.aws_region or "us-east-1",
+                config=QUICK_CONFIG if quick else _config,
+                **extra,
             )
             translate_retriable_errors(client)
             client.meta.events.register("before-parameter-build.*.*", _notify)

@@ -7,13 +7,15 @@ deleted in the very transaction that appends its messages to the topic, so a mov
 is gone and a scan of a minute needs no lower bound on the sort key.
 
 The table also holds the scheduler's checkpoint (``slot = "checkpoint"``) and cancel
-records (``slot = "cancelled#<topic>#<message id>"``, TTL ``expires_at``).
+records (``slot = "cancelled#<topic>#<message id>"``, TTL ``expires_at``). The checkpoint
+item also carries the run lease: ``run_until`` (a scheduler run loops until then) and
+``asked_at`` (a send asked for a run then, and no run has started since).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -61,6 +63,13 @@ class TimerEntry:
 def split_key(key: str) -> dict[str, str]:
     slot, due_key = key.split("|", 1)
     return {"slot": slot, "due_key": due_key}
+
+
+class RunLease(NamedTuple):
+    """The scheduler runs as the checkpoint item records them (epoch ms, 0: none)."""
+
+    run_until: int = 0
+    asked_at: int = 0
 
 
 class TimerStore:
@@ -231,7 +240,8 @@ class TimerStore:
             Key=to_item({"slot": CHECKPOINT_SLOT, "due_key": "-"}),
             ConsistentRead=True,
         ).get("Item")
-        return int(from_item(item)["minute"]) if item else None
+        minute = from_item(item).get("minute") if item else None  # the lease may be alone
+        return int(minute) if minute is not None else None
 
     def advance_checkpoint(self, minute: int) -> None:
         """Move the checkpoint up to ``minute`` (never down: overlapping runs are fine)."""
@@ -247,6 +257,59 @@ class TimerStore:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
+
+    # ---------------------------------------------------------------- run lease
+    def run_lease(self) -> RunLease:
+        """The run lease as the checkpoint item holds it (one consistent read)."""
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=to_item({"slot": CHECKPOINT_SLOT, "due_key": "-"}),
+            ConsistentRead=True,
+            ProjectionExpression="run_until, asked_at",
+        ).get("Item")
+        values = from_item(item) if item else {}
+        return RunLease(int(values.get("run_until", 0)), int(values.get("asked_at", 0)))
+
+    def claim_run(self, until: int, unless_covering: int) -> bool:
+        """Record that a run loops until ``until``, unless a run already loops until at
+        least ``unless_covering`` (False then). Never shortens a lease."""
+        return self._conditional_update(
+            "SET run_until = :until",
+            "attribute_not_exists(run_until) OR run_until < :need",
+            {":until": until, ":need": min(unless_covering, until)},
+        )
+
+    def ask_run(self, now: int, *, pending_since: int) -> bool:
+        """Record that a send asks for a run at ``now``, unless another asked at or after
+        ``pending_since`` and no run started since (False then: that run is coming)."""
+        return self._conditional_update(
+            "SET asked_at = :now",
+            "attribute_not_exists(asked_at) OR asked_at < :since",
+            {":now": now, ":since": pending_since},
+        )
+
+    def run_started(self, now: int) -> None:
+        """A run scans from ``now`` on: the asks made until then are answered."""
+        self._conditional_update("REMOVE asked_at", "asked_at <= :now", {":now": now})
+
+    def withdraw_ask(self, asked_at: int) -> None:
+        """The run asked for at ``asked_at`` could not be started: the next send asks."""
+        self._conditional_update("REMOVE asked_at", "asked_at = :at", {":at": asked_at})
+
+    def _conditional_update(self, update: str, condition: str, values: dict[str, Any]) -> bool:
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"slot": CHECKPOINT_SLOT, "due_key": "-"}),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=to_item(values),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
 
 def cancel_slot(topic: str, message_id: str) -> str:
