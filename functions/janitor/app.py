@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.settings import environment
 from cirrusmq_broker.services.janitor import SWEEP_MAX_OBJECTS
+from cirrusmq_broker.settings import environment
 
 RESERVE_SECONDS = 60.0
 
