@@ -1,0 +1,36 @@
+"""A receive whose save lost a race re-plans at the clock of the re-plan: the leases it
+then makes run ``invisible_seconds`` from there, not from the first attempt's clock."""
+
+from __future__ import annotations
+
+import pytest
+from broker_helpers import send
+from cirrusmq_broker.storage.group_states import GroupStateStore
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "ConsumeService._take re-plans with self._clock() after a lost save but _apply "
+        "(and orderly.take_lock) still get the pass's first now: the lease's deadline is "
+        "that stale now + invisible, shorter than asked or already past, so the message is "
+        "redelivered (FIFO: in place) while its first consumer still holds it"
+    ),
+)
+def test_a_lease_made_after_a_lost_save_runs_its_full_invisible_time(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a")
+    real, raced = GroupStateStore.save, []
+
+    def save(self, state):
+        if state.touched and not raced:  # the first lease write loses a race meanwhile
+            raced.append(True)
+            clock.advance(30)
+            return False
+        return real(self, state)
+
+    monkeypatch.setattr(GroupStateStore, "save", save)
+    [a] = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert raced
+    assert a.invisible_until >= clock() + 10_000
+    assert broker.consume.receive("g", "t") == []  # not redelivered at once
