@@ -496,6 +496,9 @@ class ConsumeService:
         count): the delivery takes or renews the client's lock in the same write.
         """
         for attempt in range(SAVE_ATTEMPTS):
+            # a lease runs its whole invisible time from when it is stored: the pass's clock
+            # reading may be old by now (expiry moves, batch reads, a lost save)
+            now = max(now, self._clock())
             delivered = self._apply(state, plan, share, now, invisible_ms)
             if orderly_for is not None and orderly_for[0] is not None and delivered:
                 orderly.take_lock(state, orderly_for[0], now, invisible_ms)

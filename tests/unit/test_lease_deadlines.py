@@ -3,21 +3,11 @@ clock the pass (or its first, raced attempt) read before slow reads and moves.""
 
 from __future__ import annotations
 
-import pytest
 from broker_helpers import send
 from cirrusmq_broker.services.batch_reader import BatchReader
 from cirrusmq_broker.storage.group_states import GroupStateStore
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ConsumeService._take re-plans with self._clock() after a lost save but _apply "
-        "(and orderly.take_lock) still get the pass's first now: the lease's deadline is "
-        "that stale now + invisible, shorter than asked or already past, so the message is "
-        "redelivered (FIFO: in place) while its first consumer still holds it"
-    ),
-)
 def test_a_lease_made_after_a_lost_save_runs_its_full_invisible_time(broker, clock, monkeypatch):
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a")
@@ -37,14 +27,6 @@ def test_a_lease_made_after_a_lost_save_runs_its_full_invisible_time(broker, clo
     assert broker.consume.receive("g", "t") == []  # not redelivered at once
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ConsumeService._receive_once reads now once per queue, before the expiry moves "
-        "and the batch reads, and _take leases with it: time spent there comes off the "
-        "lease, which may be past already when it is stored"
-    ),
-)
 def test_a_lease_runs_its_full_invisible_time_from_when_it_is_stored(broker, clock, monkeypatch):
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a")
