@@ -393,3 +393,54 @@ def test_a_partial_ack_runs_the_claim_before_it_writes(broker, clock):
     del claims[:]
     statuses_ = [o.status for o in broker.consume.ack("g", whole, before_slow_path=claim)]
     assert statuses_ == ["acked"] * 5 and claims == []  # every delivery: the whole lease
+
+
+def ack_calls(broker, clock, group: str, singles: int) -> int:
+    """AWS calls of one ack through the parent's handles of ``singles`` messages each split
+    off (change_invisible) and acked through its own handle before (a resent ack)."""
+    from broker_helpers import send as send_
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    topic = f"t{singles}"
+    broker.admin.create_topic(topic, queues=1)
+    send_(broker, topic, *[b"m%d" % i for i in range(singles + 1)])
+    got = broker.consume.receive(group, topic, max_messages=singles + 1, invisible_seconds=100)
+    assert len(got) == singles + 1
+    for m in got[:singles]:
+        changed = broker.consume.change_invisible(group, m.receipt_handle, 60)
+        assert ack_statuses(broker, group, [changed.receipt_handle]) == ["acked"]
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(operation))
+    try:
+        answer = ack_statuses(broker, group, [m.receipt_handle for m in got])
+    finally:
+        remove()
+    assert answer == ["acked"] * (singles + 1)
+    print(f"\n{singles} split-off messages: {len(seen)} calls {sorted(set(seen))}")
+    return len(seen)
+
+
+def test_an_ack_through_parent_handles_costs_no_call_per_split_off_message(broker, clock):
+    assert ack_calls(broker, clock, "g", 10) == ack_calls(broker, clock, "g", 2)
+
+
+def test_an_ack_through_parent_handles_tells_a_redelivered_split_off_message_from_an_acked_one(
+    broker, clock
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y", b"z", b"w")
+    x, y, z, w = broker.consume.receive("g", "t", max_messages=4, invisible_seconds=100)
+    for m in (x, y):
+        broker.consume.change_invisible("g", m.receipt_handle, 60)  # each a lease of its own
+    [changed] = [broker.consume.change_invisible("g", z.receipt_handle, 60)]
+    assert ack_statuses(broker, "g", [changed.receipt_handle]) == ["acked"]  # z: gone
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    key = to_item({"group_name": "g", "stream": group_states.lease_stream("t", 0, (1, True))})
+    ddb.update_item(  # y's lease of its own now has another id, as after a redelivery
+        TableName=broker.settings.groups_table,
+        Key=key,
+        UpdateExpression="SET lease_id = :id",
+        ExpressionAttributeValues=to_item({":id": "1m.0123456789abn1"}),
+    )
+    handles = [x.receipt_handle, y.receipt_handle, z.receipt_handle, w.receipt_handle]
+    assert ack_statuses(broker, "g", handles) == ["acked", "expired", "acked", "acked"]

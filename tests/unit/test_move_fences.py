@@ -20,6 +20,12 @@ from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.clients import observe_calls
 
 
+def retry_count(broker) -> int:
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    items = ddb.scan(TableName=broker.settings.log_index_table)["Items"]
+    return sum(int(i["count"]["N"]) for i in items if i["stream"]["S"].startswith("retry."))
+
+
 def dead_letters(broker, group: str) -> list[bytes]:
     return sorted(d.message.body for d in broker.dead_letters.list(group).dead_letters)
 
@@ -308,3 +314,87 @@ def test_every_lease_delete_of_acks_nacks_and_moves_is_conditional(broker, clock
         remove()
     assert conditions  # the scenario deleted leases
     assert None not in conditions
+
+
+def test_parent_handle_ack_after_nack_of_the_split_off_message_is_not_acked(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y")
+    x, y = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=100)
+    changed = broker.consume.change_invisible("g", x.receipt_handle, 60)  # x: a lease of its own
+    out = broker.retries.nack("g", [changed.receipt_handle])
+    assert [s for _, s, _ in out] == ["acked"]  # given back: x goes to the retry topic
+    assert retry_count(broker) == 1
+    answer = ack_statuses(broker, "g", [x.receipt_handle, y.receipt_handle])
+    clock.advance(200)
+    again = [m.message.body for m in drain(broker, clock, "g", "t")]
+    assert again == [b"x"]  # x comes back from the retry topic...
+    assert answer == ["expired", "acked"]  # ...so its old handle's ack must not say acked
+
+
+def test_a_late_removal_of_a_settled_lease_spares_a_new_lease_at_its_slot(
+    broker, clock, monkeypatch
+):
+    from cirrusmq_broker.storage.group_states import GroupStateStore
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b", b"c")
+    a, b = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+    real_delete_if, lost = GroupStateStore._delete_if, [True]
+
+    def delete_if(self, *args, **kwargs):
+        if lost:  # the ack's delete of the lease it settled does not happen (a crash)
+            lost.pop()
+            return False
+        return real_delete_if(self, *args, **kwargs)
+
+    monkeypatch.setattr(GroupStateStore, "_delete_if", delete_if)
+    assert ack_statuses(broker, "g", [a.receipt_handle]) == ["acked"]
+    assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]  # settled, v3, kept
+    clock.advance(10)  # its deadline passed: the next receive reads it and removes it
+
+    real_cleanup, meanwhile = GroupStateStore._delete_settled, [True]
+
+    def cleanup(self, leases):
+        if meanwhile:  # this container pauses; an admin resets, another consumer works
+            meanwhile.pop()
+            broker.offset_reset.reset("g", "t", "earliest")
+            got = broker.consume.receive("g", "t", max_messages=3, invisible_seconds=10)
+            assert [m.message.offset for m in got] == [0, 1, 2]  # a new lease at slot 0
+            assert ack_statuses(broker, "g", [got[0].receipt_handle]) == ["acked"]
+            assert ack_statuses(broker, "g", [got[1].receipt_handle]) == ["acked"]  # v3
+        return real_cleanup(self, leases)
+
+    monkeypatch.setattr(GroupStateStore, "_delete_settled", cleanup)
+    [c] = broker.consume.receive("g", "t", max_messages=3, invisible_seconds=10)
+    assert c.message.body == b"c"
+    assert not meanwhile
+    clock.advance(10)  # the new lease's c is unacked: it must come back
+    broker.consume.receive("g", "t")  # its expiry moves it to the retry topic
+    clock.advance(10)
+    assert [m.message.body for m in drain(broker, clock, "g", "t")] == [b"c"]
+
+
+def test_an_ack_of_a_handle_nacked_before_answers_expired(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [x] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=100)
+    out = broker.retries.nack("g", [x.receipt_handle])
+    assert [s for _, s, _ in out] == ["acked"]  # given back: its lease is gone
+    answer = ack_statuses(broker, "g", [x.receipt_handle])
+    clock.advance(200)
+    assert [m.message.body for m in drain(broker, clock, "g", "t")] == [b"x"]
+    assert answer == ["expired"]  # it comes back: the ack is stale, not acked
+
+
+def test_an_ack_of_a_nacked_handle_after_the_rest_of_its_lease_was_acked_answers_expired(
+    broker, clock
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y")
+    x, y = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=100)
+    assert [s for _, s, _ in broker.retries.nack("g", [x.receipt_handle])] == ["acked"]
+    assert ack_statuses(broker, "g", [y.receipt_handle]) == ["acked"]  # the lease is deleted
+    answer = ack_statuses(broker, "g", [x.receipt_handle])
+    clock.advance(200)
+    assert [m.message.body for m in drain(broker, clock, "g", "t")] == [b"x"]
+    assert answer == ["expired"]

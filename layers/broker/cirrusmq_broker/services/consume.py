@@ -640,13 +640,13 @@ class ConsumeService:
 
     def _moved_on_alone(self, group: str, topic: str, queue: int, done: LeaseAck) -> set[int]:
         """Of the offsets whose lease of its own (change_invisible) was gone at the ack,
-        those its expiry moved on (the others were acked by their own handle)."""
-        if not done.vanished or self._retries is None:
+        those a move (its expiry, a nack) forwarded, by the moved marks of those leases
+        (one batched read); the others were acked by their own handle."""
+        if not done.vanished:
             return set()
+        marks = self._states.moved_marks(group, topic, queue, done.vanished.values())
         return {
-            offset
-            for offset, single in done.vanished.items()
-            if self._retries.moved_offsets(group, topic, queue, single, [offset])
+            offset for offset, single in done.vanished.items() if offset in marks.get(single, ())
         }
 
     def _decode(self, group: str, text: str) -> ReceiptHandle:

@@ -12,7 +12,8 @@ Three hooks of a receive / ack-like call, all without timers or a scheduler:
 - ``nack``: the consumer gives messages back now, optionally asking for a delay.
 
 Fence: a move settles what it forwards in the lease (``gone``: an ack of it is stale) in the
-append's own transaction, conditional on the lease's version as read (``settle_request``).
+append's own transaction, conditional on the lease's id and version as read
+(``settle_requests``); a lease it deletes leaves a moved mark naming what it forwarded.
 So the move and the settle commit together or not at all, and whatever changed the lease in
 between (an ack, a change_invisible splitting a message off, a nack, another container's
 expiry) makes the move store nothing and read the lease again: no message is forwarded
@@ -99,9 +100,9 @@ SINGLE_TARGET_SEQUENCE = DLQ_TARGET + 1
 level or DLQ): a re-run whose target changed (a new max_delivery_attempts) finds it
 AlreadyRecorded. Leases split over several targets keep one sequence per target number (a
 changed split may then store a message twice; never lose one)."""
-MAX_LEASES_PER_MOVE = 90
+MAX_LEASES_PER_MOVE = 45
 """Leases one nack append settles in its transaction (DynamoDB takes 100 items; the append
-itself takes three)."""
+itself takes three, each lease one or two: its settle, and its moved mark if deleted)."""
 NACK_MARGIN_SECONDS = 3
 """A nack of a lease this close to its deadline (or past it) answers ``expired``: the
 lease's expiry is about to move its messages on (both moves are fenced on the lease, so only
@@ -247,7 +248,7 @@ class RetryService:
             # writes an object of its own, never reuses one holding more
             digest = hashlib.sha256(f"{producer}#{target.number}#{offsets}".encode()).hexdigest()
             sequence = SINGLE_TARGET_SEQUENCE if single else None
-            fence = [self._states.settle_request(state, current, after)]
+            fence = self._states.settle_requests(state, current, after)
             try:
                 recorded = self._move(
                     state.group, topic, target, messages, lease.attempt, producer,
@@ -278,18 +279,26 @@ class RetryService:
         self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int]
     ) -> set[int]:
         """Which of ``offsets`` (delivered under ``lease_id``) were moved on when the lease
-        expired (an ack of such a handle is stale, not an ack: the message comes back from
-        the retry topic; one acked before the expiry was not moved: its re-ack is acked).
+        expired or by a nack (an ack of such a handle is stale, not an ack: the message
+        comes back from the retry topic; one acked before the move was not moved: its
+        re-ack is acked): the lease's moved mark, and its expiry's records.
         Asked only on an ack's slow path. The records and
         each moved batch are read once for all of them; a message past retention, or whose
         moved batch cannot be read, counts as moved."""
-        records = self._records.bases(_expiry_stamps(group, topic, queue, lease_id))
-        if not records or not offsets:
+        if not offsets:
             return set()
+        marks = self._states.marks_to_read(group, topic, queue, [lease_id])
+        records, found = self._records.bases_with(
+            _expiry_stamps(group, topic, queue, lease_id), [marks]
+        )
+        marked = self._states.parse_marks(topic, queue, [lease_id], found).get(lease_id, ())
+        if not records:
+            return set(offsets) & set(marked)
         originals = self._lookup.messages_at(
             topic, queue, sorted(set(offsets)), now_s=self._clock() // 1000
         ).messages
-        moved = {o for o in offsets if o not in originals}  # past retention: cannot tell
+        moved = set(offsets) & set(marked)
+        moved |= {o for o in offsets if o not in originals}  # past retention: cannot tell
         wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
         for stamp, bases in records.items():
@@ -619,7 +628,11 @@ class RetryService:
         for lease_id in dict.fromkeys(lease_id for lease_id, _ in named):
             forwarded = [o for lid, o in named if lid == lease_id]
             afters[lease_id] = current[lease_id].moved_on(forwarded, expired.pop(lease_id, []))
-        fence = [self._states.settle_request(state, current[x], afters[x]) for x in afters]
+        fence = [
+            request
+            for x in afters
+            for request in self._states.settle_requests(state, current[x], afters[x])
+        ]
         try:
             recorded = self._move(
                 group, topic, target, [m for m, _ in pairs], [x.attempt for _, x in pairs],

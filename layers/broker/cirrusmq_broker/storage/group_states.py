@@ -8,7 +8,10 @@ summary (version check, optimistic concurrency) and the leases it creates or cha
 transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled
 (an ack of everything delivered under a lease: one conditional delete). A move of leased
 messages (expiry, nack) settles the lease in its append's transaction, conditional on the
-lease's version (``settle_request``). Every lease delete is conditional on what was read.
+lease's id and version (``settle_requests``); a lease deleted with messages moved on leaves a
+small moved mark (``#moved.<topic>#<queue>.<lease id>``, TTL) naming them, which an ack of
+its handles reads (one batched read per ack). Every lease delete and put is conditional on
+the lease's id and version as read (versions restart at 1 in a new lease at the same slot).
 Lease items carry no ``topic`` attribute: the by_topic index stays sparse (no index write
 per lease); a topic's purge deletes them below each summary it finds there.
 """
@@ -33,6 +36,7 @@ from ..group_state import (
     lease_slot,
     single_lease_id,
 )
+from ..limits import MAX_INVISIBLE_SECONDS
 from ..model import stream_id
 from .dynamo import (
     BATCH_WRITE_LIMIT,
@@ -49,10 +53,18 @@ not_stored_yet = "attribute_not_exists(group_name)"
 SUBSCRIPTION_SUFFIX = "#subscription"
 LEASE_MARK = "#L"
 unchanged_since_read = "version = :version"
-lease_unchanged = "v = :v"
+lease_unchanged = "lease_id = :id AND v = :v"
+"""A lease as read: its id too, as versions restart at 1 in a new lease at the same slot
+(after an offset reset)."""
 NOT_A_STREAM = "."
 """Items of a group whose sort key starts with this are not queue states (topic names have no
 dot): e.g. the consumer registry."""
+MOVED_MARK = "#moved."
+"""Sort-key prefix of a moved mark: the offsets a move forwarded from a lease it deleted.
+Like other items starting with ``#``, not a queue state."""
+MOVED_MARK_SECONDS = 2 * MAX_INVISIBLE_SECONDS
+"""How long after the moved lease's deadline its mark is kept (DynamoDB's TTL): past the
+deadline of the lease it was moved out of (change_invisible), whose handles ask for it."""
 BATCH_TRANSACTION_LIMIT = 100
 """Items one TransactWriteItems takes."""
 LOOKBACK_PAGE = 16
@@ -242,7 +254,7 @@ class GroupStateStore:
             offset: single_lease_id(lease_id, offset)
             for offset in sorted(lease.moved & set(offsets))
         }
-        deletes = [
+        requests = [
             _delete_request(
                 self._table,
                 self._lease_key(group, topic, queue, (offset, True)),
@@ -252,53 +264,79 @@ class GroupStateStore:
             for offset, single in singles.items()
         ]
         if not lease.unsettled():
-            deletes.append(
-                _delete_request(self._table, key, lease_unchanged, {":v": lease.version})
-            )
-        if len(deletes) > 1 and self._transact(deletes):
-            return outcome  # all in one call: the usual case with moved messages
-        for offset, single in singles.items():
-            found = self._delete_single(
-                self._lease_key(group, topic, queue, (offset, True)), single
-            )
-            if found is False:
-                outcome.stale.add(offset)
-            elif found is None:
+            requests.append(_delete_request(self._table, key, lease_unchanged, _as_read(lease)))
+            if lease.gone:  # a nack's handle acked later still finds its message moved on
+                requests.append(self._mark_request(group, topic, queue, lease))
+        failed = self._delete_each(requests)
+        for position, (offset, single) in enumerate(singles.items()):
+            if position not in failed:
+                continue
+            if failed[position]:
+                outcome.stale.add(offset)  # its lease of its own has another id: redelivered
+            else:
                 outcome.vanished[offset] = single
-        if not lease.unsettled():
-            self._delete_if(key, lease_unchanged, lease.version, name=":v")
         return outcome
 
-    def _transact(self, items: list[dict[str, Any]]) -> bool:
-        """Run ``items`` as one transaction (at most 100); False if a condition failed."""
-        if len(items) > BATCH_TRANSACTION_LIMIT:
-            return False
+    def _delete_each(self, requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """Run the conditional deletes (and puts) ``requests``; position → the item as found (empty
+        if absent) of those whose condition failed. One transaction (a single delete on its
+        own); a cancelled one says which conditions failed, and the rest go again in one
+        more: calls per ack, not per delete."""
+        failed: dict[int, dict[str, Any]] = {}
+        left = list(range(len(requests)))
+        while left:
+            if len(left) == 1:
+                failed.update(self._delete_one(requests[left[0]], left[0]))
+                return failed
+            chunk = left[:BATCH_TRANSACTION_LIMIT]
+            reasons = self._transact_deletes([requests[i] for i in chunk])
+            if reasons is None:
+                left = left[len(chunk) :]
+                continue
+            refused = {
+                chunk[n]: from_item(reason.get("Item") or {})
+                for n, reason in enumerate(reasons)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            }
+            if not refused:  # cancelled for another reason (a conflict): one by one
+                for i in chunk:
+                    failed.update(self._delete_one(requests[i], i))
+                left = left[len(chunk) :]
+                continue
+            failed.update(refused)
+            left = [i for i in left if i not in refused]
+        return failed
+
+    def _transact_deletes(self, items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """Run the deletes ``items`` as one transaction: None if done, else the
+        cancellation reason of each item (the item as found when its condition failed)."""
         try:
             self._client.transact_write_items(
-                TransactItems=items, ClientRequestToken=uuid.uuid4().hex
+                TransactItems=[
+                    {kind: {**body, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
+                    for item in items
+                    for kind, body in item.items()
+                ],
+                ClientRequestToken=uuid.uuid4().hex,
             )
         except ClientError as exc:
             if error_code(exc) == "TransactionCanceledException":
-                return False
+                return list(exc.response.get("CancellationReasons") or [])
             raise
-        return True
+        return None
 
-    def _delete_single(self, key: dict[str, Any], lease_id: str) -> bool | None:
-        """Delete a lease of its own if it still has ``lease_id``: True if deleted, False
-        if it has another id now (redelivered), None if it is gone."""
+    def _delete_one(self, request: dict[str, Any], position: int) -> dict[int, dict[str, Any]]:
+        """One conditional delete: {position: item as found (empty if absent)} if its
+        condition failed, else nothing."""
+        kind, body = next(iter(request.items()))
+        call = self._client.delete_item if kind == "Delete" else self._client.put_item
         try:
-            self._client.delete_item(
-                TableName=self._table,
-                Key=key,
-                ConditionExpression="lease_id = :id",
-                ExpressionAttributeValues=to_item({":id": lease_id}),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            call(**body, ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            return False if exc.response.get("Item") else None
-        return True
+            return {position: from_item(exc.response.get("Item") or {})}
+        return {}
 
     def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool | None:
         """Delete the lease: one small conditional delete instead of an ``ADD`` of every
@@ -328,35 +366,96 @@ class GroupStateStore:
         return True
 
     # ------------------------------------------------------------------ moves
-    def settle_request(self, state: GroupQueueState, before: Lease, after: Lease) -> dict[str, Any]:
-        """A transaction item that stores ``after`` (``before`` once a move forwarded or
+    def settle_requests(
+        self, state: GroupQueueState, before: Lease, after: Lease
+    ) -> list[dict[str, Any]]:
+        """Transaction items that store ``after`` (``before`` once a move forwarded or
         settled some of its offsets: :meth:`Lease.moved_on`) if the lease is still as read:
-        the move's append carries it, so the move happens only if nothing (an ack, a change
-        of invisible time, another move) changed the lease since it was read. A lease left
-        with nothing unsettled is deleted."""
+        the move's append carries them, so the move happens only if nothing (an ack, a
+        change of invisible time, another move) changed the lease since it was read.
+
+        A lease left with nothing unsettled is deleted; if a move forwarded some of its
+        offsets, a moved mark of the lease (:meth:`moved_marks`) keeps which, so an ack of
+        its handles (its own or, for a message change_invisible moved out, its parent's)
+        still finds them moved on, not acked."""
+        requests = [self.settle_request(state, before, after)]
+        if not after.unsettled() and after.gone:
+            requests.append(self._mark_request(state.group, state.topic, state.queue, after))
+        return requests
+
+    def settle_request(self, state: GroupQueueState, before: Lease, after: Lease) -> dict[str, Any]:
+        """The lease's own item of :meth:`settle_requests`: a put of ``after``, or a delete
+        if it has nothing unsettled, conditional on the lease as read."""
         condition = {
-            "ConditionExpression": "lease_id = :id AND v = :v",
-            "ExpressionAttributeValues": to_item({":id": before.lease_id, ":v": before.version}),
+            "ConditionExpression": lease_unchanged,
+            "ExpressionAttributeValues": to_item(_as_read(before)),
         }
-        if not after.unsettled():
-            key = self._lease_key(state.group, state.topic, state.queue, before.slot)
-            return {"Delete": {"TableName": self._table, "Key": key, **condition}}
-        item = to_item(_lease_values(state, after))
-        return {"Put": {"TableName": self._table, "Item": item, **condition}}
+        if after.unsettled():
+            item = to_item(_lease_values(state, after))
+            return {"Put": {"TableName": self._table, "Item": item, **condition}}
+        key = self._lease_key(state.group, state.topic, state.queue, before.slot)
+        return {"Delete": {"TableName": self._table, "Key": key, **condition}}
+
+    def _mark_request(self, group: str, topic: str, queue: int, lease: Lease) -> dict[str, Any]:
+        """A transaction item storing the moved mark of ``lease`` (deleted with its
+        ``gone`` offsets)."""
+        mark = {
+            **self._mark_key(group, topic, queue, lease.lease_id),
+            "gone": set(lease.gone),
+            "expires_at": lease.deadline // 1000 + MOVED_MARK_SECONDS,
+        }
+        return {"Put": {"TableName": self._table, "Item": to_item(mark)}}
 
     def settle(self, state: GroupQueueState, before: Lease, after: Lease) -> bool:
-        """:meth:`settle_request` on its own (a move with nothing to append); False if the
-        lease changed since it was read."""
-        request = self.settle_request(state, before, after)
-        kind, body = next(iter(request.items()))
-        call = self._client.delete_item if kind == "Delete" else self._client.put_item
+        """:meth:`settle_requests` on their own (a move with nothing to append); False if
+        the lease changed since it was read."""
+        requests = self.settle_requests(state, before, after)
         try:
+            if len(requests) > 1:
+                self._client.transact_write_items(
+                    TransactItems=requests, ClientRequestToken=uuid.uuid4().hex
+                )
+                return True
+            kind, body = next(iter(requests[0].items()))
+            call = self._client.delete_item if kind == "Delete" else self._client.put_item
             call(**body)
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if error_code(exc) in (
+                "ConditionalCheckFailedException",
+                "TransactionCanceledException",
+            ):
                 return False
             raise
         return True
+
+    def moved_marks(
+        self, group: str, topic: str, queue: int, lease_ids: Iterable[str]
+    ) -> dict[str, frozenset[int]]:
+        """Lease id → the offsets a move forwarded from it, for the leases a move deleted
+        (nack, expiry) within ``MOVED_MARK_SECONDS`` of their deadline: one batched read."""
+        wanted = list(dict.fromkeys(lease_ids))
+        if not wanted:
+            return {}
+        read = self.marks_to_read(group, topic, queue, wanted)
+        return self.parse_marks(topic, queue, wanted, batch_get(self._client, [read]))
+
+    def marks_to_read(
+        self, group: str, topic: str, queue: int, lease_ids: Iterable[str]
+    ) -> KeysToRead:
+        """Keys of the moved marks of ``lease_ids``, for a batched read."""
+        keys = [{"group_name": group, "stream": _mark_stream(topic, queue, x)} for x in lease_ids]
+        return KeysToRead(self._table, keys, consistent=True)
+
+    def parse_marks(
+        self, topic: str, queue: int, lease_ids: Iterable[str], found: dict[str, list[Any]]
+    ) -> dict[str, frozenset[int]]:
+        """:meth:`moved_marks` from a batched read's items (table → items)."""
+        by_stream = {_mark_stream(topic, queue, x): x for x in lease_ids}
+        return {
+            by_stream[item["stream"]]: frozenset(int(o) for o in item.get("gone", ()))
+            for item in found.get(self._table, ())
+            if item.get("stream") in by_stream
+        }
 
     # ------------------------------------------------------------------ writing
     def save(self, state: GroupQueueState) -> bool:
@@ -368,12 +467,12 @@ class GroupStateStore:
         """
         current = {lease.slot: lease for lease in state.leases.values()}
         writes: list[dict[str, Any]] = []
-        cleanup: list[tuple[dict[str, Any], int]] = []
+        cleanup: list[tuple[dict[str, Any], Lease]] = []
         for slot, before in state.touched.items():
             after = current.get(slot)
             key = self._lease_key(state.group, state.topic, state.queue, slot)
             if after is None and before is not None and not before.unsettled():
-                cleanup.append((key, before.version))
+                cleanup.append((key, before))
             elif after is None and before is not None:
                 writes.append({"Delete": {"Key": key, **_lease_condition(before)}})
             elif after is not None:
@@ -504,6 +603,9 @@ class GroupStateStore:
         return deleted
 
     # ------------------------------------------------------------------ helpers
+    def _mark_key(self, group: str, topic: str, queue: int, lease_id: str) -> dict[str, Any]:
+        return {"group_name": group, "stream": _mark_stream(topic, queue, lease_id)}
+
     def _lease_key(self, group: str, topic: str, queue: int, slot: LeaseSlot) -> dict[str, Any]:
         return to_item({"group_name": group, "stream": lease_stream(topic, queue, slot)})
 
@@ -522,25 +624,23 @@ class GroupStateStore:
         ):
             yield from (_lease(from_item(item)) for item in page["Items"])
 
-    def _delete_settled(self, leases: list[tuple[dict[str, Any], int]]) -> None:
-        """Remove leases read settled, each only if still at the version read; a failure
-        only leaves them for the next lease read to remove (the save itself stands)."""
+    def _delete_settled(self, leases: list[tuple[dict[str, Any], Lease]]) -> None:
+        """Remove leases read settled, each only if still as read (id and version); a
+        failure only leaves them for the next lease read to remove (the save stands)."""
         try:
-            for key, version in leases:
-                self._delete_if(key, lease_unchanged, version, name=":v")
+            for key, lease in leases:
+                self._delete_if(key, lease_unchanged, _as_read(lease))
         except (BrokerError, ClientError):
             log.warning("could not remove %d settled lease(s); they go next time", len(leases))
 
-    def _delete_if(
-        self, key: dict[str, Any], condition: str, value: Any, *, name: str = ":id"
-    ) -> bool:
-        """Delete one item if ``condition`` (on ``name`` = ``value``) holds; False if not."""
+    def _delete_if(self, key: dict[str, Any], condition: str, values: dict[str, Any]) -> bool:
+        """Delete one item if ``condition`` (on ``values``) holds; False if not."""
         try:
             self._client.delete_item(
                 TableName=self._table,
                 Key=key,
                 ConditionExpression=condition,
-                ExpressionAttributeValues=to_item({name: value}),
+                ExpressionAttributeValues=to_item(values),
             )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
@@ -574,6 +674,10 @@ class GroupStateStore:
         ]
         self._delete(keys)
         return len(keys)
+
+
+def _mark_stream(topic: str, queue: int, lease_id: str) -> str:
+    return f"{MOVED_MARK}{stream_id(topic, queue)}.{lease_id}"
 
 
 def _delete_request(
@@ -612,8 +716,13 @@ def _lease_condition(before: Lease | None) -> dict[str, Any]:
         return {"ConditionExpression": not_stored_yet}
     return {
         "ConditionExpression": lease_unchanged,
-        "ExpressionAttributeValues": to_item({":v": before.version}),
+        "ExpressionAttributeValues": to_item(_as_read(before)),
     }
+
+
+def _as_read(lease: Lease) -> dict[str, Any]:
+    """Values of ``lease_unchanged`` for ``lease`` as read."""
+    return {":id": lease.lease_id, ":v": lease.version}
 
 
 def _values(state: GroupQueueState, *, version: int) -> dict[str, Any]:

@@ -36,13 +36,21 @@ class MoveRecords:
 
     def bases(self, stamps: list[ProducerStamp]) -> dict[ProducerStamp, dict[int, int]]:
         """The recorded ones of ``stamps`` with their appends' base offsets per queue."""
+        return self.bases_with(stamps, [])[0]
+
+    def bases_with(
+        self, stamps: list[ProducerStamp], other: list[KeysToRead]
+    ) -> tuple[dict[ProducerStamp, dict[int, int]], dict[str, list[dict[str, Any]]]]:
+        """:meth:`bases`, and the items of ``other`` (other tables' keys) read in the same
+        batched read."""
         by_key = {producer_key(s): s for s in stamps}
         keys = [{"producer_key": k} for k in by_key]
-        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
-        return {
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True), *other])
+        bases = {
             by_key[item["producer_key"]]: {
                 int(q): int(b) for q, b in json.loads(item.get("bases") or "{}").items()
             }
             for item in found[self._table]
             if item.get("producer_key") in by_key
         }
+        return bases, found
