@@ -82,7 +82,7 @@ from ..storage.log_index import LogIndex
 from ..storage.move_records import MoveRecords
 from ..validation import check_group_name
 from .batch_reader import BatchReader
-from .moves import MoveAppender
+from .moves import MoveAppender, is_move_batch
 from .offset_lookup import OffsetLookup
 from .topic_catalog import TopicCatalog
 
@@ -283,7 +283,7 @@ class RetryService:
         Asked only on an ack's slow path. The records and
         each moved batch are read once for all of them; a message past retention, or whose
         moved batch cannot be read, counts as moved."""
-        records = self._records.bases(_expiry_stamps(group, topic, queue, lease_id))
+        records = self._records.records(_expiry_stamps(group, topic, queue, lease_id))
         if not records or not offsets:
             return set()
         originals = self._lookup.messages_at(
@@ -292,17 +292,23 @@ class RetryService:
         moved = {o for o in offsets if o not in originals}  # past retention: cannot tell
         wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
-        for stamp, bases in records.items():
+        for stamp, record in records.items():
             names = [retry_topic(group, origin), dlq_topic(group)]
             if stamp.sequence == DLQ_TARGET:
                 names = names[1:]
             elif stamp.sequence < DLQ_TARGET:
                 names = names[:1]
-            for q, base in bases.items():
+            for q, base in record.bases.items():
                 batch: list[StoredMessage] | None = None
                 for name in names:
+                    # a single-target move went to the retry topic or the DLQ, whose
+                    # offsets overlap: only the move's own batch (its object's name) counts
                     entry = self._index.entry_at(name, q, base)
-                    if entry is not None and entry.base_offset == base:
+                    if (
+                        entry is not None
+                        and entry.base_offset == base
+                        and is_move_batch(entry.object_key, stamp, record.digest)
+                    ):
                         batch = self._reader.messages(entry)
                         break
                 if not batch:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..model import ProducerStamp
 from .dynamo import KeysToRead, batch_get
-from .producers import producer_key
+from .producers import ProducerRecord, producer_key
 
 
 class MoveRecords:
@@ -34,15 +34,17 @@ class MoveRecords:
             if item.get("producer_key") in by_key
         }
 
-    def bases(self, stamps: list[ProducerStamp]) -> dict[ProducerStamp, dict[int, int]]:
-        """The recorded ones of ``stamps`` with their appends' base offsets per queue."""
+    def records(self, stamps: list[ProducerStamp]) -> dict[ProducerStamp, ProducerRecord]:
+        """The recorded ones of ``stamps`` with their records (digest, the appends' base
+        offsets per queue)."""
         by_key = {producer_key(s): s for s in stamps}
         keys = [{"producer_key": k} for k in by_key]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return {
-            by_key[item["producer_key"]]: {
-                int(q): int(b) for q, b in json.loads(item.get("bases") or "{}").items()
-            }
+            by_key[item["producer_key"]]: ProducerRecord(
+                str(item.get("digest") or ""),
+                {int(q): int(b) for q, b in json.loads(item.get("bases") or "{}").items()},
+            )
             for item in found[self._table]
             if item.get("producer_key") in by_key
         }
