@@ -4,21 +4,11 @@ acked, as an ack of a handle whose message was moved to the retry topic does."""
 
 from __future__ import annotations
 
-import pytest
 from broker_helpers import ack_statuses
 from cirrusmq_broker.model import MessageType
 from cirrusmq_broker.services.produce import MessageInput
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ConsumeService._sort_out takes an offset below the committed bound (or held by no "
-        "lease) as settled and asks only the expiry move records whether it was moved on; "
-        "an in-place FIFO redelivery leaves no record, so once the redelivery is acked the "
-        "stale handle of the expired first delivery answers acked"
-    ),
-)
 def test_a_late_ack_of_a_fifo_delivery_redelivered_and_acked_answers_expired(broker, clock):
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
     broker.produce.send("f", [MessageInput(b"1", message_group="k")])

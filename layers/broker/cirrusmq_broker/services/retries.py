@@ -99,6 +99,9 @@ SINGLE_TARGET_SEQUENCE = DLQ_TARGET + 1
 level or DLQ): a re-run whose target changed (a new max_delivery_attempts) finds it
 AlreadyRecorded. Leases split over several targets keep one sequence per target number (a
 changed split may then store a message twice; never lose one)."""
+REDELIVERED_SEQUENCE = SINGLE_TARGET_SEQUENCE + 1
+"""The sequence of the trace an in-place redelivery leaves of the lease id it superseded
+(which offsets it held unsettled): no move, nothing appended."""
 MAX_LEASES_PER_MOVE = 90
 """Leases one nack append settles in its transaction (DynamoDB takes 100 items; the append
 itself takes three)."""
@@ -286,6 +289,13 @@ class RetryService:
         records = self._records.records(_expiry_stamps(group, topic, queue, lease_id))
         if not records or not offsets:
             return set()
+        superseded = records.pop(
+            ProducerStamp(expire_producer(group, topic, queue, lease_id), REDELIVERED_SEQUENCE),
+            None,
+        )
+        redelivered = {o for o in offsets if superseded is not None and o in superseded.offsets}
+        if not records:
+            return redelivered
         originals = self._lookup.messages_at(
             topic, queue, sorted(set(offsets)), now_s=self._clock() // 1000
         ).messages
@@ -314,7 +324,27 @@ class RetryService:
                 if not batch:
                     return set(offsets)  # unreadable: count them all as moved
                 moved.update(wanted[m.message_id] for m in batch if m.message_id in wanted)
-        return moved
+        return moved | redelivered
+
+    def redelivery_traces(
+        self, group: str, topic: str, queue: int, superseded: dict[str, list[int]]
+    ) -> list[dict]:
+        """Transaction items, to commit with the save of an in-place redelivery, that
+        record the unsettled offsets of each superseded lease id: a late ack of such a
+        handle answers ``expired`` (:meth:`moved_offsets`) even once the redelivery
+        settled. Kept as long as a move's record."""
+        from .. import limits
+
+        expires_at = self._clock() // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS
+        return [
+            self._records.trace_request(
+                ProducerStamp(expire_producer(group, topic, queue, lease_id), REDELIVERED_SEQUENCE),
+                offsets,
+                expires_at=expires_at,
+            )
+            for lease_id, offsets in superseded.items()
+            if offsets
+        ]
 
     def _move(
         self,
@@ -682,7 +712,7 @@ def _by_leases(
 
 def _expiry_stamps(group: str, topic: str, queue: int, lease_id: str) -> list[ProducerStamp]:
     producer = expire_producer(group, topic, queue, lease_id)
-    return [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
+    return [ProducerStamp(producer, n) for n in range(REDELIVERED_SEQUENCE + 1)]
 
 
 def expire_producer(group: str, topic: str, queue: int, lease_id: str) -> str:

@@ -4,11 +4,22 @@ of the moves (ProducersTable) are looked up by their stamps, all in one batched 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from ..model import ProducerStamp
-from .dynamo import KeysToRead, batch_get
-from .producers import ProducerRecord, producer_key
+from .dynamo import KeysToRead, batch_get, to_item
+from .producers import producer_key
+
+
+@dataclass(frozen=True)
+class MoveRecord:
+    """A move's record (its digest, its appends' base offsets per queue), or a trace of an
+    in-place redelivery (the ``offsets`` it superseded)."""
+
+    digest: str
+    bases: dict[int, int]
+    offsets: frozenset[int] = frozenset()
 
 
 class MoveRecords:
@@ -34,16 +45,38 @@ class MoveRecords:
             if item.get("producer_key") in by_key
         }
 
-    def records(self, stamps: list[ProducerStamp]) -> dict[ProducerStamp, ProducerRecord]:
+    def trace_request(
+        self, stamp: ProducerStamp, offsets: list[int], *, expires_at: int
+    ) -> dict[str, Any]:
+        """A transaction item recording that the delivery ``stamp`` names was superseded
+        (redelivered in place) while ``offsets`` were unsettled: read back by
+        :meth:`records` as a record whose ``offsets`` are those."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_item(
+                    {
+                        "producer_key": producer_key(stamp),
+                        "digest": "",
+                        "bases": "{}",
+                        "offsets": json.dumps(sorted(offsets), separators=(",", ":")),
+                        "expires_at": expires_at,
+                    }
+                ),
+            }
+        }
+
+    def records(self, stamps: list[ProducerStamp]) -> dict[ProducerStamp, MoveRecord]:
         """The recorded ones of ``stamps`` with their records (digest, the appends' base
         offsets per queue)."""
         by_key = {producer_key(s): s for s in stamps}
         keys = [{"producer_key": k} for k in by_key]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return {
-            by_key[item["producer_key"]]: ProducerRecord(
+            by_key[item["producer_key"]]: MoveRecord(
                 str(item.get("digest") or ""),
                 {int(q): int(b) for q, b in json.loads(item.get("bases") or "{}").items()},
+                frozenset(int(o) for o in json.loads(item.get("offsets") or "[]")),
             )
             for item in found[self._table]
             if item.get("producer_key") in by_key
