@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
 from broker_helpers import ack_statuses, send
 
 
@@ -11,15 +10,6 @@ def dead_letters(broker, group: str) -> list[bytes]:
     return sorted(d.message.body for d in broker.dead_letters.list(group).dead_letters)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "RetryService.moved_offsets reads a single-target expiry record (sequence 17) "
-        "as the retry topic's batch at (level queue = the record's queue, base) before the "
-        "DLQ's: a dead-letter move to DLQ queue 0 at base B is looked up in retry level 0 "
-        "at B, which holds another message, so the late ack answers acked"
-    ),
-)
 def test_a_late_ack_of_a_dead_lettered_message_answers_expired(broker, clock):
     broker.admin.create_topic("t", queues=1)
     broker.retries.set_max_delivery_attempts("g", 2)

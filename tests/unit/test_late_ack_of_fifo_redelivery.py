@@ -4,21 +4,11 @@ acked, as an ack of a handle whose message was moved to the retry topic does."""
 
 from __future__ import annotations
 
-import pytest
 from broker_helpers import ack_statuses
 from cirrusmq_broker.model import MessageType
 from cirrusmq_broker.services.produce import MessageInput
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "ConsumeService._sort_out takes an offset below the committed bound (or held by no "
-        "lease) as settled and asks only the expiry move records whether it was moved on; "
-        "an in-place FIFO redelivery leaves no record, so once the redelivery is acked the "
-        "stale handle of the expired first delivery answers acked"
-    ),
-)
 def test_a_late_ack_of_a_fifo_delivery_redelivered_and_acked_answers_expired(broker, clock):
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
     broker.produce.send("f", [MessageInput(b"1", message_group="k")])
@@ -27,5 +17,18 @@ def test_a_late_ack_of_a_fifo_delivery_redelivered_and_acked_answers_expired(bro
     [again] = broker.consume.receive("g", "f", invisible_seconds=10)  # in place, at once
     assert (again.delivery_attempt, again.message.offset) == (2, first.message.offset)
     assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]  # B holds it
+    assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
+    assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]
+
+
+def test_a_late_ack_of_a_nacked_fifo_delivery_redelivered_and_acked_answers_expired(broker, clock):
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"1", message_group="k")])
+    [first] = broker.consume.receive("g", "f", invisible_seconds=30)
+    [(_, given_back, _)] = broker.retries.nack("g", [first.receipt_handle], delay_seconds=10)
+    assert given_back == "acked"
+    clock.advance(10)
+    [again] = broker.consume.receive("g", "f", invisible_seconds=10)  # in place, after the delay
+    assert (again.delivery_attempt, again.message.offset) == (2, first.message.offset)
     assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
     assert ack_statuses(broker, "g", [first.receipt_handle]) == ["expired"]

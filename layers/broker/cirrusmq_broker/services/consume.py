@@ -93,7 +93,8 @@ FIFO_RECHECK_MAX_SECONDS = 2.0
 does not cost a lease query per second for its whole invisible time)."""
 MAX_LEASES_PER_PASS = 40
 """Expired leases one pass redelivers per queue: each is at most two items of the queue's
-write transaction (DynamoDB takes 100)."""
+write transaction (DynamoDB takes 100). With retries only a FIFO queue redelivers in place,
+one delivery at a time, which adds the trace of the lease id it supersedes."""
 
 
 def wire_size(message: StoredMessage) -> int:
@@ -505,7 +506,7 @@ class ConsumeService:
             state.refresh()
             if not delivered and not state.changed():
                 return []  # nothing to hand out and nothing to record
-            if self._states.save(state):
+            if self._states.save(state, self._redelivery_traces(state, plan)):
                 return [self._received(state, message, lease) for message, lease in delivered]
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another consumer won: back off
             state = self._states.load_one(state.group, state.topic, state.queue)
@@ -517,6 +518,18 @@ class ConsumeService:
                 state, tag_filter, share, self._clock(), end, fifo=orderly_for is not None
             )
         raise Busy(f"group {state.group!r} is contended on queue {state.queue}; retry")
+
+    def _redelivery_traces(self, state: GroupQueueState, plan: QueuePlan) -> list[dict]:
+        """Items recording the lease ids this pass redelivered in place (with what they
+        held unsettled): their handles stay stale after the redelivery settles."""
+        if self._retries is None:
+            return []
+        superseded = {
+            lease.lease_id: lease.unsettled()
+            for lease, _ in plan.redeliveries
+            if lease.lease_id not in state.leases
+        }
+        return self._retries.redelivery_traces(state.group, state.topic, state.queue, superseded)
 
     @staticmethod
     def _apply(

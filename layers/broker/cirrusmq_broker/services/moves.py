@@ -101,10 +101,9 @@ class MoveAppender:
         """
         now = self._clock()
         digest = digest or stamp_digest(stamp)
-        prefix = hashlib.sha256(f"{stamp_digest(stamp)}{digest}".encode()).hexdigest()[:24]
         batch = self._writer.write(
             encode(topic, queue, messages, stored_timestamp=now, stamp=stamp),
-            content_named(f"{prefix}-"),
+            content_named(object_name_prefix(stamp, digest)),
         )
         try:
             self._writer.append(
@@ -124,6 +123,17 @@ class MoveAppender:
                 self._topics.pop(topic.name, None)
             raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
         return None
+
+
+def object_name_prefix(stamp: ProducerStamp, digest: str) -> str:
+    """How the name of the object a move stamped ``stamp`` with ``digest`` starts: whether
+    an index entry is that move's batch shows in its object key."""
+    return hashlib.sha256(f"{stamp_digest(stamp)}{digest}".encode()).hexdigest()[:24] + "-"
+
+
+def is_move_batch(object_key: str, stamp: ProducerStamp, digest: str) -> bool:
+    """Whether ``object_key`` names the batch of the move stamped ``stamp`` with ``digest``."""
+    return object_key.rsplit("/", 1)[-1].startswith(object_name_prefix(stamp, digest))
 
 
 def stamp_digest(stamp: ProducerStamp) -> str:

@@ -83,7 +83,7 @@ from ..storage.log_index import LogIndex
 from ..storage.move_records import MoveRecords
 from ..validation import check_group_name
 from .batch_reader import BatchReader
-from .moves import MoveAppender
+from .moves import MoveAppender, is_move_batch
 from .offset_lookup import OffsetLookup
 from .topic_catalog import TopicCatalog
 
@@ -100,6 +100,9 @@ SINGLE_TARGET_SEQUENCE = DLQ_TARGET + 1
 level or DLQ): a re-run whose target changed (a new max_delivery_attempts) finds it
 AlreadyRecorded. Leases split over several targets keep one sequence per target number (a
 changed split may then store a message twice; never lose one)."""
+REDELIVERED_SEQUENCE = SINGLE_TARGET_SEQUENCE + 1
+"""The sequence of the trace an in-place redelivery leaves of the lease id it superseded
+(which offsets it held unsettled): no move, nothing appended."""
 MAX_LEASES_PER_MOVE = 45
 """Leases one nack append settles in its transaction (DynamoDB takes 100 items; the append
 itself takes three, each lease one or two: its settle, and its moved mark if deleted)."""
@@ -288,12 +291,17 @@ class RetryService:
         if not offsets:
             return set()
         marks = self._states.marks_to_read(group, topic, queue, [lease_id])
-        records, found = self._records.bases_with(
+        records, found = self._records.records_with(
             _expiry_stamps(group, topic, queue, lease_id), [marks]
         )
         marked = self._states.parse_marks(topic, queue, [lease_id], found).get(lease_id, ())
+        superseded = records.pop(
+            ProducerStamp(expire_producer(group, topic, queue, lease_id), REDELIVERED_SEQUENCE),
+            None,
+        )
+        redelivered = {o for o in offsets if superseded is not None and o in superseded.offsets}
         if not records:
-            return set(offsets) & set(marked)
+            return (set(offsets) & set(marked)) | redelivered
         originals = self._lookup.messages_at(
             topic, queue, sorted(set(offsets)), now_s=self._clock() // 1000
         ).messages
@@ -301,23 +309,49 @@ class RetryService:
         moved |= {o for o in offsets if o not in originals}  # past retention: cannot tell
         wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
-        for stamp, bases in records.items():
+        for stamp, record in records.items():
             names = [retry_topic(group, origin), dlq_topic(group)]
             if stamp.sequence == DLQ_TARGET:
                 names = names[1:]
             elif stamp.sequence < DLQ_TARGET:
                 names = names[:1]
-            for q, base in bases.items():
+            for q, base in record.bases.items():
                 batch: list[StoredMessage] | None = None
                 for name in names:
+                    # a single-target move went to the retry topic or the DLQ, whose
+                    # offsets overlap: only the move's own batch (its object's name) counts
                     entry = self._index.entry_at(name, q, base)
-                    if entry is not None and entry.base_offset == base:
+                    if (
+                        entry is not None
+                        and entry.base_offset == base
+                        and is_move_batch(entry.object_key, stamp, record.digest)
+                    ):
                         batch = self._reader.messages(entry)
                         break
                 if not batch:
                     return set(offsets)  # unreadable: count them all as moved
                 moved.update(wanted[m.message_id] for m in batch if m.message_id in wanted)
-        return moved
+        return moved | redelivered
+
+    def redelivery_traces(
+        self, group: str, topic: str, queue: int, superseded: dict[str, list[int]]
+    ) -> list[dict]:
+        """Transaction items, to commit with the save of an in-place redelivery, that
+        record the unsettled offsets of each superseded lease id: a late ack of such a
+        handle answers ``expired`` (:meth:`moved_offsets`) even once the redelivery
+        settled. Kept as long as a move's record."""
+        from .. import limits
+
+        expires_at = self._clock() // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS
+        return [
+            self._records.trace_request(
+                ProducerStamp(expire_producer(group, topic, queue, lease_id), REDELIVERED_SEQUENCE),
+                offsets,
+                expires_at=expires_at,
+            )
+            for lease_id, offsets in superseded.items()
+            if offsets
+        ]
 
     def _move(
         self,
@@ -689,7 +723,7 @@ def _by_leases(
 
 def _expiry_stamps(group: str, topic: str, queue: int, lease_id: str) -> list[ProducerStamp]:
     producer = expire_producer(group, topic, queue, lease_id)
-    return [ProducerStamp(producer, n) for n in range(SINGLE_TARGET_SEQUENCE + 1)]
+    return [ProducerStamp(producer, n) for n in range(REDELIVERED_SEQUENCE + 1)]
 
 
 def expire_producer(group: str, topic: str, queue: int, lease_id: str) -> str:

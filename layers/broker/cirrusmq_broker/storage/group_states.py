@@ -458,9 +458,10 @@ class GroupStateStore:
         }
 
     # ------------------------------------------------------------------ writing
-    def save(self, state: GroupQueueState) -> bool:
+    def save(self, state: GroupQueueState, extra_items: list[dict[str, Any]] | None = None) -> bool:
         """Write the summary and the leases ``state`` touched if nobody changed them since
-        they were read; False if somebody did.
+        they were read; False if somebody did. ``extra_items`` (full transaction items,
+        any table) commit in the same transaction.
 
         Leases that were settled when read are deleted on their own (settled stays
         settled); everything else is one transaction (one conditional put without leases).
@@ -483,12 +484,18 @@ class GroupStateStore:
             **_summary_condition(state),
         }
         try:
-            if writes:
+            if writes or extra_items:
                 items = [{"Put": summary}, *writes]
                 self._client.transact_write_items(
                     TransactItems=[
-                        {kind: {"TableName": self._table, **body} for kind, body in item.items()}
-                        for item in items
+                        *(
+                            {
+                                kind: {"TableName": self._table, **body}
+                                for kind, body in item.items()
+                            }
+                            for item in items
+                        ),
+                        *(extra_items or []),
                     ],
                     ClientRequestToken=uuid.uuid4().hex,
                 )
