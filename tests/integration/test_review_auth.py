@@ -159,3 +159,157 @@ def test_a_lone_surrogate_anywhere_is_a_4xx_that_stores_nothing(world, case):
     answer = _raw_post(stack, credentials, path, document)
     assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
     assert stored_state(stack) == before, answer.text
+
+
+# ------------------------------------------------------------------ producer groups
+@pytest.fixture(scope="module")
+def pay(world) -> dict:
+    """TRANSACTION topic ``pay``; producer group ``pg``: key ``a`` (publish) registered ``txA``,
+    key ``b`` (publish) registered ``txB``, key ``r`` (publish and subscribe on pay)
+    registered ``txR``."""
+    stack = world["stack"]
+    topic, pg = f"rvpay-{uuid.uuid4().hex[:6]}", f"rvpg-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, topic, queues=1, message_type="TRANSACTION")
+        keys = {
+            "a": new_key(admin, {"publish": [topic]}),
+            "b": new_key(admin, {"publish": [topic]}),
+            "r": new_key(
+                admin, {"publish": [topic], "subscribe": [{"groups": ["x"], "topics": [topic]}]}
+            ),
+        }
+    base = f"/v1/producer-groups/{pg}"
+    epochs = {}
+    for key, tid in (("a", "txA"), ("b", "txB"), ("r", "txR")):
+        with signed_client(stack, keys[key]) as api:
+            got = api.post(f"{base}/producers", json={"transactional_id": tid})
+            assert got.status_code == 200, got.text
+            epochs[tid] = got.json()["epoch"]
+    return {"topic": topic, "base": base, "keys": keys, "epochs": epochs, "stack": stack}
+
+
+def _open(pay: dict, txn: str, body: bytes = b"secret", **timings) -> None:
+    with signed_client(pay["stack"], pay["keys"]["a"]) as a:
+        sent = a.post(
+            f"{pay['base']}/transactions/{txn}/messages",
+            json={
+                "topic": pay["topic"],
+                "transactional_id": "txA",
+                "epoch": pay["epochs"]["txA"],
+                "messages": [{"body": b64(body)}],
+                **timings,
+            },
+        )
+        assert sent.status_code == 200, sent.text
+
+
+def test_another_producer_cannot_add_a_part_to_a_transaction_it_does_not_own(world, pay):
+    """B sends a part into A's open transaction under its own id: refused, nothing stored
+    (else A's commit would publish B's messages)."""
+    txn = f"t-{uuid.uuid4().hex[:6]}"
+    _open(pay, txn)
+    before = stored_state(pay["stack"])
+    with signed_client(pay["stack"], pay["keys"]["b"]) as b:
+        injected = b.post(
+            f"{pay['base']}/transactions/{txn}/messages",
+            json={
+                "topic": pay["topic"],
+                "transactional_id": "txB",
+                "epoch": pay["epochs"]["txB"],
+                "part": 1,
+                "messages": [{"body": b64(b"injected")}],
+            },
+        )
+    assert 400 <= injected.status_code < 500, injected.text
+    assert stored_state(pay["stack"]) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="check: true is accepted from a reader of the topic although no check request was "
+    "ever issued (the transaction is within its check immunity): another producer commits a "
+    "transaction its owner is still building, the 'answer to a check' is no answer to anything",
+)
+def test_check_true_is_no_way_to_end_a_transaction_nobody_asked_about(world, pay):
+    """The owner is still sending parts (immunity one hour, no check issued): a reader of the
+    topic in the same group 'answers a check' with COMMIT and ends it for the owner."""
+    txn = f"t-{uuid.uuid4().hex[:6]}"
+    _open(pay, txn, check_immunity_seconds=3600)
+    before = stored_state(pay["stack"])
+    with signed_client(pay["stack"], pay["keys"]["r"]) as r:
+        answered = r.post(
+            f"{pay['base']}/transactions/{txn}/end",
+            json={
+                "resolution": "COMMIT",
+                "check": True,
+                "transactional_id": "txR",
+                "epoch": pay["epochs"]["txR"],
+            },
+        )
+    assert answered.status_code == 403, answered.text
+    assert stored_state(pay["stack"]) == before
+
+
+# ------------------------------------------------------------------ idempotency stamps
+@pytest.mark.xfail(
+    strict=True,
+    reason="idempotency records are keyed by producer_id#sequence alone (no access key, no "
+    "topic): another key that learnt a producer id (broker-made message ids are "
+    "<producer_id>.<sequence>.<position>) claims its next sequences on its own topic, and the "
+    "victim's sends are refused 409 IdempotencyConflict",
+)
+def test_another_key_cannot_claim_a_producers_sequence_numbers(world):
+    """A's producer sends (producer_id, 1) to its topic; a consumer of that topic reads the
+    message id, learns the producer id, and with its own key sends (producer_id, 2..4) to a
+    topic it may publish to. A's next sends, (producer_id, 2..4), must still be stored."""
+    stack = world["stack"]
+    victim_topic = f"rv-victim-{uuid.uuid4().hex[:6]}"
+    own_topic = f"rv-own-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, victim_topic, queues=1)
+        make_topic(admin, own_topic, queues=1)
+        victim = new_key(admin, {"publish": [victim_topic]})
+        attacker = new_key(
+            admin,
+            {
+                "publish": [own_topic],
+                "subscribe": [{"groups": ["rv-snoop"], "topics": [victim_topic]}],
+            },
+        )
+    producer_id = f"p-{uuid.uuid4().hex}"
+    with signed_client(stack, victim) as a:
+        first = a.post(
+            f"/v1/topics/{victim_topic}/messages",
+            json={"producer_id": producer_id, "sequence": 1, "messages": [{"body": b64(b"1")}]},
+        )
+        assert first.status_code == 200, first.text
+    with signed_client(stack, attacker) as x:
+        got = x.post("/v1/groups/rv-snoop/receive", json={"topic": victim_topic})
+        [message] = got.json()["messages"]
+        learnt = message["message_id"].rsplit(".", 2)[0]
+        assert learnt == producer_id  # the message id names the producer
+        for sequence in (2, 3, 4):
+            squatted = x.post(
+                f"/v1/topics/{own_topic}/messages",
+                json={
+                    "producer_id": learnt,
+                    "sequence": sequence,
+                    "messages": [{"body": b64(b"squat")}],
+                },
+            )
+            assert squatted.status_code == 200, squatted.text
+    with signed_client(stack, victim) as a:
+        answers = [
+            a.post(
+                f"/v1/topics/{victim_topic}/messages",
+                json={
+                    "producer_id": producer_id,
+                    "sequence": sequence,
+                    "messages": [{"body": b64(str(sequence).encode())}],
+                },
+            )
+            for sequence in (2, 3, 4)
+        ]
+    assert [(r.status_code, r.json().get("duplicate")) for r in answers] == [(200, False)] * 3, [
+        r.text for r in answers
+    ]
