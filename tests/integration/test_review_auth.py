@@ -74,7 +74,10 @@ def test_an_admin_keys_consumer_registration_belongs_to_it_too(world):
         )
         outcomes["heartbeat"] = (over.status_code, over.json().get("code"))
         gone = intruder.delete(f"/v1/groups/{group}/consumers/{client_id}")
-        outcomes["deregister"] = (gone.status_code, (gone.json() or {}).get("code") if gone.content else None)
+        outcomes["deregister"] = (
+            gone.status_code,
+            (gone.json() or {}).get("code") if gone.content else None,
+        )
     assert outcomes == {
         "orderly-receive": (409, "ClientIdInUse"),
         "heartbeat": (409, "ClientIdInUse"),
@@ -370,3 +373,106 @@ def test_a_malformed_read_is_never_a_5xx(world, index):
     with httpx.Client(base_url=stack.endpoint, timeout=60) as api:
         answer = api.get(path, headers=headers)
     assert answer.status_code < 500, (path, answer.status_code, answer.text)
+
+
+# ------------------------------------------------------------------ refusals store nothing
+def _refusals(world: dict) -> dict[str, tuple[str, str, str, dict]]:
+    plain, fifo = world["plain"], world["fifo"]
+    missing = f"rv-missing-{uuid.uuid4().hex[:6]}"
+    fresh = f"rv-fresh-{uuid.uuid4().hex[:6]}"
+    return {
+        "heartbeat-one-forbidden-topic": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: "*", "secret": "*"}},
+        ),
+        "heartbeat-missing-topic": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: "*", missing: "*"}},
+        ),
+        "heartbeat-one-bad-filter": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: "*", fifo: ""}},
+        ),
+        "receive-missing-topic": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/receive",
+            {"topic": missing},
+        ),
+        "receive-empty-filter": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/receive",
+            {"topic": plain, "filter": " "},
+        ),
+        "subscription-empty-filter": (
+            "consumer",
+            "PUT",
+            f"/v1/groups/{fresh}/subscriptions/{plain}",
+            {"filter": ""},
+        ),
+        "send-second-message-bad": (
+            "producer",
+            "POST",
+            f"/v1/topics/{plain}/messages",
+            {"messages": [{"body": b64(b"ok")}, {"body": b64(b"x"), "message_id": ""}]},
+        ),
+        "stamped-send-second-message-bad": (
+            "producer",
+            "POST",
+            f"/v1/topics/{plain}/messages",
+            {
+                "producer_id": "p-rv",
+                "sequence": 7,
+                "messages": [{"body": b64(b"ok")}, {"body": b64(b"x"), "tag": ""}],
+            },
+        ),
+        "fifo-send-empty-group": (
+            "producer",
+            "POST",
+            f"/v1/topics/{fifo}/messages",
+            {
+                "messages": [
+                    {"body": b64(b"ok"), "message_group": "g"},
+                    {"body": b64(b"x"), "message_group": ""},
+                ]
+            },
+        ),
+        "reset-offsets-bad": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/offsets/{plain}/reset",
+            {"offset": True},
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "heartbeat-one-forbidden-topic",
+        "heartbeat-missing-topic",
+        "heartbeat-one-bad-filter",
+        "receive-missing-topic",
+        "receive-empty-filter",
+        "subscription-empty-filter",
+        "send-second-message-bad",
+        "stamped-send-second-message-bad",
+        "fifo-send-empty-group",
+        "reset-offsets-bad",
+    ],
+)
+def test_a_refused_request_stores_nothing(world, case):
+    who, method, path, document = _refusals(world)[case]
+    stack = world["stack"]
+    before = stored_state(stack)
+    with signed_client(stack, world[who]) as api:
+        answer = api.request(method, path, json=document)
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    assert stored_state(stack) == before, answer.text
