@@ -476,3 +476,41 @@ def test_a_refused_request_stores_nothing(world, case):
         answer = api.request(method, path, json=document)
     assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
     assert stored_state(stack) == before, answer.text
+
+
+# ------------------------------------------------------------------ internal topics
+def test_a_prefix_grant_does_not_reach_another_groups_retry_topic(world):
+    """A grant on 're*' (meant for reports / revenue) must not read retry.<group>.<topic> of
+    another group (offset reads, a receive as its own group, a lookup)."""
+    stack = world["stack"]
+    payments, billing = f"payments-{uuid.uuid4().hex[:6]}", f"rvbill-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, payments, queues=1)
+        send(admin, payments, {"body": b64(b"card 4242 4242")})
+        [got] = admin.post(f"/v1/groups/{billing}/receive", json={"topic": payments}).json()[
+            "messages"
+        ]
+        nacked = admin.post(
+            f"/v1/groups/{billing}/nack",
+            json={"receipt_handles": [got["receipt_handle"]], "delay_seconds": 0},
+        )
+        assert nacked.status_code == 200, nacked.text
+        reporter = new_key(admin, {"subscribe": [{"groups": ["reporting"], "topics": ["re*"]}]})
+    retry = f"retry.{billing}.{payments}"
+    seen = []
+    with signed_client(stack, reporter) as r:
+        assert r.get(f"/v1/topics/{payments}/messages/{got['message_id']}").status_code == 403
+        for queue in range(16):
+            read = r.get(f"/v1/topics/{retry}/queues/{queue}/messages", params={"offset": 0})
+            seen.append(read.status_code)
+            if read.status_code == 200:
+                seen.extend(m["body"] for m in read.json()["messages"])
+        rcv = r.post("/v1/groups/reporting/receive", json={"topic": retry, "wait_seconds": 0})
+        seen.append(rcv.status_code)
+        if rcv.status_code == 200:
+            seen.extend(m["body"] for m in rcv.json()["messages"])
+        lookup = r.get(f"/v1/topics/{retry}/messages/{got['message_id']}")
+        seen.append(lookup.status_code)
+        if lookup.status_code == 200:
+            seen.append(lookup.json().get("body"))
+    assert b64(b"card 4242 4242") not in seen and 200 not in seen, seen
