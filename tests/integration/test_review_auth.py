@@ -514,3 +514,46 @@ def test_a_prefix_grant_does_not_reach_another_groups_retry_topic(world):
         if lookup.status_code == 200:
             seen.append(lookup.json().get("body"))
     assert b64(b"card 4242 4242") not in seen and 200 not in seen, seen
+
+
+def test_a_reader_cannot_look_up_a_half_message_before_its_commit(world, pay):
+    """A half message (client id known) is not readable by id until committed."""
+    txn, mid = f"t-{uuid.uuid4().hex[:6]}", f"half-{uuid.uuid4().hex[:6]}"
+    with signed_client(pay["stack"], pay["keys"]["a"]) as a:
+        sent = a.post(
+            f"{pay['base']}/transactions/{txn}/messages",
+            json={
+                "topic": pay["topic"],
+                "transactional_id": "txA",
+                "epoch": pay["epochs"]["txA"],
+                "messages": [{"body": b64(b"uncommitted"), "message_id": mid}],
+                "check_immunity_seconds": 3600,
+            },
+        )
+        assert sent.status_code == 200, sent.text
+    with signed_client(pay["stack"], pay["keys"]["r"]) as r:
+        found = r.get(f"/v1/topics/{pay['topic']}/messages/{mid}")
+        read = r.get(f"/v1/topics/{pay['topic']}/queues/0/messages", params={"offset": 0})
+    assert found.status_code == 404, found.text
+    assert b64(b"uncommitted") not in [m["body"] for m in read.json().get("messages", [])]
+
+
+def test_a_fenced_reader_cannot_answer_a_check(world, pay):
+    """Epochs fence check answers too: the reader re-registers (a new instance), the old
+    instance's answer with the old epoch is refused and the transaction stays open."""
+    txn = f"t-{uuid.uuid4().hex[:6]}"
+    _open(pay, txn, check_immunity_seconds=0, check_interval_seconds=3600)
+    pay["stack"].run_schedule("TxnCheckerFunction", "CheckTransactions")
+    stack, base = pay["stack"], pay["base"]
+    with signed_client(stack, pay["keys"]["r"]) as r:
+        old = pay["epochs"]["txR"]
+        newer = r.post(f"{base}/producers", json={"transactional_id": "txR"})
+        assert newer.status_code == 200, newer.text
+        pay["epochs"]["txR"] = newer.json()["epoch"]
+        before = stored_state(stack)
+        stale = r.post(
+            f"{base}/transactions/{txn}/end",
+            json={"resolution": "COMMIT", "check": True, "transactional_id": "txR", "epoch": old},
+        )
+    assert stale.status_code == 409, stale.text
+    assert stored_state(stack) == before
