@@ -377,7 +377,21 @@ class TransactionService(TransactionChecks):
         access_key: str,
         readable: Callable[[str], bool] | None,
     ) -> None:
-        """AccessDenied unless producer ``transactional_id`` may end ``txn`` (see end)."""
+        """AccessDenied unless producer ``transactional_id`` may end ``txn`` (see end): another
+        producer's answer is accepted only while a check is outstanding, handed to it."""
+        if (
+            by == "check"
+            and transactional_id != txn.transactional_id
+            and self.may_answer(txn, transactional_id, access_key, readable)
+        ):
+            if self.check_outstanding(txn, transactional_id):
+                return
+            raise AccessDenied(
+                f"access denied: transaction {txn.transaction_id!r} belongs to producer "
+                f"{txn.transactional_id!r}, and no check of it is handed to producer "
+                f"{transactional_id!r} now: another producer answers a check only while it holds "
+                "one"
+            )
         if by == "check" and self.may_answer(txn, transactional_id, access_key, readable):
             return
         if transactional_id != txn.transactional_id:
