@@ -204,8 +204,13 @@ class CirrusAuth(httpx.Auth):
         stack's after ``advance_time``."""
 
     def _sign(self, request: httpx.Request) -> None:
-        now = time.time() + self.clock_offset_s
-        headers = sign(request.method, request.url, request.content, self.credentials, now=now)
+        try:
+            now = time.time() + self.clock_offset_s
+            headers = sign(request.method, request.url, request.content, self.credentials, now=now)
+        except (ValueError, OverflowError, OSError):
+            # an offset whose date cannot be written: sign on this machine's clock again
+            self.clock_offset_s = 0.0
+            headers = sign(request.method, request.url, request.content, self.credentials)
         request.headers.update(headers)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:

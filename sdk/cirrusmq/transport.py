@@ -5,7 +5,8 @@ each. A call is retried with exponential backoff and jitter on transport errors,
 only (:class:`RetryPolicy`); every other error is raised at once as its typed
 :class:`~cirrusmq.errors.MQError` — except a 401 ``RequestExpired``,
 which is sent once more at once (a refused request did nothing), signed from then on with the
-service's clock as the refusal gave it (``server_time``).
+service's clock as the refusal gave it (``server_time``: any offset from a loopback endpoint,
+the local stack; elsewhere within the 300 s skew window only).
 
 With credentials, every request is signed (:class:`~cirrusmq.signing.CirrusAuth`): each attempt
 gets its own date and nonce, and the signature covers exactly the body bytes sent. Bodies are
@@ -16,6 +17,7 @@ is ``%20``, never ``+``), as the signature's canonical query has it.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import random
 import re
@@ -83,15 +85,52 @@ def should_resign(error: MQError) -> bool:
     return isinstance(error, AuthenticationError) and error.resignable
 
 
+MAX_REMOTE_CLOCK_OFFSET_S = 300
+"""The largest service clock offset adopted from a non-loopback endpoint: the signature's skew
+window. A ``RequestExpired`` answer is not authenticated, so a larger offset from anywhere but
+the local stack would let whoever answers obtain requests dated when it likes (replayable at
+the real service then)."""
+
+_SANE_SERVER_MS = (946_684_800_000, 4_102_444_800_000)  # 2000-01-01 .. 2100-01-01, in ms
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (127.0.0.0/8, ``::1``, ``localhost``)."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def service_clock_offset_s(error: MQError, host: str) -> float | None:
+    """The service's clock minus this machine's, as a ``RequestExpired`` answer's
+    ``server_time`` states it, if it may be adopted: an integer (ms) within a sane range
+    (2000 to 2100); any offset from a loopback endpoint (the local stack, whose
+    ``advance_time`` moves its clock), elsewhere at most :data:`MAX_REMOTE_CLOCK_OFFSET_S`.
+    Never from a ``Date`` header (a proxy's, maybe)."""
+    server_ms = error.details.get("server_time")
+    if not isinstance(server_ms, int) or isinstance(server_ms, bool):
+        return None
+    if not _SANE_SERVER_MS[0] <= server_ms <= _SANE_SERVER_MS[1]:
+        return None
+    offset = server_ms / 1000 - time.time()
+    if abs(offset) > MAX_REMOTE_CLOCK_OFFSET_S and not _is_loopback(host):
+        return None
+    return offset
+
+
 def _follow_service_clock(client: httpx.Client | httpx.AsyncClient, error: MQError) -> None:
     """Sign from now on with the service's clock, as a ``RequestExpired`` answer states it
-    (``server_time``: a machine whose clock is off, a local stack whose time was advanced);
-    a ``Date`` header alone (a proxy's, maybe) only makes the error's hint."""
+    (``server_time``: a machine whose clock is off, a local stack whose time was advanced),
+    within the bounds of :func:`service_clock_offset_s`; otherwise the error's hint only."""
     auth = client.auth
     if isinstance(auth, CirrusAuth) and isinstance(error, AuthenticationError):
-        skew = error.clock_skew_s
-        if skew is not None and "server_time" in error.details:
-            auth.clock_offset_s = -skew
+        offset = service_clock_offset_s(error, client.base_url.host)
+        if offset is not None:
+            auth.clock_offset_s = offset
 
 
 def _retry_after(error: MQError) -> float | None:

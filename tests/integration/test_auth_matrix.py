@@ -710,3 +710,281 @@ def test_a_consumer_registration_belongs_to_the_key_that_made_it(world):
 def test_zz_tally():
     print(f"auth matrix: {dict(TALLY)}")
     assert TALLY["tried"] == TALLY["rejected"] and TALLY["stored"] == 0, TALLY
+
+
+# ------------------------------------------------------------------ ownership and scopes of keys
+@pytest.fixture(scope="module")
+def keyed(cirrusmq_stack) -> dict:
+    fifo = f"rv-fifo-{uuid.uuid4().hex[:6]}"
+    plain = f"rv-plain-{uuid.uuid4().hex[:6]}"
+    with signed_client(cirrusmq_stack) as admin:
+        make_topic(admin, fifo, queues=1, message_type="FIFO")
+        make_topic(admin, plain, queues=1)
+        send(admin, fifo, {"body": b64(b"admin's ordered message"), "message_group": "g"})
+        consumer = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
+        producer = new_key(admin, {"publish": ["rv-*"]})
+    return {
+        "stack": cirrusmq_stack,
+        "fifo": fifo,
+        "plain": plain,
+        "consumer": consumer,
+        "producer": producer,
+    }
+
+
+def test_an_admin_keys_consumer_registration_belongs_to_it_too(keyed):
+    """AUTH-SPEC: a consumer's client id belongs to the access key that registered it while it
+    is live; another key's heartbeat or orderly receive with it is 409 ClientIdInUse, its
+    deregistration 403. An admin key is an access key like any other here: it may act for
+    others, but others may not act for it."""
+    stack, fifo, group = keyed["stack"], keyed["fifo"], f"rv-{uuid.uuid4().hex[:6]}"
+    client_id = f"admin-worker-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        beat = admin.post(
+            f"/v1/groups/{group}/heartbeat",
+            json={"client_id": client_id, "subscriptions": {fifo: "*"}, "orderly": True},
+        )
+        assert beat.status_code == 200, beat.text
+    outcomes = {}
+    with signed_client(stack, keyed["consumer"]) as intruder:
+        taken = intruder.post(
+            f"/v1/groups/{group}/receive", json={"topic": fifo, "client_id": client_id}
+        )
+        outcomes["orderly-receive"] = (taken.status_code, taken.json().get("code"))
+        over = intruder.post(
+            f"/v1/groups/{group}/heartbeat",
+            json={"client_id": client_id, "subscriptions": {fifo: "*"}, "orderly": True},
+        )
+        outcomes["heartbeat"] = (over.status_code, over.json().get("code"))
+        gone = intruder.delete(f"/v1/groups/{group}/consumers/{client_id}")
+        outcomes["deregister"] = (
+            gone.status_code,
+            (gone.json() or {}).get("code") if gone.content else None,
+        )
+    assert outcomes == {
+        "orderly-receive": (409, "ClientIdInUse"),
+        "heartbeat": (409, "ClientIdInUse"),
+        "deregister": (403, "AccessDenied"),
+    }, outcomes
+
+
+# ---- producer groups
+@pytest.fixture(scope="module")
+def shared_pay(keyed) -> dict:
+    """TRANSACTION topic ``pay``; producer group ``pg``: key ``a`` (publish) registered
+    ``txA``, key ``b`` (publish) registered ``txB``, key ``r`` (publish and subscribe on pay)
+    registered ``txR``."""
+    stack = keyed["stack"]
+    topic, pg = f"rvpay-{uuid.uuid4().hex[:6]}", f"rvpg-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, topic, queues=1, message_type="TRANSACTION")
+        keys = {
+            "a": new_key(admin, {"publish": [topic]}),
+            "b": new_key(admin, {"publish": [topic]}),
+            "r": new_key(
+                admin, {"publish": [topic], "subscribe": [{"groups": ["x"], "topics": [topic]}]}
+            ),
+        }
+    base = f"/v1/producer-groups/{pg}"
+    epochs = {}
+    for key, tid in (("a", "txA"), ("b", "txB"), ("r", "txR")):
+        with signed_client(stack, keys[key]) as api:
+            got = api.post(f"{base}/producers", json={"transactional_id": tid})
+            assert got.status_code == 200, got.text
+            epochs[tid] = got.json()["epoch"]
+    return {"topic": topic, "base": base, "keys": keys, "epochs": epochs, "stack": stack}
+
+
+def _open_shared(shared_pay: dict, txn: str, body: bytes = b"secret", **timings) -> None:
+    with signed_client(shared_pay["stack"], shared_pay["keys"]["a"]) as a:
+        sent = a.post(
+            f"{shared_pay['base']}/transactions/{txn}/messages",
+            json={
+                "topic": shared_pay["topic"],
+                "transactional_id": "txA",
+                "epoch": shared_pay["epochs"]["txA"],
+                "messages": [{"body": b64(body)}],
+                **timings,
+            },
+        )
+        assert sent.status_code == 200, sent.text
+
+
+def test_another_producer_cannot_add_a_part_to_a_transaction_it_does_not_own(keyed, shared_pay):
+    """B sends a part into A's open transaction under its own id: refused, nothing stored
+    (else A's commit would publish B's messages)."""
+    txn = f"t-{uuid.uuid4().hex[:6]}"
+    _open_shared(shared_pay, txn)
+    before = stored_state(shared_pay["stack"])
+    with signed_client(shared_pay["stack"], shared_pay["keys"]["b"]) as b:
+        injected = b.post(
+            f"{shared_pay['base']}/transactions/{txn}/messages",
+            json={
+                "topic": shared_pay["topic"],
+                "transactional_id": "txB",
+                "epoch": shared_pay["epochs"]["txB"],
+                "part": 1,
+                "messages": [{"body": b64(b"injected")}],
+            },
+        )
+    assert 400 <= injected.status_code < 500, injected.text
+    assert stored_state(shared_pay["stack"]) == before
+
+
+def test_another_producer_answers_a_check_only_while_one_is_outstanding(keyed, shared_pay):
+    """The owner is still sending parts (immunity one hour, no check issued): a reader of the
+    topic in the same group 'answers a check' with COMMIT and ends it for the owner."""
+    txn = f"t-{uuid.uuid4().hex[:6]}"
+    _open_shared(shared_pay, txn, check_immunity_seconds=3600)
+    before = stored_state(shared_pay["stack"])
+    with signed_client(shared_pay["stack"], shared_pay["keys"]["r"]) as r:
+        answered = r.post(
+            f"{shared_pay['base']}/transactions/{txn}/end",
+            json={
+                "resolution": "COMMIT",
+                "check": True,
+                "transactional_id": "txR",
+                "epoch": shared_pay["epochs"]["txR"],
+            },
+        )
+    assert answered.status_code == 403, answered.text
+    assert stored_state(shared_pay["stack"]) == before
+
+
+# ------------------------------------------------------------------ idempotency stamps
+def test_idempotency_is_per_access_key_so_another_key_cannot_claim_sequences(keyed):
+    """A's producer sends (producer_id, 1) to its topic; a consumer of that topic reads the
+    message id, learns the producer id, and with its own key sends (producer_id, 2..4) to a
+    topic it may publish to. A's next sends, (producer_id, 2..4), must still be stored."""
+    stack = keyed["stack"]
+    victim_topic = f"rv-victim-{uuid.uuid4().hex[:6]}"
+    own_topic = f"rv-own-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, victim_topic, queues=1)
+        make_topic(admin, own_topic, queues=1)
+        victim = new_key(admin, {"publish": [victim_topic]})
+        attacker = new_key(
+            admin,
+            {
+                "publish": [own_topic],
+                "subscribe": [{"groups": ["rv-snoop"], "topics": [victim_topic]}],
+            },
+        )
+    producer_id = f"p-{uuid.uuid4().hex}"
+    with signed_client(stack, victim) as a:
+        first = a.post(
+            f"/v1/topics/{victim_topic}/messages",
+            json={"producer_id": producer_id, "sequence": 1, "messages": [{"body": b64(b"1")}]},
+        )
+        assert first.status_code == 200, first.text
+    with signed_client(stack, attacker) as x:
+        got = x.post("/v1/groups/rv-snoop/receive", json={"topic": victim_topic})
+        [message] = got.json()["messages"]
+        learnt = message["message_id"].rsplit(".", 2)[0]
+        assert learnt == producer_id  # the message id names the producer
+        for sequence in (2, 3, 4):
+            squatted = x.post(
+                f"/v1/topics/{own_topic}/messages",
+                json={
+                    "producer_id": learnt,
+                    "sequence": sequence,
+                    "messages": [{"body": b64(b"squat")}],
+                },
+            )
+            assert squatted.status_code == 200, squatted.text
+    with signed_client(stack, victim) as a:
+        answers = [
+            a.post(
+                f"/v1/topics/{victim_topic}/messages",
+                json={
+                    "producer_id": producer_id,
+                    "sequence": sequence,
+                    "messages": [{"body": b64(str(sequence).encode())}],
+                },
+            )
+            for sequence in (2, 3, 4)
+        ]
+    assert [(r.status_code, r.json().get("duplicate")) for r in answers] == [(200, False)] * 3, [
+        r.text for r in answers
+    ]
+
+
+# ---- internal topics and half messages
+def test_a_prefix_grant_does_not_reach_another_groups_retry_topic(keyed):
+    """A grant on 're*' (meant for reports / revenue) must not read retry.<group>.<topic> of
+    another group (offset reads, a receive as its own group, a lookup)."""
+    stack = keyed["stack"]
+    payments, billing = f"payments-{uuid.uuid4().hex[:6]}", f"rvbill-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, payments, queues=1)
+        send(admin, payments, {"body": b64(b"card 4242 4242")})
+        [got] = admin.post(f"/v1/groups/{billing}/receive", json={"topic": payments}).json()[
+            "messages"
+        ]
+        nacked = admin.post(
+            f"/v1/groups/{billing}/nack",
+            json={"receipt_handles": [got["receipt_handle"]], "delay_seconds": 0},
+        )
+        assert nacked.status_code == 200, nacked.text
+        reporter = new_key(admin, {"subscribe": [{"groups": ["reporting"], "topics": ["re*"]}]})
+    retry = f"retry.{billing}.{payments}"
+    seen = []
+    with signed_client(stack, reporter) as r:
+        assert r.get(f"/v1/topics/{payments}/messages/{got['message_id']}").status_code == 403
+        for queue in range(16):
+            read = r.get(f"/v1/topics/{retry}/queues/{queue}/messages", params={"offset": 0})
+            seen.append(read.status_code)
+            if read.status_code == 200:
+                seen.extend(m["body"] for m in read.json()["messages"])
+        rcv = r.post("/v1/groups/reporting/receive", json={"topic": retry, "wait_seconds": 0})
+        seen.append(rcv.status_code)
+        if rcv.status_code == 200:
+            seen.extend(m["body"] for m in rcv.json()["messages"])
+        lookup = r.get(f"/v1/topics/{retry}/messages/{got['message_id']}")
+        seen.append(lookup.status_code)
+        if lookup.status_code == 200:
+            seen.append(lookup.json().get("body"))
+    assert b64(b"card 4242 4242") not in seen and 200 not in seen, seen
+
+
+def test_a_reader_cannot_look_up_a_half_message_before_its_commit(keyed, shared_pay):
+    """A half message (client id known) is not readable by id until committed."""
+    txn, mid = f"t-{uuid.uuid4().hex[:6]}", f"half-{uuid.uuid4().hex[:6]}"
+    with signed_client(shared_pay["stack"], shared_pay["keys"]["a"]) as a:
+        sent = a.post(
+            f"{shared_pay['base']}/transactions/{txn}/messages",
+            json={
+                "topic": shared_pay["topic"],
+                "transactional_id": "txA",
+                "epoch": shared_pay["epochs"]["txA"],
+                "messages": [{"body": b64(b"uncommitted"), "message_id": mid}],
+                "check_immunity_seconds": 3600,
+            },
+        )
+        assert sent.status_code == 200, sent.text
+    with signed_client(shared_pay["stack"], shared_pay["keys"]["r"]) as r:
+        found = r.get(f"/v1/topics/{shared_pay['topic']}/messages/{mid}")
+        read = r.get(f"/v1/topics/{shared_pay['topic']}/queues/0/messages", params={"offset": 0})
+    assert found.status_code == 404, found.text
+    assert b64(b"uncommitted") not in [m["body"] for m in read.json().get("messages", [])]
+
+
+def test_a_fenced_reader_cannot_answer_a_check(keyed, shared_pay):
+    """Epochs fence check answers too: the reader re-registers (a new instance), the old
+    instance's answer with the old epoch is refused and the transaction stays open."""
+    txn = f"t-{uuid.uuid4().hex[:6]}"
+    _open_shared(shared_pay, txn, check_immunity_seconds=0, check_interval_seconds=3600)
+    shared_pay["stack"].run_schedule("TxnCheckerFunction", "CheckTransactions")
+    stack, base = shared_pay["stack"], shared_pay["base"]
+    with signed_client(stack, shared_pay["keys"]["r"]) as r:
+        old = shared_pay["epochs"]["txR"]
+        newer = r.post(f"{base}/producers", json={"transactional_id": "txR"})
+        assert newer.status_code == 200, newer.text
+        shared_pay["epochs"]["txR"] = newer.json()["epoch"]
+        before = stored_state(stack)
+        stale = r.post(
+            f"{base}/transactions/{txn}/end",
+            json={"resolution": "COMMIT", "check": True, "transactional_id": "txR", "epoch": old},
+        )
+    assert stale.status_code == 409, stale.text
+    assert stored_state(stack) == before

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import collections
 import json
+import re
+import uuid
 
+import httpx
 import pytest
 from api_helpers import (
     ack,
     b64,
+    broker_now,
     make_topic,
     max_offsets,
     object_keys,
@@ -17,6 +21,8 @@ from api_helpers import (
     signed_client,
     stored_state,
 )
+from cirrusmq.credentials import Credentials
+from cirrusmq.signing import sign
 
 TALLY: collections.Counter[str] = collections.Counter()
 
@@ -503,3 +509,269 @@ def test_the_openapi_document_types_what_strict_mode_checks(api):
 
 def test_zz_tally():
     print(f"bad input: {dict(TALLY)}")
+
+
+# ------------------------------------------------------------------ hostile input
+def _new_key(admin: httpx.Client, permissions: dict) -> Credentials:
+    created = admin.post("/v1/keys", json={"permissions": permissions, "description": "bad-input"})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    return Credentials(body["access_key"], body["secret_key"])
+
+
+@pytest.fixture(scope="module")
+def hostile(cirrusmq_stack) -> dict:
+    fifo = f"rv-fifo-{uuid.uuid4().hex[:6]}"
+    plain = f"rv-plain-{uuid.uuid4().hex[:6]}"
+    with signed_client(cirrusmq_stack) as admin:
+        make_topic(admin, fifo, queues=1, message_type="FIFO")
+        make_topic(admin, plain, queues=1)
+        send(admin, fifo, {"body": b64(b"admin's ordered message"), "message_group": "g"})
+        consumer = _new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
+        producer = _new_key(admin, {"publish": ["rv-*"]})
+    return {
+        "stack": cirrusmq_stack,
+        "fifo": fifo,
+        "plain": plain,
+        "consumer": consumer,
+        "producer": producer,
+    }
+
+
+def _raw_post(stack, credentials, path: str, document: dict) -> httpx.Response:
+    """POST ``document`` as JSON text with \\uXXXX escapes (lone surrogates survive)."""
+    with signed_client(stack, credentials) as api:
+        return api.post(
+            path,
+            content=json.dumps(document, ensure_ascii=True).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+
+
+LONE = "\ud800"
+
+
+def _surrogate_cases(hostile: dict) -> dict[str, tuple[str, str, dict]]:
+    plain, group = hostile["plain"], "rv-surrogates"
+    msg = {"body": b64(b"x")}
+    return {
+        "producer_id": (
+            "producer",
+            f"/v1/topics/{plain}/messages",
+            {"producer_id": f"p{LONE}", "sequence": 1, "messages": [msg]},
+        ),
+        "tag": ("producer", f"/v1/topics/{plain}/messages", {"messages": [{**msg, "tag": LONE}]}),
+        "keys": (
+            "producer",
+            f"/v1/topics/{plain}/messages",
+            {"messages": [{**msg, "keys": [f"k{LONE}"]}]},
+        ),
+        "property-value": (
+            "producer",
+            f"/v1/topics/{plain}/messages",
+            {"messages": [{**msg, "properties": {"a": f"v{LONE}"}}]},
+        ),
+        "property-name": (
+            "producer",
+            f"/v1/topics/{plain}/messages",
+            {"messages": [{**msg, "properties": {f"a{LONE}": "v"}}]},
+        ),
+        "message_id": (
+            "producer",
+            f"/v1/topics/{plain}/messages",
+            {"messages": [{**msg, "message_id": f"m{LONE}"}]},
+        ),
+        "receive-filter": (
+            "consumer",
+            f"/v1/groups/{group}/receive",
+            {"topic": plain, "filter": f"A || B{LONE}"},
+        ),
+        "heartbeat-filter": (
+            "consumer",
+            f"/v1/groups/{group}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: f"T{LONE}"}},
+        ),
+        "key-description": ("admin", "/v1/keys", {"permissions": {}, "description": f"d{LONE}"}),
+    }
+
+
+SURROGATE_CASES = [
+    "producer_id",
+    "tag",
+    "keys",
+    "property-value",
+    "property-name",
+    "message_id",
+    "receive-filter",
+    "heartbeat-filter",
+    "key-description",
+]
+
+
+@pytest.mark.parametrize("case", SURROGATE_CASES)
+def test_a_lone_surrogate_anywhere_is_a_4xx_that_stores_nothing(hostile, case):
+    who, path, document = _surrogate_cases(hostile)[case]
+    stack = hostile["stack"]
+    credentials = None if who == "admin" else hostile[who]
+    before = stored_state(stack)
+    answer = _raw_post(stack, credentials, path, document)
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    assert stored_state(stack) == before, answer.text
+
+
+# ------------------------------------------------------------------ malformed reads
+def _queries(hostile: dict) -> list[str]:
+    plain = hostile["plain"]
+    read = f"/v1/topics/{plain}/queues/0/messages"
+    return [
+        f"{read}?offset=99999999999999999999999999999",
+        f"{read}?offset=-99999999999999999999999999999",
+        f"{read}?offset=1.5",
+        f"{read}?offset=1e3",
+        f"{read}?offset=",
+        f"{read}?offset=0&offset=1",
+        f"{read}?offset=0&max_messages=99999999999999999999999",
+        f"{read}?offset=0&wait_seconds=nan",
+        f"{read}?offset=0&wait_seconds=inf",
+        f"{read}?offset=0&wait_seconds=1e400",
+        f"{read}?offset=0&filter=",
+        f"{read}?offset=0&filter=%ED%A0%80",
+        f"{read}?offset=0&filter=%FF",
+        f"{read}?offset=0&unknown=1",
+        f"/v1/topics/{plain}/queues/99999999999999999999999/messages?offset=0",
+        f"/v1/topics/{plain}/queues/-1/messages?offset=0",
+        f"/v1/topics/{plain}/queues/%ED%A0%80/messages?offset=0",
+        f"/v1/topics/{plain}/messages/%ED%A0%80",
+        f"/v1/topics/{plain}/messages/%00",
+        f"/v1/topics/{plain}/messages/{'x' * 5000}",
+        f"/v1/topics/{plain}/offsets?queue=99999999999999999999999",
+        "/v1/groups/%ED%A0%80",
+        "/v1/groups/rv-x%00",
+        "/v1/topics/%ED%A0%80",
+        "/v1/producer-groups/%ED%A0%80/transactions/%ED%A0%80",
+        "/v1/groups/rv-x/dead-letters?max_messages=99999999999999999999999",
+        "/v1/groups/rv-x/dead-letters?cursor=%ED%A0%80",
+    ]
+
+
+@pytest.mark.parametrize("index", range(27))
+def test_a_malformed_read_is_never_a_5xx(hostile, index):
+    path = _queries(hostile)[index]
+    stack = hostile["stack"]
+    base, _, query = path.partition("?")
+    # a query that is not UTF-8 once decoded: signed as the service reads it (each bad byte
+    # a U+FFFD), since the SDK refuses to sign it
+    readable = re.sub(r"%(ED%A0%80|FF)", "%EF%BF%BD", query)
+    headers = sign(
+        "GET",
+        httpx.URL(stack.endpoint + base + ("?" + readable if query else "")),
+        b"",
+        stack.credentials,
+        now=broker_now(),
+    )
+    with httpx.Client(base_url=stack.endpoint, timeout=60) as api:
+        answer = api.get(path, headers=headers)
+    assert answer.status_code < 500, (path, answer.status_code, answer.text)
+
+
+# ------------------------------------------------------------------ refusals store nothing
+def _refusals(hostile: dict) -> dict[str, tuple[str, str, str, dict]]:
+    plain, fifo = hostile["plain"], hostile["fifo"]
+    missing = f"rv-missing-{uuid.uuid4().hex[:6]}"
+    fresh = f"rv-fresh-{uuid.uuid4().hex[:6]}"
+    return {
+        "heartbeat-one-forbidden-topic": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: "*", "secret": "*"}},
+        ),
+        "heartbeat-missing-topic": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: "*", missing: "*"}},
+        ),
+        "heartbeat-one-bad-filter": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/heartbeat",
+            {"client_id": "c1", "subscriptions": {plain: "*", fifo: ""}},
+        ),
+        "receive-missing-topic": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/receive",
+            {"topic": missing},
+        ),
+        "receive-empty-filter": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/receive",
+            {"topic": plain, "filter": " "},
+        ),
+        "subscription-empty-filter": (
+            "consumer",
+            "PUT",
+            f"/v1/groups/{fresh}/subscriptions/{plain}",
+            {"filter": ""},
+        ),
+        "send-second-message-bad": (
+            "producer",
+            "POST",
+            f"/v1/topics/{plain}/messages",
+            {"messages": [{"body": b64(b"ok")}, {"body": b64(b"x"), "message_id": ""}]},
+        ),
+        "stamped-send-second-message-bad": (
+            "producer",
+            "POST",
+            f"/v1/topics/{plain}/messages",
+            {
+                "producer_id": "p-rv",
+                "sequence": 7,
+                "messages": [{"body": b64(b"ok")}, {"body": b64(b"x"), "tag": ""}],
+            },
+        ),
+        "fifo-send-empty-group": (
+            "producer",
+            "POST",
+            f"/v1/topics/{fifo}/messages",
+            {
+                "messages": [
+                    {"body": b64(b"ok"), "message_group": "g"},
+                    {"body": b64(b"x"), "message_group": ""},
+                ]
+            },
+        ),
+        "reset-offsets-bad": (
+            "consumer",
+            "POST",
+            f"/v1/groups/{fresh}/offsets/{plain}/reset",
+            {"offset": True},
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "heartbeat-one-forbidden-topic",
+        "heartbeat-missing-topic",
+        "heartbeat-one-bad-filter",
+        "receive-missing-topic",
+        "receive-empty-filter",
+        "subscription-empty-filter",
+        "send-second-message-bad",
+        "stamped-send-second-message-bad",
+        "fifo-send-empty-group",
+        "reset-offsets-bad",
+    ],
+)
+def test_a_refused_request_stores_nothing(hostile, case):
+    who, method, path, document = _refusals(hostile)[case]
+    stack = hostile["stack"]
+    before = stored_state(stack)
+    with signed_client(stack, hostile[who]) as api:
+        answer = api.request(method, path, json=document)
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    assert stored_state(stack) == before, answer.text

@@ -4,9 +4,11 @@ transport signing every attempt afresh over the bytes it sends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import re
+import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import httpx
@@ -261,9 +263,8 @@ def test_a_clock_far_off_raises_request_expired_with_a_hint():
 
 def test_after_request_expired_with_server_time_the_sdk_signs_on_the_service_clock():
     """A local stack whose time was advanced (or a machine whose clock is off) answers
-    RequestExpired with its time: the transport signs with it from then on, sync and async."""
-    import time
-
+    RequestExpired with its time: the transport signs with it from then on, sync and async.
+    An hour's offset is adopted from a loopback endpoint (the local stack) only."""
     offset_s = 3_600.0  # the service runs an hour ahead of this machine
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -277,7 +278,10 @@ def test_after_request_expired_with_server_time_the_sdk_signs_on_the_service_clo
 
     service = Service(clock_offset_s=offset_s)
     t = Transport(
-        "http://x", FAKE_CREDENTIALS, retry=FAST, http_transport=httpx.MockTransport(handler)
+        "http://127.0.0.1:4566",
+        FAKE_CREDENTIALS,
+        retry=FAST,
+        http_transport=httpx.MockTransport(handler),
     )
     assert t.request("GET", "/v1/topics") == {"ok": True}
     assert t.request("GET", "/v1/topics") == {"ok": True}
@@ -285,7 +289,10 @@ def test_after_request_expired_with_server_time_the_sdk_signs_on_the_service_clo
 
     async def scenario() -> object:
         a = AsyncTransport(
-            "http://x", FAKE_CREDENTIALS, retry=FAST, http_transport=httpx.MockTransport(handler)
+            "http://127.0.0.1:4566",
+            FAKE_CREDENTIALS,
+            retry=FAST,
+            http_transport=httpx.MockTransport(handler),
         )
         try:
             return await a.request("GET", "/v1/topics")
@@ -311,3 +318,148 @@ def test_the_async_transport_signs_and_resends_too():
     assert asyncio.run(scenario()) == {"path": "/v1/a?q=1%202"}
     assert len(service.requests) == 3 and service.checker.refusals == []
     assert len({r.headers["x-cirrus-nonce"] for r in service.requests}) == 3
+
+
+# ---- the service clock the SDK follows: bounded, integer server_time only
+AHEAD_S = 30 * 24 * 3600
+ONE_RETRY = RetryPolicy(max_attempts=2, initial_backoff_ms=1, max_backoff_ms=2)
+
+
+def _hostile_endpoint(captured: list[httpx.Request]):
+    def handler(request: httpx.Request) -> httpx.Response:
+        captured.append(request)
+        if len(captured) == 1:  # unsigned, unauthenticated "RequestExpired"
+            server_ms = int((time.time() + AHEAD_S) * 1000)
+            return httpx.Response(
+                401,
+                json={
+                    "code": "RequestExpired",
+                    "message": "sign again",
+                    "details": {"server_time": server_ms},
+                },
+            )
+        return httpx.Response(201, json={"access_key": "x", "secret_key": "y"})
+
+    return handler
+
+
+def _signed_at(request: httpx.Request) -> float:
+    date = request.headers["X-Cirrus-Date"]
+    return datetime.strptime(date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def test_a_request_expired_from_a_remote_endpoint_moves_the_signing_clock_300_s_at_most():
+    """A ``RequestExpired`` answer is not authenticated: from anything but a loopback endpoint
+    the SDK adopts its ``server_time`` only within the 300 s skew window, so a hostile endpoint
+    cannot obtain requests signed 30 days ahead (replayable at the real service then)."""
+    captured: list[httpx.Request] = []
+    t = Transport(
+        "http://cirrus.test",
+        FAKE_CREDENTIALS,
+        retry=ONE_RETRY,
+        http_transport=httpx.MockTransport(_hostile_endpoint(captured)),
+    )
+    with contextlib.suppress(Exception):  # refusing the request is an acceptable outcome
+        t.request(
+            "POST", "/v1/keys", json_body={"permissions": {"admin": True}, "description": "x"}
+        )
+    future = [r for r in captured if _signed_at(r) > time.time() + 24 * 3600]
+    assert future == [], (
+        f"the SDK signed {len(future)} request(s) dated "
+        f"{[r.headers['X-Cirrus-Date'] for r in future]} for a hostile endpoint"
+    )
+
+
+def _one_hostile_answer(server_time: object, date_header: str | None = None):
+    """A handler answering the first request with RequestExpired(server_time), then 200 to
+    requests dated within 300 s of this machine's clock (a service whose clock is right),
+    RequestExpired with the true time otherwise."""
+    captured: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        captured.append(request)
+        headers = {"Date": date_header} if date_header else {}
+        if len(captured) == 1:
+            body = {
+                "code": "RequestExpired",
+                "message": "x",
+                "details": {"server_time": server_time},
+            }
+            return httpx.Response(401, json=body, headers=headers)
+        if abs(_signed_at(request) - time.time()) > 300:
+            body = {
+                "code": "RequestExpired",
+                "message": "x",
+                "details": {"server_time": int(time.time() * 1000)},
+            }
+            return httpx.Response(401, json=body)
+        return httpx.Response(200, json={"ok": True})
+
+    return captured, handler
+
+
+def test_an_absurd_server_time_is_not_adopted_and_never_breaks_signing():
+    captured, handler = _one_hostile_answer(10**15)  # ms: the year 33658
+    t = Transport(
+        "http://cirrus.test",
+        FAKE_CREDENTIALS,
+        retry=ONE_RETRY,
+        http_transport=httpx.MockTransport(handler),
+    )
+    outcomes = []
+    for _ in range(3):
+        try:
+            outcomes.append(t.request("GET", "/v1/topics"))
+        except Exception as exc:  # noqa: BLE001
+            outcomes.append(type(exc).__name__)
+    assert outcomes[-1] == {"ok": True}, outcomes
+
+
+def test_only_an_integer_server_time_moves_the_signing_clock_never_a_date_header():
+    ahead = time.time() + AHEAD_S
+    header = datetime.fromtimestamp(ahead, UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    captured, handler = _one_hostile_answer("not a number", header)
+    t = Transport(
+        "http://cirrus.test",
+        FAKE_CREDENTIALS,
+        retry=ONE_RETRY,
+        http_transport=httpx.MockTransport(handler),
+    )
+    with contextlib.suppress(Exception):
+        t.request("GET", "/v1/topics")
+    dates = [r.headers["X-Cirrus-Date"] for r in captured]
+    assert all(abs(_signed_at(r) - time.time()) < 3600 for r in captured), dates
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "offset_s", "followed"),
+    [
+        ("http://localhost:4566", 3_600, True),
+        ("http://127.0.0.2:4566", -3_600, True),
+        ("http://[::1]:4566", 3_600, True),
+        ("https://api.example.com", 240, True),
+        ("https://api.example.com", 3_600, False),
+        ("http://10.0.0.1:4566", -3_600, False),
+    ],
+)
+def test_the_service_clock_is_followed_any_distance_from_loopback_only(
+    endpoint, offset_s, followed
+):
+    """Any offset from the local stack (127.0.0.0/8, ::1, localhost); elsewhere only within
+    the 300 s a signature's date may be off anyway."""
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        if len(requests) == 1:
+            server_ms = int((time.time() + offset_s) * 1000)
+            body = {"code": "RequestExpired", "message": "x", "details": {"server_time": server_ms}}
+            return httpx.Response(401, json=body)
+        return httpx.Response(200, json={"ok": True})
+
+    t = Transport(
+        endpoint, FAKE_CREDENTIALS, retry=FAST, http_transport=httpx.MockTransport(handler)
+    )
+    assert t.request("GET", "/v1/topics") == {"ok": True}
+    signed_offset = _signed_at(requests[1]) - time.time()
+    assert abs(signed_offset - (offset_s if followed else 0)) < 30, signed_offset

@@ -114,3 +114,14 @@ def test_same_stamp_on_another_topic_is_a_conflict(broker):
     broker.produce.send("t1", [MessageInput(b"a")], ProducerStamp("p", 1))
     with pytest.raises(IdempotencyConflict):
         broker.produce.send("t2", [MessageInput(b"a")], ProducerStamp("p", 1))
+
+
+def test_idempotency_records_are_per_access_key(broker):
+    """Another key that learnt a producer id cannot claim its sequences: the same stamp from
+    two keys is two sends, and the owner's retry is still answered from its own record."""
+    broker.admin.create_topic("t")
+    mine = broker.produce.send("t", [MessageInput(b"a")], ProducerStamp("p", 1, "KEY-A"))
+    other = broker.produce.send("t", [MessageInput(b"b")], ProducerStamp("p", 1, "KEY-B"))
+    assert not other.duplicate
+    again = broker.produce.send("t", [MessageInput(b"a")], ProducerStamp("p", 1, "KEY-A"))
+    assert again.duplicate and again.receipts == mine.receipts

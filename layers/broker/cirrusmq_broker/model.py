@@ -118,6 +118,9 @@ class ProducerStamp:
 
     producer_id: str
     sequence: int
+    scope: str = ""
+    """The access key that sent it ("" for the broker's own stamps): idempotency records are
+    per scope, so another key that learns a producer id cannot claim its sequences."""
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,8 @@ class Transaction:
     """``producer``, ``check``, ``operator`` or ``checker``."""
     claim_until: int = 0
     """A producer holds the pending check until then."""
+    claimed_by: str | None = None
+    """The transactional id of the producer the pending check was handed to."""
     check_failures: int = 0
     """Checker passes in a row that failed on this transaction (reset by a good pass)."""
     last_error: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
-from ..access import acting_key, claim_request, may_consume
+from ..access import acting_key, claim_request, current_principal, may_consume
 from ..convert import ack_result_body, message_body, received_body
 from ..schemas import (
     AckRequest,
@@ -24,7 +24,8 @@ router = APIGatewayHttpRouter()
 
 @router.get("/v1/topics/<topic>/messages/<message_id>", summary="Look a message up by id")
 def lookup_message(topic: str, message_id: str) -> MessageBody:
-    return message_body(current_broker().lookup.lookup(topic, message_id))
+    caller = current_principal().access_key
+    return message_body(current_broker().lookup.lookup(topic, message_id, access_key=caller))
 
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")

@@ -20,7 +20,8 @@ router = APIGatewayHttpRouter()
     summary="Register a consumer with its group (or keep it registered); its queues",
 )
 def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
-    permissions = current_principal().permissions
+    principal = current_principal()
+    permissions = principal.permissions
     for topic in request.subscriptions:
         if not permissions.may_subscribe(group, topic):
             raise AccessDenied(f"access denied: consume topic {topic} as group {group}")
@@ -30,7 +31,8 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
         request.subscriptions,
         orderly=request.orderly,
         heartbeat_timeout_seconds=request.heartbeat_timeout_seconds,
-        access_key=acting_key(),
+        access_key=principal.access_key,
+        admin=permissions.admin,
     )
     return consumer_body(status)
 

@@ -11,7 +11,7 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import InvalidRequest
 from cirrusmq_broker.model import ProducerStamp
 
-from ..access import claim_request
+from ..access import claim_request, current_principal
 from ..convert import message_input
 from ..schemas import SendReceiptBody, SendRequest, SendResponse
 
@@ -23,7 +23,7 @@ def send_messages(topic: str, request: SendRequest) -> SendResponse:
     if (request.producer_id is None) != (request.sequence is None):
         raise InvalidRequest("producer_id and sequence go together")
     stamp = (
-        ProducerStamp(request.producer_id, request.sequence)
+        ProducerStamp(request.producer_id, request.sequence, current_principal().access_key)
         if request.producer_id is not None and request.sequence is not None
         else None
     )

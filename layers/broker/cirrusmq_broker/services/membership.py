@@ -67,12 +67,14 @@ class MembershipService:
         orderly: bool = False,
         heartbeat_timeout_seconds: int = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
         access_key: str | None = None,
+        admin: bool = False,
     ) -> ConsumerStatus:
         """Register ``client_id`` (or keep it registered) for ``heartbeat_timeout_seconds``;
         its status, with the queues it is allocated now.
 
-        The registration records ``access_key`` (None: an admin, who may act for any): while
-        it is live, a heartbeat signed by another key is ClientIdInUse and changes nothing."""
+        The registration records ``access_key``, an admin's too: while it is live, a heartbeat
+        signed by another key is ClientIdInUse and changes nothing. An ``admin`` caller is
+        exempt from that check only: it renews another key's live registration for its owner."""
         check_group_name(group)
         check_client_id(client_id)
         if not (
@@ -97,14 +99,14 @@ class MembershipService:
             now = self._clock()
             membership = self._registry.load(group)
             stored = membership.members.get(client_id)
-            if stored is not None and stored.owned_by_another(access_key, now):
+            if stored is not None and stored.owned_by_another(None if admin else access_key, now):
                 raise ClientIdInUse(
                     f"client id {client_id!r} of group {group!r} is registered by another "
                     "access key; use another client id"
                 )
             owner = access_key
-            if owner is None and stored is not None and stored.live(now):
-                owner = stored.access_key  # an admin renews it for its owner
+            if (admin or owner is None) and stored is not None and stored.live(now):
+                owner = stored.access_key or owner  # an admin renews it for its owner
             if (
                 stored is not None
                 and stored.access_key == owner

@@ -58,14 +58,17 @@ class MessageLookup:
         self._reader = reader
         self._producers = producers
 
-    def lookup(self, topic_name: str, message_id: str) -> StoredMessage:
-        """The stored message with ``message_id`` in ``topic_name``."""
+    def lookup(
+        self, topic_name: str, message_id: str, *, access_key: str | None = None
+    ) -> StoredMessage:
+        """The stored message with ``message_id`` in ``topic_name``; ``access_key`` (the
+        caller's) finds a stamped id through the record of a send it made itself."""
         topic = self._topics.active(topic_name)
         check_message_id(message_id)
         self._reads = 0
         found = (
             self._by_time(topic, message_id)
-            or self._by_stamp(topic, message_id)
+            or self._by_stamp(topic, message_id, access_key)
             or self._among_recent(topic, message_id)
         )
         if found is None:
@@ -105,17 +108,23 @@ class MessageLookup:
             )
         return next((m for m in self._reader.messages(entry) if m.message_id == message_id), None)
 
-    def _by_stamp(self, topic: Topic, message_id: str) -> StoredMessage | None:
-        """A broker-made id of a stamped request: the record names its batches."""
+    def _by_stamp(
+        self, topic: Topic, message_id: str, access_key: str | None
+    ) -> StoredMessage | None:
+        """A broker-made id of a stamped request: the record names its batches. Records are
+        per sending key: the caller's own (a producer looking up what it sent), then the
+        broker's own stamps (retries, transactions)."""
         match = STAMPED_ID_PATTERN.fullmatch(message_id)
         if match is None:
             return None
-        record = self._producers.get(ProducerStamp(match["producer"], int(match["sequence"])))
-        for queue, base in (record.bases if record else {}).items():
-            entry = self._index.entry_at(topic.name, queue, base)
-            hit = self._find(entry, message_id) if entry else None
-            if hit is not None:
-                return hit
+        producer, sequence = match["producer"], int(match["sequence"])
+        for scope in ([access_key] if access_key else []) + [""]:
+            record = self._producers.get(ProducerStamp(producer, sequence, scope))
+            for queue, base in (record.bases if record else {}).items():
+                entry = self._index.entry_at(topic.name, queue, base)
+                hit = self._find(entry, message_id) if entry else None
+                if hit is not None:
+                    return hit
         return None
 
 

@@ -243,7 +243,11 @@ class ProduceService:
         first attempt wrote and indexes that one instead of a second copy; a retry whose
         rows differ (a delayed message became due in between) writes its own.
         """
-        prefix = f"{stamp.producer_id}-{stamp.sequence}-{digest[:16]}-" if stamp else ""
+        prefix = (
+            f"{stamp.producer_id}-{stamp.sequence}-{_scope_tag(stamp)}{digest[:16]}-"
+            if stamp
+            else ""
+        )
         work = [
             (
                 encode(topic, q, ms, stored_timestamp=now, stamp=stamp),
@@ -351,3 +355,9 @@ def _digest(topic: str, inputs: Sequence[MessageInput]) -> str:
             fields += [m.delay_level, m.delivery_timestamp]
         h.update(json.dumps(fields, separators=(",", ":")).encode())
     return h.hexdigest()
+
+
+def _scope_tag(stamp: ProducerStamp) -> str:
+    """A short tag of the stamp's scope (the sending key) for object names: two keys' sends
+    with the same producer id and sequence never share an object."""
+    return hashlib.sha256(stamp.scope.encode()).hexdigest()[:8] + "-" if stamp.scope else ""

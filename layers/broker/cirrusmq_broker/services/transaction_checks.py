@@ -205,7 +205,7 @@ class TransactionChecks:
 
         deadline = time.monotonic() + wait_seconds
         while True:
-            found = self._take_checks(producer_group, max_checks, may_take)
+            found = self._take_checks(producer_group, max_checks, may_take, transactional_id)
             if found or time.monotonic() + POLL_INTERVAL_SECONDS > deadline:
                 return found
             self._sleep(POLL_INTERVAL_SECONDS)
@@ -234,11 +234,19 @@ class TransactionChecks:
             cache[txn.transactional_id] = found[2] if found else None
         return cache[txn.transactional_id] == access_key
 
+    def check_outstanding(self, txn: Transaction, transactional_id: str) -> bool:
+        """Whether a check of ``txn`` is handed out now (claimed, not yet answered or lapsed)
+        to producer ``transactional_id`` (to any, if the claim does not record whom)."""
+        if txn.claim_until < self._clock():
+            return False
+        return txn.claimed_by is None or txn.claimed_by == transactional_id
+
     def _take_checks(
         self,
         producer_group: str,
         wanted: int,
         may_take: Callable[[Transaction], bool] | None = None,
+        taker: str | None = None,
     ) -> list[CheckRequest]:
         pending = self._store.pending_checks(producer_group)
         if not pending:
@@ -257,7 +265,7 @@ class TransactionChecks:
                 continue
             if may_take is not None and not may_take(txn):
                 continue  # another producer of the group answers it
-            if self._store.claim(txn, now, now + CLAIM_SECONDS * 1000):
+            if self._store.claim(txn, now, now + CLAIM_SECONDS * 1000, taker):
                 try:
                     found.append(self._check_request(txn))
                 except BatchObjectGone:  # expired with the topic's retention: cannot commit

@@ -364,7 +364,7 @@ class TransactionService(TransactionChecks):
         if allowed is not None and not allowed(txn.topic):
             raise AccessDenied(f"access denied: publish to topic {txn.topic}")
         if access_key is not None and producer is not None:
-            self._check_may_end(txn, producer[0], by, access_key, readable)
+            self._check_may_end(txn, producer, by, access_key, readable)
         if resolution is Resolution.UNKNOWN:
             if producer is not None:
                 self._fence(producer_group, *producer, access_key)
@@ -379,12 +379,29 @@ class TransactionService(TransactionChecks):
     def _check_may_end(
         self,
         txn: Transaction,
-        transactional_id: str,
+        producer: tuple[str, int],
         by: str,
         access_key: str,
         readable: Callable[[str], bool] | None,
     ) -> None:
-        """AccessDenied unless producer ``transactional_id`` may end ``txn`` (see end)."""
+        """AccessDenied unless ``producer`` (transactional id, epoch) may end ``txn`` (see end):
+        another producer's answer is accepted only while a check is outstanding, handed to it
+        (a fenced one is ProducerFenced first, as for any of its calls)."""
+        transactional_id = producer[0]
+        if (
+            by == "check"
+            and transactional_id != txn.transactional_id
+            and self.may_answer(txn, transactional_id, access_key, readable)
+        ):
+            if self.check_outstanding(txn, transactional_id):
+                return
+            self._fence(txn.producer_group, *producer, access_key)
+            raise AccessDenied(
+                f"access denied: transaction {txn.transaction_id!r} belongs to producer "
+                f"{txn.transactional_id!r}, and no check of it is handed to producer "
+                f"{transactional_id!r} now: another producer answers a check only while it holds "
+                "one"
+            )
         if by == "check" and self.may_answer(txn, transactional_id, access_key, readable):
             return
         if transactional_id != txn.transactional_id:

@@ -30,7 +30,10 @@ class ProducerRecord:
 
 
 def producer_key(stamp: ProducerStamp) -> str:
-    return f"{stamp.producer_id}#{stamp.sequence}"
+    """The record's key: producer id and sequence, then the scope (the sending access key;
+    a producer id never holds ``#`` or ``@``)."""
+    key = f"{stamp.producer_id}#{stamp.sequence}"
+    return f"{key}@{stamp.scope}" if stamp.scope else key
 
 
 class ProducerRecords:

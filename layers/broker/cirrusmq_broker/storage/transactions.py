@@ -320,18 +320,25 @@ class TransactionStore:
             raise
         return True
 
-    def claim(self, txn: Transaction, now: int, until: int) -> bool:
-        """Hand the pending check to one producer; False if another holds it or it ended."""
+    def claim(self, txn: Transaction, now: int, until: int, by: str | None = None) -> bool:
+        """Hand the pending check to one producer (transactional id ``by``, recorded); False
+        if another holds it or it ended."""
         try:
             self._client.update_item(
                 TableName=self.table,
                 Key=self._key(txn.producer_group, txn_key(txn.transaction_id)),
-                UpdateExpression="SET claim_until = :until",
+                UpdateExpression="SET claim_until = :until"
+                + (", claimed_by = :by" if by else " REMOVE claimed_by"),
                 ConditionExpression="#state = :open AND "
                 "(attribute_not_exists(claim_until) OR claim_until < :now)",
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues=to_item(
-                    {":until": until, ":now": now, ":open": TxnState.OPEN.value}
+                    {
+                        ":until": until,
+                        ":now": now,
+                        ":open": TxnState.OPEN.value,
+                        **({":by": by} if by else {}),
+                    }
                 ),
             )
         except ClientError as exc:
@@ -344,7 +351,7 @@ class TransactionStore:
         self._client.update_item(
             TableName=self.table,
             Key=self._key(producer_group, txn_key(transaction_id)),
-            UpdateExpression="REMOVE claim_until",
+            UpdateExpression="REMOVE claim_until, claimed_by",
             ConditionExpression="attribute_exists(item_key)",
         )
 
@@ -525,6 +532,7 @@ def _transaction(values: dict[str, Any]) -> Transaction:
         end_reason=values.get("end_reason"),
         ended_by=values.get("ended_by"),
         claim_until=int(values.get("claim_until", 0)),
+        claimed_by=values.get("claimed_by"),
         check_failures=int(values.get("check_failures", 0)),
         last_error=values.get("last_error"),
     )
