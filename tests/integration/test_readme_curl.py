@@ -3,7 +3,10 @@
 Only the first line's endpoint and key (``E=... AK=... SK=...``) are set to the stack's; the
 ack's ``<receipt_handle>`` becomes the handle the block's own receive printed (the block runs
 in two parts: up to the ack, then its function definitions again with the rest). A ``curl``
-shell function records each answer's status.
+shell function records each answer's status. A ``date`` shell function reads the stack's
+clock: the machine's clock and the service's agree for a reader of a fresh ``make dev``,
+while this test session's stack may have been moved ahead by an earlier test's
+``advance_time`` (the service checks dates against its own clock alone).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cirrusmq_broker import clock
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PLACEHOLDER = "<receipt_handle>"
 
 CURL_WRAPPER = r"""
+date() { command date -d "@$(( $(command date +%s) + CLOCK_OFFSET_S ))" "$@"; }
 curl() {
   local out status
   out=$(command curl -w $'\n%{http_code}' "$@") || return
@@ -42,7 +47,11 @@ def readme_block() -> str:
 def run(script: str, status_log: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-c", CURL_WRAPPER + script],
-        env={"PATH": "/usr/bin:/bin", "STATUS_LOG": str(status_log)},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "STATUS_LOG": str(status_log),
+            "CLOCK_OFFSET_S": str(clock.offset_ms() // 1000),
+        },
         capture_output=True,
         text=True,
         timeout=120,
@@ -88,6 +97,4 @@ def run_readme_block(stack, tmp_path: Path) -> str:
 
 @CURL_AND_OPENSSL
 def test_readme_block_runs_as_is(cirrusmq_stack, tmp_path):
-    # The block signs with the wall clock, which the stack accepts even when its own clock was
-    # advanced by an earlier test (services/auth.py).
     run_readme_block(cirrusmq_stack, tmp_path)

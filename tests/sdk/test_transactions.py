@@ -221,9 +221,13 @@ def test_bad_input_is_4xx_and_stores_nothing(
 
 
 def _auth(credentials):
+    """Signs on the stack's clock (an earlier test's advance_time may have moved it ahead)."""
     from cirrusmq import CirrusAuth
+    from cirrusmq_broker import clock
 
-    return CirrusAuth(credentials)
+    auth = CirrusAuth(credentials)
+    auth.clock_offset_s = clock.offset_ms() / 1000
+    return auth
 
 
 def test_cli_lists_and_ends_transactions(endpoint, credentials, txn_topic, monkeypatch, tmp_path):
