@@ -76,7 +76,7 @@ def format_date(now: datetime | float | None = None) -> str:
     """``now`` (an aware datetime, or seconds since the epoch; default: the clock) as
     ``X-Cirrus-Date``: UTC, ISO 8601 basic, e.g. ``20261123T010700Z``."""
     if now is None:
-        moment = datetime.now(UTC)
+        moment = datetime.fromtimestamp(time.time(), UTC)
     elif isinstance(now, datetime):
         if now.tzinfo is None:
             raise ValueError("the signing date must be timezone-aware")

@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cirrusmq import Credentials
+from cirrusmq import Credentials, signing
 from cirrusmq.cli import write_local_profile
 from cirrusmq.testing import LocalStack
+from cirrusmq_broker import clock
 from docs_snippets import READER_ORDER, ROOT, Snippet, in_reader_order, snippets
 from test_readme_curl import run_readme_block
 
@@ -71,6 +72,14 @@ def fresh_stack() -> Iterator[LocalStack]:
         yield stack
 
 
+class _StackTime:
+    """Stands in for :mod:`time` in the signer: the seconds of the local stacks' clock."""
+
+    @staticmethod
+    def time() -> float:
+        return clock.now_ms() / 1000
+
+
 def _substituted(snippet: Snippet, stack: LocalStack) -> str:
     return snippet.code.replace(ENDPOINT, repr(stack.endpoint)).replace(
         SECRET, f"Credentials('local-admin', {stack.credentials.secret_key!r})"
@@ -109,6 +118,10 @@ def test_the_docs_run_in_order_on_one_fresh_stack(fresh_stack, tmp_path, monkeyp
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
     monkeypatch.chdir(tmp_path)  # snippets write outbox.db and offsets where they run
+    # The reader's machine keeps its clock in sync with the service's (docs/sdk.md). This
+    # process's broker clock is shared by every stack in it and may have been advanced by an
+    # earlier test: the snippets sign on it, as the README block's `date` does.
+    monkeypatch.setattr(signing, "time", _StackTime())
     assert write_local_profile(fresh_stack) is not None  # what `cirrusmq dev` does
 
     run_readme_block(fresh_stack, tmp_path)  # "Try it over HTTP" comes first

@@ -3,8 +3,7 @@
 and its re-run. Long runs: ``tests/reliability/model_run.py`` (docs/reliability.md).
 
 One search runs per module; ``test_the_invariants_hold`` fails (with the shrunk history) on
-any invariant not listed in ``KNOWN_FAILING``, and each known-failing invariant has its own
-non-strict xfail test that shows the first history that broke it.
+any invariant broken.
 """
 
 from __future__ import annotations
@@ -27,22 +26,15 @@ HISTORIES = 20
 STEPS = 20
 SHRINK_SECONDS = 60
 
-KNOWN_FAILING: dict[str, str] = {}
-"""Invariants today's broker breaks, with the defect they show; an entry goes once its fix
-is merged (and its test below then passes)."""
-
 
 @dataclass
 class Search:
     error: BaseException | None = None
     stats: Stats = field(default_factory=Stats)
 
-    def first(self, kind: str) -> str | None:
-        return next((text for k, text in self.stats.violations if k == kind), None)
-
 
 class SuiteMachine(ReliabilityMachine):
-    raise_kinds = frozenset(INVARIANTS) - frozenset(KNOWN_FAILING)
+    raise_kinds = frozenset(INVARIANTS)
     stats = Stats()
 
 
@@ -74,24 +66,7 @@ def search() -> Iterator[Search]:
 
 
 def test_the_invariants_hold(search: Search) -> None:
-    """Every invariant but the known-failing ones holds over the searched histories."""
+    """Every invariant holds over the searched histories."""
     if search.error is not None:
         raise search.error
     assert search.stats.histories >= HISTORIES
-
-
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(
-            kind,
-            marks=pytest.mark.xfail(strict=False, reason=f"invariant {kind!r}: {defect}"),
-        )
-        for kind, defect in KNOWN_FAILING.items()
-    ]
-    or [pytest.param("none", marks=pytest.mark.skip(reason="no invariant is known to fail"))],
-)
-def test_known_failing_invariant(search: Search, kind: str) -> None:
-    """Holds once the defect behind it is fixed (then its KNOWN_FAILING entry goes)."""
-    shown = search.first(kind)
-    assert shown is None, shown
