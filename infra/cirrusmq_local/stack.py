@@ -260,7 +260,7 @@ class LocalStack:
         if table is None or key is None:
             log.debug("no AccessKeysTable / AccessKeySecretsKey: no bootstrap access key")
             return
-        from cirrusmq_broker.permissions import ADMIN
+        from cirrusmq_broker.rules.permissions import ADMIN
         from cirrusmq_broker.services.access_keys import AccessKeysService
         from cirrusmq_broker.storage.access_keys import AccessKeyStore, SecretCipher
 

@@ -34,7 +34,7 @@ def bootstrap_admin_key(
     try:
         import boto3
         from cirrusmq_broker.clock import now_ms
-        from cirrusmq_broker.permissions import ADMIN
+        from cirrusmq_broker.rules.permissions import ADMIN
         from cirrusmq_broker.services.access_keys import AccessKeysService
         from cirrusmq_broker.storage.access_keys import AccessKeyStore, SecretCipher
     except ImportError as exc:  # pragma: no cover - depends on the install

@@ -22,10 +22,10 @@ for sub in ("layers/broker", "layers/api", "infra", "sdk"):
 
 import boto3  # noqa: E402
 from cirrusmq_broker.container import Broker  # noqa: E402
+from cirrusmq_broker.rules.transaction_state import CheckTimings, Resolution  # noqa: E402
 from cirrusmq_broker.services.produce import MessageInput  # noqa: E402
 from cirrusmq_broker.settings import Settings  # noqa: E402
 from cirrusmq_broker.storage.clients import observe_calls  # noqa: E402
-from cirrusmq_broker.transaction_state import CheckTimings, Resolution  # noqa: E402
 from cirrusmq_local.resolver import Resolver, resolve_parameters  # noqa: E402
 from cirrusmq_local.resources import create_resources  # noqa: E402
 from cirrusmq_local.template import load_template  # noqa: E402

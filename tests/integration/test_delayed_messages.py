@@ -21,7 +21,7 @@ from cirrusmq import (
 )
 from cirrusmq.testing import LocalStack
 from cirrusmq_broker import clock
-from cirrusmq_broker.delays import DELAY_LEVELS_S
+from cirrusmq_broker.rules.delays import DELAY_LEVELS_S
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from cirrusmq_broker.errors import (
     TransactionAlreadyEnded,
 )
 from cirrusmq_broker.model import ProducerStamp, ReceivedMessage
+from cirrusmq_broker.rules.transaction_state import Resolution
 from cirrusmq_broker.services.produce import MessageInput
-from cirrusmq_broker.transaction_state import Resolution
 from faults import INJECTOR, KINDS, Crash, Fault
 from hypothesis import strategies as st
 from hypothesis.stateful import (

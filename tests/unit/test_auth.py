@@ -16,7 +16,7 @@ from cirrusmq_broker.errors import (
     ReplayedRequest,
     RequestExpired,
 )
-from cirrusmq_broker.permissions import Permissions, matches
+from cirrusmq_broker.rules.permissions import Permissions, matches
 from cirrusmq_broker.services.auth import SignedRequest, canonical_query
 
 GRANTS = Permissions.from_json(

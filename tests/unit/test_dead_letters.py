@@ -223,6 +223,9 @@ REPO = Path(__file__).resolve().parents[2]
 PREVIOUS_RELEASE = "c8152e5"
 """The release before redrive claims (its dead-letter service ran on the same tables)."""
 
+MOVED_SINCE = {"from ..retry_rules import": "from ..rules.retries import"}
+"""The previous release's imports of modules that moved since, and where they are now."""
+
 
 def previous_dead_letters(broker):
     """The previous release's dead-letter service on the same tables (a deployment that
@@ -234,7 +237,9 @@ def previous_dead_letters(broker):
             f"{PREVIOUS_RELEASE}:layers/broker/cirrusmq_broker/services/dead_letters.py",
         ],
         cwd=REPO,
-    )
+    ).decode()
+    for before, now in MOVED_SINCE.items():
+        source = source.replace(before, now)
     name = "cirrusmq_broker.services._dead_letters_previous_release"
     spec = importlib.util.spec_from_loader(name, loader=None)
     module = importlib.util.module_from_spec(spec)

@@ -11,7 +11,6 @@ import boto3
 import pytest
 from broker_helpers import object_keys, transactions_cancelled
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.delays import DELAY_LEVELS_S, MAX_DELAY_MS, timer_groups
 from cirrusmq_broker.errors import (
     AlreadyDelivered,
     DelayNotAllowed,
@@ -22,6 +21,7 @@ from cirrusmq_broker.errors import (
     TransactionRequired,
 )
 from cirrusmq_broker.model import MessageType, ProducerStamp
+from cirrusmq_broker.rules.delays import DELAY_LEVELS_S, MAX_DELAY_MS, timer_groups
 from cirrusmq_broker.services import scheduler
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls

@@ -1,6 +1,6 @@
 import pytest
 from cirrusmq_broker.errors import InvalidFilterExpression
-from cirrusmq_broker.filters import TagFilter
+from cirrusmq_broker.rules.filters import TagFilter
 
 
 @pytest.mark.parametrize("expression", ["*", "  *  ", None])

@@ -1,4 +1,4 @@
-from cirrusmq_broker.group_state import GroupQueueState, Lease, lease_slot, new_lease_id
+from cirrusmq_broker.rules.group_state import GroupQueueState, Lease, lease_slot, new_lease_id
 
 
 def state() -> GroupQueueState:

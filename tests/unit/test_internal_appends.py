@@ -23,6 +23,7 @@ from broker_helpers import ack_statuses, object_keys, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import Throttled
 from cirrusmq_broker.model import NewMessage, ProducerStamp
+from cirrusmq_broker.rules.transaction_state import Resolution, TxnState
 from cirrusmq_broker.services import scheduler
 from cirrusmq_broker.services.batch_reader import COUNT_MISMATCH
 from cirrusmq_broker.services.batch_writer import FRESH, content_named, encode, fixed_name
@@ -30,7 +31,6 @@ from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, TopicObjectTaken
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.producers import ProducerRecord
-from cirrusmq_broker.transaction_state import Resolution, TxnState
 
 
 @pytest.fixture

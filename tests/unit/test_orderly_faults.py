@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 import pytest
 from broker_helpers import send
-from cirrusmq_broker.allocation import allocate_averagely, assignment
 from cirrusmq_broker.model import MessageType
+from cirrusmq_broker.rules.allocation import allocate_averagely, assignment
 from cirrusmq_broker.storage.clients import observe_calls
 
 

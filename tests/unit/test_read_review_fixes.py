@@ -143,7 +143,7 @@ def test_queue_numbers_are_ascii_digits_or_a_4xx(broker, monkeypatch, number):
 
 
 def test_a_lease_id_with_unicode_digits_names_no_slot():
-    from cirrusmq_broker.group_state import lease_slot
+    from cirrusmq_broker.rules.group_state import lease_slot
 
     assert lease_slot("12.abc") == (12, False)
     assert lease_slot("\u00b2.abc") is None and lease_slot("\u00b2m.abc") is None

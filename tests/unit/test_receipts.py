@@ -1,6 +1,6 @@
 import pytest
 from cirrusmq_broker.errors import InvalidReceiptHandle
-from cirrusmq_broker.receipts import ReceiptHandle, ReceiptSigner
+from cirrusmq_broker.rules.receipts import ReceiptHandle, ReceiptSigner
 
 HANDLE = ReceiptHandle("g", "t", 2, 99, "abcd1234", 3, 1_700_000_000_000)
 

@@ -6,7 +6,7 @@ import pytest
 from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.errors import InvalidDuration, InvalidRequest
 from cirrusmq_broker.model import MessageType
-from cirrusmq_broker.retry_rules import BACKOFF_SECONDS, level_for_delay
+from cirrusmq_broker.rules.retries import BACKOFF_SECONDS, level_for_delay
 from cirrusmq_broker.services.produce import MessageInput
 
 

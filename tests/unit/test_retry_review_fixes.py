@@ -208,7 +208,7 @@ def test_redrive_by_id_then_all_sends_back_once(broker, clock):
 
 
 def test_redrive_records_are_kept_as_long_as_the_dead_letters(broker, clock):
-    from cirrusmq_broker.retry_rules import DLQ_RETENTION_HOURS
+    from cirrusmq_broker.rules.retries import DLQ_RETENTION_HOURS
 
     _one_dead_letter(broker, b"poison")
     broker.dead_letters.redrive("g")
@@ -222,7 +222,7 @@ def test_redrive_records_are_kept_as_long_as_the_dead_letters(broker, clock):
 
 
 def test_an_oversized_registration_is_refused_with_a_4xx_and_nothing_stored(broker, clock):
-    from cirrusmq_broker.membership import RegistryTooLarge
+    from cirrusmq_broker.rules.membership import RegistryTooLarge
 
     topics = [f"t{i:02d}" + "x" * 120 for i in range(32)]
     for t in topics:

@@ -24,16 +24,16 @@ from cirrusmq_broker.errors import (
     TransactionTooLarge,
 )
 from cirrusmq_broker.model import ProducerStamp
-from cirrusmq_broker.services.produce import MessageInput
-from cirrusmq_broker.storage.batch_objects import object_key
-from cirrusmq_broker.storage.producers import ProducerRecord
-from cirrusmq_broker.transaction_state import (
+from cirrusmq_broker.rules.transaction_state import (
     CheckTimings,
     Resolution,
     TxnState,
     commit_stamp_id,
     committed_name,
 )
+from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.batch_objects import object_key
+from cirrusmq_broker.storage.producers import ProducerRecord
 
 
 @pytest.fixture

@@ -25,9 +25,9 @@ from cirrusmq_broker.errors import (
     TransactionRequired,
     TransactionTopicMismatch,
 )
+from cirrusmq_broker.rules.transaction_state import CheckTimings, Resolution, TxnState
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
-from cirrusmq_broker.transaction_state import CheckTimings, Resolution, TxnState
 
 PG = "orders-pg"
 
@@ -361,7 +361,7 @@ def test_a_check_answered_rollback_discards_and_records_who(txn_broker, clock):
 
 
 def test_check_rules_are_pure():
-    from cirrusmq_broker.transaction_state import CheckAction, Transaction, check_step
+    from cirrusmq_broker.rules.transaction_state import CheckAction, Transaction, check_step
 
     txn = Transaction(
         PG,
@@ -586,8 +586,8 @@ def test_a_commit_conflicting_with_its_registrations_refresh_never_answers_a_fau
 
     from cirrusmq_broker.container import Broker
     from cirrusmq_broker.errors import BrokerError
+    from cirrusmq_broker.rules.transaction_state import Resolution
     from cirrusmq_broker.services.produce import MessageInput
-    from cirrusmq_broker.transaction_state import Resolution
 
     names = _table_name("TransactionsTable")
     b = Broker(dataclasses.replace(settings, transactions_table=names), clock)

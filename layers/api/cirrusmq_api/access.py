@@ -30,7 +30,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignature
-from cirrusmq_broker.retry_rules import retry_origin
+from cirrusmq_broker.rules.retries import retry_origin
 from cirrusmq_broker.services.auth import Principal, SignedRequest
 
 KEYS_PATH = "/v1/keys"

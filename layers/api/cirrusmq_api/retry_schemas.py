@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.retry_rules import (
+from cirrusmq_broker.rules.retries import (
     MAX_MAX_DELIVERY_ATTEMPTS,
     MAX_NACK_DELAY_SECONDS,
     MIN_MAX_DELIVERY_ATTEMPTS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.permissions import MAX_PATTERNS
+from cirrusmq_broker.rules.permissions import MAX_PATTERNS
 from cirrusmq_broker.services.access_keys import MAX_DESCRIPTION_CHARS
 from cirrusmq_broker.services.membership import ConsumerStatus
 from pydantic import BaseModel, ConfigDict, Field, StrictBool

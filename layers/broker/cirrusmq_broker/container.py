@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .clock import now_ms
-from .receipts import ReceiptSigner
+from .rules.receipts import ReceiptSigner
 from .services.access_keys import AccessKeysService
 from .services.admin import AdminService
 from .services.auth import Authenticator

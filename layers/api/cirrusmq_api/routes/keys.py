@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.permissions import Permissions
+from cirrusmq_broker.rules.permissions import Permissions
 from cirrusmq_broker.services.access_keys import AccessKey
 
 from ..access import current_principal

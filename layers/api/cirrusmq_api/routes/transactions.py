@@ -7,8 +7,7 @@ from typing import Literal
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import limits
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.services.transaction_checks import MAX_CHECKS_PER_POLL
-from cirrusmq_broker.transaction_state import (
+from cirrusmq_broker.rules.transaction_state import (
     MAX_IMMUNITY_SECONDS,
     MAX_INTERVAL_SECONDS,
     MAX_MAX_CHECKS,
@@ -17,6 +16,7 @@ from cirrusmq_broker.transaction_state import (
     Resolution,
     Transaction,
 )
+from cirrusmq_broker.services.transaction_checks import MAX_CHECKS_PER_POLL
 from pydantic import BaseModel, Field
 
 from ..access import current_principal

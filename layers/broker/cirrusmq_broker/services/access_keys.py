@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InvalidRequest, KeyInUse, KeyNotFound
-from ..permissions import Permissions
+from ..rules.permissions import Permissions
 from ..storage.access_keys import ACTIVE, DISABLED, AccessKeyRecord, AccessKeyStore, SecretCipher
 
 KEY_PREFIX = "CMQ"

@@ -32,7 +32,7 @@ from ..errors import (
     ReplayedRequest,
     RequestExpired,
 )
-from ..permissions import Permissions
+from ..rules.permissions import Permissions
 from ..storage.access_keys import ACTIVE, AccessKeyStore, SecretCipher
 from ..storage.nonces import NonceStore
 

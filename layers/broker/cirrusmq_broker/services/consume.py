@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .. import limits, orderly
+from .. import limits
 from ..errors import (
     AccessDenied,
     BrokerError,
@@ -39,9 +39,6 @@ from ..errors import (
     Throttled,
     TooManyInflight,
 )
-from ..filters import TagFilter
-from ..group_state import GroupQueueState, Lease
-from ..membership import ClientIdInUse, Membership, check_client_id
 from ..model import (
     GroupQueueStatus,
     IndexEntry,
@@ -50,8 +47,12 @@ from ..model import (
     StoredMessage,
     Topic,
 )
-from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
-from ..retry_rules import is_internal
+from ..rules import orderly
+from ..rules.filters import TagFilter
+from ..rules.group_state import GroupQueueState, Lease
+from ..rules.membership import ClientIdInUse, Membership, check_client_id
+from ..rules.receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
+from ..rules.retries import is_internal
 from ..storage.group_states import GroupStateStore, LeaseAck
 from ..storage.group_views import GroupView, GroupViewReader
 from ..storage.log_index import LogIndex

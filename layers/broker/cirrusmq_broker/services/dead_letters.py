@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import Busy, GroupNotFound, InvalidRequest, TopicNotFound
 from ..model import IndexEntry, ProducerStamp, StoredMessage
-from ..retry_rules import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
+from ..rules.retries import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
 from ..storage.appends import ExtraItemRejected
 from ..storage.group_configs import DeadLetterMarks, GroupConfigStore
 from ..storage.legacy_redrives import LetterOrigin

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from ulid import ULID
 
-from ..delays import MAX_TIMER_GROUPS_PER_SEND, due_time, timer_groups
 from ..errors import TooManyDueTimes
 from ..model import NewMessage, ProducerStamp, SendReceipt, SystemFields, Topic
+from ..rules.delays import MAX_TIMER_GROUPS_PER_SEND, due_time, timer_groups
 from ..storage.timer_objects import TimerObjectStore, timer_object_key, timer_tier_days
 from ..storage.timers import TimerEntry, TimerStore
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from .. import limits
 from ..errors import InvalidOffset, InvalidRequest, InvalidTimestamp, QueueNotFound
-from ..filters import TagFilter
 from ..model import IndexEntry, StoredMessage, Topic
+from ..rules.filters import TagFilter
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from .batch_reader import BatchReader

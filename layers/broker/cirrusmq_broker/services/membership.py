@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..errors import AccessDenied, Busy, InvalidDuration, InvalidRequest, TopicNotFound
-from ..filters import TagFilter
-from ..membership import (
+from ..model import MessageType
+from ..rules.filters import TagFilter
+from ..rules.membership import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
     MAX_HEARTBEAT_TIMEOUT_SECONDS,
     MAX_MEMBER_TOPICS,
@@ -24,7 +25,6 @@ from ..membership import (
     Membership,
     check_client_id,
 )
-from ..model import MessageType
 from ..storage.consumer_registry import ConsumerRegistry
 from ..validation import check_group_name, check_topic_name
 from .topic_catalog import TopicCatalog

@@ -51,11 +51,11 @@ from ..errors import (
     ReceiptHandleExpired,
     TopicNotFound,
 )
-from ..filters import TagFilter
-from ..group_state import GroupQueueState, Lease
 from ..model import MessageType, NewMessage, ProducerStamp, ReceivedMessage, StoredMessage, Topic
-from ..receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
-from ..retry_rules import (
+from ..rules.filters import TagFilter
+from ..rules.group_state import GroupQueueState, Lease
+from ..rules.receipts import InvalidReceiptHandle, ReceiptHandle, ReceiptSigner
+from ..rules.retries import (
     DEFAULT_MAX_DELIVERY_ATTEMPTS,
     DLQ_QUEUES,
     DLQ_RETENTION_HOURS,

@@ -1,7 +1,7 @@
 """Back-checks of undecided transactions: the checker's pass and the producers' long poll.
 
 A pass queries the sparse due index (``open_by_due``, a few shards; no scan), and per due
-transaction applies :func:`~cirrusmq_broker.transaction_state.check_step`: ask the group
+transaction applies :func:`~cirrusmq_broker.rules.transaction_state.check_step`: ask the group
 (count the check, add the id to the group's inbox), roll back (out of checks, past
 retention, topic deleted) or finish an interrupted commit. A producer's long poll reads
 its group's inbox item about once a second and claims each pending check for itself.
@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from .. import limits
 from ..errors import InvalidRequest, TopicNotFound, TransactionAlreadyEnded
 from ..model import StoredMessage
-from ..storage.batch_objects import BatchObjectGone
-from ..transaction_state import (
+from ..rules.transaction_state import (
     CLAIM_SECONDS,
     DUE_SHARDS,
     REGISTRATION_KEEP_SECONDS,
@@ -32,6 +31,7 @@ from ..transaction_state import (
     check_step,
     failure_backoff_seconds,
 )
+from ..storage.batch_objects import BatchObjectGone
 from ..validation import check_group_name
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
 """Transactional messages: half sends, commit / rollback, back-checks, fencing.
 
-The rules (states, check steps, routing, keys) are in :mod:`cirrusmq_broker.transaction_state`;
+The rules (states, check steps, routing, keys) are in
+:mod:`cirrusmq_broker.rules.transaction_state`;
 this module applies them to the stores. Every step is idempotent: a commit that crashed at
 any AWS call is finished by a commit again (or by the checker, which resumes COMMITTING
 transactions) and stores each message exactly once.
@@ -31,11 +32,7 @@ from ..errors import (
     TransactionTopicMismatch,
 )
 from ..model import MessageType, NewMessage, ProducerStamp, Topic
-from ..storage.appends import AlreadyRecorded, QueueClosed
-from ..storage.half_objects import BatchObjectGone, HalfObjectStore
-from ..storage.producers import ProducerRecord, ProducerRecords
-from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
-from ..transaction_state import (
+from ..rules.transaction_state import (
     ENDED_KEEP_SECONDS,
     MAX_QUEUES_PER_COMMIT_APPEND,
     MAX_RECORDED_BYTES,
@@ -56,6 +53,10 @@ from ..transaction_state import (
     part_record_size,
     route,
 )
+from ..storage.appends import AlreadyRecorded, QueueClosed
+from ..storage.half_objects import BatchObjectGone, HalfObjectStore
+from ..storage.producers import ProducerRecord, ProducerRecords
+from ..storage.transactions import FenceFailed, StateChanged, TransactionStore
 from ..validation import check_group_name
 from .batch_writer import (
     BatchWriter,

@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import StorageUnavailable
-from ..permissions import Permissions
+from ..rules.permissions import Permissions
 from .dynamo import error_code, from_item, to_item
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..membership import Member, Membership, RegistryTooLarge
 from ..model import stream_id
+from ..rules.membership import Member, Membership, RegistryTooLarge
 from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
 
 REGISTRY_STREAM = ".consumers"

@@ -28,7 +28,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import BrokerError, StorageContended
-from ..group_state import (
+from ..limits import MAX_INVISIBLE_SECONDS
+from ..model import stream_id
+from ..rules.group_state import (
     GroupQueueState,
     Lease,
     LeaseSlot,
@@ -36,8 +38,6 @@ from ..group_state import (
     lease_slot,
     single_lease_id,
 )
-from ..limits import MAX_INVISIBLE_SECONDS
-from ..model import stream_id
 from .dynamo import (
     BATCH_WRITE_LIMIT,
     KeysToRead,

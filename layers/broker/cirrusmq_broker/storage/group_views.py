@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..group_state import GroupQueueState
-from ..membership import Membership
+from ..rules.group_state import GroupQueueState
+from ..rules.membership import Membership
 from .consumer_registry import ConsumerRegistry
 from .dynamo import KeysToRead, batch_get
 from .group_states import GroupStateStore

@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..transaction_state import (
+from ..rules.transaction_state import (
     CheckTimings,
     HalfObject,
     HalfPart,

@@ -13,7 +13,7 @@ import hmac
 import json
 from dataclasses import dataclass
 
-from .errors import InvalidReceiptHandle
+from ..errors import InvalidReceiptHandle
 
 _SIGNATURE_BYTES = 16
 

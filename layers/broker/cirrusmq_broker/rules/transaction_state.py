@@ -20,7 +20,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 DEFAULT_IMMUNITY_SECONDS = 6
 """RocketMQ's transaction check immunity: no check before a transaction is this old."""
@@ -152,7 +152,7 @@ def check_id(value: str, what: str) -> str:
 
 def check_part(part: int) -> int:
     if not 0 <= part < MAX_PARTS:
-        from .errors import TooManyTransactionParts
+        from ..errors import TooManyTransactionParts
 
         raise TooManyTransactionParts(f"part must be 0-{MAX_PARTS - 1} (sends per transaction)")
     return part

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import DelayNotAllowed, InvalidDelay
-from .model import MessageType
+from ..errors import DelayNotAllowed, InvalidDelay
+from ..model import MessageType
 
 DELAY_LEVELS_S = (
     1,

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidRequest
+from ..errors import InvalidRequest
 
 PATTERN = re.compile(r"^(?:[A-Za-z0-9_-]{1,127}|[A-Za-z0-9_-]{0,126}\*)$")
 """A name, or a prefix of up to 126 name characters followed by ``*``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .model import NewMessage, StoredMessage, SystemFields
+from ..model import NewMessage, StoredMessage, SystemFields
 
 RETRY_PREFIX = "retry."
 DLQ_PREFIX = "dlq."

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..errors import Conflict, InvalidRequest
 from .allocation import allocate_averagely, assignment
-from .errors import Conflict, InvalidRequest
 
 CLIENT_ID_PATTERN = re.compile(r"[A-Za-z0-9@._:-]{1,128}")
 DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 120

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import InvalidFilterExpression
-from .limits import MAX_TAG_CHARS
-from .validation import TAG_FORBIDDEN
+from ..errors import InvalidFilterExpression
+from ..limits import MAX_TAG_CHARS
+from ..validation import TAG_FORBIDDEN
 
 MAX_FILTER_TAGS = 64
 MAX_FILTER_CHARS = MAX_FILTER_TAGS * (MAX_TAG_CHARS + 4)

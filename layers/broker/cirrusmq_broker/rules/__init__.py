@@ -1,0 +1,1 @@
+"""The broker's rules: pure functions and values, no I/O (what services apply)."""
