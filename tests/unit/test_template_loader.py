@@ -79,7 +79,7 @@ def test_tables(template) -> None:
         "QueueHeadsTable",
         "AccessKeysTable",
         "NoncesTable",
-        "TransactionsTable",  # transactions (issue 10)
+        "TransactionsTable",
         "TimersTable",  # delayed messages (issue 9)
     }
     log_index = template.tables["LogIndexTable"]
@@ -110,8 +110,8 @@ def test_functions_merge_globals(template) -> None:
         "ProduceFunction",
         "ConsumeFunction",
         "JanitorFunction",
-        "TransactionsFunction",  # transactions (issue 10)
-        "TxnCheckerFunction",  # transactions (issue 10)
+        "TransactionsFunction",
+        "TxnCheckerFunction",
         "SchedulerFunction",  # delayed messages (issue 9)
     }
     admin = template.functions["AdminFunction"]
