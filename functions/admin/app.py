@@ -8,7 +8,7 @@ app = create_app(
     groups.router,
     keys.router,
     meta.router,
-    dead_letters.router,  # retries (issue 9)
+    dead_letters.router,
 )
 
 

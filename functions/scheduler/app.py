@@ -1,5 +1,5 @@
 """SchedulerFunction (EventBridge, once a minute): moves due delayed messages into their
-topics, working through its invocation tick by tick (see services/scheduler.py).
+topics, working through its invocation tick by tick (see services/delays/release.py).
 
 It runs for ``CIRRUSMQ_SCHEDULER_RUN_SECONDS`` of wall time (default 59: the next
 invocation takes over), sleeping on the broker clock between ticks, so the local stack's
@@ -17,7 +17,7 @@ RESERVE_SECONDS = 5.0
 
 
 def lambda_handler(event: dict, context: object) -> dict:
-    scheduler = current_broker().scheduler
+    scheduler = current_broker().delay_release
     run_seconds = float(environment().get("CIRRUSMQ_SCHEDULER_RUN_SECONDS") or 59)
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     deadline = time.monotonic() + run_seconds

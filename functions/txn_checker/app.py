@@ -15,7 +15,7 @@ from dataclasses import asdict
 
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.services.transaction_checks import CheckReport
+from cirrusmq_broker.services.transactions.checks import CheckReport
 
 RESERVE_SECONDS = 10.0
 MAX_PAUSE_SECONDS = 5.0

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cirrusmq_broker import clock
-from cirrusmq_broker.storage.scheduler_invoke import WAKE_EVENT
+from cirrusmq_broker.storage.delays.invoke import WAKE_EVENT
 
 from cirrusmq_local.cron import CronError, CronExpression
 from cirrusmq_local.lambda_runtime import FunctionRuntime

@@ -13,7 +13,7 @@ from typing import Any
 
 from cirrusmq.credentials import Credentials
 from cirrusmq_broker import clock
-from cirrusmq_broker.storage.scheduler_invoke import register_local
+from cirrusmq_broker.storage.delays.invoke import register_local
 
 from cirrusmq_local.env import EnvironmentPatch
 from cirrusmq_local.expiry import Expiry, wall_ms
@@ -399,7 +399,7 @@ class LocalStack:
         assert self._expiry is not None
         return self._expiry.run(full=True)
 
-    # ------------------------------------------------------------------ spark (issue 12)
+    # ------------------------------------------------------------------ spark
     def spark_options(self) -> dict[str, str]:
         """Options of the ``cirrusmq`` Spark data source that point at this running stack:
         ``spark.read.format("cirrusmq").options(**stack.spark_options()).option("topic", t)``.

@@ -71,7 +71,7 @@ class Meter:
 
     def _observe(self, service: str, operation: str, _: object) -> None:
         function = getattr(_current, "function", None)
-        if function is None and threading.current_thread().name.startswith("timer-"):
+        if function is None and threading.current_thread().name.startswith("delay-"):
             function = "SchedulerFunction"  # its due-minute queries run in its pool
         self.calls[(function or "other", f"{service}.{operation}")] += 1
 

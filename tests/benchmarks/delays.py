@@ -91,7 +91,7 @@ def _install_meter() -> tuple[collections.Counter, dict[str, int], callable]:
     def observer(service: str, operation: str, params: dict) -> None:
         thread = threading.current_thread().name
         function = getattr(_current, "function", None) or "other"
-        if "SchedulerFunction" in thread or thread.startswith(("timer-", "cirrusmq-run-due")):
+        if "SchedulerFunction" in thread or thread.startswith(("delay-", "cirrusmq-run-due")):
             function = "SchedulerFunction"  # its invocations run in the schedule's threads
         calls[(function, f"{service}.{operation}")] += 1
         if operation == "TransactWriteItems":

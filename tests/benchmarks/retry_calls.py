@@ -25,7 +25,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / part))
     import boto3
     from cirrusmq_broker.container import Broker
-    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.model import MessageInput
     from cirrusmq_broker.settings import Settings
     from cirrusmq_broker.storage.clients import observe_calls
     from cirrusmq_local.resolver import Resolver, resolve_parameters

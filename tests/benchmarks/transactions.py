@@ -22,8 +22,8 @@ for sub in ("layers/broker", "layers/api", "infra", "sdk"):
 
 import boto3  # noqa: E402
 from cirrusmq_broker.container import Broker  # noqa: E402
+from cirrusmq_broker.model import MessageInput  # noqa: E402
 from cirrusmq_broker.rules.transaction_state import CheckTimings, Resolution  # noqa: E402
-from cirrusmq_broker.services.produce import MessageInput  # noqa: E402
 from cirrusmq_broker.settings import Settings  # noqa: E402
 from cirrusmq_broker.storage.clients import observe_calls  # noqa: E402
 from cirrusmq_local.resolver import Resolver, resolve_parameters  # noqa: E402
@@ -126,7 +126,7 @@ def main() -> None:
             "answer UNKNOWN",
             lambda: txns.end("pg", "tc", Resolution.UNKNOWN, producer=("p1", 1), by="check"),
         )
-        measure("idle producer poll (nothing pending)", lambda: txns._take_checks("pg", 10))
+        measure("idle producer poll (nothing pending)", lambda: txns._checks._take_checks("pg", 10))
         for size in (1, 10):
             total: Counter[str] = Counter()
             for i in range(args.transactions):

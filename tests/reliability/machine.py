@@ -25,9 +25,8 @@ from cirrusmq_broker.errors import (
     ScheduledMessageNotFound,
     TransactionAlreadyEnded,
 )
-from cirrusmq_broker.model import ProducerStamp, ReceivedMessage
+from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.transaction_state import Resolution
-from cirrusmq_broker.services.produce import MessageInput
 from faults import INJECTOR, KINDS, Crash, Fault
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -464,7 +463,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
         return Op(
             f"cancel {m.body.decode()} due +{m.due - self.clock()}ms",
-            lambda broker: broker.scheduled_cancel.cancel(self.n(m.topic), m.message_id, m.due),
+            lambda broker: broker.delay_cancel.cancel(self.n(m.topic), m.message_id, m.due),
             apply,
             moves_groups=False,
         )
@@ -474,7 +473,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         sleep = self.clock.until if looping else None
         return Op(
             f"scheduler tick{' (loop)' if looping else ''}",
-            lambda broker: broker.scheduler.tick(sleep_until=sleep),
+            lambda broker: broker.delay_release.tick(sleep_until=sleep),
             lambda outcome, value: None,
             moves_groups=False,
         )

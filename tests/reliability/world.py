@@ -13,10 +13,11 @@ from typing import Any
 import boto3
 from cachetools import TTLCache
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.services import consume, log_reader, transaction_checks
+from cirrusmq_broker.services import consume, log_reader
 from cirrusmq_broker.services.moves import INTERNAL_TOPIC_CACHE_SECONDS
 from cirrusmq_broker.services.retries import CONFIG_CACHE_SECONDS
 from cirrusmq_broker.services.topic_catalog import TOPIC_CACHE_SECONDS
+from cirrusmq_broker.services.transactions import checks as transaction_checks
 from cirrusmq_broker.settings import Settings
 from cirrusmq_broker.storage.clients import aws_client
 from cirrusmq_local.resolver import Resolver, resolve_parameters
@@ -152,8 +153,8 @@ class World:
         caches on the history's clock."""
         broker = Broker(self.settings, self.clock)
         broker.produce._uploads = INLINE
-        broker.scheduler._pool = INLINE
-        broker.scheduler._queries = INLINE
+        broker.delay_release._pool = INLINE
+        broker.delay_release._queries = INLINE
         timer = self.clock.seconds
         broker.catalog._cache = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS, timer=timer)
         broker.moves._topics = TTLCache(maxsize=4096, ttl=INTERNAL_TOPIC_CACHE_SECONDS, timer=timer)

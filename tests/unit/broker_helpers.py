@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.model import MessageInput
 
 
 def send(broker: Broker, topic: str, *bodies: bytes, **fields) -> list:

@@ -13,7 +13,7 @@ from cirrusmq_broker.errors import (
     MessageNotFound,
     ReceiptHandleExpired,
 )
-from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.model import MessageInput
 
 
 def fill_queues(broker, topic: str, per_queue: list[int]) -> None:

@@ -21,9 +21,8 @@ from broker_helpers import (
 )
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, SubscriptionConflict, TopicNotFound
-from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.model import MessageInput, ProducerStamp
 from cirrusmq_broker.services.consume import FLOW_RECHECK_SECONDS
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
 
 

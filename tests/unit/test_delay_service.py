@@ -20,10 +20,9 @@ from cirrusmq_broker.errors import (
     TooManyDueTimes,
     TransactionRequired,
 )
-from cirrusmq_broker.model import MessageType, ProducerStamp
-from cirrusmq_broker.rules.delays import DELAY_LEVELS_S, MAX_DELAY_MS, timer_groups
-from cirrusmq_broker.services import scheduler
-from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp
+from cirrusmq_broker.rules.delays import DELAY_LEVELS_S, MAX_DELAY_MS, delay_groups
+from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.storage.clients import observe_calls
 
 GROUP = "g"
@@ -32,7 +31,7 @@ GROUP = "g"
 @pytest.fixture
 def delays(settings, clock, monkeypatch) -> Broker:
     # in-process moto is not thread-safe: the scheduler moves one queue at a time here
-    monkeypatch.setattr(scheduler, "MOVE_WORKERS", 1)
+    monkeypatch.setattr(release, "MOVE_WORKERS", 1)
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     table = next(t for t in ddb.list_tables()["TableNames"] if "TimersTable" in t)
     return Broker(dataclasses.replace(settings, timers_table=table), clock)
@@ -46,7 +45,7 @@ def timer_items(broker: Broker) -> list[dict]:
 
 def test_timer_groups_one_per_queue_and_due_second():
     rows = [(0, 1000), (0, 1999), (0, 2000), (1, 2500)]
-    groups = timer_groups(rows)
+    groups = delay_groups(rows)
     assert [(g.queue, g.due_ms, g.first_row, g.count) for g in groups] == [
         (0, 1999, 0, 2),
         (0, 2000, 2, 1),
@@ -100,10 +99,10 @@ def test_scheduler_moves_due_messages_never_early(delays, clock):
     delays.admin.create_topic("t", queues=1)
     delays.produce.send("t", [MessageInput(b"a", delay_level=2, message_id="m-a")])
     clock.advance(4.999)
-    assert delays.scheduler.tick().moved == 0
+    assert delays.delay_release.tick().moved == 0
     clock.advance(0.001)
-    assert delays.scheduler.tick().moved == 1
-    assert delays.scheduler.tick().moved == 0
+    assert delays.delay_release.tick().moved == 1
+    assert delays.delay_release.tick().moved == 0
     assert timer_items(delays) == []
     assert not [k for k in object_keys(delays) if k.startswith("timers/")]
     entry = delays.index.entry_at("t", 0, 0)
@@ -122,9 +121,9 @@ def test_every_level_arrives_on_time(delays, clock):
     seen = 0
     for level, seconds in enumerate(DELAY_LEVELS_S, 1):
         clock.now = start + seconds * 1000 - 1
-        assert delays.scheduler.tick().moved == 0, level
+        assert delays.delay_release.tick().moved == 0, level
         clock.now = start + seconds * 1000
-        assert delays.scheduler.tick().moved == 1, level
+        assert delays.delay_release.tick().moved == 1, level
         seen += 1
     assert delays.heads.get("t", 0).next_offset == seen == 18
 
@@ -139,15 +138,15 @@ def test_cancel_before_due_then_idempotent_and_after_delivery_409(delays, clock)
         ],
     ).receipts
     due = r[0].delivery_timestamp
-    delays.scheduled_cancel.cancel("t", "x1", due)
-    delays.scheduled_cancel.cancel("t", "x1", due)
+    delays.delay_cancel.cancel("t", "x1", due)
+    delays.delay_cancel.cancel("t", "x1", due)
     with pytest.raises(ScheduledMessageNotFound):
-        delays.scheduled_cancel.cancel("t", "nope", due)
+        delays.delay_cancel.cancel("t", "nope", due)
     clock.advance(10)
-    assert delays.scheduler.tick().moved == 1
-    delays.scheduled_cancel.cancel("t", "x1", due)  # still idempotent after the move
+    assert delays.delay_release.tick().moved == 1
+    delays.delay_cancel.cancel("t", "x1", due)  # still idempotent after the move
     with pytest.raises(AlreadyDelivered):
-        delays.scheduled_cancel.cancel("t", "x2", due)
+        delays.delay_cancel.cancel("t", "x2", due)
 
 
 def test_a_cancel_conflicting_with_a_concurrent_write_answers_busy_not_not_found(delays, clock):
@@ -159,11 +158,11 @@ def test_a_cancel_conflicting_with_a_concurrent_write_answers_busy_not_not_found
     due = receipt.delivery_timestamp
     conflict = transactions_cancelled(delays._dynamodb, "TransactionConflict", "None")
     with conflict as calls, pytest.raises(StorageContended):
-        delays.scheduled_cancel.cancel("t", "x1", due)
+        delays.delay_cancel.cancel("t", "x1", due)
     assert calls == ["cancelled"]
-    assert delays.scheduled_cancel.cancel("t", "x1", due) == due
+    assert delays.delay_cancel.cancel("t", "x1", due) == due
     clock.advance(10)
-    assert delays.scheduler.tick().moved == 0
+    assert delays.delay_release.tick().moved == 0
 
 
 def test_retried_stamped_delayed_send_stores_nothing_twice(delays, clock):
@@ -177,33 +176,33 @@ def test_retried_stamped_delayed_send_stores_nothing_twice(delays, clock):
     assert len(timer_items(delays)) == 1
     assert len([k for k in object_keys(delays) if k.startswith("timers/")]) == 1
     clock.advance(30)
-    assert delays.scheduler.tick().moved == 1
+    assert delays.delay_release.tick().moved == 1
 
 
 def test_straggler_written_after_its_second_was_scanned_is_still_moved(delays, clock):
     delays.admin.create_topic("t", queues=1)
-    delays.scheduler.tick()
+    delays.delay_release.tick()
     due = clock.now + 1000
     clock.advance(1.2)  # the scheduler already passed `due` ...
-    assert delays.scheduler.tick().moved == 0
+    assert delays.delay_release.tick().moved == 0
     # ... when a producer that chose `due` earlier commits its item now
     delays.produce._clock = lambda: due - 1000  # noqa: SLF001
     delays.produce.send("t", [MessageInput(b"late", delivery_timestamp=due)])
-    assert delays.scheduler.tick().moved == 1
+    assert delays.delay_release.tick().moved == 1
 
 
 def test_catch_up_after_an_outage(delays, clock):
     delays.admin.create_topic("t", queues=1)
-    delays.scheduler.tick()
+    delays.delay_release.tick()
     delays.produce.send(
         "t", [MessageInput(b"a", delay_level=1), MessageInput(b"b", delay_level=17)]
     )
     clock.advance(3 * 3600)
-    assert delays.scheduler.tick().moved == 2
+    assert delays.delay_release.tick().moved == 2
     clock.advance(3 * 86400)
     delays.produce.send("t", [MessageInput(b"c", delay_level=1)])
     clock.advance(5)
-    assert delays.scheduler.tick().moved == 1
+    assert delays.delay_release.tick().moved == 1
 
 
 class SimulatedCrash(BaseException):
@@ -249,7 +248,7 @@ def test_crash_at_every_aws_call_of_the_move_loses_and_duplicates_nothing(delays
     dry.produce.send("t", scene, ProducerStamp("dry", 1))
     clock.advance(6)
     with crash_on_call(10_000) as calls:
-        dry.scheduler.tick()
+        dry.delay_release.tick()
     assert calls.count("dynamodb.TransactWriteItems") == 2, calls  # one append per queue
     moved_ids = _stored_ids(delays, "t")
     assert sorted(moved_ids) == ["a", "b", "c"]
@@ -262,11 +261,11 @@ def test_crash_at_every_aws_call_of_the_move_loses_and_duplicates_nothing(delays
         clock.advance(6)
         victim = Broker(delays.settings, clock)
         with crash_on_call(number) as seen, pytest.raises(SimulatedCrash):
-            victim.scheduler.tick()
+            victim.delay_release.tick()
         failed = seen[-1]
         rerun = Broker(delays.settings, clock)
         for _ in range(3):
-            rerun.scheduler.tick()
+            rerun.delay_release.tick()
         assert sorted(_stored_ids(rerun, topic)) == ["a", "b", "c"], (number, failed)
         left = [k for k in object_keys(delays) if k.startswith("timers/") and f"p{number}-" in k]
         # A crash after a commit, before the timer object's clean-up (are its other items
@@ -295,5 +294,5 @@ def test_crash_at_every_aws_call_of_a_delayed_send_then_a_retry_stores_once(dela
         retry.produce.send(topic, scene, stamp)
         retry.produce.send(topic, scene, stamp)  # and once more: a duplicate
         clock.advance(2)
-        tick = retry.scheduler.tick()
+        tick = retry.delay_release.tick()
         assert tick.moved >= 1 and sorted(_stored_ids(retry, topic)) == ["later", "now"], number

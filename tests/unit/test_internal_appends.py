@@ -22,12 +22,11 @@ import pytest
 from broker_helpers import ack_statuses, object_keys, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import Throttled
-from cirrusmq_broker.model import NewMessage, ProducerStamp
+from cirrusmq_broker.model import MessageInput, NewMessage, ProducerStamp
 from cirrusmq_broker.rules.transaction_state import Resolution, TxnState
-from cirrusmq_broker.services import scheduler
 from cirrusmq_broker.services.batch_reader import COUNT_MISMATCH
 from cirrusmq_broker.services.batch_writer import FRESH, content_named, encode, fixed_name
-from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, TopicObjectTaken
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.producers import ProducerRecord
@@ -35,7 +34,7 @@ from cirrusmq_broker.storage.producers import ProducerRecord
 
 @pytest.fixture
 def delays(settings, clock, monkeypatch) -> Broker:
-    monkeypatch.setattr(scheduler, "MOVE_WORKERS", 1)  # in-process moto: one thread
+    monkeypatch.setattr(release, "MOVE_WORKERS", 1)  # in-process moto: one thread
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     table = next(t for t in ddb.list_tables()["TableNames"] if "TimersTable" in t)
     return Broker(dataclasses.replace(settings, timers_table=table), clock)
@@ -101,11 +100,11 @@ def test_cancel_during_a_prepared_move_is_honoured_and_loses_nothing(delays, clo
     clock.now = due - 100  # within PREPARE_MS: the object is written, then the loop waits
 
     def cancel_then_wake(at: int) -> None:
-        delays.scheduled_cancel.cancel("t", "m1", due)
+        delays.delay_cancel.cancel("t", "m1", due)
         clock.now = max(clock.now, at)
 
-    assert delays.scheduler.tick(sleep_until=cancel_then_wake).moved == 0  # refused
-    assert delays.scheduler.tick().moved == 1
+    assert delays.delay_release.tick(sleep_until=cancel_then_wake).moved == 0  # refused
+    assert delays.delay_release.tick().moved == 1
     send(delays, "t", b"m3")
     assert drain(delays, "g", "t") == [b"m2", b"m3"]
 

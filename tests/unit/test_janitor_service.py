@@ -7,8 +7,8 @@ import zlib
 import pytest
 from broker_helpers import index_items, object_keys, send, statuses
 from cirrusmq_broker.errors import TopicBeingDeleted, TopicNotFound
+from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.appends import BatchAppender
 
 

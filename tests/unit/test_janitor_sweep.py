@@ -15,9 +15,9 @@ import boto3
 import pytest
 from broker_helpers import index_items, object_keys, send
 from cirrusmq_broker.errors import StorageUnavailable
+from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services import janitor as janitor_module
 from cirrusmq_broker.services.janitor import OVERLAP_MS, PURGE_DELAY_SECONDS
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.batch_objects import object_key
 from cirrusmq_broker.storage.clients import observe_calls

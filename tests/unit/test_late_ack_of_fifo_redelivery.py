@@ -5,8 +5,7 @@ acked, as an ack of a handle whose message was moved to the retry topic does."""
 from __future__ import annotations
 
 from broker_helpers import ack_statuses
-from cirrusmq_broker.model import MessageType
-from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.model import MessageInput, MessageType
 
 
 def test_a_late_ack_of_a_fifo_delivery_redelivered_and_acked_answers_expired(broker, clock):

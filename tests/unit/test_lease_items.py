@@ -15,9 +15,9 @@ import pytest
 from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import ReplayedRequest
+from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.moves import MoveAppender
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage import group_states
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.dynamo import batch_write, to_item

@@ -16,8 +16,8 @@ from cirrusmq_broker.errors import (
     StorageUnavailable,
     TopicNotFound,
 )
+from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services import log_reader, offset_reset
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage import group_offsets
 from cirrusmq_broker.storage.group_states import lease_prefix
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from broker_helpers import ack_statuses, send
 from cirrusmq_broker.errors import InvalidDuration, MessageGroupRequired, TopicNotFound
-from cirrusmq_broker.model import MessageType
+from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.rules.membership import InvalidClientId
-from cirrusmq_broker.services.produce import MessageInput
 
 
 def fifo(broker, name: str = "f", queues: int = 1) -> None:

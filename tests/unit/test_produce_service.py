@@ -14,8 +14,7 @@ from cirrusmq_broker.errors import (
     TopicNotFound,
 )
 from cirrusmq_broker.limits import MAX_BODY_BYTES
-from cirrusmq_broker.model import ProducerStamp
-from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.model import MessageInput, ProducerStamp
 
 
 def test_ungrouped_batch_goes_to_one_queue_as_one_object(broker):

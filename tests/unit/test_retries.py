@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.errors import InvalidDuration, InvalidRequest
-from cirrusmq_broker.model import MessageType
+from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.rules.retries import BACKOFF_SECONDS, level_for_delay
-from cirrusmq_broker.services.produce import MessageInput
 
 
 def fail_once(broker, clock, group="g", topic="t", wait: float = 0):

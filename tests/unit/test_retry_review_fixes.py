@@ -156,8 +156,7 @@ def test_change_invisible_of_a_retry_delivery(broker, clock):
 def test_a_slow_orderly_batch_renewed_by_its_consumer_is_never_redelivered(broker, clock):
     """The SDK's side of a slow orderly batch (cirrusmq.orderly): ack in groups, extend the
     whole FIFO lease before it ends; the old handles still ack."""
-    from cirrusmq_broker.model import MessageType
-    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.model import MessageInput, MessageType
 
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
     broker.produce.send("f", [MessageInput(b"%d" % i, message_group="k") for i in range(3)])
@@ -286,8 +285,7 @@ def test_an_expiry_rerun_after_max_attempts_changed_stores_nothing_twice(
 
 
 def test_a_deregistration_writes_only_the_queues_it_holds(broker, clock):
-    from cirrusmq_broker.model import MessageType
-    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.model import MessageInput, MessageType
     from cirrusmq_broker.storage.clients import observe_calls
 
     broker.admin.create_topic("f", queues=8, message_type=MessageType.FIFO.value)
@@ -323,9 +321,8 @@ def test_a_deregistration_needs_the_permission_for_the_members_topics(broker, cl
 def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, monkeypatch):
     from types import SimpleNamespace
 
-    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.model import MessageInput, MessageType
     from cirrusmq_broker.services import consume as consume_module
-    from cirrusmq_broker.services.produce import MessageInput
     from cirrusmq_broker.storage.clients import observe_calls
 
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)

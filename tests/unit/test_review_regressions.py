@@ -9,9 +9,8 @@ import pytest
 from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, InvalidMessage, InvalidTopicName
-from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.model import MessageInput, ProducerStamp
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.group_states import GroupStateStore
 

@@ -14,10 +14,9 @@ from pathlib import Path
 import boto3
 import pytest
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.model import ProducerStamp
-from cirrusmq_broker.services import scheduler
-from cirrusmq_broker.services.produce import MessageInput
-from cirrusmq_broker.services.scheduler_wake import SchedulerWake
+from cirrusmq_broker.model import MessageInput, ProducerStamp
+from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.services.delays.wake import ReleaseWake
 from cirrusmq_broker.storage.clients import observe_calls
 
 RUN_SECONDS = 59
@@ -32,7 +31,7 @@ def _table(logical: str) -> str:
 
 @pytest.fixture
 def broker(settings, clock, monkeypatch) -> Broker:
-    monkeypatch.setattr(scheduler, "MOVE_WORKERS", 1)  # in-process moto: one thread
+    monkeypatch.setattr(release, "MOVE_WORKERS", 1)  # in-process moto: one thread
     return Broker(
         dataclasses.replace(
             settings,
@@ -53,14 +52,14 @@ def calls() -> Iterator[list[str]]:
 
 def run_once(
     broker: Broker, clock, seconds: float = RUN_SECONDS, *, woken: bool = False
-) -> scheduler.RunResult:
+) -> release.RunResult:
     """One scheduler invocation on the fake clock (its sleeps move the clock)."""
     deadline = clock.now + int(seconds * 1000)
 
     def sleep_until(at: int) -> None:
         clock.now = max(clock.now, at)
 
-    return broker.scheduler.run(
+    return broker.delay_release.run(
         sleep_until=sleep_until, time_left=lambda: (deadline - clock.now) / 1000, woken=woken
     )
 
@@ -108,7 +107,7 @@ def test_a_run_sees_a_message_due_late_in_the_run(broker, clock):
 
 def test_a_send_due_before_the_next_run_wakes_the_scheduler_once(broker, clock, monkeypatch):
     started: list[int] = []
-    wake = SchedulerWake(lambda: started.append(clock.now), clock)
+    wake = ReleaseWake(lambda: started.append(clock.now), clock)
     monkeypatch.setattr(broker.produce, "_wake", wake)
     broker.admin.create_topic("t", queues=1)
     broker.produce.send("t", [MessageInput(b"far", delay_level=6)])  # 2 min: a run sees it
@@ -135,7 +134,7 @@ def test_a_send_due_before_the_next_run_wakes_the_scheduler_once(broker, clock, 
 def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock, monkeypatch):
     starts: list[int] = []
     monkeypatch.setattr(
-        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+        broker.produce, "_wake", ReleaseWake(lambda: starts.append(clock.now), clock)
     )
     broker.admin.create_topic("t", queues=1)
     t0 = clock.now
@@ -156,7 +155,7 @@ def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock,
         during_run(at)
         clock.now = max(clock.now, at)
 
-    r = broker.scheduler.run(
+    r = broker.delay_release.run(
         sleep_until=sleep_until, time_left=lambda: (deadline - clock.now) / 1000
     )
     assert r.moved == 2 and len(starts) == 2  # R moved both; W was asked for at ~t0+58 s
@@ -182,7 +181,7 @@ def test_one_minute_of_delayed_sends_from_many_containers_starts_one_run(
     starts: list[int] = []
     for container in containers:
         monkeypatch.setattr(
-            container.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+            container.produce, "_wake", ReleaseWake(lambda: starts.append(clock.now), clock)
         )
     t0 = clock.now
     for number, container in enumerate(containers):
@@ -195,7 +194,7 @@ def test_one_minute_of_delayed_sends_from_many_containers_starts_one_run(
 
 def test_a_stalled_wake_cannot_outlast_the_send(broker, monkeypatch):
     woken = Broker(dataclasses.replace(broker.settings, scheduler_function="sched"), broker.clock)
-    wake = woken.scheduler_wake
+    wake = woken.release_wake
     assert wake is not None
     client = wake._start._client()  # the Lambda client FunctionStarter invokes through
     config = client.meta.config
@@ -211,7 +210,7 @@ def test_a_stalled_wake_cannot_outlast_the_send(broker, monkeypatch):
 def test_a_duplicate_of_a_long_past_delayed_send_wakes_nothing(broker, clock, monkeypatch):
     starts: list[int] = []
     monkeypatch.setattr(
-        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+        broker.produce, "_wake", ReleaseWake(lambda: starts.append(clock.now), clock)
     )
     broker.admin.create_topic("t", queues=1)
     stamp = ProducerStamp("p1", 1)
@@ -223,7 +222,7 @@ def test_a_duplicate_of_a_long_past_delayed_send_wakes_nothing(broker, clock, mo
     clock.advance(600)  # ten minutes later the producer's outbox replays the request,
     other = Broker(broker.settings, clock)  # served by another produce container
     monkeypatch.setattr(
-        other.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+        other.produce, "_wake", ReleaseWake(lambda: starts.append(clock.now), clock)
     )
     assert other.produce.send("t", inputs, stamp).duplicate
     assert len(starts) == 1, "a replay of a send due ten minutes ago started a run"
@@ -234,14 +233,14 @@ def test_a_run_started_by_a_wake_answers_it_so_the_next_send_wakes_again(
 ):
     starts: list[int] = []
     monkeypatch.setattr(
-        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
+        broker.produce, "_wake", ReleaseWake(lambda: starts.append(clock.now), clock)
     )
     broker.admin.create_topic("t", queues=1)
     t0 = clock.now
     broker.produce.send("t", [MessageInput(b"a", delivery_timestamp=t0 + 1000)])
     assert len(starts) == 1
     clock.now = t0 + 1000
-    broker.scheduler.tick()  # another run moves it before the woken run starts
+    broker.delay_release.tick()  # another run moves it before the woken run starts
     assert broker.index.entry_at("t", 0, 0) is not None
     clock.now = t0 + 1500
     assert run_once(broker, clock, woken=True).ticks == 1  # the woken run: nothing left
@@ -258,14 +257,14 @@ def test_a_run_whose_due_times_a_looping_run_covers_returns_at_once(broker, cloc
     broker.admin.create_topic("t", queues=1)
     t0 = clock.now
     broker.produce.send("t", [MessageInput(b"a", delivery_timestamp=t0 + 30_000)])
-    assert broker.timers.claim_run(t0 + 59_000, unless_covering=t0 + 59_000)  # run R loops
+    assert broker.delay_items.claim_run(t0 + 59_000, unless_covering=t0 + 59_000)  # run R loops
     other = run_once(broker, clock)
     assert other.ticks == 1 and other.moved == 0 and clock.now == t0  # R moves it
     clock.now = t0 + 5000
     broker.produce.send("t", [MessageInput(b"b", delivery_timestamp=t0 + 62_000)])
     late = run_once(broker, clock)  # b falls due after R ends: this run loops itself
     assert late.moved == 2 and late.ticks > 1
-    assert broker.timers.run_lease().run_until == t0 + 5000 + RUN_SECONDS * 1000
+    assert broker.delay_items.run_lease().run_until == t0 + 5000 + RUN_SECONDS * 1000
 
 
 def test_a_wake_that_could_not_start_a_run_lets_the_next_send_ask_again(broker, clock, monkeypatch):
@@ -276,7 +275,7 @@ def test_a_wake_that_could_not_start_a_run_lets_the_next_send_ask_again(broker, 
         if len(attempts) == 1:
             raise ConnectionError("the Lambda endpoint did not answer")
 
-    monkeypatch.setattr(broker.produce, "_wake", SchedulerWake(start, clock))
+    monkeypatch.setattr(broker.produce, "_wake", ReleaseWake(start, clock))
     broker.admin.create_topic("t", queues=1)
     broker.produce.send("t", [MessageInput(b"a", delay_level=3)])  # the send still succeeds
     clock.advance(2)

@@ -23,7 +23,7 @@ from cirrusmq_broker.errors import (
     TransactionAlreadyEnded,
     TransactionTooLarge,
 )
-from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.model import MessageInput, ProducerStamp
 from cirrusmq_broker.rules.transaction_state import (
     CheckTimings,
     Resolution,
@@ -31,7 +31,6 @@ from cirrusmq_broker.rules.transaction_state import (
     commit_stamp_id,
     committed_name,
 )
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.batch_objects import object_key
 from cirrusmq_broker.storage.producers import ProducerRecord
 
@@ -409,7 +408,7 @@ def test_the_sdk_retrying_a_send_with_a_lost_answer_reuses_its_part_and_ids():
 
 
 def test_a_full_check_inbox_counts_no_check(b, clock, monkeypatch):
-    from cirrusmq_broker.services import transaction_checks
+    from cirrusmq_broker.services.transactions import checks as transaction_checks
 
     monkeypatch.setattr(transaction_checks, "MAX_PENDING_CHECKS", 1)
     svc = b.transactions

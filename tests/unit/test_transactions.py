@@ -25,8 +25,8 @@ from cirrusmq_broker.errors import (
     TransactionRequired,
     TransactionTopicMismatch,
 )
+from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.rules.transaction_state import CheckTimings, Resolution, TxnState
-from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
 
 PG = "orders-pg"
@@ -586,8 +586,8 @@ def test_a_commit_conflicting_with_its_registrations_refresh_never_answers_a_fau
 
     from cirrusmq_broker.container import Broker
     from cirrusmq_broker.errors import BrokerError
+    from cirrusmq_broker.model import MessageInput
     from cirrusmq_broker.rules.transaction_state import Resolution
-    from cirrusmq_broker.services.produce import MessageInput
 
     names = _table_name("TransactionsTable")
     b = Broker(dataclasses.replace(settings, transactions_table=names), clock)

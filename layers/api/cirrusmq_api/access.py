@@ -135,7 +135,7 @@ def _as_group(p: Principal, params: Params, _: Callable[[], Any]) -> None:
     p.require(p.permissions.may_subscribe_group(group), f"consume as group {group}")
 
 
-# ---------------------------------------------------------- transactions (issue 10)
+# ---------------------------------------------------------- transactions
 def _producer(p: Principal, params: Params, _: Callable[[], Any]) -> None:
     """A key that may publish somewhere may act as a transactional producer; the routes
     check the transaction's topic (may_publish) themselves."""
@@ -164,7 +164,7 @@ TRANSACTION_ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("GET", f"{_TXN}/transactions/{{transaction_id}}"): _admin("describe transactions"),
     ("POST", f"{_TXN}/transactions/{{transaction_id}}/resolve"): _admin("end transactions"),
 }
-# ---------------------------------------------------- end of transactions (issue 10)
+# ---------------------------------------------------- end of transactions
 
 
 ROUTE_RULES: dict[tuple[str, str], Rule] = {
@@ -179,7 +179,7 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/groups/{group}/ack"): _as_group,  # + per handle: ack_permission()
     ("POST", "/v1/groups/{group}/invisible"): _as_group,  # + the handle's topic
     ("GET", "/v1/groups/{group}"): _as_group,
-    # consumers (issue 11): + per subscribed topic in the heartbeat route
+    # consumers: + per subscribed topic in the heartbeat route
     ("POST", "/v1/groups/{group}/heartbeat"): _as_group,
     ("DELETE", "/v1/groups/{group}/consumers/{client_id}"): _as_group,
     ("POST", "/v1/keys"): _admin("create access keys"),
@@ -191,15 +191,15 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/topics/{topic}/queues/{queue}/messages"): _read_topic,
     ("GET", "/v1/topics/{topic}/offsets"): _see_topic,
     ("POST", "/v1/groups/{group}/offsets/{topic}/reset"): _consume,
-    # ---- retries and dead letters (issue 9)
+    # ---- retries and dead letters
     ("POST", "/v1/groups/{group}/nack"): _as_group,  # + per handle, like an ack
     ("PUT", "/v1/groups/{group}"): _admin("change settings of group {group}"),
     ("GET", "/v1/groups/{group}/dead-letters"): _admin("list dead letters of group {group}"),
     ("POST", "/v1/groups/{group}/dead-letters/redrive"): _admin("redrive group {group}"),
     ("POST", "/v1/groups/{group}/dead-letters/purge"): _admin("purge group {group}"),
     # ---- end of retries
-    **TRANSACTION_ROUTE_RULES,  # transactions (issue 10)
-    # delayed messages (issue 9): who may publish to a topic may cancel its scheduled ones
+    **TRANSACTION_ROUTE_RULES,
+    # delayed messages: who may publish to a topic may cancel its delayed ones
     ("DELETE", "/v1/topics/{topic}/scheduled/{message_id}"): _publish,
 }
 """(method, route) → the permission it needs."""
@@ -210,7 +210,7 @@ def may_consume(group: str) -> Callable[[str], bool]:
     permissions = current_principal().permissions
 
     def allowed(topic: str) -> bool:
-        # retries (issue 9): the group's retry topic of T is consumed exactly when T may be
+        # the group's retry topic of T is consumed exactly when T may be
         origin = retry_origin(group, topic)
         return permissions.may_subscribe(group, topic if origin is None else origin)
 

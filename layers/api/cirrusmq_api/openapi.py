@@ -104,7 +104,7 @@ PARAMETER_SCHEMAS = {
     "group": NAME_SCHEMA,
     "access_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$", "minLength": 1},
     "client_id": {"type": "string", "pattern": "^[A-Za-z0-9@._:-]{1,128}$", "minLength": 1},
-    # transactions (issue 10)
+    # transactions
     "producer_group": NAME_SCHEMA,
     "transaction_id": {"type": "string", "pattern": r"^[A-Za-z0-9_.:-]{1,128}$", "minLength": 1},
     "message_id": {

@@ -1,4 +1,4 @@
-"""Wire schemas of retries and dead letters (issue 9): nack, group settings, DLQ admin."""
+"""Wire schemas of retries and dead letters: nack, group settings, DLQ admin."""
 
 from __future__ import annotations
 

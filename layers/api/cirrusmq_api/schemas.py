@@ -215,7 +215,7 @@ class GroupSubscriptionBody(BaseModel):
     filter: str
 
 
-# ------------------------------------------------------------ consumers (issue 11)
+# ------------------------------------------------------------ consumers
 class HeartbeatRequest(Strict):
     client_id: str = Field(description="1-128 of A-Z a-z 0-9 @ . _ : -")
     subscriptions: dict[str, str] = Field(
@@ -265,7 +265,7 @@ class GroupBody(BaseModel):
     group: str
     queues: list[GroupQueueBody]
     subscriptions: list[GroupSubscriptionBody]
-    max_delivery_attempts: int | None = Field(  # retries (issue 9)
+    max_delivery_attempts: int | None = Field(
         None, description="Deliveries before a message goes to the dead-letter topic."
     )
     consumers: list[ConsumerBody] = Field(

@@ -47,7 +47,7 @@ def reset() -> None:
 
 
 # ---------------------------------------------------------------- sleeping on the broker clock
-# A scheduled function that works through its minute (the delay scheduler) sleeps with
+# A scheduled function that works through its minute (the release of delayed messages) sleeps with
 # :func:`sleep_until`. ``advance()`` wakes every sleeper (its work may be due at the new
 # time) and counts it busy until it sleeps again or leaves its :func:`sleeper` block, so
 # that :func:`settle` (``LocalStack.advance_time``) returns once they did their due work.

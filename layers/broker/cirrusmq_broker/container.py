@@ -1,4 +1,11 @@
-"""Builds the broker's services from settings, once per process (Lambda container)."""
+"""Builds the broker's services from settings, once per process (Lambda container).
+
+Read it as the map of the broker: each section below is one concern, in the order a
+message meets them: the stores every service shares, the one append path, topics,
+producing, delayed messages, transactions, consuming, retries and dead letters, consumer
+membership, reads by offset, access keys, housekeeping. Every store and service is built
+lazily on first use, so a handler pays only for what it calls.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ from .services.batch_reader import BatchReader
 from .services.batch_writer import BatchWriter
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
-from .services.delayed_produce import TimerWriter
+from .services.delays import DelayCancel, DelayRelease, DelayWriter, ReleaseWake
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
@@ -25,9 +32,6 @@ from .services.moves import MoveAppender
 from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.retries import RetryService
-from .services.scheduled_cancel import ScheduledCancel
-from .services.scheduler import DelayScheduler
-from .services.scheduler_wake import SchedulerWake
 from .services.topic_catalog import TopicCatalog
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
@@ -35,6 +39,9 @@ from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
 from .storage.consumer_registry import ConsumerRegistry
+from .storage.delays.invoke import FunctionStarter
+from .storage.delays.items import DelayItemStore
+from .storage.delays.objects import DelayObjectStore
 from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_states import GroupStateStore
@@ -46,9 +53,6 @@ from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
 from .storage.redrive_claims import RedriveClaimStore
-from .storage.scheduler_invoke import FunctionStarter
-from .storage.timer_objects import TimerObjectStore
-from .storage.timers import TimerStore
 from .storage.topics import TopicStore
 
 if TYPE_CHECKING:
@@ -63,9 +67,14 @@ class Broker:
     clock: Callable[[], int] = now_ms
     """Milliseconds since the epoch; tests pass a fake one."""
 
+    # ------------------------------------------------------------ shared stores
     @functools.cached_property
     def _dynamodb(self):  # noqa: ANN202
         return aws_client("dynamodb", self.settings)
+
+    @functools.cached_property
+    def _s3(self):  # noqa: ANN202
+        return aws_client("s3", self.settings)
 
     @functools.cached_property
     def topic_store(self) -> TopicStore:
@@ -73,6 +82,7 @@ class Broker:
 
     @functools.cached_property
     def catalog(self) -> TopicCatalog:
+        """Active topics, cached briefly: what every service asks about a topic."""
         return TopicCatalog(self.topic_store)
 
     @functools.cached_property
@@ -80,31 +90,39 @@ class Broker:
         return LogIndex(self._dynamodb, self.settings.log_index_table)
 
     @functools.cached_property
-    def objects(self) -> BatchObjectStore:
-        return BatchObjectStore(aws_client("s3", self.settings), self.settings.bucket)
-
-    @functools.cached_property
-    def states(self) -> GroupStateStore:
-        return GroupStateStore(self._dynamodb, self.settings.groups_table)
-
-    @functools.cached_property
     def heads(self) -> QueueHeads:
         return QueueHeads(self._dynamodb, self.settings.queue_heads_table)
+
+    @functools.cached_property
+    def producers(self) -> ProducerRecords:
+        """Idempotency records of stamped appends (sends, moves, releases, commits)."""
+        return ProducerRecords(self._dynamodb, self.settings.producers_table)
+
+    @functools.cached_property
+    def objects(self) -> BatchObjectStore:
+        return BatchObjectStore(self._s3, self.settings.bucket)
 
     @functools.cached_property
     def reader(self) -> BatchReader:
         return BatchReader(self.objects)
 
-    def _new_writer(self) -> BatchWriter:
-        """The one append path, with its own cache of queue heads (one per service)."""
-        return BatchWriter(
-            self.objects, BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
-        )
+    @functools.cached_property
+    def states(self) -> GroupStateStore:
+        return GroupStateStore(self._dynamodb, self.settings.groups_table)
+
+    # ------------------------------------------------------------ the one append path
+    @functools.cached_property
+    def appender(self) -> BatchAppender:
+        """Appends batches to queue logs; its cache of queue tails is shared by every
+        writer of this process (a recreated topic is forgotten once for all)."""
+        return BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
 
     @functools.cached_property
-    def producers(self) -> ProducerRecords:
-        return ProducerRecords(self._dynamodb, self.settings.producers_table)
+    def writer(self) -> BatchWriter:
+        """Writes a batch object under ``topics/`` and appends it: sends, moves, releases."""
+        return BatchWriter(self.objects, self.appender)
 
+    # ------------------------------------------------------------ topics
     @functools.cached_property
     def admin(self) -> AdminService:
         return AdminService(
@@ -115,64 +133,92 @@ class Broker:
             clock=self.clock,
         )
 
+    # ------------------------------------------------------------ producing
     @functools.cached_property
     def produce(self) -> ProduceService:
         return ProduceService(
             topics=self.catalog,
             objects=self.objects,
-            writer=self._new_writer(),
+            writer=self.writer,
             index=self.index,
             producers=self.producers,
             clock=self.clock,
-            timer_writer=self.timer_writer,
-            wake=self.scheduler_wake,
+            delay_writer=self.delay_writer,
+            wake=self.release_wake,
         )
 
-    # ---------------------------------------------------------------- delays (issue 9)
     @functools.cached_property
-    def timers(self) -> TimerStore:
-        return TimerStore(self._dynamodb, self.settings.timers_table)
+    def lookup(self) -> MessageLookup:
+        """A message by id or key."""
+        return MessageLookup(
+            topics=self.catalog, index=self.index, reader=self.reader, producers=self.producers
+        )
+
+    # ------------------------------------------------------------ delayed messages
+    @functools.cached_property
+    def delay_items(self) -> DelayItemStore:
+        return DelayItemStore(self._dynamodb, self.settings.timers_table)
 
     @functools.cached_property
-    def timer_objects(self) -> TimerObjectStore:
-        return TimerObjectStore(aws_client("s3", self.settings), self.settings.bucket)
+    def delay_objects(self) -> DelayObjectStore:
+        return DelayObjectStore(self._s3, self.settings.bucket)
 
     @functools.cached_property
-    def timer_writer(self) -> TimerWriter | None:
+    def delay_writer(self) -> DelayWriter | None:
+        """Schedules a send's delayed messages (None: no delay table configured)."""
         if not self.settings.timers_table:
             return None
-        return TimerWriter(objects=self.timer_objects, timers=self.timers)
+        return DelayWriter(objects=self.delay_objects, items=self.delay_items)
 
     @functools.cached_property
-    def scheduler(self) -> DelayScheduler:
-        return DelayScheduler(
-            timers=self.timers,
-            timer_objects=self.timer_objects,
+    def delay_release(self) -> DelayRelease:
+        """Moves due delayed messages into their topics (the scheduler function runs it)."""
+        return DelayRelease(
+            items=self.delay_items,
+            objects=self.delay_objects,
             topics=self.catalog,
-            writer=self._new_writer(),
+            writer=self.writer,
             clock=self.clock,
         )
 
     @functools.cached_property
-    def scheduler_wake(self) -> SchedulerWake | None:
-        """Starts a scheduler run for a message due before the next scheduled one."""
+    def release_wake(self) -> ReleaseWake | None:
+        """Starts a release run for a message due before the next scheduled one."""
         name = self.settings.scheduler_function
         if not name or not self.settings.timers_table:
             return None
         client = functools.partial(aws_client, "lambda", self.settings, quick=True)
-        return SchedulerWake(FunctionStarter(client, name), self.clock)
+        return ReleaseWake(FunctionStarter(client, name), self.clock)
 
     @functools.cached_property
-    def scheduled_cancel(self) -> ScheduledCancel:
-        return ScheduledCancel(
+    def delay_cancel(self) -> DelayCancel:
+        return DelayCancel(
             topics=self.catalog,
-            timers=self.timers,
-            timer_objects=self.timer_objects,
+            items=self.delay_items,
+            objects=self.delay_objects,
             clock=self.clock,
         )
 
-    # ---------------------------------------------------------------- end delays
+    # ------------------------------------------------------------ transactions
+    @functools.cached_property
+    def transactions(self) -> TransactionService:
+        """Half sends, commit / rollback, back-checks. Its writer reads and reuses objects
+        through the half objects' store (commits copy half objects into the topic)."""
+        from .services.transactions import TransactionService
+        from .storage.half_objects import HalfObjectStore
+        from .storage.transactions import TransactionStore
 
+        halves = HalfObjectStore(self._s3, self.settings.bucket)
+        return TransactionService(
+            store=TransactionStore(self._dynamodb, self.settings.transactions_table),
+            halves=halves,
+            topics=self.catalog,
+            writer=BatchWriter(halves.batch_objects, self.appender),
+            clock=self.clock,
+            records=self.producers,
+        )
+
+    # ------------------------------------------------------------ consuming
     @functools.cached_property
     def consume(self) -> ConsumeService:
         return ConsumeService(
@@ -187,16 +233,17 @@ class Broker:
             retries=self.retries,
         )
 
-    # ---------------------------------------------------------------- retries (issue 9)
+    # ------------------------------------------------------------ retries, dead letters
     @functools.cached_property
     def group_configs(self) -> GroupConfigStore:
         return GroupConfigStore(self._dynamodb, self.settings.groups_table)
 
     @functools.cached_property
     def moves(self) -> MoveAppender:
+        """Re-publishes messages the broker moves (retry, dead letter, redrive)."""
         return MoveAppender(
             store=self.topic_store,
-            writer=self._new_writer(),
+            writer=self.writer,
             producers=self.producers,
             clock=self.clock,
         )
@@ -229,24 +276,40 @@ class Broker:
             claims=RedriveClaimStore(self._dynamodb, self.settings.producers_table),
         )
 
-    # ---------------------------------------------------------------- end of retries
-    # --- consumer registration, heartbeats, orderly locks (issue 11)
+    # ------------------------------------------------------------ consumer membership
     @functools.cached_property
     def registry(self) -> ConsumerRegistry:
+        """Consumer registrations, heartbeats and orderly queue locks."""
         return ConsumerRegistry(self._dynamodb, self.settings.groups_table)
 
     @functools.cached_property
     def membership(self) -> MembershipService:
         return MembershipService(topics=self.catalog, registry=self.registry, clock=self.clock)
 
-    # --- end consumer registration
-
+    # ------------------------------------------------------------ reads by offset, offset reset
     @functools.cached_property
-    def lookup(self) -> MessageLookup:
-        return MessageLookup(
-            topics=self.catalog, index=self.index, reader=self.reader, producers=self.producers
+    def log_reader(self) -> LogReader:
+        return LogReader(
+            topics=self.catalog,
+            index=self.index,
+            heads=self.heads,
+            reader=self.reader,
+            clock=self.clock,
         )
 
+    @functools.cached_property
+    def offset_reset(self) -> OffsetResetService:
+        return OffsetResetService(
+            topics=self.catalog,
+            index=self.index,
+            heads=self.heads,
+            states=self.states,
+            writer=GroupOffsetWriter(self._dynamodb, self.settings.groups_table),
+            log_reader=self.log_reader,
+            clock=self.clock,
+        )
+
+    # ------------------------------------------------------------ access keys, signatures
     @functools.cached_property
     def _cipher(self) -> SecretCipher:
         return SecretCipher(aws_client("kms", self.settings), self.settings.secrets_key_id)
@@ -273,8 +336,10 @@ class Broker:
             on_change=self.auth.forget,
         )
 
+    # ------------------------------------------------------------ housekeeping
     @functools.cached_property
     def janitor(self) -> JanitorService:
+        """Expired objects, orphans, deleted topics' data."""
         return JanitorService(
             topics=self.topic_store,
             index=self.index,
@@ -285,49 +350,6 @@ class Broker:
             orphan_grace_seconds=self.settings.orphan_grace_seconds,
             clock=self.clock,
         )
-
-    # ------------------------------------------------------------ reads by offset, offset reset
-    @functools.cached_property
-    def log_reader(self) -> LogReader:
-        return LogReader(
-            topics=self.catalog,
-            index=self.index,
-            heads=self.heads,
-            reader=self.reader,
-            clock=self.clock,
-        )
-
-    @functools.cached_property
-    def offset_reset(self) -> OffsetResetService:
-        return OffsetResetService(
-            topics=self.catalog,
-            index=self.index,
-            heads=self.heads,
-            states=self.states,
-            writer=GroupOffsetWriter(self._dynamodb, self.settings.groups_table),
-            log_reader=self.log_reader,
-            clock=self.clock,
-        )
-
-    # ------------------------------------------------------ transactions (issue 10)
-    @functools.cached_property
-    def transactions(self) -> TransactionService:
-        from .services.transactions import TransactionService
-        from .storage.half_objects import HalfObjectStore
-        from .storage.transactions import TransactionStore
-
-        halves = HalfObjectStore(aws_client("s3", self.settings), self.settings.bucket)
-        appender = BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
-        return TransactionService(
-            store=TransactionStore(self._dynamodb, self.settings.transactions_table),
-            halves=halves,
-            topics=self.catalog,
-            writer=BatchWriter(halves.batch_objects, appender),
-            clock=self.clock,
-            records=self.producers,
-        )
-
-    # ----------------------------------------------- end of transactions (issue 10)
 
 
 @functools.lru_cache(maxsize=8)

@@ -78,7 +78,7 @@ class MessageNotFound(NotFound):
     code = "MessageNotFound"
 
 
-class GroupNotFound(NotFound):  # retries (issue 9): dead letters of a group never seen
+class GroupNotFound(NotFound):  # dead letters of a group never seen
     code = "GroupNotFound"
 
 
@@ -214,7 +214,7 @@ class QueueNotFound(NotFound):
     code = "QueueNotFound"
 
 
-# ------------------------------------------------------------------ transactions (issue 10)
+# ------------------------------------------------------------------ transactions
 class TransactionRequired(InvalidRequest):
     """A plain send to a TRANSACTION topic: use the transaction API."""
 
@@ -276,7 +276,7 @@ class TransactionTooLarge(InvalidRequest):
 
 
 # ------------------------------------------------------------- end of transactions block
-# ---------------------------------------------------------------- delayed messages (issue 9)
+# ---------------------------------------------------------------- delayed messages
 class InvalidDelay(InvalidRequest):
     """A bad delay level, a delivery time too far ahead, or both set."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -35,6 +36,23 @@ class Topic:
     status: TopicStatus = TopicStatus.ACTIVE
     deleted_timestamp: int | None = None
     """When the topic was deleted (its data is purged a while later)."""
+
+
+@dataclass(frozen=True)
+class MessageInput:
+    """One message of a send request, as decoded from the wire (not yet validated)."""
+
+    body: bytes
+    message_id: str | None = None
+    tag: str | None = None
+    keys: Sequence[str] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    message_group: str | None = None
+    born_timestamp: int | None = None
+    delay_level: int | None = None
+    """RocketMQ delay level 1-18: due that long after the send."""
+    delivery_timestamp: int | None = None
+    """Due at this time (ms since the epoch), up to 365 days ahead."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +112,20 @@ class StoredMessage:
     born_timestamp: int
     stored_timestamp: int
     system: SystemFields = NO_SYSTEM_FIELDS
+
+    def as_new(self, system: SystemFields | None = None) -> NewMessage:
+        """The message to store again (released, committed, moved): the same id, body,
+        tag, keys, properties, group and born time; ``system`` replaces its system fields."""
+        return NewMessage(
+            message_id=self.message_id,
+            body=self.body,
+            tag=self.tag,
+            keys=self.keys,
+            properties=dict(self.properties),
+            message_group=self.message_group,
+            born_timestamp=self.born_timestamp,
+            system=self.system if system is None else system,
+        )
 
 
 @dataclass(frozen=True)

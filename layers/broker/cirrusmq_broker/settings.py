@@ -63,7 +63,8 @@ class Settings:
     secrets_key_id: str = ""
     """KMS key (id, ARN or alias) that encrypts access-key secrets (admin side encrypts)."""
     timers_table: str = ""
-    """DynamoDB table of timer items (delayed messages; issue 9). Empty: no delays."""
+    """DynamoDB table of delay items (delayed messages waiting for their due time). Empty:
+    no delayed messages."""
     cors_allow_origins: tuple[str, ...] = ()
     """Origins allowed by CORS; none: no CORS headers at all."""
     aws_endpoint_url: str | None = None
@@ -71,9 +72,10 @@ class Settings:
     aws_region: str | None = None
     """Region override; None uses the environment's default."""
     scheduler_function: str = ""
-    """The delay scheduler's function (name or ARN), woken by a send of a message due
-    before its next scheduled run. Empty: no wake (the minute's run finds it)."""
-    # -- transactions (issue 10)
+    """The scheduler function (name or ARN) running the release of delayed messages, woken
+    by a send of a message due before its next scheduled run. Empty: no wake (the
+    minute's run finds it)."""
+    # -- transactions
     transactions_table: str = ""
     """DynamoDB table of transactions, producer registrations and check inboxes."""
 
@@ -105,7 +107,7 @@ class Settings:
             cors_allow_origins=cors_allow_origins(env),
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,
-            transactions_table=get("TRANSACTIONS_TABLE", ""),  # transactions (issue 10)
+            transactions_table=get("TRANSACTIONS_TABLE", ""),
         )
 
 

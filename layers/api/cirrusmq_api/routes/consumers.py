@@ -1,4 +1,5 @@
-"""Consumer registration: heartbeats and deregistration (issue 11: orderly consumption)."""
+"""Consumer registration: heartbeats and deregistration (they drive queue allocation and
+orderly consumption's queue locks)."""
 
 from __future__ import annotations
 

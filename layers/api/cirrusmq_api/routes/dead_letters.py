@@ -1,4 +1,4 @@
-"""Group settings (max delivery attempts) and the group's dead letters (issue 9)."""
+"""Group settings (max delivery attempts) and the group's dead letters."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> 
             if allowed(t)
         ],
         max_delivery_attempts=current_broker().retries.max_delivery_attempts(group, fresh=True),
-        consumers=[  # live consumers and their queues (issue 11), on topics the key may see
+        consumers=[  # live consumers and their queues, on topics the key may see
             consumer_body(replace(c, topics={t: f for t, f in c.topics.items() if allowed(t)}))
             for c in current_broker().membership.consumers(group)
             if topic is None or topic in c.topics

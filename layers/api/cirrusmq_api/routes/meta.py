@@ -53,7 +53,7 @@ def openapi_document() -> str:
         dead_letters.router,
     )
     app.include_router(offsets.router)  # reads by offset, queue offsets, offset reset
-    app.include_router(transactions.router)  # transactions (issue 10)
+    app.include_router(transactions.router)
     schema = app.get_openapi_json_schema(
         title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
     )

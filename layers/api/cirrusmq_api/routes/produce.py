@@ -38,7 +38,7 @@ def send_messages(topic: str, request: SendRequest) -> SendResponse:
     )
 
 
-# ---------------------------------------------------------------- delayed messages (issue 9)
+# ---------------------------------------------------------------- delayed messages
 @router.delete(
     "/v1/topics/<topic>/scheduled/<message_id>",
     summary="Cancel a scheduled (delayed) message before it is due",
@@ -52,5 +52,5 @@ def cancel_scheduled(  # noqa: ANN201 (204, no body)
     AlreadyDelivered once it was due and delivered, 404 ScheduledMessageNotFound."""
     if delivery_timestamp is None:
         raise InvalidRequest("delivery_timestamp (the send receipt's due time) is required")
-    current_broker().scheduled_cancel.cancel(topic, message_id, delivery_timestamp)
+    current_broker().delay_cancel.cancel(topic, message_id, delivery_timestamp)
     return Response(204, None, body=None)

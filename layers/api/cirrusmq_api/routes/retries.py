@@ -1,4 +1,4 @@
-"""Nack ("reconsume later"): give received messages back to the retry topic (issue 9)."""
+"""Nack ("reconsume later"): give received messages back to the retry topic."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from cirrusmq_broker.rules.transaction_state import (
     Resolution,
     Transaction,
 )
-from cirrusmq_broker.services.transaction_checks import MAX_CHECKS_PER_POLL
+from cirrusmq_broker.services.transactions.checks import MAX_CHECKS_PER_POLL
 from pydantic import BaseModel, Field
 
 from ..access import current_principal

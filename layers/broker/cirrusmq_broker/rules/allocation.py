@@ -35,11 +35,3 @@ def assignment(consumers: Iterable[str], queues: Sequence[int]) -> dict[str, lis
     """Consumer id → its queues, for every consumer."""
     cids = sorted(set(consumers))
     return {cid: allocate_averagely(cids, queues, cid) for cid in cids}
-
-
-def owner_of(consumers: Iterable[str], queues: Sequence[int], queue: int) -> str | None:
-    """The consumer ``queue`` is allocated to (None without consumers)."""
-    for cid, owned in assignment(consumers, queues).items():
-        if queue in owned:
-            return cid
-    return None

@@ -1,4 +1,4 @@
-"""Pure rules of delayed messages: delay levels, due times, timer groups (no I/O)."""
+"""Pure rules of delayed messages: delay levels, due times, delay groups (no I/O)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,12 @@ DELAY_LEVELS_S = (
 """RocketMQ's delay levels 1-18: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h."""
 MAX_DELAY_MS = 365 * 24 * 3600 * 1000
 """A message may be due at most this far ahead (365 days)."""
-MAX_TIMER_GROUPS_PER_SEND = 64
-"""Timer items one send writes at most (one per target queue and due second): the send's
+MAX_DELAY_ITEMS_PER_SEND = 64
+"""Delay items one send writes at most (one per target queue and due second): the send's
 DynamoDB transaction holds them with the index items and the idempotency record (AWS: 100)."""
 DELAYABLE_TYPES = (MessageType.NORMAL, MessageType.DELAY)
+MINUTE_MS = 60_000
+"""Delay items are partitioned by the minute they fall due in (:func:`due_minute`)."""
 
 
 def level_delay_ms(level: int) -> int:
@@ -83,8 +85,8 @@ def due_time(
 
 
 @dataclass(frozen=True)
-class TimerGroup:
-    """Rows of a timer object that one timer item covers: one target queue, one due second."""
+class DelayGroup:
+    """Rows of a delay object that one delay item covers: one target queue, one due second."""
 
     queue: int
     due_ms: int
@@ -93,15 +95,15 @@ class TimerGroup:
     count: int
 
 
-def timer_groups(rows: Sequence[tuple[int, int]]) -> list[TimerGroup]:
+def delay_groups(rows: Sequence[tuple[int, int]]) -> list[DelayGroup]:
     """Group rows ``(queue, due_ms)`` — already sorted by (queue, due second) — into runs of
     one queue and one due second."""
-    groups: list[TimerGroup] = []
+    groups: list[DelayGroup] = []
     start = 0
     for position in range(1, len(rows) + 1):
         if position == len(rows) or _slot(rows[position]) != _slot(rows[start]):
             run = rows[start:position]
-            groups.append(TimerGroup(run[0][0], max(d for _, d in run), start, len(run)))
+            groups.append(DelayGroup(run[0][0], max(d for _, d in run), start, len(run)))
             start = position
     return groups
 
@@ -111,5 +113,6 @@ def _slot(row: tuple[int, int]) -> tuple[int, int]:
 
 
 def due_minute(due_ms: int) -> int:
-    """The timer table partition of a due time: its minute since the epoch."""
-    return due_ms // 60_000
+    """The minute since the epoch of a time (ms): the delay items' partition of a due time,
+    and the unit in which a release run walks them."""
+    return due_ms // MINUTE_MS

@@ -37,7 +37,7 @@ class ClientIdInUse(Conflict):
     code = "ClientIdInUse"
 
 
-# --- registry size (retries review): the group's registry is one DynamoDB item (400 KB)
+# --- registry size: the group's registry is one DynamoDB item (400 KB)
 MAX_REGISTRY_BYTES = 350_000
 """What the members of one group's registry item may take (estimated): a registration that
 would make it larger is refused (400 RegistryTooLarge) rather than failing the write."""

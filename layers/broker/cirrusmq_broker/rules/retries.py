@@ -104,37 +104,21 @@ def moved_copy(message: StoredMessage, lease_attempt: int, target: Target) -> Ne
     """The copy re-published to the retry or dead-letter topic: same id, body, tag, keys,
     properties and born time; its first place and how often it failed."""
     system = message.system
-    return NewMessage(
-        message_id=message.message_id,
-        body=message.body,
-        tag=message.tag,
-        keys=message.keys,
-        properties=dict(message.properties),
-        message_group=message.message_group,
-        born_timestamp=message.born_timestamp,
-        system=SystemFields(
+    return message.as_new(
+        SystemFields(
             origin_topic=system.origin_topic or message.topic,
             origin_queue=system.origin_queue if system.origin_topic else message.queue,
             origin_offset=system.origin_offset if system.origin_topic else message.offset,
             reconsume_count=deliveries(message, lease_attempt),
             dead_letter_reason=target.reason,
             transaction_id=system.transaction_id,
-        ),
+        )
     )
 
 
 def redriven_copy(message: StoredMessage) -> NewMessage:
     """A dead letter sent back to its topic: same id, reconsume count reset to 0."""
-    return NewMessage(
-        message_id=message.message_id,
-        body=message.body,
-        tag=message.tag,
-        keys=message.keys,
-        properties=dict(message.properties),
-        message_group=message.message_group,
-        born_timestamp=message.born_timestamp,
-        system=SystemFields(transaction_id=message.system.transaction_id),
-    )
+    return message.as_new(SystemFields(transaction_id=message.system.transaction_id))
 
 
 def as_original(message: StoredMessage) -> StoredMessage:

@@ -1,7 +1,7 @@
 """The one path a batch takes into a queue: encode it, write its object, append it.
 
 Every writer goes through :class:`BatchWriter`: produce, the moves (retry, dead letter,
-redrive), the delay scheduler and transaction commits. An object that a re-run may find
+redrive), the release of delayed messages and transaction commits. An object that a re-run may find
 and reuse is never trusted by a name derived from the request alone:
 
 - :func:`content_named`: the name ends with a digest of exactly the bytes the object

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from .. import limits
 from ..errors import InvalidMessage, MessageGroupRequired, MessageTooLarge, TooManyMessages
-from ..model import NO_SYSTEM_FIELDS, MessageType, NewMessage, SystemFields, Topic
+from ..model import NO_SYSTEM_FIELDS, MessageInput, MessageType, NewMessage, SystemFields, Topic
 from ..validation import (
     check_keys,
     check_message_group,
@@ -16,9 +15,6 @@ from ..validation import (
     check_tag,
     check_timestamp,
 )
-
-if TYPE_CHECKING:
-    from .produce import MessageInput
 
 
 def validate_messages(

@@ -10,7 +10,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ulid import ULID
 
@@ -23,7 +23,7 @@ from ..errors import (
     TopicNotFound,
     TransactionRequired,
 )
-from ..model import MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
+from ..model import MessageInput, MessageType, NewMessage, ProducerStamp, SendReceipt, Topic
 from ..storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
 from ..storage.batch_objects import BatchObjectStore
 from ..storage.log_index import LogIndex
@@ -32,32 +32,15 @@ from ..validation import (
     check_producer_id,
 )
 from .batch_writer import FRESH, BatchWriter, WrittenBatch, encode, rows_named
-from .delayed_produce import TimerWriter, due_times, scheduled_receipt
+from .delays.schedule import DelayWriter, delayed_receipt, due_times
+from .delays.wake import ReleaseWake
 from .message_validation import validate_messages
-from .scheduler_wake import SchedulerWake
 from .topic_catalog import TopicCatalog
 
 MAX_APPEND_ITEMS = 100
 """DynamoDB TransactWriteItems' limit: one send is one append."""
 MAX_QUEUES_PER_SEND = (MAX_APPEND_ITEMS - 1) // 2
 """49: one send is one append (2 items per queue + its producer record <= 100 items)."""
-
-
-@dataclass(frozen=True)
-class MessageInput:
-    """One message of a send request, as decoded from the wire (not yet validated)."""
-
-    body: bytes
-    message_id: str | None = None
-    tag: str | None = None
-    keys: Sequence[str] = ()
-    properties: dict[str, str] = field(default_factory=dict)
-    message_group: str | None = None
-    born_timestamp: int | None = None
-    delay_level: int | None = None
-    """RocketMQ delay level 1-18 (issue 9)."""
-    delivery_timestamp: int | None = None
-    """Deliver at this time (ms), up to 365 days ahead (issue 9)."""
 
 
 @dataclass(frozen=True)
@@ -77,10 +60,10 @@ class ProduceService:
         index: LogIndex,
         producers: ProducerRecords,
         clock: Callable[[], int],
-        timer_writer: TimerWriter | None = None,
-        wake: SchedulerWake | None = None,
+        delay_writer: DelayWriter | None = None,
+        wake: ReleaseWake | None = None,
     ) -> None:
-        self._timer_writer = timer_writer
+        self._delay_writer = delay_writer
         self._wake = wake
         self._topics = topics
         self._objects = objects
@@ -101,7 +84,7 @@ class ProduceService:
         A refused request (4xx) leaves nothing behind: objects it wrote are deleted again.
         """
         topic = self._topics.active(topic_name)
-        if topic.message_type is MessageType.TRANSACTION:  # transactions (issue 10)
+        if topic.message_type is MessageType.TRANSACTION:
             raise TransactionRequired(
                 f"topic {topic.name!r} is a TRANSACTION topic: send its messages in a "
                 "transaction (TransactionProducer; docs/transactions.md)"
@@ -111,7 +94,7 @@ class ProduceService:
             check_producer_id(stamp.producer_id)
         now = self._clock()
         messages = self._validate(topic, inputs, now, stamp)
-        dues = due_times(topic, inputs, now)  # --- delayed messages (issue 9)
+        dues = due_times(topic, inputs, now)
         digest = _digest(topic.name, inputs) if stamp else ""
         routed = self._route(topic, messages, stamp)
         by_queue, delayed = _split_delayed(routed, messages, dues)
@@ -121,25 +104,25 @@ class ProduceService:
                 f"{MAX_QUEUES_PER_SEND} (use fewer message groups per request)",
                 details={"queues": len(by_queue), "max_queues": MAX_QUEUES_PER_SEND},
             )
-        timer_key, timer_puts = None, []
+        delay_key, delay_puts = None, []
         if delayed:
-            if self._timer_writer is None:
+            if self._delay_writer is None:
                 raise InvalidMessage("this service takes no delayed messages")
-            timer_key, timer_puts = self._timer_writer.write(topic, delayed, now, stamp, digest)
-            if 2 * len(by_queue) + 1 + len(timer_puts) > MAX_APPEND_ITEMS:
-                self._timer_writer.discard(timer_key)
+            delay_key, delay_puts = self._delay_writer.write(topic, delayed, now, stamp, digest)
+            if 2 * len(by_queue) + 1 + len(delay_puts) > MAX_APPEND_ITEMS:
+                self._delay_writer.discard(delay_key)
                 raise TooManyQueues(
                     f"this send appends to {len(by_queue)} queues and writes "
-                    f"{len(timer_puts)} timer items: more than one atomic append holds "
-                    f"({MAX_APPEND_ITEMS} items: 2 per queue + 1 + 1 per timer item); "
+                    f"{len(delay_puts)} delay items: more than one atomic append holds "
+                    f"({MAX_APPEND_ITEMS} items: 2 per queue + 1 + 1 per delay item); "
                     "split the batch",
-                    details={"queues": len(by_queue), "timer_items": len(timer_puts)},
+                    details={"queues": len(by_queue), "timer_items": len(delay_puts)},
                 )
         try:
             batches, fresh = self._write_batches(topic, by_queue, now, stamp, digest)
         except BaseException:
-            if timer_key:
-                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
+            if delay_key:
+                self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
             raise
 
         def receipts_for(bases: dict[int, int], scheduled_at: int | None) -> list[SendReceipt]:
@@ -153,7 +136,7 @@ class ProduceService:
                 for m in ms
             }
             placed.update(
-                (m.message_id, scheduled_receipt(m, q, due))
+                (m.message_id, delayed_receipt(m, q, due))
                 for q, rows in later.items()
                 for m, due in rows
             )
@@ -167,12 +150,12 @@ class ProduceService:
                 build_record=lambda bases: ProducerRecord(digest, bases, now if delayed else None),
                 expires_at=retention_expiry,
                 record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
-                extra_items=timer_puts,
+                extra_items=delay_puts,
             )
         except AlreadyRecorded:
             assert stamp is not None
-            if timer_key:  # the first attempt's timer object holds these messages
-                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
+            if delay_key:  # the first attempt's delay object holds these messages
+                self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
             try:
                 record = self._recorded(stamp, digest)
             except IdempotencyConflict:
@@ -198,25 +181,25 @@ class ProduceService:
             # Nothing of this stamp or request was appended (a recorded stamp would have
             # answered AlreadyRecorded), and the closed queues take no retry: drop them all.
             self._objects.delete([b.object_key for b in batches])
-            if timer_key:
-                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
+            if delay_key:
+                self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
             self._topics.forget(topic.name)
             raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
         except (Busy, ExtraItemRejected):
-            # Every attempt was cancelled: no timer item refers to it. (Any other failure
+            # Every attempt was cancelled: no delay item refers to it. (Any other failure
             # may hide a commit whose answer was lost: the object stays, to its lifecycle.)
-            if timer_key:
-                self._timer_writer.discard(timer_key)  # type: ignore[union-attr]
+            if delay_key:
+                self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
             raise
         result = SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
         self._due(result.receipts)
         return result
 
     def _due(self, receipts: list[SendReceipt]) -> None:
-        """Wake the delay scheduler for delayed messages due before its next run."""
+        """Wake a release run for delayed messages due before the next scheduled one."""
         dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
-        if dues and self._wake is not None and self._timer_writer is not None:
-            self._wake.due_at(dues, self._timer_writer.timers)
+        if dues and self._wake is not None and self._delay_writer is not None:
+            self._wake.due_at(dues, self._delay_writer.items)
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""
@@ -351,7 +334,7 @@ def _digest(topic: str, inputs: Sequence[MessageInput]) -> str:
     for m in inputs:
         h.update(hashlib.sha256(m.body).digest())
         fields = [m.message_id, m.tag, list(m.keys), sorted(m.properties.items()), m.message_group]
-        if m.delay_level is not None or m.delivery_timestamp is not None:  # issue 9
+        if m.delay_level is not None or m.delivery_timestamp is not None:
             fields += [m.delay_level, m.delivery_timestamp]
         h.update(json.dumps(fields, separators=(",", ":")).encode())
     return h.hexdigest()

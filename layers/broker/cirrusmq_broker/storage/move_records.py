@@ -1,5 +1,6 @@
-"""Whether the broker moved a lease's messages on (retries, issue 9): the idempotency records
-of the moves (ProducersTable) are looked up by their stamps, all in one batched read."""
+"""Whether the broker moved a lease's messages on (to a retry or dead-letter topic): the
+idempotency records of the moves (ProducersTable) are looked up by their stamps, all in
+one batched read."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ class MoveRecords:
         self._table = table
 
     def any_recorded(self, stamps: list[ProducerStamp]) -> bool:
+        """Whether any of ``stamps`` has a record (one batched read). With :meth:`recorded`,
+        the reads of the previous release's dead-letter service (still running while a
+        deployment rolls out; tests/unit/test_dead_letters.py runs it on these tables)."""
         keys = [{"producer_key": producer_key(s)} for s in stamps]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return bool(found[self._table])

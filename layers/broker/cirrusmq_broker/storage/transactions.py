@@ -178,7 +178,7 @@ class TransactionStore:
         Raises FenceFailed or StateChanged (ended, another topic or producer, part taken,
         or the item would record more than ``max_recorded_bytes`` of parts).
         """
-        part_json = json.dumps(_part_values(part), separators=(",", ":"))
+        part_json = encode_part(part)
         size = part_record_size(part_json)
         values = {
             ":open": TxnState.OPEN.value,
@@ -486,16 +486,20 @@ class TransactionStore:
             raise
 
 
-def _part_values(part: HalfPart) -> dict[str, Any]:
-    return {
+def encode_part(part: HalfPart) -> str:
+    """A half part as the transaction item records it (``part_<n>``: compact JSON). The
+    one codec of the format: services measure a part with it before sending."""
+    values = {
         "digest": part.digest,
         "objects": [asdict(o) for o in part.objects],
         "ids": list(part.message_ids),
         "queues": list(part.queues),
     }
+    return json.dumps(values, separators=(",", ":"))
 
 
-def _part(number: int, text: str) -> HalfPart:
+def decode_part(number: int, text: str) -> HalfPart:
+    """The half part ``number`` from its recorded JSON (see :func:`encode_part`)."""
     values = json.loads(text)
     return HalfPart(
         part=number,
@@ -509,7 +513,7 @@ def _part(number: int, text: str) -> HalfPart:
 def _transaction(values: dict[str, Any]) -> Transaction:
     parts = tuple(
         sorted(
-            (_part(int(k[5:]), v) for k, v in values.items() if k.startswith("part_")),
+            (decode_part(int(k[5:]), v) for k, v in values.items() if k.startswith("part_")),
             key=lambda p: p.part,
         )
     )

@@ -1,14 +1,17 @@
-"""Timer items (TimersTable): delayed messages waiting for their due time.
+"""Delay items (TimersTable): delayed messages waiting for their due time.
+
+The table, the ``timers/`` prefix and the item attributes keep their deployed names (the
+stored format); in code the concept is a delay everywhere.
 
 One item per (send request, target queue, due second), never one per message: partition
 ``slot`` = the due minute (epoch ms // 60000), sort key ``due_key`` = ``<due_ms:013d>#<id>``.
-The item names the timer object (``timers/`` in S3) and the rows it covers. A due item is
+The item names the delay object (``timers/`` in S3) and the rows it covers. A due item is
 deleted in the very transaction that appends its messages to the topic, so a moved item
 is gone and a scan of a minute needs no lower bound on the sort key.
 
-The table also holds the scheduler's checkpoint (``slot = "checkpoint"``) and cancel
+The table also holds the release's checkpoint (``slot = "checkpoint"``) and cancel
 records (``slot = "cancelled#<topic>#<message id>"``, TTL ``expires_at``). The checkpoint
-item also carries the run lease: ``run_until`` (a scheduler run loops until then) and
+item also carries the run lease: ``run_until`` (a release run loops until then) and
 ``asked_at`` (a send asked for a run then, and no run has started since).
 """
 
@@ -19,7 +22,8 @@ from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
-from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
+from ...rules.delays import due_minute
+from ..dynamo import KeysToRead, batch_get, error_code, from_item, to_item
 
 CHECKPOINT_SLOT = "checkpoint"
 CANCEL_RECORD_DAYS = 7
@@ -27,11 +31,11 @@ CANCEL_RECORD_DAYS = 7
 
 
 @dataclass(frozen=True)
-class TimerEntry:
-    """One timer item: rows [first_row, first_row + count) of a timer object."""
+class DelayItem:
+    """One delay item: rows [first_row, first_row + count) of a delay object."""
 
     due_ms: int
-    timer_id: str
+    item_id: str
     topic: str
     queue: int
     object_key: str
@@ -39,9 +43,9 @@ class TimerEntry:
     count: int
     created_ms: int = 0
     siblings: tuple[str, ...] = ()
-    """On the last item of a timer object: ``key`` of every other item of it."""
+    """On the last item of a delay object: ``key`` of every other item of it."""
     last: bool = True
-    """The timer object's item due last: its move deletes the object (others gone)."""
+    """The delay object's item due last: its move deletes the object (others gone)."""
     cancelled: frozenset[str] = field(default_factory=frozenset)
     """Message ids cancelled before the move (skipped by it)."""
     cancels: int = 0
@@ -49,11 +53,11 @@ class TimerEntry:
 
     @property
     def slot(self) -> str:
-        return str(self.due_ms // 60_000)
+        return str(due_minute(self.due_ms))
 
     @property
     def due_key(self) -> str:
-        return f"{self.due_ms:013d}#{self.timer_id}"
+        return f"{self.due_ms:013d}#{self.item_id}"
 
     @property
     def key(self) -> str:
@@ -66,21 +70,21 @@ def split_key(key: str) -> dict[str, str]:
 
 
 class RunLease(NamedTuple):
-    """The scheduler runs as the checkpoint item records them (epoch ms, 0: none)."""
+    """The release runs as the checkpoint item records them (epoch ms, 0: none)."""
 
     run_until: int = 0
     asked_at: int = 0
 
 
-class TimerStore:
-    """Builds the transaction items of timers and reads due ones."""
+class DelayItemStore:
+    """Builds the transaction items of delay items and reads due ones."""
 
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self._table = table
 
     # ---------------------------------------------------------------- writing
-    def put_request(self, entry: TimerEntry) -> dict[str, Any]:
+    def put_request(self, entry: DelayItem) -> dict[str, Any]:
         """A transaction item that stores ``entry`` (once)."""
         return {
             "Put": {
@@ -104,7 +108,7 @@ class TimerStore:
             }
         }
 
-    def delete_request(self, entry: TimerEntry) -> dict[str, Any]:
+    def delete_request(self, entry: DelayItem) -> dict[str, Any]:
         """A transaction item that deletes ``entry`` as it was read: it fails when another
         move took it or a cancel changed it since."""
         if entry.cancels:
@@ -121,7 +125,7 @@ class TimerStore:
             }
         }
 
-    def delete(self, entries: list[TimerEntry]) -> None:
+    def delete(self, entries: list[DelayItem]) -> None:
         """Delete entries in one transaction (all or none; raises on a changed one)."""
         for start in range(0, len(entries), 100):
             self._client.transact_write_items(
@@ -129,17 +133,17 @@ class TimerStore:
             )
 
     # ---------------------------------------------------------------- reading
-    def due(self, minute: int, upto_ms: int) -> list[TimerEntry]:
+    def due(self, minute: int, upto_ms: int) -> list[DelayItem]:
         """Every item of ``minute`` due at or before ``upto_ms`` (no lower bound: moved
         items are deleted, so whatever is left is pending, stragglers included)."""
         return self._query(
             "slot = :s AND due_key <= :k", {":s": str(minute), ":k": f"{upto_ms:013d}#~"}
         )
 
-    def overdue_before(self, before_ms: int) -> list[TimerEntry]:
-        """Every timer item due before ``before_ms``, by a scan (a first run or a catch-up
+    def overdue_before(self, before_ms: int) -> list[DelayItem]:
+        """Every delay item due before ``before_ms``, by a scan (a first run or a catch-up
         after a long outage; the table holds only pending items)."""
-        found: list[TimerEntry] = []
+        found: list[DelayItem] = []
         paginator = self._client.get_paginator("scan")
         for page in paginator.paginate(
             TableName=self._table,
@@ -150,13 +154,13 @@ class TimerStore:
             found.extend(_entry(from_item(item)) for item in page["Items"])
         return found
 
-    def in_second(self, due_ms: int) -> list[TimerEntry]:
+    def in_second(self, due_ms: int) -> list[DelayItem]:
         """Items due within the second of ``due_ms``."""
         second = due_ms // 1000 * 1000
         return self._query(
             "slot = :s AND due_key BETWEEN :a AND :b",
             {
-                ":s": str(due_ms // 60_000),
+                ":s": str(due_minute(due_ms)),
                 ":a": f"{second:013d}#",
                 ":b": f"{second + 999:013d}#~",
             },
@@ -172,8 +176,8 @@ class TimerStore:
         )[self._table]
         return {f"{item['slot']}|{item['due_key']}" for item in found}
 
-    def _query(self, condition: str, values: dict[str, Any]) -> list[TimerEntry]:
-        found: list[TimerEntry] = []
+    def _query(self, condition: str, values: dict[str, Any]) -> list[DelayItem]:
+        found: list[DelayItem] = []
         paginator = self._client.get_paginator("query")
         for page in paginator.paginate(
             TableName=self._table,
@@ -185,7 +189,7 @@ class TimerStore:
         return found
 
     # ---------------------------------------------------------------- cancelling
-    def cancel(self, entry: TimerEntry, message_id: str, *, record_expires_at: int) -> bool:
+    def cancel(self, entry: DelayItem, message_id: str, *, record_expires_at: int) -> bool:
         """Mark ``message_id`` of ``entry`` cancelled and remember the cancel; False when
         the item is gone (moved) meanwhile."""
         try:
@@ -316,10 +320,10 @@ def cancel_slot(topic: str, message_id: str) -> str:
     return f"cancelled#{topic}#{message_id}"
 
 
-def _entry(values: dict[str, Any]) -> TimerEntry:
-    return TimerEntry(
+def _entry(values: dict[str, Any]) -> DelayItem:
+    return DelayItem(
         due_ms=int(values["due_ms"]),
-        timer_id=values["due_key"].split("#", 1)[1],
+        item_id=values["due_key"].split("#", 1)[1],
         topic=values["topic"],
         queue=int(values["queue"]),
         object_key=values["object_key"],

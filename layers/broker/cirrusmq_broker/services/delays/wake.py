@@ -1,16 +1,17 @@
-"""Waking the delay scheduler for a message due before its next scheduled run.
+"""Waking a release run for a message due before the next run on the minute schedule.
 
-A scheduler run returns at once when nothing is due within it (it costs nothing at rest),
+A release run returns at once when nothing is due within it (it costs nothing at rest),
 so a send whose delayed message falls due before the next scheduled run may need a run
 started for it: one asynchronous invoke. Whether one is needed is decided on the shared
-run lease (the timers table's checkpoint item, :class:`~..storage.timers.RunLease`), never
-on what this process asked for:
+run lease (the delay items table's checkpoint item,
+:class:`~cirrusmq_broker.storage.delays.items.RunLease`), never on what this process asked
+for:
 
 - a run that loops holds ``run_until``: it never returns before then, so a due time well
   inside it needs nothing (the lease is read at most once a second per process);
 - otherwise the send asks for a run with one conditional write of ``asked_at``; it is
   refused while another send's ask is pending (no run has started since, see
-  :meth:`DelayScheduler.run`): that run is still to come and will see this message.
+  :meth:`DelayRelease.run`): that run is still to come and will see this message.
 
 So every container's sends of one minute start one run, and a run that returns early (its
 messages moved by another) leaves no ask behind that would hold back the next send.
@@ -25,7 +26,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ..storage.timers import RunLease, TimerStore
+from ...storage.delays.items import DelayItemStore, RunLease
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,10 @@ COVERED_MS = 55_000
 T + COVERED_MS on needs a run of its own."""
 
 
-class SchedulerWake:
+class ReleaseWake:
+    """Starts a release run when a send's delayed messages fall due before the next
+    scheduled one and no running release covers them."""
+
     def __init__(self, start: Callable[[], None], clock: Callable[[], int]) -> None:
         self._start = start
         self._clock = clock
@@ -53,7 +57,7 @@ class SchedulerWake:
         """(the lease, when read)."""
         self._lock = threading.Lock()
 
-    def due_at(self, dues: list[int], runs: TimerStore) -> None:
+    def due_at(self, dues: list[int], runs: DelayItemStore) -> None:
         """Messages fall due at ``dues``: start a run unless the run lease in ``runs``
         covers those the next scheduled run may not see. Never raises."""
         now = self._clock()
@@ -68,20 +72,20 @@ class SchedulerWake:
             if not runs.ask_run(now, pending_since=pending_since):
                 return  # another send asked for a run that has not started yet
         except Exception:  # noqa: BLE001 - a wake never fails the send
-            log.warning("could not read the scheduler run lease; waking it", exc_info=True)
+            log.warning("could not read the release run lease; waking it", exc_info=True)
         try:
             self._start()
         except Exception:  # noqa: BLE001 - a wake never fails the send
             log.warning(
-                "could not wake the delay scheduler; its next run moves the message",
+                "could not wake a release run; the next scheduled run moves the message",
                 exc_info=True,
             )
             try:
                 runs.withdraw_ask(now)  # no run answers it: let the next send ask again
             except Exception:  # noqa: BLE001
-                log.warning("could not withdraw the scheduler wake's ask", exc_info=True)
+                log.warning("could not withdraw the release wake's ask", exc_info=True)
 
-    def _lease_covers(self, due: int, now: int, runs: TimerStore) -> bool:
+    def _lease_covers(self, due: int, now: int, runs: DelayItemStore) -> bool:
         with self._lock:
             cached = self._lease
         if cached is None or now - cached[1] >= LEASE_CACHE_MS or now < cached[1]:

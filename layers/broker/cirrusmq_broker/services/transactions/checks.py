@@ -15,12 +15,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from .. import limits
-from ..errors import InvalidRequest, TopicNotFound, TransactionAlreadyEnded
-from ..model import StoredMessage
-from ..rules.transaction_state import (
+from ... import limits
+from ...errors import InvalidRequest, TopicNotFound, TransactionAlreadyEnded
+from ...model import StoredMessage
+from ...rules.transaction_state import (
     CLAIM_SECONDS,
     DUE_SHARDS,
     REGISTRATION_KEEP_SECONDS,
@@ -31,13 +30,14 @@ from ..rules.transaction_state import (
     check_step,
     failure_backoff_seconds,
 )
-from ..storage.batch_objects import BatchObjectGone
-from ..validation import check_group_name
-
-if TYPE_CHECKING:
-    from ..storage.half_objects import HalfObjectStore
-    from ..storage.transactions import TransactionStore
-    from .topic_catalog import TopicCatalog
+from ...storage.batch_objects import BatchObjectGone
+from ...storage.half_objects import HalfObjectStore
+from ...storage.transactions import TransactionStore
+from ...validation import check_group_name
+from ..topic_catalog import TopicCatalog
+from .commit import Commits
+from .registration import Registrations
+from .rollback import Rollbacks
 
 log = logging.getLogger("cirrusmq.transactions")
 
@@ -71,16 +71,29 @@ class CheckReport:
     failed: int = 0
 
 
-class TransactionChecks:
-    """The checks half of :class:`~cirrusmq_broker.services.transactions.TransactionService`
-    (which provides the stores and the commit / rollback steps)."""
+class Checks:
+    """The back-checker's passes and the producers' polls for the checks handed to them."""
 
-    _store: TransactionStore
-    _halves: HalfObjectStore
-    _topics: TopicCatalog
-    _clock: Callable[[], int]
-    _sleep: Callable[[float], None]
-    _fence: Callable[..., int]
+    def __init__(
+        self,
+        *,
+        store: TransactionStore,
+        halves: HalfObjectStore,
+        topics: TopicCatalog,
+        registrations: Registrations,
+        commits: Commits,
+        rollbacks: Rollbacks,
+        clock: Callable[[], int],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._halves = halves
+        self._topics = topics
+        self._registrations = registrations
+        self._commits = commits
+        self._rollbacks = rollbacks
+        self._clock = clock
+        self._sleep = sleep
 
     def run_checks(self, *, limit: int = 100) -> CheckReport:
         """One pass of the back-checker over the transactions due now.
@@ -138,14 +151,14 @@ class TransactionChecks:
         step = check_step(txn, now, retention)
         if step.action is CheckAction.RESUME_COMMIT:
             try:
-                self._finish_commit(txn)
+                self._commits.finish(txn)
                 report.committed += 1
             except (TopicNotFound, TransactionAlreadyEnded):
                 report.rolled_back += 1
         elif step.action is CheckAction.ROLLBACK:
             assert step.reason is not None
             try:
-                self._rolled_back(txn, step.reason, "checker")
+                self._rollbacks.rolled_back(txn, step.reason, "checker")
             except TransactionAlreadyEnded:
                 return  # a verdict (a commit under way) moved it first: it stands
             report.rolled_back += 1
@@ -192,7 +205,7 @@ class TransactionChecks:
             raise InvalidRequest(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         if not 1 <= max_checks <= MAX_CHECKS_PER_POLL:
             raise InvalidRequest(f"max_checks must be 1-{MAX_CHECKS_PER_POLL}")
-        expires_at = self._fence(producer_group, transactional_id, epoch, access_key)
+        expires_at = self._registrations.fence(producer_group, transactional_id, epoch, access_key)
         keep_until = self._clock() // 1000 + REGISTRATION_KEEP_SECONDS
         if keep_until - expires_at > 24 * 3600:  # a live producer keeps its registration
             self._store.touch(producer_group, transactional_id, epoch, keep_until)
@@ -270,13 +283,13 @@ class TransactionChecks:
                     found.append(self._check_request(txn))
                 except BatchObjectGone:  # expired with the topic's retention: cannot commit
                     with contextlib.suppress(TransactionAlreadyEnded):
-                        self._rolled_back(
+                        self._rollbacks.rolled_back(
                             txn, "its half messages expired (topic retention)", "checker"
                         )
         return found
 
     def _check_request(self, txn: Transaction) -> CheckRequest:
-        from ..codec import decode_batch
+        from ...codec import decode_batch
 
         first = txn.objects[0]
         data = self._halves.get(first.key)

@@ -1,26 +1,26 @@
-"""The delay scheduler: moves due timer items' messages into their topics.
+"""The release of delayed messages: moves due delay items' messages into their topics.
 
-One invocation (EventBridge fires it once a minute; a delayed send due within the next
-minute wakes one too: services/scheduler_wake.py) first looks at its whole run: the
+One run (the scheduler function: EventBridge fires it once a minute; a delayed send due
+within the next minute wakes one too, :mod:`.wake`) first looks at its whole run: the
 due-minute partitions from the checkpoint to the end of the run (no lower bound on the sort
 key: moved items are deleted, so stragglers written late are still found). With nothing
-due before the run ends it returns at once: at rest the scheduler costs those few reads a
+due before the run ends it returns at once: at rest a release costs those few reads a
 minute, not a loop. Otherwise it claims the run lease (one conditional write on the
 checkpoint item: "a run loops until <its end>"), unless a run already holds one covering
 what it found (it returns at once then: one loop at a time, however many sends woke a run),
 and works through its run tick by tick: each tick moves what is due and sleeps until the
 next whole second or the next due time seen within a second's lookahead, whichever comes
 first. A run holding the lease never returns before it ends: a send due well inside it
-wakes nothing (services/scheduler_wake.py). A run started by a wake first answers the
-pending ask (it scans after it), so a later send asks again.
+wakes nothing (:mod:`.wake`). A run started by a wake first answers the pending ask (it
+scans after it), so a later send asks again.
 
 A move of one target queue's due items is one append through the one append path
 (services/batch_writer.py): ONE object under ``topics/`` named by a digest of its bytes,
-appended in a transaction that also deletes those timer items (conditional on them being
+appended in a transaction that also deletes those delay items (conditional on them being
 unchanged). A crash at any step leaves either nothing committed (a re-run writes the
 object again, or finds the identical one, and commits once) or everything; a re-run whose
 messages changed (a cancel landed in between) writes an object of its own. Overlapping
-invocations are harmless for the same reason: the second commit of an item is refused and
+runs are harmless for the same reason: the second commit of an item is refused and
 re-read: the run lease only saves loops, correctness never depends on it.
 """
 
@@ -35,16 +35,17 @@ from dataclasses import dataclass, field
 from botocore.exceptions import BotoCoreError, ClientError
 from cachetools import LRUCache
 
-from ..errors import BrokerError, StorageContended, TopicNotFound
-from ..model import NewMessage, StoredMessage, Topic
-from ..storage.appends import ExtraItemRejected, QueueClosed
-from ..storage.batch_objects import BatchObjectGone
-from ..storage.producers import ProducerRecord
-from ..storage.timer_objects import TimerObjectStore
-from ..storage.timers import TimerEntry, TimerStore
-from .batch_writer import BatchWriter, WrittenBatch, content_named, encode
-from .scheduler_wake import LEASE_MARGIN_MS
-from .topic_catalog import TopicCatalog
+from ...errors import BrokerError, StorageContended, TopicNotFound
+from ...model import NewMessage, StoredMessage, Topic
+from ...rules.delays import MINUTE_MS, due_minute
+from ...storage.appends import ExtraItemRejected, QueueClosed
+from ...storage.batch_objects import BatchObjectGone
+from ...storage.delays.items import DelayItem, DelayItemStore
+from ...storage.delays.objects import DelayObjectStore
+from ...storage.producers import ProducerRecord
+from ..batch_writer import BatchWriter, WrittenBatch, content_named, encode
+from ..topic_catalog import TopicCatalog
+from .wake import LEASE_MARGIN_MS
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ committed the moment they are due: visible then, never earlier."""
 MIN_TICK_MS = 200
 """Ticks are at least this far apart (bounds appends per queue and second)."""
 MAX_ITEMS_PER_MOVE = 90
-"""Timer deletes per append transaction (AWS: 100 items, 2 are the append's own)."""
+"""Delay item deletes per append transaction (AWS: 100 items, 2 are the append's own)."""
 MAX_CATCH_UP_MINUTES = 120
 """Past minutes one tick queries at most after an outage; the next tick goes on."""
 CHECKPOINT_KEEP_MS = 5 * 60_000
@@ -70,13 +71,13 @@ class TickResult:
     moved: int = 0
     """Messages appended to their topics."""
     items: int = 0
-    """Timer items done (moved, cancelled or dropped)."""
+    """Delay items done (moved, cancelled or dropped)."""
     next_due_ms: int | None = None
     """The earliest pending due time seen within the lookahead."""
     last_due_ms: int | None = None
     """The latest pending due time seen within the lookahead."""
     left: int = 0
-    """Due timer items whose move failed (a later tick tries again)."""
+    """Due delay items whose move failed (a later tick tries again)."""
 
 
 @dataclass
@@ -87,26 +88,29 @@ class RunResult:
     lateness_ms: list[int] = field(default_factory=list)
 
 
-class DelayScheduler:
+class DelayRelease:
+    """Moves due delayed messages into their topics: one :meth:`run` per invocation of
+    the scheduler function, :meth:`tick` per pass over what is due."""
+
     def __init__(
         self,
         *,
-        timers: TimerStore,
-        timer_objects: TimerObjectStore,
+        items: DelayItemStore,
+        objects: DelayObjectStore,
         topics: TopicCatalog,
         writer: BatchWriter,
         clock: Callable[[], int],
     ) -> None:
-        self._timers = timers
-        self._timer_objects = timer_objects
+        self._items = items
+        self._objects = objects
         self._topics = topics
         self._writer = writer
         self._clock = clock
         self._rows: LRUCache[str, list[StoredMessage]] = LRUCache(maxsize=256)
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=MOVE_WORKERS, thread_name_prefix="timer-move")
+        self._pool = ThreadPoolExecutor(max_workers=MOVE_WORKERS, thread_name_prefix="delay-move")
         self._queries = ThreadPoolExecutor(
-            max_workers=min(4, MOVE_WORKERS), thread_name_prefix="timer-query"
+            max_workers=min(4, MOVE_WORKERS), thread_name_prefix="delay-query"
         )
         self._checkpoint: tuple[int, int] | None = None
         """(minute, when read): the checkpoint as this process last read or wrote it."""
@@ -126,9 +130,9 @@ class DelayScheduler:
         result = RunResult()
         if woken:
             try:
-                self._timers.run_started(self._clock())
+                self._items.run_started(self._clock())
             except (BrokerError, ClientError, BotoCoreError):
-                log.exception("could not answer the scheduler wake; going on")
+                log.exception("could not answer the release wake; going on")
         lookahead_ms = int(max(time_left(), 0) * 1000) + LOOKAHEAD_MS
         while True:
             started = self._clock()
@@ -136,7 +140,7 @@ class DelayScheduler:
                 tick = self.tick(sleep_until=sleep_until, lookahead_ms=lookahead_ms)
                 result.moved += tick.moved
             except (BrokerError, ClientError, BotoCoreError):
-                log.exception("a scheduler tick failed; the next one goes on")
+                log.exception("a release tick failed; the next one goes on")
                 result.errors += 1
                 tick = TickResult(left=1)
             result.ticks += 1
@@ -162,9 +166,9 @@ class DelayScheduler:
         until = now + int(max(left, 0) * 1000)
         need = until if tick.left or tick.last_due_ms is None else tick.last_due_ms
         try:
-            return self._timers.claim_run(until, unless_covering=need + LEASE_MARGIN_MS)
+            return self._items.claim_run(until, unless_covering=need + LEASE_MARGIN_MS)
         except (BrokerError, ClientError, BotoCoreError):
-            log.exception("could not claim the scheduler run lease; looping without it")
+            log.exception("could not claim the release run lease; looping without it")
             return True
 
     def tick(
@@ -181,20 +185,20 @@ class DelayScheduler:
         """
         now = self._clock()
         horizon = now + PREPARE_MS if sleep_until is not None else now
-        current = now // 60_000
+        current = due_minute(now)
         checkpoint = self._read_checkpoint(now)
         result = TickResult()
-        due: list[TimerEntry] = []
+        due: list[DelayItem] = []
         pending_minutes: set[int] = set()
         if checkpoint is None or current - 1 - checkpoint > MAX_CATCH_UP_MINUTES:
             # First run, or after a long outage: one scan of the (pending-only) table for
             # the old minutes instead of a query per minute.
-            due.extend(self._timers.overdue_before((current - 1) * 60_000))
+            due.extend(self._items.overdue_before((current - 1) * MINUTE_MS))
             old: list[int] = []
         else:
             old = list(range(checkpoint, current - 1))
-        minutes = [*old, *range(current - 1, (now + lookahead_ms) // 60_000 + 1)]
-        found = self._queries.map(lambda m: (m, self._timers.due(m, now + lookahead_ms)), minutes)
+        minutes = [*old, *range(current - 1, due_minute(now + lookahead_ms) + 1)]
+        found = self._queries.map(lambda m: (m, self._items.due(m, now + lookahead_ms)), minutes)
         for minute, entries in found:
             for entry in entries:
                 if entry.due_ms <= horizon:
@@ -215,16 +219,16 @@ class DelayScheduler:
         for minute in sorted(pending_minutes):
             done_upto = min(done_upto, minute)
         if checkpoint is None or done_upto > checkpoint:
-            self._timers.advance_checkpoint(done_upto)
+            self._items.advance_checkpoint(done_upto)
             self._checkpoint = (done_upto, now)
         return result
 
     def _read_checkpoint(self, now: int) -> int | None:
         """The checkpoint as this process last read or wrote it, read again after
-        CHECKPOINT_KEEP_MS (only schedulers move it, up: a stale one only makes a tick query
+        CHECKPOINT_KEEP_MS (only release runs move it, up: a stale one only makes a tick query
         a minute more, and a warm run at rest reads nothing but its due minutes)."""
         if self._checkpoint is None or now - self._checkpoint[1] >= CHECKPOINT_KEEP_MS:
-            minute = self._timers.checkpoint()
+            minute = self._items.checkpoint()
             if minute is None:
                 return None
             self._checkpoint = (minute, now)
@@ -233,13 +237,13 @@ class DelayScheduler:
     # ---------------------------------------------------------------- moving
     def _move(
         self,
-        due: list[TimerEntry],
+        due: list[DelayItem],
         now: int,
         result: TickResult,
         sleep_until: Callable[[int], None] | None,
-    ) -> list[TimerEntry]:
+    ) -> list[DelayItem]:
         """Move due entries; returns those left for a later tick."""
-        by_target: dict[tuple[str, int], list[TimerEntry]] = {}
+        by_target: dict[tuple[str, int], list[DelayItem]] = {}
         for entry in sorted(due, key=lambda e: e.due_key):
             by_target.setdefault((entry.topic, entry.queue), []).append(entry)
         chunks = [
@@ -261,7 +265,7 @@ class DelayScheduler:
         self,
         topic_name: str,
         queue: int,
-        chunk: list[TimerEntry],
+        chunk: list[DelayItem],
         now: int,
         result: TickResult,
         sleep_until: Callable[[int], None] | None = None,
@@ -269,12 +273,12 @@ class DelayScheduler:
         try:
             topic = self._topics.active(topic_name)
         except TopicNotFound:
-            log.info("topic %s is gone: dropping %d timer items", topic_name, len(chunk))
+            log.info("topic %s is gone: dropping %d delay items", topic_name, len(chunk))
             return self._drop(chunk, result)
         messages = self._messages_of(chunk)
         if messages is None:
             return self._drop(chunk, result)
-        deletes = [self._timers.delete_request(e) for e in chunk]
+        deletes = [self._items.delete_request(e) for e in chunk]
         if not messages:  # every one was cancelled
             try:
                 self._appender_free_delete(chunk)
@@ -310,53 +314,42 @@ class DelayScheduler:
             result.items += len(chunk)
         return True
 
-    def _appender_free_delete(self, chunk: list[TimerEntry]) -> None:
-        self._timers.delete(chunk)
+    def _appender_free_delete(self, chunk: list[DelayItem]) -> None:
+        self._items.delete(chunk)
 
-    def _drop(self, chunk: list[TimerEntry], result: TickResult) -> bool:
+    def _drop(self, chunk: list[DelayItem], result: TickResult) -> bool:
         try:
-            self._timers.delete(chunk)
+            self._items.delete(chunk)
         except (ClientError, StorageContended):
             return False
         with self._lock:
             result.items += len(chunk)
         return True
 
-    def _messages_of(self, chunk: list[TimerEntry]) -> list[NewMessage] | None:
-        """The chunk's messages in due order, cancelled ones left out (None: a timer object
+    def _messages_of(self, chunk: list[DelayItem]) -> list[NewMessage] | None:
+        """The chunk's messages in due order, cancelled ones left out (None: a delay object
         is gone, which only a lifecycle expiry far past the due time can do)."""
         found: list[NewMessage] = []
         for entry in chunk:
             try:
-                rows = self._timer_rows(entry.object_key)
+                rows = self._object_rows(entry.object_key)
             except BatchObjectGone:
-                log.error("timer object %s is gone; dropping its item", entry.object_key)
+                log.error("delay object %s is gone; dropping its item", entry.object_key)
                 return None
             for row in rows[entry.first_row : entry.first_row + entry.count]:
                 if row.message_id not in entry.cancelled:
-                    found.append(
-                        NewMessage(
-                            message_id=row.message_id,
-                            body=row.body,
-                            tag=row.tag,
-                            keys=row.keys,
-                            properties=row.properties,
-                            message_group=row.message_group,
-                            born_timestamp=row.born_timestamp,
-                            system=row.system,
-                        )
-                    )
+                    found.append(row.as_new())
         found.sort(key=lambda m: m.system.delivery_timestamp or 0)
         return found
 
-    def _timer_rows(self, key: str) -> list[StoredMessage]:
+    def _object_rows(self, key: str) -> list[StoredMessage]:
         with self._lock:
             cached = self._rows.get(key)
         if cached is not None:
             return cached
-        from ..codec import decode_batch
+        from ...codec import decode_batch
 
-        rows = decode_batch(self._timer_objects.get(key), topic="", queue=0, base_offset=0)
+        rows = decode_batch(self._objects.get(key), topic="", queue=0, base_offset=0)
         with self._lock:
             self._rows[key] = rows
         return rows
@@ -366,16 +359,16 @@ class DelayScheduler:
     ) -> WrittenBatch:
         """The chunk's topic object, named by a digest of its bytes."""
         batch = encode(topic, queue, messages, stored_timestamp=now)
-        return self._writer.write(batch, content_named("timer-"))
+        return self._writer.write(batch, content_named("timer-"))  # the stored objects' prefix
 
-    def _after_move(self, moved: list[TimerEntry]) -> None:
-        """Delete the timer objects whose last item (the latest due) moved now, once the
+    def _after_move(self, moved: list[DelayItem]) -> None:
+        """Delete the delay objects whose last item (the latest due) moved now, once the
         others are gone too (they were due earlier: normally moved already)."""
         done = {e.key for e in moved}
         for key in {e.object_key for e in moved if e.last}:
             entries = [e for e in moved if e.object_key == key]
             others = sorted({s for e in entries for s in e.siblings} - done)
-            if not others or not self._timers.remaining(others):
-                self._timer_objects.delete([key])
+            if not others or not self._items.remaining(others):
+                self._objects.delete([key])
                 with self._lock:
                     self._rows.pop(key, None)

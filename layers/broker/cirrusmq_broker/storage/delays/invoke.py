@@ -1,4 +1,5 @@
-"""Starting a delay scheduler run out of its schedule: an asynchronous Lambda invoke.
+"""Starting a release run out of its schedule: an asynchronous Lambda invoke of the
+scheduler function.
 
 The local stack runs its functions in-process and registers its own way of starting one
 (:func:`register_local`) under the function's local name; it is used instead of Lambda.

@@ -1,8 +1,8 @@
-"""Cancelling a scheduled (delayed) message before it is due, by message id.
+"""Cancelling a delayed message before it is due, by message id.
 
-The send receipt gives the message's due time; the timer items of that due second are a
+The send receipt gives the message's due time; the delay items of that due second are a
 single-partition query, so the produce path writes nothing per message for this. A cancel
-marks the id on its timer item (the move skips it) and leaves a cancel record, so that a
+marks the id on its delay item (the move skips it) and leaves a cancel record, so that a
 repeated cancel answers the same after the item moved.
 """
 
@@ -10,30 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import AlreadyDelivered, InvalidRequest, ScheduledMessageNotFound
-from ..storage.batch_objects import BatchObjectGone
-from ..storage.timer_objects import TimerObjectStore
-from ..storage.timers import CANCEL_RECORD_DAYS, TimerStore
-from ..validation import MAX_TIMESTAMP_MS, check_message_id
-from .topic_catalog import TopicCatalog
+from ...errors import AlreadyDelivered, InvalidRequest, ScheduledMessageNotFound
+from ...storage.batch_objects import BatchObjectGone
+from ...storage.delays.items import CANCEL_RECORD_DAYS, DelayItemStore
+from ...storage.delays.objects import DelayObjectStore
+from ...validation import MAX_TIMESTAMP_MS, check_message_id
+from ..topic_catalog import TopicCatalog
 
 
-class ScheduledCancel:
+class DelayCancel:
+    """Takes a delayed message back before its release (the API's cancel route)."""
+
     def __init__(
         self,
         *,
         topics: TopicCatalog,
-        timers: TimerStore,
-        timer_objects: TimerObjectStore,
+        items: DelayItemStore,
+        objects: DelayObjectStore,
         clock: Callable[[], int],
     ) -> None:
         self._topics = topics
-        self._timers = timers
-        self._timer_objects = timer_objects
+        self._items = items
+        self._objects = objects
         self._clock = clock
 
     def cancel(self, topic_name: str, message_id: str, delivery_timestamp: int) -> int:
-        """Cancel the scheduled message; returns its due time. Idempotent.
+        """Cancel the delayed message; returns its due time. Idempotent.
 
         Raises AlreadyDelivered when it was due and moved into the topic, and
         ScheduledMessageNotFound when no such message is scheduled at that time.
@@ -42,15 +44,15 @@ class ScheduledCancel:
         check_message_id(message_id)
         if not 0 <= delivery_timestamp <= MAX_TIMESTAMP_MS:
             raise InvalidRequest("delivery_timestamp must be ms since the epoch")
-        from ..codec import decode_batch
+        from ...codec import decode_batch
 
-        for entry in self._timers.in_second(delivery_timestamp):
+        for entry in self._items.in_second(delivery_timestamp):
             if entry.topic != topic.name:
                 continue
             if message_id in entry.cancelled:
                 return entry.due_ms
             try:
-                data = self._timer_objects.get(entry.object_key)
+                data = self._objects.get(entry.object_key)
             except BatchObjectGone:
                 continue
             rows = decode_batch(data, topic=topic.name, queue=entry.queue, base_offset=0)
@@ -58,10 +60,10 @@ class ScheduledCancel:
             if message_id not in ids:
                 continue
             expires = entry.due_ms // 1000 + CANCEL_RECORD_DAYS * 86400
-            if self._timers.cancel(entry, message_id, record_expires_at=expires):
+            if self._items.cancel(entry, message_id, record_expires_at=expires):
                 return entry.due_ms
             break  # moved meanwhile
-        if self._timers.was_cancelled(topic.name, message_id):
+        if self._items.was_cancelled(topic.name, message_id):
             return delivery_timestamp
         if delivery_timestamp <= self._clock():
             raise AlreadyDelivered(
