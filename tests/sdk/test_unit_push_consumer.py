@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-import cirrusmq.push_consumer as push_module
+import cirrusmq.consumer.push as push_module
 import pytest
 from cirrusmq import ConsumeResult, MessageView, PushConsumer, SubscriptionConflictError
 from cirrusmq.transport import RetryPolicy, Transport
@@ -139,9 +139,10 @@ def test_a_message_arriving_while_idle_is_delivered():
     assert listener.seen == ["late"] and set(service.waits) == {0}
 
 
-def test_await_duration_s_is_deprecated():
-    with pytest.warns(DeprecationWarning, match="max_poll_interval_s"):
-        PushConsumer("http://fake", None, "g", ["t"], Listener(), await_duration_s=5).shutdown()
+def test_await_duration_s_is_not_a_push_consumer_option():
+    """The push consumer never long-polls (see max_poll_interval_s): the option is gone."""
+    with pytest.raises(TypeError, match="await_duration_s"):
+        PushConsumer("http://fake", None, "g", ["t"], Listener(), await_duration_s=5)
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["results", "legacy"])
