@@ -9,11 +9,11 @@ import threading
 
 import pytest
 from cirrusmq.consumer import BroadcastConsumer, MessageModel
-from cirrusmq.errors import MQError
-from cirrusmq.message import ConsumeResult
 from cirrusmq.consumer.offset_store import OffsetStore
 from cirrusmq.consumer.pull import PullConsumer
 from cirrusmq.consumer.push import PushConsumer
+from cirrusmq.errors import MQError
+from cirrusmq.message import ConsumeResult
 
 
 def _message(queue: int, offset: int) -> dict:

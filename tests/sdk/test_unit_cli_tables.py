@@ -15,10 +15,10 @@ import cirrusmq.cli.connection as commands
 import pytest
 from cirrusmq import NotFoundError
 from cirrusmq.admin import Permissions
-from cirrusmq.cli import app
 from cirrusmq.admin.dead_letters import DeadLetter, DeadLetterPage
-from cirrusmq.outbox import SqliteOutbox
+from cirrusmq.cli import app
 from cirrusmq.cli.tables import Field, fitted
+from cirrusmq.outbox import SqliteOutbox
 from cirrusmq.transaction import OpenTransaction
 from rich.cells import cell_len
 from typer.main import get_command

@@ -8,9 +8,9 @@ import sqlite3
 
 import pytest
 from cirrusmq import OutboxLockedError
-from cirrusmq.producer.accumulator import OpenBatch, PendingMessage, encode_request
 from cirrusmq.consumer.pending_acks import MemoryPendingAcks, SqlitePendingAcks
 from cirrusmq.outbox import MemoryOutbox, OutboxBatch, Refusal, SqliteOutbox
+from cirrusmq.producer.accumulator import OpenBatch, PendingMessage, encode_request
 from cirrusmq.producer.send_state import merged_payload, messages_json
 
 

@@ -174,7 +174,7 @@ class Admin:
         return reset_offsets(self._transport, group, topic, to)
 
     # ------------------------------------------------------------------ access keys
-    # ---------------------------------------------------------------- retries (issue 9)
+    # ------------------------------------------------ group settings and dead letters
     def update_group(self, group: str, *, max_delivery_attempts: int) -> int:
         """Set how often a message of ``group`` is delivered (1-1000, default 16: RocketMQ's
         maxReconsumeTimes 15 + the first delivery) before it becomes a dead letter."""

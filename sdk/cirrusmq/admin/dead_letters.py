@@ -1,4 +1,4 @@
-"""Group settings and dead letters for :class:`cirrusmq.Admin` (issue 9).
+"""Group settings and dead letters for :class:`cirrusmq.Admin`.
 
 ``max_delivery_attempts`` counts deliveries (the first one included): the default 16 is
 RocketMQ's ``maxReconsumeTimes`` = 15 plus the first delivery. After the last one a message

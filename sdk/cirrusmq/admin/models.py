@@ -91,7 +91,7 @@ class GroupDescription:
     group: str
     queues: tuple[GroupQueue, ...]
     max_delivery_attempts: int | None = None
-    """Deliveries before a message goes to the group's dead-letter topic (issue 9)."""
+    """Deliveries before a message goes to the group's dead-letter topic."""
     consumers: tuple[ConsumerInfo, ...] = ()
     """Live consumers (registered by heartbeats) and their queues, by client id."""
 

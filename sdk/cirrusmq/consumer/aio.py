@@ -93,7 +93,7 @@ class AsyncSimpleConsumer(ConsumerBase):
         return result
 
     async def ack_batch(self, messages: Iterable[MessageView | str]) -> list[AckResult]:
-        """Ack messages; one :class:`~cirrusmq.acks.AckResult` per message, in order."""
+        """Ack messages; one :class:`~cirrusmq.consumer.acks.AckResult` per message, in order."""
         call = self._ack_plan(messages)
         try:
             chunk = next(call.steps)
@@ -120,7 +120,7 @@ class AsyncSimpleConsumer(ConsumerBase):
         )
         return with_new_handle(message, response)
 
-    # ---------------------------------------------------------------- nack (issue 9)
+    # ---------------------------------------------------------------- nack
     async def nack(
         self, message: MessageView | str, delay: float | timedelta | None = None
     ) -> AckResult:

@@ -3,13 +3,13 @@
 RocketMQ's ``MessageModel.BROADCASTING``: whatever the other members of the group do, each
 consumer instance gets each message (tag filter applied) once, and its offsets are kept on
 the instance, not on the service. Built on the read-by-offset path
-(:class:`~cirrusmq.pull_consumer.PullConsumer`, one per subscribed topic), not on the group's
+(:class:`~cirrusmq.consumer.pull.PullConsumer`, one per subscribed topic), not on the group's
 leases: nothing is acked, no group state is written.
 
 An idle instance reads each queue of its topics without waiting on the service, then waits
 on its own side, longer and longer up to ``max_poll_interval_s`` (as the push consumer does).
 
-Offsets live in SQLite (:class:`~cirrusmq.offset_store.OffsetStore`) under
+Offsets live in SQLite (:class:`~cirrusmq.consumer.offset_store.OffsetStore`) under
 ``<group>/<instance id>`` (default instance id: the host name; give each instance on one host
 its own). They are committed after each batch the listener processed, so a restarted instance
 goes on where it stopped; a crash repeats at most the batch in progress. As in RocketMQ's

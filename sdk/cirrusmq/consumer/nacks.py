@@ -1,10 +1,10 @@
-"""Nack ("reconsume later", issue 9): give received messages back to the service.
+"""Nack ("reconsume later"): give received messages back to the service.
 
 A nacked message goes to its group's retry topic and is delivered again after a backoff
 (10s 30s 1m 2m ... 2h by delivery attempt), or no earlier than ``delay`` (the smallest
 backoff level of at least it; at most 2 h); after the group's ``max_delivery_attempts`` it
 goes to the group's dead-letter topic. The result per message is an
-:class:`~cirrusmq.acks.AckResult` (``acked`` = given back).
+:class:`~cirrusmq.consumer.acks.AckResult` (``acked`` = given back).
 """
 
 from __future__ import annotations

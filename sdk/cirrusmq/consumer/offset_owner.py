@@ -15,11 +15,7 @@ from pathlib import Path
 from typing import IO
 
 from ..errors import MQError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no claim (documented)
-    fcntl = None  # type: ignore[assignment]
+from ..file_lock import hold_exclusively
 
 __all__ = ["OffsetOwnerInUseError", "claim_owner"]
 
@@ -34,16 +30,11 @@ def claim_owner(store_path: Path, owner: str, topic: str) -> IO[str]:
     folder = Path(f"{store_path}.owners")
     folder.mkdir(parents=True, exist_ok=True)
     name = hashlib.sha256(f"{owner}\n{topic}".encode()).hexdigest()[:32]
-    handle = open(folder / f"{name}.lock", "a+")  # noqa: SIM115 - held while assigned
-    if fcntl is None:  # pragma: no cover
-        return handle
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        handle.close()
-        raise OffsetOwnerInUseError(
+    return hold_exclusively(
+        folder / f"{name}.lock",
+        lambda: OffsetOwnerInUseError(
             f"{owner} already reads {topic} with the offsets in {store_path} (another "
             "process or consumer on this host): give each consumer its own instance_id",
             code="OffsetOwnerInUse",
-        ) from exc
-    return handle
+        ),
+    )

@@ -4,7 +4,8 @@ RocketMQ's lite pull consumer: ``assign(topic, queues)``, ``seek(queue, offset)`
 ``seek_to_timestamp(ms)``, ``seek_to_beginning()`` / ``seek_to_end()``, ``poll(timeout)``,
 ``commit()``. No consumer group state is used on the service (no leases, no acks): the
 consumer reads ``GET /v1/topics/{topic}/queues/{queue}/messages?offset=...`` and keeps its
-positions itself; ``commit()`` stores them in SQLite (:class:`~cirrusmq.offset_store.OffsetStore`)
+positions itself; ``commit()`` stores them in SQLite
+(:class:`~cirrusmq.consumer.offset_store.OffsetStore`)
 under ``<group>/<instance id>``, so a restarted consumer with the same names goes on from its
 last commit (messages polled after that commit are read again: at least once).
 """

@@ -3,8 +3,8 @@
 Three parts: a fetcher thread receives from the subscriptions whenever there is room under
 ``max_cached_messages`` (flow control: never more messages in memory than that) — without
 server-side long polls: after an empty receive it waits on its own side, longer and longer up
-to ``max_poll_interval_s`` (:class:`~cirrusmq.pacing.PollPacer`), which keeps an idle consumer
-cheap; a pool of
+to ``max_poll_interval_s`` (:class:`~cirrusmq.consumer.pacing.PollPacer`), which keeps an
+idle consumer cheap; a pool of
 ``consume_threads`` runs the listener; an acker thread acks successes in batches. A failed
 message (``ConsumeResult.FAILURE`` or an exception) is made visible again after a backoff
 (10 s, 30 s, 1 min, 2 min, ... like RocketMQ's retry levels) and redelivered with
@@ -14,7 +14,12 @@ expires (in memory, or in the SQLite outbox at ``outbox_path``).
 Every push consumer registers with its group and heartbeats in the background (it shows in
 ``Admin.describe_group``); shutdown deregisters it. With ``orderly=True`` (FIFO topics) each
 queue's messages are processed strictly one after the other, queues in parallel
-(:mod:`cirrusmq.orderly`).
+(:mod:`cirrusmq.consumer.orderly`).
+
+Its size (~600 lines): the fetcher, the listener pool and the acker share one lifecycle and one
+lock (the cache count, the shutdown order that acks every success before it returns); the
+rules it applies live beside it (:mod:`.orderly`, :mod:`.membership`, :mod:`.pacing`,
+:mod:`.pending_acks`).
 """
 
 from __future__ import annotations
@@ -180,7 +185,7 @@ class PushConsumer:
             transport=self._transport,
         )
         self._outbox_path = outbox_path
-        # --- registration and orderly consumption (issue 11)
+        # group membership (heartbeats) and orderly consumption
         self.orderly = orderly
         self.client_id = client_id or new_client_id()
         self.suspend_s = suspend_s
@@ -454,7 +459,7 @@ class PushConsumer:
             self._release_if_idle()
 
     def _consume_batch(self, item: tuple[list[MessageView], BatchLease]) -> None:
-        """Orderly: one queue's batch, in order (see :mod:`cirrusmq.orderly`)."""
+        """Orderly: one queue's batch, in order (see :mod:`cirrusmq.consumer.orderly`)."""
         batch, lease = item
         try:
             run_orderly_batch(
@@ -528,7 +533,7 @@ class PushConsumer:
             self._nack_now([message])
 
     def _nack_now(self, messages: list[MessageView]) -> None:
-        try:  # issue 9: the service retries them on its backoff schedule (or dead-letters)
+        try:  # the service redelivers them on its backoff schedule (or dead-letters them)
             results = self._consumer.nack_batch(messages)
         except Exception as error:  # an older service, or unreachable: the old way
             log.info("could not nack %d message(s) (%s): rescheduling", len(messages), error)

@@ -133,7 +133,7 @@ class SimpleConsumer(ConsumerBase):
         )
         return with_new_handle(message, response)
 
-    # ---------------------------------------------------------------- nack (issue 9)
+    # ---------------------------------------------------------------- nack
     def nack(self, message: MessageView | str, delay: float | timedelta | None = None) -> AckResult:
         """Give ``message`` back ("reconsume later"): it is delivered again after the next
         backoff (10s 30s 1m ... 2h), or no earlier than ``delay`` seconds (rounded up to a

@@ -2,9 +2,12 @@
 
 How a message travels: ``send_async`` puts it in its topic's open batch (:mod:`.accumulator`);
 the sender thread seals due batches — each gets this producer's id and the next sequence — into
-the outbox (:mod:`.outbox`: SQLite with ``outbox_path``, memory otherwise), then claims the
+the outbox (:mod:`cirrusmq.outbox`: SQLite with ``outbox_path``, memory otherwise), then claims the
 oldest batch of every idle topic and posts it from a small thread pool. The rules (ordering,
-parking when the service is unreachable) live in :mod:`.sender`.
+retries, parking when the service is unreachable) live in :mod:`.send_state`.
+
+Its size (~460 lines): the public API (send, batch, flush, close, the refused batches) and the
+thread that drives :mod:`.send_state`; the I/O-free rules are already out.
 """
 
 from __future__ import annotations
@@ -314,7 +317,7 @@ class Producer:
         and wait for their receipts (in order)."""
         return [_wait(t) for t in self._submit(list(messages), blocking=True)]
 
-    # ------------------------------------------------------------ delayed messages (issue 9)
+    # ------------------------------------------------------------------ delayed messages
     def cancel_scheduled(
         self,
         receipt_or_topic: SendReceipt | str,

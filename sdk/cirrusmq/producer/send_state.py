@@ -23,6 +23,14 @@ comes (:meth:`SendState.claim`): only batches that were never claimed before —
 are merged, under a new sequence; a batch that may have reached the service keeps its producer
 id and sequence. Without a durable outbox a busy topic's open batch keeps growing in memory
 instead (nothing would be gained by sealing it early).
+
+An SDK send is retried here: within one request by the transport's
+:class:`~cirrusmq.transport.RetryPolicy`, and after that by :meth:`SendState.failed`, which parks
+the batch in a durable outbox and resends it unchanged with a growing delay.
+
+Its size (~550 lines): one state machine (seal, claim, merge, settle, park, set aside) whose
+transitions share the accumulator, the outbox and the waiting callers; splitting it would
+spread one invariant (one batch in flight per topic, resent unchanged) over several files.
 """
 
 from __future__ import annotations
