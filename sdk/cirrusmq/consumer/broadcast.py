@@ -178,12 +178,6 @@ class BroadcastConsumer(PushConsumer, message_model=MessageModel.BROADCASTING):
         self._thread.start()
         return self
 
-    def __enter__(self) -> BroadcastConsumer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
-
     def shutdown(self, timeout_s: float = 30.0) -> None:
         """Stop after the batch in progress, commit the offsets, release everything."""
         with self._lock:
