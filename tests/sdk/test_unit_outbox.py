@@ -259,3 +259,37 @@ def test_a_version_1_outbox_is_migrated(tmp_path):
     store.refuse(head.entry_id, REFUSAL)
     assert store.refused()[0].refusal == REFUSAL
     store.close()
+
+
+def test_pending_acks_have_one_owner_per_file(tmp_path):
+    first = SqlitePendingAcks(tmp_path / "acks.db")
+    try:
+        with pytest.raises(OutboxLockedError):
+            SqlitePendingAcks(tmp_path / "acks.db")
+    finally:
+        first.close()
+    SqlitePendingAcks(tmp_path / "acks.db").close()  # free again once closed
+
+
+def test_pending_acks_in_an_outbox_file_of_an_earlier_sdk_are_retried(tmp_path):
+    """Consumers kept their pending acks in an outbox file (batches and acks tables): the
+    pending-acks store reads the same acks table."""
+    path = tmp_path / "consumer.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE batches (entry_id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT);"
+        "CREATE TABLE acks (ack_id INTEGER PRIMARY KEY AUTOINCREMENT, group_name TEXT NOT NULL,"
+        " receipt_handle TEXT NOT NULL, expires_ms INTEGER NOT NULL,"
+        " claimed INTEGER NOT NULL DEFAULT 0, UNIQUE (group_name, receipt_handle));"
+        "INSERT INTO acks (group_name, receipt_handle, expires_ms, claimed)"
+        " VALUES ('g', 'h1', 5000, 1);"
+        "PRAGMA user_version = 2;"
+    )
+    db.close()
+    store = SqlitePendingAcks(path)
+    try:
+        assert store.count() == 1
+        (ack,) = store.claim(now_ms=1_000)  # the earlier owner's claim is void
+        assert (ack.group, ack.receipt_handle, ack.expires_ms) == ("g", "h1", 5000)
+    finally:
+        store.close()

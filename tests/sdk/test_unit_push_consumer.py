@@ -7,7 +7,14 @@ import time
 
 import cirrusmq.consumer.push as push_module
 import pytest
-from cirrusmq import ConsumeResult, MessageView, PushConsumer, SubscriptionConflictError
+from cirrusmq import (
+    BroadcastConsumer,
+    ConsumeResult,
+    MessageModel,
+    MessageView,
+    PushConsumer,
+    SubscriptionConflictError,
+)
 from cirrusmq.transport import RetryPolicy, Transport
 
 from .fake_group import FakeGroupService
@@ -172,3 +179,20 @@ def test_a_subscription_conflict_stops_fetching_clearly(caplog):
     assert (c.fetch_error.subscribed, c.fetch_error.requested) == ("TagA", "*")
     assert service.receives == 1  # no spinning
     assert "group subscribe" in caplog.text
+
+
+def test_a_broadcasting_push_consumer_is_an_instance_of_the_class_called(tmp_path):
+    """PushConsumer(..., BROADCASTING) builds the broadcast consumer, a PushConsumer subclass:
+    what users get is an instance of what they called."""
+    transport = Transport("http://fake", None)  # not started: no request is made
+    consumer = PushConsumer(
+        "http://fake", None, "g", ["t"], Listener(), message_model=MessageModel.BROADCASTING,
+        offset_store_path=tmp_path / "offsets.db", transport=transport,
+    )  # fmt: skip
+    try:
+        assert isinstance(consumer, PushConsumer)
+        assert isinstance(consumer, BroadcastConsumer)
+        assert type(PushConsumer("http://fake", None, "g", ["t"], Listener())) is PushConsumer
+    finally:
+        consumer.shutdown()
+        transport.close()
