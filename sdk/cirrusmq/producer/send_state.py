@@ -24,9 +24,7 @@ are merged, under a new sequence; a batch that may have reached the service keep
 id and sequence. Without a durable outbox a busy topic's open batch keeps growing in memory
 instead (nothing would be gained by sealing it early).
 
-An SDK send is retried here: within one request by the transport's
-:class:`~cirrusmq.transport.RetryPolicy`, and after that by :meth:`SendState.failed`, which parks
-the batch in a durable outbox and resends it unchanged with a growing delay.
+Retries: :mod:`.retries` (the transport's policy within a post; parked topics after it).
 
 Its size (~550 lines): one state machine (seal, claim, merge, settle, park, set aside) whose
 transitions share the accumulator, the outbox and the waiting callers; splitting it would
@@ -37,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Collection, Sequence
@@ -65,6 +62,7 @@ from ..outbox import (
 from ..transport import RetryPolicy
 from ..wire import read_int, read_list, read_optional_int, read_str
 from .accumulator import REQUEST_OVERHEAD_BYTES, Accumulator, PendingMessage, encode_request
+from .retries import ONE_ATTEMPT, ParkedTopics
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -80,7 +78,6 @@ log = logging.getLogger("cirrusmq.producer")
 
 MAX_REQUEST_BYTES = 6 * 1024 * 1024
 """The service's request limit."""
-ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 _STORAGE_RETRY_S = 1.0
 """How soon a batch whose outbox bookkeeping failed is looked at again."""
 
@@ -240,8 +237,7 @@ class SendState:
         self._tickets: dict[int, tuple[str, list[Ticket]]] = {}
         self._stored_by_topic: Counter[str] = Counter()
         self._inflight: set[str] = set()
-        self._parked: dict[str, tuple[float, int]] = {}
-        """Topic -> (monotonic time of the next resend, failed resends so far)."""
+        self._parked = ParkedTopics(outbox_retry_max_s)
         self._unreleased: dict[int, str] = {}
         """Entry id -> topic: claimed batches whose release failed in the store (retried)."""
         self.buffered_messages = 0
@@ -326,8 +322,7 @@ class SendState:
         (never claimed either) are merged into it, within the batch bounds.
         """
         self._retry_releases()
-        now = time.monotonic()
-        waiting = {topic for topic, (when, _) in self._parked.items() if when > now}
+        waiting = self._parked.waiting(time.monotonic())
         claimed = []
         for entry in self.store.claim_heads(skip_topics=waiting | self._inflight):
             self._inflight.add(entry.batch.topic)
@@ -390,7 +385,7 @@ class SendState:
 
     def idle_timeout(self) -> float | None:
         """Seconds until something is due without outside events (``None``: nothing is)."""
-        deadlines = [when for t, (when, _) in self._parked.items() if t not in self._inflight]
+        deadlines = self._parked.deadlines(excluding=self._inflight)
         linger = self.acc.next_deadline(busy_topics=self.busy_topics())
         if linger is not None:
             deadlines.append(linger)
@@ -430,7 +425,7 @@ class SendState:
         self.store.remove(entry.entry_id)
         _, tickets = self._tickets.pop(entry.entry_id, ("", []))
         self._forget(entry)
-        if self._parked.pop(batch.topic, None) is not None:
+        if self._parked.resume(batch.topic):
             log.info("topic %s: the service is reachable again; the outbox resumes", batch.topic)
         return [
             (t, receipts.get(t.message_id) or SendReceipt(t.message_id, batch.topic))
@@ -451,7 +446,7 @@ class SendState:
             self.store.remove(entry.entry_id)
         _, tickets = self._tickets.pop(entry.entry_id, ("", []))
         self._forget(entry)
-        self._parked.pop(batch.topic, None)
+        self._parked.resume(batch.topic)
         if self.store.durable:
             log.warning(
                 "topic %s: the service refused %d message(s) (producer %s, sequence %d): %s; "
@@ -485,17 +480,12 @@ class SendState:
 
     def _park(self, topic: str, error: MQError, *, delay_s: float | None = None) -> None:
         self._inflight.discard(topic)
-        _, failures = self._parked.get(topic, (0.0, 0))
-        if delay_s is None:
-            ceiling = min(self.outbox_retry_max_s, 0.25 * 2**failures)
-            delay_s = ceiling / 2 + random.uniform(0, ceiling / 2)
-        if failures == 0:
+        if self._parked.park(topic, delay_s=delay_s):
             log.warning(
                 "topic %s: not sent (%s); its messages wait in the outbox and are resent",
                 topic,
                 error,
             )
-        self._parked[topic] = (time.monotonic() + delay_s, failures + 1)
         for name, tickets in self._tickets.values():
             if name == topic:
                 for ticket in tickets:
@@ -517,8 +507,7 @@ class SendState:
             try:
                 self.store.release(entry_id)
             except Exception:
-                _, failures = self._parked.get(topic, (0.0, 0))
-                self._parked[topic] = (time.monotonic() + _STORAGE_RETRY_S, failures)
+                self._parked.postpone(topic, _STORAGE_RETRY_S)
             else:
                 del self._unreleased[entry_id]
 
@@ -539,7 +528,7 @@ class SendState:
         busy = {t for t, n in self._stored_by_topic.items() if n}
         if not busy:
             return True
-        return self.store.durable and busy <= set(self._parked) - self._inflight
+        return self.store.durable and busy <= self._parked.topics() - self._inflight
 
     def leftovers(self, *, in_doubt: Collection[int] = ()) -> list[Ticket]:
         """At close: the callers still waiting, except those of the batches ``in_doubt`` (a
