@@ -95,16 +95,7 @@ class SqliteOutbox(Outbox):
             cursor = db.execute(
                 "INSERT INTO batches (topic, producer_id, sequence, message_ids, message_count,"
                 " payload, size, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    batch.topic,
-                    batch.producer_id,
-                    batch.sequence,
-                    json.dumps(batch.message_ids),
-                    len(batch.message_ids),
-                    batch.payload,
-                    len(batch.payload),
-                    int(time.time() * 1000),
-                ),
+                (batch.topic, *_columns(batch), int(time.time() * 1000)),
             )
             return OutboxEntry(int(cursor.lastrowid or 0), batch)
 
@@ -142,15 +133,7 @@ class SqliteOutbox(Outbox):
             db.execute(
                 "UPDATE batches SET producer_id = ?, sequence = ?, message_ids = ?,"
                 " message_count = ?, payload = ?, size = ? WHERE entry_id = ?",
-                (
-                    batch.producer_id,
-                    batch.sequence,
-                    json.dumps(batch.message_ids),
-                    len(batch.message_ids),
-                    batch.payload,
-                    len(batch.payload),
-                    head.entry_id,
-                ),
+                (*_columns(batch), head.entry_id),
             )
             db.executemany("DELETE FROM batches WHERE entry_id = ?", [(i,) for i in absorbed])
         return OutboxEntry(head.entry_id, batch, head.attempts)
@@ -242,6 +225,18 @@ class SqliteOutbox(Outbox):
 
     def close(self) -> None:
         self._file.close()
+
+
+def _columns(batch: OutboxBatch) -> tuple[str, int, str, int, bytes, int]:
+    """``producer_id, sequence, message_ids, message_count, payload, size`` of a stored row."""
+    return (
+        batch.producer_id,
+        batch.sequence,
+        json.dumps(batch.message_ids),
+        len(batch.message_ids),
+        batch.payload,
+        len(batch.payload),
+    )
 
 
 def _entry(row: tuple) -> OutboxEntry:
