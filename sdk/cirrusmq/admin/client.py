@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from ..client_transport import client_transport
 from ..consumer.membership import ConsumerInfo
 from ..consumer.paths import group_path
 from ..credentials import Credentials
 from ..message import FilterExpression, MessageView
-from ..transport import RetryPolicy, Transport
+from ..transport import Transport
 from ..wire import read_int, read_list, read_mapping, read_str
 from . import dead_letters as _dlq
 from .models import (
@@ -47,12 +48,8 @@ class Admin:
     ) -> None:
         self.endpoint = endpoint
         self.credentials = credentials
-        self._own_transport = transport is None
-        self._transport = transport or Transport(
-            endpoint,
-            credentials,
-            request_timeout_s=request_timeout_s,
-            retry=RetryPolicy(max_attempts=max_attempts),
+        self._transport, self._own_transport = client_transport(
+            transport, endpoint, credentials, request_timeout_s, max_attempts
         )
 
     def __enter__(self) -> Admin:

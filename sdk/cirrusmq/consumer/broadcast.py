@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
 from typing import Any
 
+from ..client_transport import client_transport
 from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError
 from ..message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
-from ..transport import RetryPolicy, Transport
+from ..transport import Transport
 from .pacing import PollPacer
 from .pull import PullConsumer, default_instance_id
 from .push import MessageModel, PushConsumer
@@ -108,12 +109,8 @@ class BroadcastConsumer(PushConsumer, message_model=MessageModel.BROADCASTING):
         self._pacer = PollPacer(
             initial_interval_s=min(0.05, max_poll_interval_s), max_interval_s=max_poll_interval_s
         )
-        self._own_transport = transport is None
-        self._transport = transport or Transport(
-            endpoint,
-            credentials,
-            request_timeout_s=request_timeout_s,
-            retry=RetryPolicy(max_attempts=max_attempts),
+        self._transport, self._own_transport = client_transport(
+            transport, endpoint, credentials, request_timeout_s, max_attempts
         )
         self._pullers = {
             topic: PullConsumer(

@@ -24,10 +24,11 @@ from os import PathLike
 from typing import IO, Any
 from urllib.parse import quote
 
+from ..client_transport import client_transport
 from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError
 from ..message import FilterExpression, MessageView
-from ..transport import RetryPolicy, Transport
+from ..transport import Transport
 from ..wire import read_bool, read_int, read_list, read_optional_int
 from .offset_owner import claim_owner
 from .offset_store import OffsetStore
@@ -128,12 +129,8 @@ class PullConsumer:
         self.max_poll_messages = max_poll_messages
         self.poll_interval_s = poll_interval_s
         self.auto_commit = auto_commit
-        self._own_transport = transport is None
-        self._transport = transport or Transport(
-            endpoint,
-            credentials,
-            request_timeout_s=request_timeout_s,
-            retry=RetryPolicy(max_attempts=max_attempts),
+        self._transport, self._own_transport = client_transport(
+            transport, endpoint, credentials, request_timeout_s, max_attempts
         )
         self._store = OffsetStore(offset_store_path)
         self._claim: IO[str] | None = None

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
 
+from ..client_transport import client_transport
 from ..credentials import Credentials
 from ..errors import MQError
 from ..message import (
@@ -14,7 +15,7 @@ from ..message import (
     MessageView,
     parse_receive_response,
 )
-from ..transport import RetryPolicy, Transport
+from ..transport import Transport
 from .acks import (
     AckReply,
     AckResult,
@@ -53,12 +54,8 @@ class SimpleConsumer(ConsumerBase):
         transport: Transport | None = None,
     ) -> None:
         super().__init__(endpoint, credentials, group, subscriptions, await_duration)
-        self._own_transport = transport is None
-        self._transport = transport or Transport(
-            endpoint,
-            credentials,
-            request_timeout_s=request_timeout_s,
-            retry=RetryPolicy(max_attempts=max_attempts),
+        self._transport, self._own_transport = client_transport(
+            transport, endpoint, credentials, request_timeout_s, max_attempts
         )
         self._retrier = make_retrier(self._transport, outbox_path) if outbox_path else None
 

@@ -27,10 +27,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..client_transport import client_transport
 from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError, ProducerFencedError
 from ..message import Message, MessageView, new_message_id
-from ..transport import RetryPolicy, Transport
+from ..transport import Transport
 from ..wire import read_int, read_list, read_mapping, read_str
 from .models import (
     Checker,
@@ -167,12 +168,8 @@ class TransactionProducer:
             }.items()
             if v is not None
         }
-        self._own_transport = transport is None
-        self._transport = transport or Transport(
-            endpoint,
-            credentials,
-            request_timeout_s=request_timeout_s,
-            retry=RetryPolicy(max_attempts=max_attempts),
+        self._transport, self._own_transport = client_transport(
+            transport, endpoint, credentials, request_timeout_s, max_attempts
         )
         self._stop = threading.Event()
         self.fenced = False
