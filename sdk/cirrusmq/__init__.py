@@ -7,30 +7,46 @@ Example::
     with Producer("http://127.0.0.1:8080", Credentials("key", "secret")) as producer:
         receipt = producer.send(Message("orders", b"hello", tag="created"))
 
-See docs/sdk.md for the guide.
+See docs/sdk.md for the guide. The package is laid out by role: ``producer``, ``outbox``,
+``consumer``, ``transaction``, ``admin`` and ``cli``, around a shared core (``transport``,
+``signing``, ``errors``, ``config``, ``message``, ``wire``); every public name is importable
+from here.
 """
 
 from __future__ import annotations
 
-from .acks import AckResult, AckStatus
 from .admin import (
     AccessKey,
     AccessKeySecret,
     Admin,
+    DeadLetter,
+    DeadLetterPage,
     GroupDescription,
     GroupQueue,
+    OffsetReset,
     Permissions,
+    QueueOffsetInfo,
     QueueOffsets,
+    QueueReset,
+    RedriveSummary,
     SubscribeGrant,
     Subscription,
     Topic,
     TopicDescription,
 )
-from .aio import AsyncProducer, AsyncSimpleConsumer
-from .broadcast_consumer import BroadcastConsumer, MessageModel
-from .consumer import SimpleConsumer
+from .consumer import (
+    AckResult,
+    AckStatus,
+    AsyncSimpleConsumer,
+    BroadcastConsumer,
+    ConsumerInfo,
+    MessageListener,
+    MessageModel,
+    PullConsumer,
+    PushConsumer,
+    SimpleConsumer,
+)
 from .credentials import Credentials
-from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary  # retries (issue 9)
 from .errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -45,25 +61,21 @@ from .errors import (
     OutboxFullError,
     OutboxLockedError,
     PayloadTooLargeError,
-    ProducerFencedError,  # transactions (issue 10)
+    ProducerFencedError,
     ReceiptHandleExpiredError,
     ServerError,
     SubscriptionConflictError,
     ThrottledError,
-    TransactionEndedError,  # transactions (issue 10)
+    TransactionEndedError,
     TransportError,
     UnauthorizedError,
     UnsupportedFeatureError,
 )
-from .membership import ConsumerInfo  # consumer registration (issue 11)
 from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
-from .offsets_admin import OffsetReset, QueueOffsetInfo, QueueReset
 from .outbox import Refusal, RefusedBatch
-from .producer import Producer
-from .pull_consumer import PullConsumer
-from .push_consumer import MessageListener, PushConsumer
+from .producer import AsyncProducer, Producer
 from .signing import CirrusAuth
-from .transaction import (  # transactions (issue 10)
+from .transaction import (
     OpenTransaction,
     Transaction,
     TransactionAdmin,
@@ -136,11 +148,11 @@ __all__ = [
     "PullConsumer",
     "QueueOffsetInfo",
     "QueueReset",
-    # retries (issue 9)
+    # retries and dead letters
     "DeadLetter",
     "DeadLetterPage",
     "RedriveSummary",
-    # transactions (issue 10)
+    # transactions
     "OpenTransaction",
     "ProducerFencedError",
     "Transaction",

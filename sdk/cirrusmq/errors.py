@@ -225,7 +225,7 @@ class UnsupportedFeatureError(MQError):
     raises it since delayed messages — ``delivery_timestamp`` — work)."""
 
 
-# ---------------------------------------------------------- transactions (issue 10)
+# ---------------------------------------------------------------------- transactions
 class ProducerFencedError(ConflictError):
     """409 ``ProducerFenced``: a newer :class:`~cirrusmq.TransactionProducer` registered with
     the same producer group and transactional id; this one's sends and verdicts are refused
@@ -246,14 +246,11 @@ class TransactionEndedError(ConflictError):
         return self.details.get("state")
 
 
-# ---------------------------------------------------- end of transactions (issue 10)
-
-
 _BY_CODE: dict[str, type[MQError]] = {
     "ReceiptHandleExpired": ReceiptHandleExpiredError,
     "SubscriptionConflict": SubscriptionConflictError,
-    "ProducerFenced": ProducerFencedError,  # transactions (issue 10)
-    "TransactionAlreadyEnded": TransactionEndedError,  # transactions (issue 10)
+    "ProducerFenced": ProducerFencedError,
+    "TransactionAlreadyEnded": TransactionEndedError,
 }
 
 _BY_STATUS: dict[int, type[MQError]] = {

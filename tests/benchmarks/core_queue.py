@@ -86,8 +86,8 @@ from typing import Any
 import httpx
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
+from cirrusmq.consumer.push import PushConsumer
 from cirrusmq.credentials import Credentials
-from cirrusmq.push_consumer import PushConsumer
 from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
 from cirrusmq_broker.storage.clients import observe_calls

@@ -27,7 +27,7 @@ from cirrusmq import (
     SimpleConsumer,
 )
 from cirrusmq.cli import app
-from cirrusmq.offset_commands import parse_reset_target, parse_timestamp
+from cirrusmq.cli.offsets import parse_reset_target, parse_timestamp
 from cirrusmq.transport import Transport
 from typer.testing import CliRunner
 

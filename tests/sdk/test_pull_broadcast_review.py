@@ -8,12 +8,12 @@ import sqlite3
 import threading
 
 import pytest
-from cirrusmq.broadcast_consumer import BroadcastConsumer, MessageModel
+from cirrusmq.consumer import BroadcastConsumer, MessageModel
+from cirrusmq.consumer.offset_store import OffsetStore
+from cirrusmq.consumer.pull import PullConsumer
+from cirrusmq.consumer.push import PushConsumer
 from cirrusmq.errors import MQError
 from cirrusmq.message import ConsumeResult
-from cirrusmq.offset_store import OffsetStore
-from cirrusmq.pull_consumer import PullConsumer
-from cirrusmq.push_consumer import PushConsumer
 
 
 def _message(queue: int, offset: int) -> dict:
@@ -198,7 +198,7 @@ def test_push_consumer_options_are_accepted_in_broadcasting(tmp_path):
 def test_a_second_live_owner_of_the_same_offsets_is_refused(tmp_path):
     """Two consumers (e.g. two processes on one host, default instance id = host name)
     sharing group, instance id and store would overwrite each other's offsets."""
-    from cirrusmq.offset_owner import OffsetOwnerInUseError
+    from cirrusmq.consumer.offset_owner import OffsetOwnerInUseError
 
     def consumer() -> PullConsumer:
         return PullConsumer(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cirrusmq.accumulator import REQUEST_OVERHEAD_BYTES, Accumulator, PendingMessage
+from cirrusmq.producer.accumulator import REQUEST_OVERHEAD_BYTES, Accumulator, PendingMessage
 
 
 class Clock:

@@ -10,10 +10,14 @@ from cirrusmq import (
     ReceiptHandleExpiredError,
     SimpleConsumer,
 )
-from cirrusmq.acks import MAX_ACK_HANDLES, ack_plan, is_per_handle_error, parse_ack_response
-from cirrusmq.consumer import AckRetrier
+from cirrusmq.consumer.acks import (
+    MAX_ACK_HANDLES,
+    ack_plan,
+    is_per_handle_error,
+    parse_ack_response,
+)
+from cirrusmq.consumer.pending_acks import AckRetrier, MemoryPendingAcks
 from cirrusmq.errors import TransportError, error_from_response
-from cirrusmq.outbox import MemoryOutbox
 from cirrusmq.transport import RetryPolicy, Transport
 
 from .fake_group import FakeGroupService
@@ -194,7 +198,7 @@ def test_unreachable_acks_are_pending_with_an_outbox(tmp_path):
 def test_the_retrier_settles_expired_and_invalid_acks_for_good(legacy_acks):
     service = FakeGroupService()
     service.legacy_acks = legacy_acks
-    store = MemoryOutbox()
+    store = MemoryPendingAcks()
     transport = Transport("http://fake", service.credentials, http_transport=service.transport())
     retrier = AckRetrier(store, transport, interval_s=3600)
     far = 10**13

@@ -6,7 +6,8 @@ import os
 import threading
 from concurrent.futures import Future
 
-import cirrusmq.commands as commands
+import cirrusmq.cli.connection as commands
+import cirrusmq.cli.send as send_command
 import pytest
 from cirrusmq import NotFoundError, SendReceipt
 from cirrusmq.cli import app
@@ -79,13 +80,13 @@ def test_lines_are_counted_first_only_in_a_regular_file(tmp_path):
     path.write_text("skip me\na\n\nb\r\nc\n")
     with path.open() as stream:
         stream.readline()  # what was read already does not count
-        assert commands._count_lines(stream) == 3
+        assert send_command.count_lines(stream) == 3
         assert [line.strip() for line in stream] == ["a", "", "b", "c"]  # rewound
     read, write = os.pipe()
     os.write(write, b"a\nb\n")
     os.close(write)
     with os.fdopen(read) as pipe:
-        assert commands._count_lines(pipe) is None
+        assert send_command.count_lines(pipe) is None
         assert pipe.read() == "a\nb\n"
 
 
@@ -94,7 +95,7 @@ def test_send_lines_from_a_file_sends_each_line(tmp_path):
     path.write_text("".join(f"line {i}\n" for i in range(5)))
     producer = LateProducer("http://fake", None)
     with path.open() as stream:
-        sent, failures = commands._send_lines(producer, lambda text: _Msg(text), stream)
+        sent, failures = send_command.send_lines(producer, lambda text: _Msg(text), stream)
     assert (sent, failures) == (5, [])
     assert producer.sent == [f"line {i}" for i in range(5)]
 

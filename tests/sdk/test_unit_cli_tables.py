@@ -11,14 +11,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import cirrusmq.commands as commands
+import cirrusmq.cli.connection as commands
 import pytest
 from cirrusmq import NotFoundError
 from cirrusmq.admin import Permissions
+from cirrusmq.admin.dead_letters import DeadLetter, DeadLetterPage
 from cirrusmq.cli import app
-from cirrusmq.dead_letters import DeadLetter, DeadLetterPage
+from cirrusmq.cli.tables import Field, fitted
 from cirrusmq.outbox import SqliteOutbox
-from cirrusmq.tables import Field, fitted
 from cirrusmq.transaction import OpenTransaction
 from rich.cells import cell_len
 from typer.main import get_command

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 from cirrusmq import TransportError
-from cirrusmq.dead_letters import DeadLetter
+from cirrusmq.admin.dead_letters import DeadLetter
 
 WIRE = {
     "dlq_offset": 3,

@@ -8,9 +8,9 @@ import time
 import pytest
 import typer
 from cirrusmq import Message, SendReceipt
-from cirrusmq.commands import _schedule
+from cirrusmq.cli.send import schedule_fields as _schedule
 from cirrusmq.message import scheduled_path
-from cirrusmq.sender import receipts_of
+from cirrusmq.producer.send_state import receipts_of
 
 
 def test_delay_fields_go_on_the_wire_only_when_set():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-import cirrusmq.commands as commands
+import cirrusmq.cli.connection as commands
 import pytest
 from cirrusmq import __version__
 from cirrusmq.cli import app

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from cirrusmq import ConsumeResult, MessageView
-from cirrusmq.orderly import QueueSerializer, by_queue, run_orderly_batch
+from cirrusmq.consumer.orderly import QueueSerializer, by_queue, run_orderly_batch
 
 
 def view(queue: int, offset: int, topic: str = "t") -> MessageView:

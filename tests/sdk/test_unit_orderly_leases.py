@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from cirrusmq import ConsumeResult, PushConsumer
-from cirrusmq.orderly import BatchLease, run_orderly_batch
+from cirrusmq.consumer.orderly import BatchLease, run_orderly_batch
 
 from .test_unit_orderly import view
 
@@ -141,7 +141,7 @@ def test_failed_messages_are_nacked_in_batches_not_one_request_each():
 
 
 def test_a_redrive_by_ids_goes_on_from_next_offset_until_done():
-    from cirrusmq.dead_letters import redrive_dead_letters
+    from cirrusmq.admin.dead_letters import redrive_dead_letters
 
     answers = iter(
         [
@@ -163,7 +163,7 @@ def test_a_redrive_by_ids_goes_on_from_next_offset_until_done():
 
 
 def test_a_concurrent_consumer_of_a_fifo_topic_is_warned_once(caplog):
-    from cirrusmq.membership import ConsumerInfo, Heartbeater
+    from cirrusmq.consumer.membership import ConsumerInfo, Heartbeater
 
     info = ConsumerInfo("c", False, 0, 0, {"f": (0, 1), "n": None}, {"f": "*", "n": "*"})
     beater = Heartbeater(None, "g", "c", dict, orderly=False, interval_s=10, timeout_s=120)

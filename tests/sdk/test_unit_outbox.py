@@ -1,4 +1,5 @@
-"""The outbox contract, on both implementations, and what only SQLite does."""
+"""The outbox contract, on both implementations, and what only SQLite does; the consumer's
+pending acks (kept in a file of the same kind)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import sqlite3
 
 import pytest
 from cirrusmq import OutboxLockedError
-from cirrusmq.accumulator import OpenBatch, PendingMessage, encode_request
+from cirrusmq.consumer.pending_acks import MemoryPendingAcks, SqlitePendingAcks
 from cirrusmq.outbox import MemoryOutbox, OutboxBatch, Refusal, SqliteOutbox
-from cirrusmq.sender import merged_payload, messages_json
+from cirrusmq.producer.accumulator import OpenBatch, PendingMessage, encode_request
+from cirrusmq.producer.send_state import merged_payload, messages_json
 
 
 def batch(topic: str, sequence: int, *ids: str) -> OutboxBatch:
@@ -19,6 +21,15 @@ def batch(topic: str, sequence: int, *ids: str) -> OutboxBatch:
 @pytest.fixture(params=["memory", "sqlite"])
 def outbox(request, tmp_path):
     store = MemoryOutbox() if request.param == "memory" else SqliteOutbox(tmp_path / "o.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def acks(request, tmp_path):
+    store = (
+        MemoryPendingAcks() if request.param == "memory" else SqlitePendingAcks(tmp_path / "a.db")
+    )
     yield store
     store.close()
 
@@ -48,24 +59,28 @@ def test_a_released_head_stays_first_and_skipped_topics_wait(outbox):
 def test_stats_and_entries(outbox):
     outbox.append(batch("a", 0, "x", "y"))
     outbox.append(batch("b", 1))
-    outbox.add_acks("g", [("h1", 10**13)])
     stats = outbox.stats()
-    assert (stats.batches, stats.messages, stats.acks) == (2, 3, 1)
+    assert (stats.batches, stats.messages) == (2, 3)
     assert stats.bytes == len(b"{0}") + len(b"{1}")
     assert [e.batch.sequence for e in outbox.entries()] == [0, 1]
     assert outbox.topic_counts() == {"a": (1, 2, 3), "b": (1, 1, 3)}
 
 
-def test_acks_expire_and_are_claimed_once(outbox):
-    outbox.add_acks("g", [("old", 1_000), ("new", 5_000)])
-    outbox.add_acks("g", [("new", 5_000)])  # kept once
-    (ack,) = outbox.claim_acks(now_ms=2_000)
+def test_pending_acks_are_counted(acks):
+    acks.add("g", [("h1", 10**13)])
+    assert acks.count() == 1
+
+
+def test_acks_expire_and_are_claimed_once(acks):
+    acks.add("g", [("old", 1_000), ("new", 5_000)])
+    acks.add("g", [("new", 5_000)])  # kept once
+    (ack,) = acks.claim(now_ms=2_000)
     assert (ack.group, ack.receipt_handle) == ("g", "new")
-    assert outbox.claim_acks(now_ms=2_000) == []
-    outbox.release_acks([ack.ack_id])
-    assert [a.receipt_handle for a in outbox.claim_acks(now_ms=2_000)] == ["new"]
-    outbox.remove_acks([ack.ack_id])
-    assert outbox.stats().acks == 0
+    assert acks.claim(now_ms=2_000) == []
+    acks.release([ack.ack_id])
+    assert [a.receipt_handle for a in acks.claim(now_ms=2_000)] == ["new"]
+    acks.remove([ack.ack_id])
+    assert acks.count() == 0
 
 
 def test_sqlite_survives_reopening_and_forgets_old_claims(tmp_path):
@@ -244,3 +259,37 @@ def test_a_version_1_outbox_is_migrated(tmp_path):
     store.refuse(head.entry_id, REFUSAL)
     assert store.refused()[0].refusal == REFUSAL
     store.close()
+
+
+def test_pending_acks_have_one_owner_per_file(tmp_path):
+    first = SqlitePendingAcks(tmp_path / "acks.db")
+    try:
+        with pytest.raises(OutboxLockedError):
+            SqlitePendingAcks(tmp_path / "acks.db")
+    finally:
+        first.close()
+    SqlitePendingAcks(tmp_path / "acks.db").close()  # free again once closed
+
+
+def test_pending_acks_in_an_outbox_file_of_an_earlier_sdk_are_retried(tmp_path):
+    """Consumers kept their pending acks in an outbox file (batches and acks tables): the
+    pending-acks store reads the same acks table."""
+    path = tmp_path / "consumer.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE batches (entry_id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT);"
+        "CREATE TABLE acks (ack_id INTEGER PRIMARY KEY AUTOINCREMENT, group_name TEXT NOT NULL,"
+        " receipt_handle TEXT NOT NULL, expires_ms INTEGER NOT NULL,"
+        " claimed INTEGER NOT NULL DEFAULT 0, UNIQUE (group_name, receipt_handle));"
+        "INSERT INTO acks (group_name, receipt_handle, expires_ms, claimed)"
+        " VALUES ('g', 'h1', 5000, 1);"
+        "PRAGMA user_version = 2;"
+    )
+    db.close()
+    store = SqlitePendingAcks(path)
+    try:
+        assert store.count() == 1
+        (ack,) = store.claim(now_ms=1_000)  # the earlier owner's claim is void
+        assert (ack.group, ack.receipt_handle, ack.expires_ms) == ("g", "h1", 5000)
+    finally:
+        store.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from cirrusmq.pacing import PollPacer
+from cirrusmq.consumer.pacing import PollPacer
 
 
 def test_the_interval_doubles_up_to_the_cap_while_idle():

@@ -19,11 +19,11 @@ from cirrusmq import (
     Permissions,
     Topic,
 )
-from cirrusmq.acks import parse_ack_response
+from cirrusmq.consumer.acks import parse_ack_response
 from cirrusmq.errors import error_from_response
 from cirrusmq.message import parse_receive_response
 from cirrusmq.outbox import OutboxBatch
-from cirrusmq.sender import receipts_of
+from cirrusmq.producer.send_state import receipts_of
 from cirrusmq.transport import RetryPolicy, Transport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

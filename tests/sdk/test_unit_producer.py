@@ -7,7 +7,7 @@ import sqlite3
 import threading
 import time
 
-import cirrusmq.producer as producer_module
+import cirrusmq.producer.producer as producer_module
 import httpx
 import pytest
 from cirrusmq import (

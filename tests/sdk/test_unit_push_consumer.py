@@ -5,9 +5,16 @@ from __future__ import annotations
 import threading
 import time
 
-import cirrusmq.push_consumer as push_module
+import cirrusmq.consumer.push as push_module
 import pytest
-from cirrusmq import ConsumeResult, MessageView, PushConsumer, SubscriptionConflictError
+from cirrusmq import (
+    BroadcastConsumer,
+    ConsumeResult,
+    MessageModel,
+    MessageView,
+    PushConsumer,
+    SubscriptionConflictError,
+)
 from cirrusmq.transport import RetryPolicy, Transport
 
 from .fake_group import FakeGroupService
@@ -139,9 +146,10 @@ def test_a_message_arriving_while_idle_is_delivered():
     assert listener.seen == ["late"] and set(service.waits) == {0}
 
 
-def test_await_duration_s_is_deprecated():
-    with pytest.warns(DeprecationWarning, match="max_poll_interval_s"):
-        PushConsumer("http://fake", None, "g", ["t"], Listener(), await_duration_s=5).shutdown()
+def test_await_duration_s_is_not_a_push_consumer_option():
+    """The push consumer never long-polls (see max_poll_interval_s): the option is gone."""
+    with pytest.raises(TypeError, match="await_duration_s"):
+        PushConsumer("http://fake", None, "g", ["t"], Listener(), await_duration_s=5)
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["results", "legacy"])
@@ -171,3 +179,20 @@ def test_a_subscription_conflict_stops_fetching_clearly(caplog):
     assert (c.fetch_error.subscribed, c.fetch_error.requested) == ("TagA", "*")
     assert service.receives == 1  # no spinning
     assert "group subscribe" in caplog.text
+
+
+def test_a_broadcasting_push_consumer_is_an_instance_of_the_class_called(tmp_path):
+    """PushConsumer(..., BROADCASTING) builds the broadcast consumer, a PushConsumer subclass:
+    what users get is an instance of what they called."""
+    transport = Transport("http://fake", None)  # not started: no request is made
+    consumer = PushConsumer(
+        "http://fake", None, "g", ["t"], Listener(), message_model=MessageModel.BROADCASTING,
+        offset_store_path=tmp_path / "offsets.db", transport=transport,
+    )  # fmt: skip
+    try:
+        assert isinstance(consumer, PushConsumer)
+        assert isinstance(consumer, BroadcastConsumer)
+        assert type(PushConsumer("http://fake", None, "g", ["t"], Listener())) is PushConsumer
+    finally:
+        consumer.shutdown()
+        transport.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-import cirrusmq.commands as commands
+import cirrusmq.cli.connection as commands
 import httpx
 import pytest
 from cirrusmq import (

@@ -154,7 +154,7 @@ def test_change_invisible_of_a_retry_delivery(broker, clock):
 
 
 def test_a_slow_orderly_batch_renewed_by_its_consumer_is_never_redelivered(broker, clock):
-    """The SDK's side of a slow orderly batch (cirrusmq.orderly): ack in groups, extend the
+    """The SDK's side of a slow orderly batch (cirrusmq.consumer.orderly): ack in groups, extend the
     whole FIFO lease before it ends; the old handles still ack."""
     from cirrusmq_broker.model import MessageInput, MessageType
 

@@ -125,6 +125,7 @@ def stats_command(
 
 @spark_app.command("replay")
 def replay_command(
+    ctx: typer.Context,
     source: Annotated[str, typer.Option(help="Parquet dataset (e.g. an export).")],
     topic: Annotated[str, typer.Option(help="Topic to publish into.")],
     rate: Annotated[
@@ -137,11 +138,12 @@ def replay_command(
     master: Master = None,
 ) -> None:
     """Publish a dataset back into a topic, rate-limited; re-running it stores nothing twice."""
-    from .. import commands
+    from ..cli.connection import Connection, reported_errors
     from .jobs.replay import replay
 
-    with commands._reported_errors():
-        config = commands._config(None, None, None, None)
+    with reported_errors():
+        given = ctx.obj if isinstance(ctx.obj, Connection) else Connection()
+        config = given.config()  # the connection options given before `spark`
         result = replay(
             _session("cirrusmq-replay", master),
             source,

@@ -1,0 +1,44 @@
+"""Operating the service: :class:`Admin` (topics, groups, offsets, dead letters, access keys).
+
+``client`` is the client, ``models`` what it returns, ``offsets`` and ``dead_letters`` the
+requests and results of rewinds and dead letters, ``bootstrap`` the first admin key of a
+deployed stack (with AWS credentials, not the API).
+"""
+
+from __future__ import annotations
+
+from .client import Admin
+from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary
+from .models import (
+    AccessKey,
+    AccessKeySecret,
+    GroupDescription,
+    GroupQueue,
+    Permissions,
+    QueueOffsets,
+    SubscribeGrant,
+    Subscription,
+    Topic,
+    TopicDescription,
+)
+from .offsets import OffsetReset, QueueOffsetInfo, QueueReset
+
+__all__ = [
+    "AccessKey",
+    "AccessKeySecret",
+    "Admin",
+    "DeadLetter",
+    "DeadLetterPage",
+    "GroupDescription",
+    "GroupQueue",
+    "OffsetReset",
+    "Permissions",
+    "QueueOffsetInfo",
+    "QueueOffsets",
+    "QueueReset",
+    "RedriveSummary",
+    "SubscribeGrant",
+    "Subscription",
+    "Topic",
+    "TopicDescription",
+]

@@ -1,0 +1,64 @@
+"""``cirrusmq consume``: receive as a group, print, optionally ack."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from .connection import Connection, connected
+from .output import err, print_message
+
+__all__ = ["consume"]
+
+
+@connected
+def consume(
+    group: Annotated[str, typer.Argument(help="Consumer group.")],
+    topic: Annotated[str, typer.Argument(help="Topic to consume.")],
+    connection: Connection,
+    filter_expression: Annotated[
+        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
+    ] = "*",
+    ack: Annotated[
+        bool, typer.Option("--ack", help="Ack what is printed (otherwise it comes back later).")
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep waiting for new messages (Ctrl-C stops).")
+    ] = False,
+    max_messages: Annotated[
+        int | None, typer.Option("--max", help="Stop after this many messages.")
+    ] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(help="Long-poll seconds per receive (default 20 with --follow, else 1)."),
+    ] = None,
+    invisible: Annotated[
+        int, typer.Option(help="Seconds a received message stays invisible to the group.")
+    ] = 60,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """Receive messages as GROUP from TOPIC and print them (until none is left, or --follow)."""
+    await_s = wait if wait is not None else (20 if follow else 1)
+    received = 0
+    with connection.simple_consumer(group, {topic: filter_expression}, await_s) as c:
+        try:
+            while max_messages is None or received < max_messages:
+                room = 32 if max_messages is None else min(32, max_messages - received)
+                batch = c.receive(room, invisible)
+                for m in batch:
+                    print_message(m, as_json=as_json)
+                if ack and batch:
+                    unacked = [r for r in c.ack_batch(batch) if not r.acked]
+                    for r in unacked:
+                        err.print(
+                            f"[yellow]not acked[/yellow] {r.message_id}: "
+                            f"{escape(str(r.code or r.status.value))}"
+                        )
+                received += len(batch)
+                if not batch and not follow:
+                    break
+        except KeyboardInterrupt:
+            pass
+    err.print(f"{received} message(s){' acked' if ack else ''}")

@@ -1,0 +1,115 @@
+"""``cirrusmq dev``: the whole backend locally, and the ``local`` profile that points at it."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import typer
+
+__all__ = ["dev", "write_local_profile"]
+
+
+def dev(
+    host: str = typer.Option("127.0.0.1", help="Interface the HTTP API listens on."),
+    port: int = typer.Option(8080, help="Port of the HTTP API (0 picks a free one)."),
+    template: Path | None = typer.Option(
+        None, exists=True, dir_okay=False, help="SAM template (default: the repo's template.yaml)."
+    ),
+    schedules: bool = typer.Option(True, help="Run the template's Schedule events on timers."),
+    write_profile: bool = typer.Option(
+        True,
+        help="Write the endpoint and credentials as the 'local' profile in ~/.cirrusmq/config "
+        "(or $CIRRUSMQ_CONFIG), which the CLI uses when nothing else is given.",
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request."),
+) -> None:
+    """Run the whole backend locally (moto + the template's resources, routes and schedules)."""
+    try:
+        from cirrusmq_local import LocalStack, TemplateError
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        typer.echo(
+            f"the local stack needs the [local] extra: pip install 'cirrusmq[local]' ({exc})"
+        )
+        raise typer.Exit(2) from exc
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stack = LocalStack(template, host=host, port=port, schedules=schedules)
+    try:
+        try:
+            stack.start()
+        except (TemplateError, OSError, RuntimeError) as exc:
+            typer.echo(f"cannot start the local stack: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        profile_path = write_local_profile(stack) if write_profile else None
+        _print_summary(stack, profile_path)
+        while not stop.wait(0.5):
+            pass
+        typer.echo("stopping...")
+    finally:
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    typer.echo("stopped.")
+
+
+def write_local_profile(stack: object) -> Path | None:
+    """Write the stack's endpoint, keys and Spark data source options as the ``local``
+    profile (``cirrusmq.spark.options_from_profile("local")`` reads the latter); None if
+    that failed."""
+    from ..config import LOCAL_PROFILE, ConfigError, save_profile
+
+    credentials = stack.credentials  # type: ignore[attr-defined]
+    values = {
+        "endpoint": stack.endpoint,  # type: ignore[attr-defined]
+        "access_key": credentials.access_key,
+        "secret_key": credentials.secret_key,
+    }
+    spark_options = stack.spark_options()  # type: ignore[attr-defined]
+    try:
+        return save_profile(LOCAL_PROFILE, values, spark_options=spark_options)
+    except (OSError, ConfigError) as exc:
+        typer.echo(f"warning: could not write the 'local' profile: {exc}", err=True)
+        return None
+
+
+def _print_summary(stack: object, profile_path: Path | None = None) -> None:
+    from cirrusmq_local import LocalStack
+
+    assert isinstance(stack, LocalStack)
+    if profile_path is not None:
+        profile = [
+            f"  profile       'local' in {profile_path}: in another terminal, "
+            "`cirrusmq topic list` (or any command) uses this stack",
+            "                (CIRRUSMQ_* variables or a 'default' profile take precedence)",
+            "  spark         .options(**cirrusmq.spark.options_from_profile('local')) reads this "
+            "stack",
+        ]
+    else:
+        profile = ["  profile       not written: pass --endpoint and the keys to the CLI"]
+    lines = [
+        f"CirrusMQ local stack ({stack.template_path})",
+        f"  HTTP API      {stack.endpoint}",
+        f"  AWS (moto)    {stack.aws_endpoint}   region us-east-1, any access key",
+        f"  access key    {stack.credentials.access_key}",
+        f"  secret key    {stack.credentials.secret_key}",
+        *profile,
+        "  data          in memory only: topics and messages are gone when this stops",
+        "  resources",
+        *(f"    {logical:<18} {physical}" for logical, physical in stack.resources.items()),
+        "Press Ctrl-C to stop.",
+    ]
+    typer.echo("\n".join(lines), nl=True)
+    sys.stdout.flush()

@@ -1,0 +1,131 @@
+"""``cirrusmq group describe|subscribe|update``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from ..admin import GroupDescription
+from ..message import FilterExpression
+from .connection import Connection, connected
+from .output import AsJson, out, print_json, print_table
+from .tables import Field
+
+app = typer.Typer(help="Inspect consumer groups, set subscriptions.", no_args_is_help=True)
+
+Group = Annotated[str, typer.Argument(help="Consumer group.")]
+
+
+@app.command("describe")
+@connected
+def group_describe(
+    group: Group,
+    connection: Connection,
+    topic: Annotated[str | None, typer.Option(help="Only this topic.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show a consumer group's offsets, lag and in-flight messages per queue."""
+    with connection.admin() as admin:
+        description = admin.describe_group(group, topic)
+    if as_json:
+        print_json(
+            {
+                "group": description.group,
+                "queues": [vars(q) for q in description.queues],
+                "consumers": [vars(c) for c in description.consumers],
+            }
+        )
+        return
+    fields = [
+        Field("topic", "id"),
+        Field("queue"),
+        Field("committed"),
+        Field("cursor", optional=True),
+        Field("max offset"),
+        Field("lag"),
+        Field("in flight"),
+    ]
+    rows = [
+        [
+            q.topic,
+            str(q.queue),
+            str(q.committed_offset),
+            str(q.cursor),
+            str(q.max_offset),
+            str(q.lag),
+            str(q.inflight),
+        ]
+        for q in description.queues
+    ]
+    print_table(fields, rows)
+    out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+    _print_consumers(description)
+
+
+def _print_consumers(description: GroupDescription) -> None:
+    """The group's live consumers (registered by their heartbeats) and their queues."""
+    if not description.consumers:
+        out.print("no live consumers")
+        return
+    rows = []
+    for c in description.consumers:
+        for topic, queues in sorted(c.queues.items()):
+            shown = "all (shared)" if queues is None else ",".join(map(str, queues)) or "-"
+            mode = "orderly" if c.orderly else "concurrent"
+            expires = datetime.fromtimestamp(c.expires_at / 1000, UTC).strftime("%H:%M:%S")
+            rows.append([c.client_id, mode, topic, shown, expires])
+    fields = [
+        Field("consumer", "id"),
+        Field("mode"),
+        Field("topic", "id"),
+        Field("queues", "text"),
+        Field("expires", optional=True),
+    ]
+    print_table(fields, rows)
+
+
+@app.command("subscribe")
+@connected
+def group_subscribe(
+    group: Group,
+    topic: Annotated[str, typer.Option(help="Topic the group consumes.")],
+    connection: Connection,
+    filter_expression: Annotated[
+        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
+    ] = "*",
+) -> None:
+    """Set the filter GROUP consumes TOPIC with (receives with another filter are refused)."""
+    try:
+        expression = FilterExpression(filter_expression)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--filter") from exc
+    with connection.admin() as admin:
+        subscription = admin.subscribe(group, topic, expression)
+    out.print(
+        f"group {subscription.group} now consumes {subscription.topic} with filter "
+        f"{subscription.filter}",
+        markup=False,
+    )
+
+
+@app.command("update")
+@connected
+def group_update(
+    group: Group,
+    max_delivery_attempts: Annotated[
+        int,
+        typer.Option(
+            "--max-delivery-attempts",
+            min=1,
+            max=1000,
+            help="Deliveries before a message becomes a dead letter (default 16).",
+        ),
+    ],
+    connection: Connection,
+) -> None:
+    """Change a consumer group's settings."""
+    with connection.admin() as admin:
+        value = admin.update_group(group, max_delivery_attempts=max_delivery_attempts)
+    out.print(f"group {group}: max delivery attempts {value}", markup=False)

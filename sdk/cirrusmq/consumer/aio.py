@@ -1,0 +1,156 @@
+""":class:`AsyncSimpleConsumer`: :class:`~cirrusmq.consumer.SimpleConsumer` on asyncio.
+
+It shares :class:`~cirrusmq.consumer.base.ConsumerBase` with the threaded consumer; the I/O runs
+on the event loop with ``httpx.AsyncClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from os import PathLike
+
+from ..credentials import Credentials
+from ..errors import MQError
+from ..message import (
+    FilterExpression,
+    MessageView,
+    parse_receive_response,
+)
+from ..transport import AsyncTransport, RetryPolicy, Transport
+from .acks import AckReply, AckResult
+from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .nacks import nack_requests, nack_results
+from .paths import group_path
+from .pending_acks import make_retrier
+
+__all__ = ["AsyncSimpleConsumer"]
+
+
+class AsyncSimpleConsumer(ConsumerBase):
+    """:class:`~cirrusmq.consumer.SimpleConsumer` on asyncio.
+
+    With ``outbox_path``, acks the service cannot take are kept and retried by a background
+    thread until their receipts expire (as in the threaded consumer).
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str] | Iterable[str] | None = None,
+        await_duration: float | timedelta = 20,
+        *,
+        request_timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        outbox_path: str | PathLike[str] | None = None,
+        transport: AsyncTransport | None = None,
+    ) -> None:
+        super().__init__(endpoint, credentials, group, subscriptions, await_duration)
+        retry = RetryPolicy(max_attempts=max_attempts)
+        self._own_transport = transport is None
+        self._transport = transport or AsyncTransport(
+            endpoint, credentials, request_timeout_s=request_timeout_s, retry=retry
+        )
+        if outbox_path:
+            retry_transport = Transport(
+                endpoint, credentials, request_timeout_s=request_timeout_s, retry=retry
+            )
+            self._retrier = make_retrier(retry_transport, outbox_path)
+            self._retry_transport = retry_transport
+
+    async def __aenter__(self) -> AsyncSimpleConsumer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def receive(
+        self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
+    ) -> list[MessageView]:
+        """Up to ``max_message_num`` messages, waiting up to ``await_duration``."""
+        steps = self._receive_plan(max_message_num, invisible_duration)
+        try:
+            _, body, wait_s = next(steps)
+            while True:
+                response = await self._transport.request(
+                    "POST",
+                    group_path(self.group, "receive"),
+                    json_body=body,
+                    timeout_s=self._transport.request_timeout_s + wait_s,
+                )
+                messages = parse_receive_response(response)
+                _, body, wait_s = steps.send(messages)
+        except StopIteration as done:
+            return done.value
+
+    async def ack(self, message: MessageView | str) -> AckResult:
+        """Ack one message; raises the typed error if its handle is stale or invalid."""
+        (result,) = await self.ack_batch([message])
+        raise_unless_acked(result)
+        return result
+
+    async def ack_batch(self, messages: Iterable[MessageView | str]) -> list[AckResult]:
+        """Ack messages; one :class:`~cirrusmq.consumer.acks.AckResult` per message, in order."""
+        call = self._ack_plan(messages)
+        try:
+            chunk = next(call.steps)
+            while True:
+                reply: AckReply
+                try:
+                    reply = await self._transport.request(
+                        "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
+                    )
+                except MQError as error:
+                    reply = self._ack_failed(error, chunk, call)
+                chunk = call.steps.send(reply)
+        except StopIteration as done:
+            return call.results(done.value)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def change_invisible_duration(
+        self, message: MessageView, invisible_duration: float | timedelta
+    ) -> MessageView:
+        """Make ``message`` invisible for ``invisible_duration`` from now (new handle)."""
+        body = self._invisible_body(message, invisible_duration)
+        response = await self._transport.request(
+            "POST", group_path(self.group, "invisible"), json_body=body
+        )
+        return with_new_handle(message, response)
+
+    # ---------------------------------------------------------------- nack
+    async def nack(
+        self, message: MessageView | str, delay: float | timedelta | None = None
+    ) -> AckResult:
+        """Give ``message`` back (see :meth:`cirrusmq.SimpleConsumer.nack`)."""
+        (result,) = await self.nack_batch([message], delay)
+        raise_unless_acked(result)
+        return result
+
+    async def nack_batch(
+        self, messages: Iterable[MessageView | str], delay: float | timedelta | None = None
+    ) -> list[AckResult]:
+        """Nack messages; one result per distinct handle, in order."""
+        self._check_open()
+        results: list[AckResult] = []
+        for handles, body in nack_requests(messages, delay):
+            response = await self._transport.request(
+                "POST", group_path(self.group, "nack"), json_body=body
+            )
+            results.extend(nack_results(handles, response))
+        return results
+
+    # ---------------------------------------------------------------- end of nack
+
+    async def close(self) -> None:
+        """Release the connection pool and the outbox (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._retrier is not None:
+            await asyncio.to_thread(self._retrier.close)
+            self._retry_transport.close()
+        if self._own_transport:
+            await self._transport.close()

@@ -1,0 +1,166 @@
+""":class:`SimpleConsumer`: receive, ack, nack, change invisible duration — the consumer drives."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from os import PathLike
+
+from ..client_transport import client_transport
+from ..credentials import Credentials
+from ..errors import MQError
+from ..message import (
+    FilterExpression,
+    MessageView,
+    parse_receive_response,
+)
+from ..transport import Transport
+from .acks import (
+    AckReply,
+    AckResult,
+)
+from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .nacks import nack_requests, nack_results
+from .paths import group_path
+from .pending_acks import make_retrier
+
+__all__ = ["SimpleConsumer"]
+
+log = logging.getLogger("cirrusmq.consumer")
+
+
+class SimpleConsumer(ConsumerBase):
+    """A consumer that receives and acks explicitly (RocketMQ 5's ``SimpleConsumer``).
+
+    ``receive`` long-polls up to ``await_duration`` seconds; each message stays invisible to the
+    group for ``invisible_duration`` seconds unless acked (then it is delivered again, with
+    ``delivery_attempt`` + 1). With ``outbox_path``, an ack that cannot reach the service is
+    kept (durably) and retried until the message's receipt expires, instead of raising; without
+    it, such an ack raises its error (nothing is kept).
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        credentials: Credentials | None,
+        group: str,
+        subscriptions: Mapping[str, FilterExpression | str] | Iterable[str] | None = None,
+        await_duration: float | timedelta = 20,
+        *,
+        request_timeout_s: float = 10.0,
+        max_attempts: int = 3,
+        outbox_path: str | PathLike[str] | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        super().__init__(endpoint, credentials, group, subscriptions, await_duration)
+        self._transport, self._own_transport = client_transport(
+            transport, endpoint, credentials, request_timeout_s, max_attempts
+        )
+        self._retrier = make_retrier(self._transport, outbox_path) if outbox_path else None
+
+    def __enter__(self) -> SimpleConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def receive(
+        self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
+    ) -> list[MessageView]:
+        """Up to ``max_message_num`` messages (1-1000), waiting up to ``await_duration``."""
+        steps = self._receive_plan(max_message_num, invisible_duration)
+        try:
+            _, body, wait_s = next(steps)
+            while True:
+                response = self._transport.request(
+                    "POST",
+                    group_path(self.group, "receive"),
+                    json_body=body,
+                    timeout_s=self._transport.request_timeout_s + wait_s,
+                )
+                messages = parse_receive_response(response)
+                _, body, wait_s = steps.send(messages)
+        except StopIteration as done:
+            return done.value
+
+    def ack(self, message: MessageView | str) -> AckResult:
+        """Ack one message (or receipt handle).
+
+        Raises :class:`~cirrusmq.errors.ReceiptHandleExpiredError` if its handle is stale (the
+        message was redelivered since) and :class:`~cirrusmq.errors.BadRequestError` if it is
+        invalid (malformed, or of another group). Acking twice is fine. With an outbox, an ack
+        the service cannot take now is kept for a retry (status ``PENDING``, no error).
+        """
+        (result,) = self.ack_batch([message])
+        raise_unless_acked(result)
+        return result
+
+    def ack_batch(self, messages: Iterable[MessageView | str]) -> list[AckResult]:
+        """Ack messages (or receipt handles), 1,000 per request; one result per message, in
+        order (``acked``, ``expired``, ``invalid``, or ``pending`` when kept in the outbox).
+
+        A stale or invalid handle does not stop the others and raises nothing: see the
+        results. Request-level failures raise (without an outbox, also an unreachable service).
+        """
+        call = self._ack_plan(messages)
+        try:
+            chunk = next(call.steps)
+            while True:
+                reply: AckReply
+                try:
+                    reply = self._transport.request(
+                        "POST", group_path(self.group, "ack"), json_body={"receipt_handles": chunk}
+                    )
+                except MQError as error:
+                    reply = self._ack_failed(error, chunk, call)
+                chunk = call.steps.send(reply)
+        except StopIteration as done:
+            return call.results(done.value)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def change_invisible_duration(
+        self, message: MessageView, invisible_duration: float | timedelta
+    ) -> MessageView:
+        """Make ``message`` invisible for ``invisible_duration`` from now; the message with its
+        new receipt handle (the old one still acks)."""
+        body = self._invisible_body(message, invisible_duration)
+        response = self._transport.request(
+            "POST", group_path(self.group, "invisible"), json_body=body
+        )
+        return with_new_handle(message, response)
+
+    # ---------------------------------------------------------------- nack
+    def nack(self, message: MessageView | str, delay: float | timedelta | None = None) -> AckResult:
+        """Give ``message`` back ("reconsume later"): it is delivered again after the next
+        backoff (10s 30s 1m ... 2h), or no earlier than ``delay`` seconds (rounded up to a
+        backoff level), or goes to the dead-letter topic after the group's last attempt.
+        Raises like :meth:`ack` for a stale or invalid handle."""
+        (result,) = self.nack_batch([message], delay)
+        raise_unless_acked(result)
+        return result
+
+    def nack_batch(
+        self, messages: Iterable[MessageView | str], delay: float | timedelta | None = None
+    ) -> list[AckResult]:
+        """Nack messages; one result per distinct handle, in order (``acked`` = given back)."""
+        self._check_open()
+        results: list[AckResult] = []
+        for handles, body in nack_requests(messages, delay):
+            response = self._transport.request(
+                "POST", group_path(self.group, "nack"), json_body=body
+            )
+            results.extend(nack_results(handles, response))
+        return results
+
+    # ---------------------------------------------------------------- end of nack
+
+    def close(self) -> None:
+        """Release the connection pool and the outbox (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._retrier is not None:
+            self._retrier.close()
+        if self._own_transport:
+            self._transport.close()
