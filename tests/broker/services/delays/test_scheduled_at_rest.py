@@ -22,7 +22,7 @@ from cirrusmq_broker.storage.clients import observe_calls
 
 RUN_SECONDS = 59
 API_TIMEOUT_SECONDS = 30  # template.yaml Globals: Function Timeout
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+FUNCTIONS = Path(__file__).resolve().parents[4] / "functions"
 
 
 def _table(logical: str) -> str:

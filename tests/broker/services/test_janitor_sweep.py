@@ -24,7 +24,7 @@ from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.log_index import LogIndex
 
 GRACE_S = 300
-APP = Path(__file__).resolve().parents[2] / "functions" / "janitor" / "app.py"
+APP = Path(__file__).resolve().parents[3] / "functions" / "janitor" / "app.py"
 
 
 class SimulatedCrash(BaseException):

@@ -18,8 +18,8 @@ from cirrusmq import (
     TransactionResolution,
 )
 
+from ..helpers import wait_until
 from .conftest import unique
-from .helpers import wait_until
 
 FAST = {"check_immunity_seconds": 1, "check_interval_seconds": 2, "max_checks": 3}
 

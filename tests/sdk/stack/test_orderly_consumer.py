@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from cirrusmq import ConsumeResult, Message, MessageView, Producer, PushConsumer
 
-from .helpers import wait_until
+from ..helpers import wait_until
 
 
 def produce(endpoint, credentials, topic: str, groups: int, per_group: int, start: int = 0) -> None:

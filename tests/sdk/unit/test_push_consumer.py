@@ -10,8 +10,8 @@ import pytest
 from cirrusmq import ConsumeResult, MessageView, PushConsumer, SubscriptionConflictError
 from cirrusmq.transport import RetryPolicy, Transport
 
+from ..helpers import wait_until
 from .fake_group import FakeGroupService
-from .helpers import wait_until
 
 FAST = RetryPolicy(max_attempts=2, initial_backoff_ms=1, max_backoff_ms=2)
 

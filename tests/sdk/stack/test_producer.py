@@ -9,8 +9,8 @@ import pytest
 from cirrusmq import BadRequestError, Message, NotFoundError, Producer
 from cirrusmq.transport import Transport
 
+from ..helpers import drain
 from .conftest import RequestCounter
-from .helpers import drain
 
 
 def test_send_returns_where_the_message_is_stored(endpoint, credentials, admin, topic):

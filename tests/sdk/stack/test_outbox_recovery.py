@@ -11,8 +11,8 @@ from cirrusmq.cli import app
 from cirrusmq.outbox import SqliteOutbox
 from typer.testing import CliRunner
 
+from ..helpers import drain
 from .conftest import unique
-from .helpers import drain
 
 
 def test_a_fresh_producer_flush_sends_what_an_earlier_one_left(

@@ -7,7 +7,7 @@ import pytest
 from cirrusmq import ConsumeResult, PushConsumer
 from cirrusmq.orderly import BatchLease, run_orderly_batch
 
-from .test_unit_orderly import view
+from .test_orderly import view
 
 
 class Clock:

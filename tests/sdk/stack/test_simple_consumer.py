@@ -16,7 +16,7 @@ from cirrusmq import (
     SimpleConsumer,
 )
 
-from .helpers import wait_until
+from ..helpers import wait_until
 
 
 def send(endpoint, credentials, messages):

@@ -219,7 +219,7 @@ def test_a_letter_whose_topic_was_deleted_is_skipped_then_sent_back_once_it_exis
 
 
 # ---------------------------------------------------------- upgrade from the previous release
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 PREVIOUS_RELEASE = "c8152e5"
 """The release before redrive claims (its dead-letter service ran on the same tables)."""
 

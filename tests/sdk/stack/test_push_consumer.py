@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from cirrusmq import ConsumeResult, Message, MessageView, Producer, PushConsumer, SimpleConsumer
 
-from .helpers import wait_until
+from ..helpers import wait_until
 
 
 def fill(endpoint, credentials, topic, count, **fields):

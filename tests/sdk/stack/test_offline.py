@@ -16,7 +16,7 @@ from pathlib import Path
 from cirrusmq import Credentials
 from cirrusmq.outbox import SqliteOutbox
 
-from .helpers import drain
+from ..helpers import drain
 
 WORKER = Path(__file__).with_name("outbox_worker.py")
 
