@@ -1,4 +1,5 @@
-"""Unit fixtures: the broker's stores on in-process moto, tables built from template.yaml."""
+"""Broker fixtures: the broker's stores on in-process moto, tables built from template.yaml;
+``broker_helpers`` (beside this file) has the helpers the tests import."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Fixtures for the SDK tests.
+"""Fixtures for the SDK tests against a local stack (tests/sdk/unit needs nothing running).
 
-Unit tests (``test_unit_*``) need nothing running. The others talk to one local stack for the
-whole session (the ``cirrusmq_stack`` fixture of the SDK's pytest plugin) through real HTTP;
-each test makes its own topics and groups, so tests do not see each other's messages.
+They talk to one local stack for the whole session (the ``cirrusmq_stack`` fixture of the
+SDK's pytest plugin) through real HTTP; each test makes its own topics and groups, so tests do
+not see each other's messages.
 """
 
 from __future__ import annotations
