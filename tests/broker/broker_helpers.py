@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import boto3
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.clients import observe_calls
 
 
 def send(broker: Broker, topic: str, *bodies: bytes, **fields) -> list:
@@ -121,3 +123,10 @@ def transactions_cancelled(client, *reasons: str, times: int = 1) -> Iterator[li
         yield calls
     finally:
         client.meta.events.unregister(event, cancel)
+
+
+def count_calls() -> tuple[Counter, callable]:
+    """AWS calls made from now on, counted by ``service.Operation``; ``remove()`` stops it."""
+    calls: Counter = Counter()
+    remove = observe_calls(lambda service, operation, _: calls.update([f"{service}.{operation}"]))
+    return calls, remove

@@ -1,9 +1,12 @@
-"""Produce on in-process moto: routing, one object + one index item per queue, idempotency."""
+"""Produce on in-process moto: routing, one object + one index item per queue, idempotency,
+refused sends that store nothing, the AWS calls a produce costs."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
-from broker_helpers import index_items, object_keys, send
+from broker_helpers import count_calls, index_items, object_keys, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     IdempotencyConflict,
@@ -125,3 +128,37 @@ def test_idempotency_records_are_per_access_key(broker):
     assert not other.duplicate
     again = broker.produce.send("t", [MessageInput(b"a")], ProducerStamp("p", 1, "KEY-A"))
     assert again.duplicate and again.receipts == mine.receipts
+
+
+def test_an_idempotency_conflict_stores_nothing(broker):
+    broker.admin.create_topic("t", queues=2)
+    stamp = ProducerStamp("p", 7)
+    broker.produce.send("t", [MessageInput(b"first")], stamp)
+    before = sorted(object_keys(broker))
+    with pytest.raises(IdempotencyConflict):
+        broker.produce.send("t", [MessageInput(b"other")], stamp)
+    assert sorted(object_keys(broker)) == before
+    assert broker.produce.send("t", [MessageInput(b"first")], stamp).duplicate
+    assert sorted(object_keys(broker)) == before
+
+
+def test_a_send_after_the_topic_was_deleted_is_refused_not_purged(broker, clock):
+    broker.admin.create_topic("t", queues=2)
+    send(broker, "t", b"before")  # this container now caches the topic as active
+    other = Broker(broker.settings, clock)
+    other.admin.delete_topic("t")
+    items, objects = len(index_items(broker)), len(object_keys(broker))
+    with pytest.raises(TopicNotFound):
+        send(broker, "t", b"after")
+    assert (len(index_items(broker)), len(object_keys(broker))) == (items, objects)
+
+
+def test_a_produce_costs_one_put_and_one_transaction_whatever_its_size(broker):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"warm")  # the head is read once per container
+    calls, remove = count_calls()
+    try:
+        send(broker, "t", *[b"m"] * 500)
+    finally:
+        remove()
+    assert calls == Counter({"s3.PutObject": 1, "dynamodb.TransactWriteItems": 1})

@@ -1,4 +1,5 @@
-"""Consume on in-process moto with a fake clock: fairness, filters, leases, acks."""
+"""Consume on in-process moto with a fake clock: fairness, filters and subscriptions, leases,
+acks, flow control, lookups, the group's status."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from cirrusmq_broker.errors import (
     InvalidReceiptHandle,
     MessageNotFound,
     ReceiptHandleExpired,
+    SubscriptionConflict,
 )
+from cirrusmq_broker.model import ProducerStamp
+from cirrusmq_broker.services.consume import FLOW_RECHECK_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
 
 
@@ -193,3 +197,78 @@ def test_a_receive_that_dies_after_leasing_loses_nothing(broker, clock, monkeypa
     clock.advance(10)
     again = broker.consume.receive("g", "t", invisible_seconds=10)
     assert [(m.message.body, m.delivery_attempt) for m in again] == [(b"a", 2), (b"b", 2)]
+
+
+def test_ack_of_an_acked_message_succeeds_after_compaction(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a")
+    send(broker, "t", b"b")
+    [a] = broker.consume.receive("g", "t", max_messages=1)
+    [b] = broker.consume.receive("g", "t", max_messages=1)
+    assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]
+    send(broker, "t", b"c")
+    broker.consume.receive("g", "t", max_messages=1)  # compacts: b's lease is dropped
+    assert ack_statuses(broker, "g", [b.receipt_handle, a.receipt_handle]) == ["acked", "acked"]
+    assert ack_statuses(broker, "g", [a.receipt_handle]) == ["acked"]
+
+
+def test_a_group_member_with_another_filter_is_refused(broker):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", tag="A")
+    broker.consume.receive("g", "t", filter_expression="A || B")
+    assert broker.consume.receive("g", "t", filter_expression="B||A") == []  # same filter
+    with pytest.raises(SubscriptionConflict) as err:
+        broker.consume.receive("g", "t", filter_expression="C")
+    assert err.value.details == {"topic": "t", "subscribed": "A || B", "requested": "C"}
+    assert broker.consume.subscribe("g", "t", "C") == "C"
+    send(broker, "t", b"y", tag="C")
+    assert [m.message.body for m in broker.consume.receive("g", "t", filter_expression="C")] == [
+        b"y"
+    ]
+    assert broker.consume.describe_group("g").subscriptions == {"t": "C"}
+
+
+def test_lookup_by_a_time_carrying_id(broker):
+    from cirrusmq.message import new_message_id
+
+    broker.admin.create_topic("t", queues=4)
+    ids = [new_message_id() for _ in range(3)]
+    broker.produce.send("t", [MessageInput(b"m%d" % i, message_id=i_) for i, i_ in enumerate(ids)])
+    assert broker.lookup.lookup("t", ids[2]).body == b"m2"
+    stamped = broker.produce.send("t", [MessageInput(b"s")], ProducerStamp("p", 1)).receipts[0]
+    assert broker.lookup.lookup("t", stamped.message_id).body == b"s"
+
+
+def test_describe_shows_what_holds_the_committed_offset(broker, clock):
+    in_place_redelivery(broker)  # FIFO path (elsewhere an expired lease moves to retry)
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b")
+    [a] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    [b] = broker.consume.receive("g", "t", max_messages=1)
+    ack_statuses(broker, "g", [b.receipt_handle])
+    clock.advance(11)
+    broker.consume.receive("g", "t", invisible_seconds=10)  # a again: attempt 2
+    [status] = statuses(broker, "g")
+    assert (status.oldest_unacked_offset, status.oldest_unacked_attempt) == (a.message.offset, 2)
+
+
+def test_a_queue_at_its_flow_control_limit_delivers_again_once_acked(broker, clock, monkeypatch):
+    from cirrusmq_broker import limits
+
+    monkeypatch.setattr(limits, "MAX_LEASES_PER_QUEUE", 3)
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"1", b"2", b"3", b"4")
+    held = [broker.consume.receive("g", "t", max_messages=1)[0] for _ in range(3)]
+    assert broker.consume.receive("g", "t") == []  # 3 leases: the queue waits for acks
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in held]) == ["acked"] * 3
+    clock.advance(FLOW_RECHECK_SECONDS)  # a queue at its limit is re-checked this often
+    assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"4"]
+
+
+def test_a_filter_is_bounded(broker):
+    from cirrusmq_broker.errors import InvalidFilterExpression
+
+    broker.admin.create_topic("t", queues=1)
+    for expression in ["A" * 200, " || ".join(f"T{i}" for i in range(100)), "x" * 800_000]:
+        with pytest.raises(InvalidFilterExpression):
+            broker.consume.receive("g", "t", filter_expression=expression)
