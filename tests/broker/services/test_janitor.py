@@ -1,4 +1,4 @@
-"""Janitor on in-process moto: orphan sweeping and purging deleted topics."""
+"""Janitor on in-process moto: orphan sweeping, purging deleted topics, topics created again."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import zlib
 
 import pytest
 from broker_helpers import index_items, object_keys, send, statuses
+from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import TopicBeingDeleted, TopicNotFound
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
@@ -142,3 +143,16 @@ def _real_now() -> int:
     import time
 
     return time.time_ns() // 1_000_000
+
+
+def test_producer_elsewhere_continues_a_recreated_topic_after_the_old_offsets(settings, clock):
+    producer, admin = Broker(settings, clock), Broker(settings, clock)
+    admin.admin.create_topic("t", queues=1)
+    assert [r.offset for r in send(producer, "t", b"a", b"b")] == [0, 1]
+    admin.admin.delete_topic("t")
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    admin.janitor.purge_deleted_topics()
+    clock.advance(1)
+    admin.admin.create_topic("t", queues=1)
+    producer.catalog.forget("t")  # its 30 s topic cache expired long before the purge
+    assert [r.offset for r in send(producer, "t", b"c")] == [2]  # offsets never repeat

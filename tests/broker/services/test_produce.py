@@ -19,6 +19,7 @@ from cirrusmq_broker.errors import (
 from cirrusmq_broker.limits import MAX_BODY_BYTES
 from cirrusmq_broker.model import ProducerStamp
 from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.appends import BatchAppender
 
 
 def test_ungrouped_batch_goes_to_one_queue_as_one_object(broker):
@@ -162,3 +163,42 @@ def test_a_produce_costs_one_put_and_one_transaction_whatever_its_size(broker):
     finally:
         remove()
     assert calls == Counter({"s3.PutObject": 1, "dynamodb.TransactWriteItems": 1})
+
+
+class SimulatedCrash(BaseException):
+    pass
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        MessageInput(b"x", born_timestamp=253_402_300_800_000),  # after year 9999
+        MessageInput(b"x", tag="\ud800"),
+        MessageInput(b"x", keys=("\udfff",)),
+        MessageInput(b"x", properties={"k": "\ud800"}),
+        MessageInput(b"x", message_group="\ud800"),
+        MessageInput(b"x", message_id="abc\n"),
+    ],
+)
+def test_unstorable_fields_are_refused(broker, message):
+    broker.admin.create_topic("t", queues=1)
+    with pytest.raises(InvalidMessage):
+        broker.produce.send("t", [message])
+    send(broker, "t", b"fine")
+    assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"fine"]
+
+
+def test_retry_with_another_payload_after_a_crash_stores_the_new_payload(broker, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    stamp = ProducerStamp("p", 3)
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            BatchAppender, "append", lambda *a, **k: (_ for _ in ()).throw(SimulatedCrash())
+        )
+        with pytest.raises(SimulatedCrash):
+            broker.produce.send("t", [MessageInput(b"first")], stamp)
+    broker.produce.send("t", [MessageInput(b"second"), MessageInput(b"third")], stamp)
+    got = broker.consume.receive("g", "t", max_messages=10)
+    assert [m.message.body for m in got] == [b"second", b"third"]
+    with pytest.raises(IdempotencyConflict):
+        broker.produce.send("t", [MessageInput(b"first")], stamp)

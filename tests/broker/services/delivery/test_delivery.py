@@ -4,6 +4,7 @@ acks, flow control, lookups, the group's status."""
 from __future__ import annotations
 
 import threading
+import zlib
 
 import pytest
 from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
@@ -18,6 +19,7 @@ from cirrusmq_broker.errors import (
 from cirrusmq_broker.model import ProducerStamp
 from cirrusmq_broker.services.consume import FLOW_RECHECK_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.group_states import GroupStateStore
 
 
 def fill_queues(broker, topic: str, per_queue: list[int]) -> None:
@@ -272,3 +274,41 @@ def test_a_filter_is_bounded(broker):
     for expression in ["A" * 200, " || ".join(f"T{i}" for i in range(100)), "x" * 800_000]:
         with pytest.raises(InvalidFilterExpression):
             broker.consume.receive("g", "t", filter_expression=expression)
+
+
+def test_a_contended_queue_is_skipped_not_failed(broker, monkeypatch):
+    broker.admin.create_topic("t", queues=2)
+    for queue in (0, 1):
+        group = next(f"k{i}" for i in range(100) if zlib.crc32(f"k{i}".encode()) % 2 == queue)
+        send(broker, "t", b"m", message_group=group)
+    original = GroupStateStore.save
+    monkeypatch.setattr(
+        GroupStateStore,
+        "save",
+        lambda self, state, *args, **kw: state.queue != 1 and original(self, state, *args, **kw),
+    )
+    got = broker.consume.receive("g", "t", max_messages=10)
+    assert [m.message.queue for m in got] == [0]
+    monkeypatch.undo()
+    assert [m.message.queue for m in broker.consume.receive("g", "t", max_messages=10)] == [1]
+
+
+def test_ack_of_many_leases_at_once(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    count = 50  # more leases than one condition expression could check
+    for i in range(count):
+        send(broker, "t", str(i).encode())
+    got = [m for _ in range(count) for m in broker.consume.receive("g", "t", max_messages=1)]
+    assert len({m.receipt_handle.split(".")[0] for m in got}) == count
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in got]) == ["acked"] * count
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (count, 0)
+
+
+def test_lookup_never_answers_with_another_message(broker, clock):
+    broker.admin.create_topic("t1")
+    broker.admin.create_topic("t2")
+    broker.produce.send("t1", [MessageInput(b"one", message_id="same")])
+    broker.produce.send("t2", [MessageInput(b"two", message_id="same")])
+    assert broker.lookup.lookup("t1", "same").body == b"one"
+    assert broker.lookup.lookup("t2", "same").body == b"two"

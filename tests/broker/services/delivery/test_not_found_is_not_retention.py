@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import boto3
-from broker_helpers import in_place_redelivery, lagging_index_reads, send
+from broker_helpers import in_place_redelivery, lagging_index_reads, send, statuses
 from cirrusmq.spark.options import StackOptions
 from cirrusmq.spark.planning import QueueLog
 from cirrusmq_broker.container import Broker
@@ -108,3 +108,29 @@ def test_spark_planning_finds_the_batch_holding_the_start_an_eventual_read_would
     with lagging_index_reads(client, settings.log_index_table, {("t#0", 1)}):
         slices = log.slices(0, 2, 3)  # a micro-batch starting mid-batch
     assert [(s.base_offset, s.first, s.end) for s in slices] == [(1, 2, 3)]
+
+
+def test_deleted_objects_are_skipped_and_their_leases_settle(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a")
+    send(broker, "t", b"b")
+    first = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert [m.message.body for m in first] == [b"a", b"b"]
+    s3 = boto3.client("s3", region_name="us-east-1")
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=broker.settings.bucket)["Contents"])
+    fresh = Broker(broker.settings, clock)  # no decoded batches cached
+    s3.delete_object(Bucket=broker.settings.bucket, Key=keys[0])
+    s3.delete_object(Bucket=broker.settings.bucket, Key=keys[1])
+    send(fresh, "t", b"c")
+    clock.advance(11)
+    got = fresh.consume.receive("g", "t", max_messages=10)
+    assert [m.message.body for m in got] == [b"c"]
+    fresh.consume.ack("g", [m.receipt_handle for m in got])
+    # a leased message whose object is gone while its index item is retained is not past
+    # retention: its lease stays until retention confirms it, then settles
+    [status] = statuses(fresh, "g")
+    assert (status.committed_offset, status.inflight) == (0, 2)
+    clock.advance(73 * 3600)
+    fresh.consume.receive("g", "t", max_messages=10)
+    [status] = statuses(fresh, "g")
+    assert (status.committed_offset, status.inflight) == (3, 0)

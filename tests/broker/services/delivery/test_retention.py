@@ -85,3 +85,11 @@ def test_a_batch_from_a_producer_with_a_fast_clock_is_not_skipped(broker, clock)
         if got:
             break
     assert [m.message.body for m in got] == [b"still retained"]
+
+
+def test_index_entries_past_retention_are_not_delivered(broker, clock):
+    broker.admin.create_topic("t", queues=1, retention_hours=1)
+    send(broker, "t", b"old")
+    clock.advance(3601)
+    send(broker, "t", b"new")
+    assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"new"]
