@@ -108,3 +108,10 @@ def test_lease_ids_name_their_slot():
     assert lease_slot(new_lease_id((7, True), 1)) == (7, True)
     assert lease_slot("0123456789abcdef") is None  # not a lease id this broker made
     assert lease_slot("x.1") is None
+
+
+def test_a_lease_id_with_unicode_digits_names_no_slot():
+    from cirrusmq_broker.rules.group_state import lease_slot
+
+    assert lease_slot("12.abc") == (12, False)
+    assert lease_slot("\u00b2.abc") is None and lease_slot("\u00b2m.abc") is None
