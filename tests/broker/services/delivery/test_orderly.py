@@ -1,5 +1,6 @@
 """Orderly (FIFO) receive on in-process moto with a fake clock: queue locks, one delivery in
-flight per queue, allocation over registered consumers, heartbeat expiry, deregistration."""
+flight per queue, allocation over registered consumers, heartbeat expiry, deregistration,
+the size and write cost of registrations."""
 
 from __future__ import annotations
 
@@ -146,3 +147,128 @@ def _queue_of(group: str, queues: int) -> int:
     import zlib
 
     return zlib.crc32(group.encode()) % queues
+
+
+def test_a_slow_orderly_batch_renewed_by_its_consumer_is_never_redelivered(broker, clock):
+    """The SDK's side of a slow orderly batch (cirrusmq.orderly): ack in groups, extend the
+    whole FIFO lease before it ends; the old handles still ack."""
+    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.services.produce import MessageInput
+
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"%d" % i, message_group="k") for i in range(3)])
+    batch = broker.consume.receive("g", "f", max_messages=3, invisible_seconds=10, client_id="c1")
+    assert len(batch) == 3
+    acked = broker.consume.ack("g", [batch[0].receipt_handle])
+    assert [o.status.value for o in acked] == ["acked"]
+    clock.advance(6)
+    broker.consume.change_invisible("g", batch[1].receipt_handle, 10)
+    clock.advance(6)  # past the first deadline
+    assert broker.consume.receive("g", "f", max_messages=3, client_id="c1") == []
+    acked = broker.consume.ack("g", [r.receipt_handle for r in batch[1:]])
+    assert [o.status.value for o in acked] == ["acked", "acked"]
+    clock.advance(60)
+    assert broker.consume.receive("g", "f", max_messages=3, client_id="c1") == []
+    assert broker.dead_letters.list("g").dead_letters == []
+
+
+def test_an_oversized_registration_is_refused_with_a_4xx_and_nothing_stored(broker, clock):
+    from cirrusmq_broker.rules.membership import RegistryTooLarge
+
+    topics = [f"t{i:02d}" + "x" * 120 for i in range(32)]
+    for t in topics:
+        broker.admin.create_topic(t, queues=1)
+    expression = " || ".join(f"{i:02d}" + "y" * 126 for i in range(63))
+    subs = {t: expression for t in topics}
+    broker.membership.heartbeat("g", "c1", subs)
+    with pytest.raises(RegistryTooLarge) as info:
+        broker.membership.heartbeat("g", "c2", subs)
+    assert info.value.http_status == 400
+    assert [c.client_id for c in broker.membership.consumers("g")] == ["c1"]
+
+
+def test_a_heartbeat_writes_only_when_half_its_timeout_has_passed(broker, clock):
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("t", queues=1)
+    writes: list[str] = []
+    remove = observe_calls(
+        lambda service, op, _: writes.append(op) if op in ("PutItem", "UpdateItem") else None
+    )
+    try:
+        broker.membership.heartbeat("g", "c1", {"t": "*"}, heartbeat_timeout_seconds=60)
+        assert writes == ["PutItem"]
+        for _ in range(2):
+            clock.advance(10)
+            status = broker.membership.heartbeat(
+                "g", "c1", {"t": "*"}, heartbeat_timeout_seconds=60
+            )
+        assert writes == ["PutItem"]  # 20 s in: still registered for 40 s more
+        assert status.expires_at == clock.now + 40_000
+        clock.advance(11)
+        broker.membership.heartbeat("g", "c1", {"t": "*"}, heartbeat_timeout_seconds=60)
+        assert writes == ["PutItem", "PutItem"]
+        broker.membership.heartbeat("g", "c1", {"t": "tag"}, heartbeat_timeout_seconds=60)
+        assert len(writes) == 3  # a changed subscription is written at once
+    finally:
+        remove()
+
+
+def test_a_deregistration_writes_only_the_queues_it_holds(broker, clock):
+    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("f", queues=8, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"x", message_group="k")])
+    broker.membership.heartbeat("g", "a", {"f": "*"}, orderly=True)
+    got = broker.consume.receive("g", "f", max_messages=8, client_id="a")
+    assert len(got) == 1
+    updates: list[str] = []
+    remove = observe_calls(
+        lambda service, op, _: updates.append(op) if op == "UpdateItem" else None
+    )
+    try:
+        assert broker.membership.deregister("g", "a") == 1
+    finally:
+        remove()
+    assert updates == ["UpdateItem"]  # the one lock; not one write per queue
+    states, _ = broker.states.list_group("g")
+    assert all(s.lock_owner is None for s in states)
+
+
+def test_a_deregistration_needs_the_permission_for_the_members_topics(broker, clock):
+    from cirrusmq_broker.errors import AccessDenied
+
+    broker.admin.create_topic("t", queues=1)
+    broker.membership.heartbeat("g", "a", {"t": "*"})
+    with pytest.raises(AccessDenied):
+        broker.membership.deregister("g", "a", may_subscribe=lambda topic: topic != "t")
+    assert [c.client_id for c in broker.membership.consumers("g")] == ["a"]
+    assert broker.membership.deregister("g", "a", may_subscribe=lambda topic: True) == 0
+    assert broker.membership.consumers("g") == []
+
+
+def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, monkeypatch):
+    from types import SimpleNamespace
+
+    from cirrusmq_broker.model import MessageType
+    from cirrusmq_broker.services import consume as consume_module
+    from cirrusmq_broker.services.produce import MessageInput
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send("f", [MessageInput(b"%d" % i, message_group="k") for i in range(2)])
+    assert broker.consume.receive("g", "f", max_messages=1, invisible_seconds=60, client_id="a")
+    seconds = [1000.0]
+    fake = SimpleNamespace(monotonic=lambda: seconds[0], sleep=lambda s: None)
+    monkeypatch.setattr(consume_module, "time", fake)
+    queries: list[str] = []
+    remove = observe_calls(lambda service, op, _: queries.append(op) if op == "Query" else None)
+    try:
+        for _ in range(20):  # a poll a second for 20 s while the delivery is in flight
+            assert broker.consume.receive("g", "f", client_id="a") == []
+            seconds[0] += 1.0
+    finally:
+        remove()
+    assert len(queries) <= 11  # re-read after 1, then every 2 s; not every second

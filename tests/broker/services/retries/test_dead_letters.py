@@ -316,3 +316,73 @@ def test_a_letter_the_previous_release_redrove_with_its_batch_is_recognised_alon
     assert [(d.offset, d.redriven) for d in listed] == [(b.offset, True)]
     assert broker.dead_letters.redrive("g", message_ids=[b.message.message_id]).redriven == 0
     assert stream_count(broker, "t#") == 4
+
+
+def _one_dead_letter(broker, *bodies: bytes):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *bodies)
+    broker.retries.set_max_delivery_attempts("g", 1)
+    got = broker.consume.receive("g", "t", max_messages=10)
+    broker.retries.nack("g", [m.receipt_handle for m in got])
+    return broker.dead_letters.list("g").dead_letters
+
+
+def test_redrive_all_then_by_id_then_by_topic_sends_back_once(broker, clock):
+    [dead] = _one_dead_letter(broker, b"poison")
+    assert not dead.redriven
+    assert broker.dead_letters.redrive("g").redriven == 1
+    [listed] = broker.dead_letters.list("g").dead_letters
+    assert listed.redriven
+    again = broker.dead_letters.redrive("g", message_ids=[dead.message.message_id])
+    assert again.redriven == 0
+    assert broker.dead_letters.redrive("g", topic="t").redriven == 0
+    assert stream_count(broker, "t#") == 2  # the original and one redrive
+
+
+def test_redrive_by_id_then_all_sends_back_once(broker, clock):
+    first, second = _one_dead_letter(broker, b"a", b"b")
+    by_id = broker.dead_letters.redrive("g", message_ids=[first.message.message_id])
+    assert by_id.redriven == 1
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, False]
+    assert broker.dead_letters.redrive("g").redriven == 1  # only the other one
+    assert stream_count(broker, "t#") == 4
+    assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
+
+
+def test_redrive_records_are_kept_as_long_as_the_dead_letters(broker, clock):
+    from cirrusmq_broker.rules.retries import DLQ_RETENTION_HOURS
+
+    _one_dead_letter(broker, b"poison")
+    broker.dead_letters.redrive("g")
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    items = ddb.scan(TableName=broker.settings.producers_table)["Items"]
+    redrives = [i for i in items if i["producer_key"]["S"].startswith("~redrive.")]
+    assert redrives
+    for item in redrives:
+        kept = int(item["expires_at"]["N"]) - clock.now // 1000
+        assert kept >= DLQ_RETENTION_HOURS * 3600
+
+
+def test_redrive_by_id_examines_a_bounded_part_of_the_dlq_per_call(broker, clock, monkeypatch):
+    from cirrusmq_broker.services import dead_letters as dead_letters_module
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b", b"c")
+    broker.retries.set_max_delivery_attempts("g", 1)
+    for m in broker.consume.receive("g", "t", max_messages=10):
+        broker.retries.nack("g", [m.receipt_handle])  # one DLQ batch each
+    letters = broker.dead_letters.list("g").dead_letters
+    assert len(letters) == 3
+    monkeypatch.setattr(dead_letters_module, "MAX_LIST_SCAN", 1)
+    wanted = [letters[2].message.message_id]
+    calls, start, redriven = 0, 0, 0
+    while True:
+        result = broker.dead_letters.redrive("g", message_ids=wanted, start=start)
+        calls, redriven = calls + 1, redriven + result.redriven
+        if result.done:
+            break
+        start = result.next_offset
+    assert (calls, redriven) == (3, 1)
+    # a topic filter matching nothing: a cursor redrive stops after the cap too
+    first = broker.dead_letters.redrive("g", topic="other")
+    assert (first.redriven, first.done) == (0, False)

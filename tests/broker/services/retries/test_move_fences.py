@@ -16,8 +16,10 @@ from broker_helpers import (
     statuses,
 )
 from cirrusmq_broker.errors import ReceiptHandleExpired
+from cirrusmq_broker.services import retries as retries_module
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.group_states import GroupStateStore
 
 
 def retry_count(broker) -> int:
@@ -398,3 +400,64 @@ def test_an_ack_of_a_nacked_handle_after_the_rest_of_its_lease_was_acked_answers
     clock.advance(200)
     assert [m.message.body for m in drain(broker, clock, "g", "t")] == [b"x"]
     assert answer == ["expired"]
+
+
+def test_a_nack_racing_the_expiry_of_its_lease_is_refused(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    real = MoveAppender.append
+    nacked = []
+
+    def append(self, topic, queue, messages, stamp, digest=None, **kwargs):
+        out = real(self, topic, queue, messages, stamp, digest, **kwargs)
+        if stamp.producer_id.startswith("~expire") and not nacked:
+            # the consumer's nack arrives while the receive is between append and save
+            nacked.append(broker.retries.nack("g", [m.receipt_handle]))
+        return out
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    broker.consume.receive("g", "t")
+    assert [s for _, s, _ in nacked[0]] == ["expired"]
+    assert stream_count(broker, "retry.") == 1
+
+
+def test_a_nack_within_the_margin_of_the_deadline_is_refused(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x", b"y")
+    m, n = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+    clock.advance(10 - retries_module.NACK_MARGIN_SECONDS)
+    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert stream_count(broker, "retry.") == 0
+    clock.advance(retries_module.NACK_MARGIN_SECONDS)
+    broker.consume.receive("g", "t")  # the expiry moves both, once
+    assert stream_count(broker, "retry.") == 2
+
+
+def test_a_nack_whose_settle_fails_answers_expired(broker, clock, monkeypatch):
+    from dataclasses import replace
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=60)
+    real = GroupStateStore.settle_request
+
+    def changed_since_read(self, state, before, after):  # as if written by another each time
+        return real(self, state, replace(before, version=before.version + 100), after)
+
+    monkeypatch.setattr(GroupStateStore, "settle_request", changed_since_read)
+    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert stream_count(broker, "retry.") == 0  # the settle and the move commit together
+
+
+def test_a_repeated_ack_of_a_message_not_moved_with_its_lease_is_acked(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b")
+    a, b = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
+    assert [o.status.value for o in broker.consume.ack("g", [a.receipt_handle])] == ["acked"]
+    clock.advance(10)
+    broker.consume.receive("g", "t")  # b moves to the retry topic
+    assert stream_count(broker, "retry.") == 1
+    again = broker.consume.ack("g", [a.receipt_handle, b.receipt_handle])
+    assert [o.status.value for o in again] == ["acked", "expired"]

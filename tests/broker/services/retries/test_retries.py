@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import boto3
 import pytest
 from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.errors import InvalidDuration, InvalidRequest
 from cirrusmq_broker.model import MessageType
 from cirrusmq_broker.rules.retries import BACKOFF_SECONDS, level_for_delay
+from cirrusmq_broker.services import consume as consume_module
+from cirrusmq_broker.services import retries as retries_module
 from cirrusmq_broker.services.produce import MessageInput
+from cirrusmq_broker.storage.group_states import GroupStateStore
 
 
 def fail_once(broker, clock, group="g", topic="t", wait: float = 0):
@@ -272,3 +276,94 @@ def test_a_lease_over_many_small_batches_moves_every_message(broker, clock):
     clock.advance(10)
     again = broker.consume.receive("g", "t", max_messages=200)
     assert sorted(int(m.message.body) for m in again) == list(range(105))
+
+
+def stream_count(broker, prefix: str) -> int:
+    """Messages appended to the streams whose name starts with ``prefix``."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    items = ddb.scan(TableName=broker.settings.log_index_table)["Items"]
+    return sum(int(i["count"]["N"]) for i in items if i["stream"]["S"].startswith(prefix))
+
+
+def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(
+    broker, clock, monkeypatch
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    real = GroupStateStore.save
+    losses = {"n": 0}
+
+    def save(self, state, *more):
+        if losses["n"] < retries_module.SAVE_ATTEMPTS:
+            losses["n"] += 1
+            return False  # another consumer's write won the race each time
+        return real(self, state, *more)
+
+    monkeypatch.setattr(GroupStateStore, "save", save)
+    assert broker.consume.receive("g", "t", invisible_seconds=10) == []
+    monkeypatch.setattr(GroupStateStore, "save", real)
+    clock.advance(10)
+    broker.consume.receive("g", "t")  # the next pass moves it, under the same stamp
+    assert stream_count(broker, "retry.") == 1
+
+
+def test_more_expired_leases_than_one_pass_moves_all_wait_for_backoff(broker, clock, monkeypatch):
+    # the pass's time bound (tested on its own) must not cut it short on a loaded machine
+    monkeypatch.setattr(consume_module, "MIN_PASS_SECONDS", 300.0)
+    broker.admin.create_topic("t", queues=1)
+    for i in range(retries_module.MAX_MOVES_PER_PASS + 5):
+        send(broker, "t", b"%d" % i)
+    for _ in range(retries_module.MAX_MOVES_PER_PASS + 5):
+        broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    clock.advance(10)
+    got = broker.consume.receive("g", "t", max_messages=32)
+    assert got == []  # none in place (no backoff skipped)
+    assert stream_count(broker, "retry.") == retries_module.MAX_MOVES_PER_PASS
+    broker.consume.receive("g", "t", max_messages=32)
+    assert stream_count(broker, "retry.") == retries_module.MAX_MOVES_PER_PASS + 5
+
+
+def test_change_invisible_of_a_retry_delivery(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    broker.retries.nack("g", [m.receipt_handle])
+    clock.advance(10)
+    [again] = broker.consume.receive("g", "t", invisible_seconds=10)
+    assert again.delivery_attempt == 2
+    changed = broker.consume.change_invisible("g", again.receipt_handle, 60)
+    assert changed.message.topic == "t"
+    assert changed.message.message_id == m.message.message_id
+    assert changed.delivery_attempt == 2
+    clock.advance(30)
+    assert broker.consume.receive("g", "t") == []  # still invisible
+    acked = broker.consume.ack("g", [changed.receipt_handle])
+    assert [o.status.value for o in acked] == ["acked"]
+
+
+def test_a_nack_of_many_leases_of_one_queue_is_one_append(broker, clock):
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", *[b"%d" % i for i in range(10)])
+    singles = [
+        broker.consume.receive("g", "t", max_messages=1, invisible_seconds=60)[0] for _ in range(10)
+    ]
+    puts: list[str] = []
+    remove = observe_calls(lambda service, op, _: puts.append(op) if op == "PutObject" else None)
+    try:
+        out = broker.retries.nack("g", [m.receipt_handle for m in singles])
+    finally:
+        remove()
+    assert [s for _, s, _ in out] == ["acked"] * 10
+    assert puts == ["PutObject"]
+    assert stream_count(broker, "retry.") == 10
+    again = broker.retries.nack("g", [m.receipt_handle for m in singles])  # a resend
+    assert [s for _, s, _ in again] == ["expired"] * 10
+    assert stream_count(broker, "retry.") == 10
+    clock.advance(10)
+    got = broker.consume.receive("g", "t", max_messages=32)
+    assert sorted(r.message.offset for r in got) == list(range(10))
+    assert {r.delivery_attempt for r in got} == {2}

@@ -15,6 +15,7 @@ import boto3
 import pytest
 from broker_helpers import send, statuses
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.group_states import GroupStateStore
 
 _names = itertools.count()
 
@@ -185,3 +186,48 @@ def test_an_ack_between_the_crash_and_the_rerun(broker, clock):
     got = broker.consume.receive("g", "t", max_messages=10)
     assert [m.message.body for m in got] == [b"b"]
     assert [o.status.value for o in broker.consume.ack("g", [b.receipt_handle])] == ["expired"]
+
+
+def test_expiry_crash_then_nack_stores_one_retry_copy(broker, clock, monkeypatch):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    with monkeypatch.context() as patch:  # the receive dies after the retry append
+
+        def crash(self, state):
+            raise Crash()
+
+        patch.setattr(GroupStateStore, "save", crash)
+        with pytest.raises(Crash):
+            broker.consume.receive("g", "t")
+    assert stream_count(broker, "retry.") == 1
+    out = broker.retries.nack("g", [m.receipt_handle])  # right at the deadline
+    assert [s for _, s, _ in out] == ["expired"]
+    broker.consume.receive("g", "t")  # the re-run of the expiry
+    assert stream_count(broker, "retry.") == 1
+    clock.advance(60)
+    got = broker.consume.receive("g", "t", max_messages=10)
+    assert [r.delivery_attempt for r in got] == [2]
+
+
+def test_an_expiry_rerun_after_max_attempts_changed_stores_nothing_twice(
+    broker, clock, monkeypatch
+):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    broker.retries.set_max_delivery_attempts("g", 2)
+    broker.consume.receive("g", "t", invisible_seconds=10)
+    clock.advance(10)
+    with monkeypatch.context() as patch:  # the expiry dies after its append (to a retry level)
+
+        def crash(self, state):
+            raise Crash()
+
+        patch.setattr(GroupStateStore, "save", crash)
+        with pytest.raises(Crash):
+            broker.consume.receive("g", "t")
+    assert stream_count(broker, "retry.") == 1
+    broker.retries.set_max_delivery_attempts("g", 1)  # the re-run's target is the DLQ now
+    broker.consume.receive("g", "t")
+    assert stream_count(broker, "retry.") + stream_count(broker, "dlq.") == 1
