@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
@@ -17,8 +17,8 @@ from cirrusmq_broker.container import Broker
 from cirrusmq_broker.model import ProducerStamp
 from cirrusmq_broker.services import scheduler
 from cirrusmq_broker.services.produce import MessageInput
-from cirrusmq_broker.services.scheduler_wake import SchedulerWake
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.scheduler_invoke import register_local
 
 RUN_SECONDS = 59
 API_TIMEOUT_SECONDS = 30  # template.yaml Globals: Function Timeout
@@ -41,6 +41,26 @@ def broker(settings, clock, monkeypatch) -> Broker:
         ),
         clock,
     )
+
+
+SCHEDULER = "scheduler-under-test"
+
+
+@pytest.fixture
+def waking(broker) -> Iterator[Callable[[Callable[[], None]], Broker]]:
+    """A container on ``broker``'s tables whose delayed sends wake the scheduler by
+    ``start``: the function named in its settings, started in process the way the local
+    stack starts one (``register_local``)."""
+    undo: list[Callable[[], None]] = []
+
+    def make(start: Callable[[], None]) -> Broker:
+        undo.append(register_local(SCHEDULER, start))
+        woken = dataclasses.replace(broker.settings, scheduler_function=SCHEDULER)
+        return Broker(woken, broker.clock)
+
+    yield make
+    for step in reversed(undo):
+        step()
 
 
 @pytest.fixture
@@ -106,10 +126,9 @@ def test_a_run_sees_a_message_due_late_in_the_run(broker, clock):
     assert run_once(broker, clock).moved == 1
 
 
-def test_a_send_due_before_the_next_run_wakes_the_scheduler_once(broker, clock, monkeypatch):
+def test_a_send_due_before_the_next_run_wakes_the_scheduler_once(broker, clock, waking):
     started: list[int] = []
-    wake = SchedulerWake(lambda: started.append(clock.now), clock)
-    monkeypatch.setattr(broker.produce, "_wake", wake)
+    broker = waking(lambda: started.append(clock.now))
     broker.admin.create_topic("t", queues=1)
     broker.produce.send("t", [MessageInput(b"far", delay_level=6)])  # 2 min: a run sees it
     assert started == []
@@ -132,11 +151,9 @@ def test_a_send_due_before_the_next_run_wakes_the_scheduler_once(broker, clock, 
     assert len(started) == 3
 
 
-def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock, monkeypatch):
+def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock, waking):
     starts: list[int] = []
-    monkeypatch.setattr(
-        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
-    )
+    broker = waking(lambda: starts.append(clock.now))
     broker.admin.create_topic("t", queues=1)
     t0 = clock.now
     broker.produce.send("t", [MessageInput(b"early", delivery_timestamp=t0 + 8_000)])
@@ -174,16 +191,11 @@ def test_a_send_after_a_woken_run_returned_early_is_moved_on_time(broker, clock,
     assert entry.base_offset == 2 and entry.stored_timestamp == due
 
 
-def test_one_minute_of_delayed_sends_from_many_containers_starts_one_run(
-    broker, clock, monkeypatch
-):
+def test_one_minute_of_delayed_sends_from_many_containers_starts_one_run(broker, clock, waking):
+    starts: list[int] = []
+    broker = waking(lambda: starts.append(clock.now))
     broker.admin.create_topic("t", queues=1)
     containers = [broker] + [Broker(broker.settings, clock) for _ in range(3)]
-    starts: list[int] = []
-    for container in containers:
-        monkeypatch.setattr(
-            container.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
-        )
     t0 = clock.now
     for number, container in enumerate(containers):
         clock.now = t0 + number * 1000  # one send a second, each due 10 s later
@@ -208,11 +220,9 @@ def test_a_stalled_wake_cannot_outlast_the_send(broker, monkeypatch):
     )
 
 
-def test_a_duplicate_of_a_long_past_delayed_send_wakes_nothing(broker, clock, monkeypatch):
+def test_a_duplicate_of_a_long_past_delayed_send_wakes_nothing(broker, clock, waking):
     starts: list[int] = []
-    monkeypatch.setattr(
-        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
-    )
+    broker = waking(lambda: starts.append(clock.now))
     broker.admin.create_topic("t", queues=1)
     stamp = ProducerStamp("p1", 1)
     inputs = [MessageInput(b"a", delay_level=3)]  # 10 s
@@ -222,20 +232,13 @@ def test_a_duplicate_of_a_long_past_delayed_send_wakes_nothing(broker, clock, mo
     assert broker.index.entry_at("t", 0, 0) is not None
     clock.advance(600)  # ten minutes later the producer's outbox replays the request,
     other = Broker(broker.settings, clock)  # served by another produce container
-    monkeypatch.setattr(
-        other.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
-    )
     assert other.produce.send("t", inputs, stamp).duplicate
     assert len(starts) == 1, "a replay of a send due ten minutes ago started a run"
 
 
-def test_a_run_started_by_a_wake_answers_it_so_the_next_send_wakes_again(
-    broker, clock, monkeypatch
-):
+def test_a_run_started_by_a_wake_answers_it_so_the_next_send_wakes_again(broker, clock, waking):
     starts: list[int] = []
-    monkeypatch.setattr(
-        broker.produce, "_wake", SchedulerWake(lambda: starts.append(clock.now), clock)
-    )
+    broker = waking(lambda: starts.append(clock.now))
     broker.admin.create_topic("t", queues=1)
     t0 = clock.now
     broker.produce.send("t", [MessageInput(b"a", delivery_timestamp=t0 + 1000)])
@@ -268,7 +271,7 @@ def test_a_run_whose_due_times_a_looping_run_covers_returns_at_once(broker, cloc
     assert broker.timers.run_lease().run_until == t0 + 5000 + RUN_SECONDS * 1000
 
 
-def test_a_wake_that_could_not_start_a_run_lets_the_next_send_ask_again(broker, clock, monkeypatch):
+def test_a_wake_that_could_not_start_a_run_lets_the_next_send_ask_again(broker, clock, waking):
     attempts: list[int] = []
 
     def start() -> None:
@@ -276,7 +279,7 @@ def test_a_wake_that_could_not_start_a_run_lets_the_next_send_ask_again(broker, 
         if len(attempts) == 1:
             raise ConnectionError("the Lambda endpoint did not answer")
 
-    monkeypatch.setattr(broker.produce, "_wake", SchedulerWake(start, clock))
+    broker = waking(start)
     broker.admin.create_topic("t", queues=1)
     broker.produce.send("t", [MessageInput(b"a", delay_level=3)])  # the send still succeeds
     clock.advance(2)
