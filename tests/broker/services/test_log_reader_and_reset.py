@@ -125,11 +125,18 @@ def test_an_idle_long_poll_reads_only_the_head_about_once_a_second(broker, monke
         now[0] += seconds
 
     monkeypatch.setattr(log_reader.time, "monotonic", lambda: now[0])
-    broker.log_reader._sleep = sleep
+    reader = log_reader.LogReader(  # the container's reader, sleeping on the fake time
+        topics=broker.catalog,
+        index=broker.index,
+        heads=broker.heads,
+        reader=broker.reader,
+        clock=broker.clock,
+        sleep=sleep,
+    )
     heads = []
     real_get = broker.heads.get
     monkeypatch.setattr(broker.heads, "get", lambda *a: heads.append(a) or real_get(*a))
-    result = broker.log_reader.read("t", 0, 0, wait_seconds=3)
+    result = reader.read("t", 0, 0, wait_seconds=3)
     assert result.messages == [] and result.next_offset == 0
     assert slept and all(s <= 1.0 for s in slept) and len(heads) == len(slept) + 1 <= 4
 
@@ -437,8 +444,8 @@ def test_streaming_with_a_limit_starts_at_the_retained_log(settings):
     now_s = int(time.time())
     specs = [(10, now_s - 2 * HOUR, 0)] * 50 + [(10, now_s + HOUR, 0)] * 5
     end = _put_entries(settings, "behind", 0, specs)
-    reader = CirrusMQStreamReader(_stack(settings), ReadOptions.parse({"topic": "behind"}))
-    reader._cached_log = QueueLog(_stack(settings), "behind", queues=1)  # noqa: SLF001
+    read = ReadOptions.parse({"topic": "behind", "queues": "1"})
+    reader = CirrusMQStreamReader(_stack(settings), read)
     latest = reader.latestOffset({"0": 0}, ReadMaxRows(20))
     assert latest == {"0": 520}
     slices = reader._stream_log().slices(0, 0, 520)  # noqa: SLF001
@@ -506,8 +513,8 @@ def test_an_idle_stream_reuses_its_client_and_heads(settings, monkeypatch):
     monkeypatch.setattr(QueueLog, "heads", counting_heads)
     now = [1000.0]
     monkeypatch.setattr(source.time, "monotonic", lambda: now[0])
-    reader = source.CirrusMQStreamReader(_stack(settings), ReadOptions.parse({"topic": "idle"}))
-    reader._cached_log = QueueLog(_stack(settings), "idle", queues=1)  # noqa: SLF001
+    read = ReadOptions.parse({"topic": "idle", "queues": "1"})
+    reader = source.CirrusMQStreamReader(_stack(settings), read)
     for _ in range(50):
         assert reader.latestOffset({"0": 0}, ReadAllAvailable()) == {"0": 3}
     assert len(made) == 1

@@ -186,9 +186,10 @@ def test_straggler_written_after_its_second_was_scanned_is_still_moved(delays, c
     due = clock.now + 1000
     clock.advance(1.2)  # the scheduler already passed `due` ...
     assert delays.scheduler.tick().moved == 0
-    # ... when a producer that chose `due` earlier commits its item now
-    delays.produce._clock = lambda: due - 1000  # noqa: SLF001
-    delays.produce.send("t", [MessageInput(b"late", delivery_timestamp=due)])
+    # ... when a producer that chose `due` earlier commits its item now (a container whose
+    # clock reads a second before it)
+    late = Broker(delays.settings, lambda: due - 1000)
+    late.produce.send("t", [MessageInput(b"late", delivery_timestamp=due)])
     assert delays.scheduler.tick().moved == 1
 
 
