@@ -7,6 +7,7 @@ handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired); wi
 ``legacy_acks`` they answer the former way: all or nothing, 400 for malformed (not named),
 foreign or stale (named in ``details``) handles. Change-invisible calls are recorded.
 Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
+With ``down`` set, every connection is refused (the service is unreachable).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class FakeGroupService:
         """The ``wait_seconds`` of every receive."""
         self.subscriptions: dict[str, str] = {}
         self.ack_requests = 0
+        self.down = False
+        """Refuse every connection (the service is unreachable)."""
         self._offset = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -67,6 +70,8 @@ class FakeGroupService:
             self.cond.notify_all()
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("connection refused", request=request)
         refusal = self.signatures.check(request)
         if refusal is not None:
             return refusal
