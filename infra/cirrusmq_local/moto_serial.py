@@ -22,7 +22,7 @@ Requests that name none, or that this does not recognise (``ListTables``, ``List
 PartiQL, tagging by ARN, other services, ``/moto-api``) take the catalog lock exclusively:
 they run alone, as every request did before. Produce (S3 put + index transaction) and
 consume (group table) requests now overlap; the transaction's table deep copy is gone
-(:mod:`cirrusmq_local.moto_patches`). ``tests/integration/test_local_stack_atomicity.py``
+(:mod:`cirrusmq_local.moto_patches`). ``tests/local/test_stack_atomicity.py``
 shows concurrent writes surviving failing transactions.
 
 ``POST /_cirrusmq/ttl`` and ``POST /_cirrusmq/lifecycle`` run the TTL and lifecycle

@@ -1,4 +1,5 @@
-"""Tests of the ways users install and deploy (marker ``deploy``; not in the default run):
+"""Tests of what users deploy: template.yaml and docs/deploy.md (fast, in the default run), and
+the ways users install and deploy (marker ``deploy``; not in the default run):
 ``make test-deploy`` installs what they need (aws-sam-cli in ``.venv-sam``) and runs them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers for the tests against the local stack."""
+"""Helpers of the SDK tests: draining a topic from a local stack, waiting for a condition."""
 
 from __future__ import annotations
 

@@ -1,0 +1,132 @@
+"""Small helpers shared by the broker unit tests."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.model import MessageInput
+from cirrusmq_broker.storage.clients import observe_calls
+
+
+def send(broker: Broker, topic: str, *bodies: bytes, **fields) -> list:
+    return broker.produce.send(topic, [MessageInput(b, **fields) for b in bodies]).receipts
+
+
+def object_keys(broker: Broker) -> list[str]:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    listed = s3.list_objects_v2(Bucket=broker.settings.bucket).get("Contents", [])
+    return [o["Key"] for o in listed]
+
+
+def index_items(broker: Broker) -> list[dict]:
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    return ddb.scan(TableName=broker.settings.log_index_table)["Items"]
+
+
+def statuses(broker: Broker, group: str) -> list:
+    """Per-queue statuses of a group (describe_group without the subscriptions)."""
+    return broker.consume.describe_group(group).queues
+
+
+def ack_statuses(broker: Broker, group: str, handles: list[str]) -> list[str]:
+    """The per-handle status of an ack: 'acked', 'expired' or 'invalid'."""
+    return [outcome.status.value for outcome in broker.consume.ack(group, handles)]
+
+
+def in_place_redelivery(broker: Broker) -> Broker:
+    """The broker with expired leases redelivered in place (the FIFO path, issue 9) for
+    every topic: for tests of the lease mechanics themselves."""
+    broker.consume._retries = None
+    return broker
+
+
+@contextmanager
+def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -> Iterator[None]:
+    """Eventually consistent Queries of the log index ``table`` through ``client`` miss the
+    batches ``hidden`` names ((stream, base offset)), as a read served by a replica that has
+    not seen a batch appended a moment ago does; consistent reads see everything."""
+
+    def mark(params: dict, context: dict, **_: Any) -> None:
+        context["lagging"] = params.get("TableName") == table and not params.get("ConsistentRead")
+
+    def hide(parsed: dict, context: dict, **_: Any) -> None:
+        if context.get("lagging") and "Items" in parsed:
+            parsed["Items"] = [
+                item
+                for item in parsed["Items"]
+                if (item["stream"]["S"], int(item["base_offset"]["N"])) not in hidden
+            ]
+            parsed["Count"] = len(parsed["Items"])
+
+    events = client.meta.events
+    events.register("before-parameter-build.dynamodb.Query", mark, unique_id="lagging-mark")
+    events.register("after-call.dynamodb.Query", hide, unique_id="lagging-hide")
+    try:
+        yield
+    finally:
+        events.unregister("before-parameter-build.dynamodb.Query", unique_id="lagging-mark")
+        events.unregister("after-call.dynamodb.Query", unique_id="lagging-hide")
+
+
+def serialised_aws_calls(monkeypatch: Any) -> None:
+    """One AWS call at a time, as DynamoDB applies each write atomically: moto's in-process
+    backend checks a condition and applies a write in separate Python steps, so threads
+    racing through it could both pass one condition."""
+    from botocore.client import BaseClient
+
+    lock, real = threading.RLock(), BaseClient._make_api_call
+
+    def call(client: Any, operation: str, params: dict) -> Any:
+        with lock:
+            return real(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", call)
+
+
+class DynamoAnswer:
+    """An HTTP answer of DynamoDB as botocore's ``before-call`` short-circuit takes it."""
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.headers: dict[str, str] = {}
+        self.content = b""
+
+
+def cancellation(*reasons: str) -> tuple[DynamoAnswer, dict]:
+    """What DynamoDB answers a TransactWriteItems it cancelled for ``reasons`` (per item)."""
+    parsed = {
+        "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+        "CancellationReasons": [{"Code": code} for code in reasons],
+    }
+    return DynamoAnswer(400), parsed
+
+
+@contextmanager
+def transactions_cancelled(client, *reasons: str, times: int = 1) -> Iterator[list[str]]:
+    """The next ``times`` TransactWriteItems of ``client`` are cancelled for ``reasons``
+    (what a concurrent write to their items makes DynamoDB answer); yields the calls seen."""
+    calls: list[str] = []
+
+    def cancel(params, **_):
+        calls.append("cancelled" if len(calls) < times else "sent")
+        return cancellation(*reasons) if calls[-1] == "cancelled" else None
+
+    event = "before-call.dynamodb.TransactWriteItems"
+    client.meta.events.register(event, cancel)
+    try:
+        yield calls
+    finally:
+        client.meta.events.unregister(event, cancel)
+
+
+def count_calls() -> tuple[Counter, callable]:
+    """AWS calls made from now on, counted by ``service.Operation``; ``remove()`` stops it."""
+    calls: Counter = Counter()
+    remove = observe_calls(lambda service, operation, _: calls.update([f"{service}.{operation}"]))
+    return calls, remove

@@ -1,0 +1,100 @@
+"""Broker fixtures: the broker's stores on in-process moto, tables built from template.yaml;
+``broker_helpers`` (beside this file) has the helpers the tests import."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import moto.s3.models as moto_s3
+import pytest
+from cirrusmq_broker import clock as broker_clock
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.settings import Settings
+from cirrusmq_local.resolver import Resolver, resolve_parameters
+from cirrusmq_local.resources import create_resources
+from cirrusmq_local.template import load_template
+from moto import mock_aws
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+@pytest.fixture(autouse=True)
+def broker_clock_at_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests run on wall time: a local stack of the same test session may have advanced
+    the process's broker clock (it comes back after each test)."""
+    monkeypatch.setattr(broker_clock, "_offset_ms", 0)
+
+
+class FakeClock:
+    """Milliseconds since the epoch, moved by hand."""
+
+    def __init__(self, start_ms: int = 1_790_000_000_000) -> None:
+        self.now = start_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def settings(aws: None) -> Settings:
+    template = load_template(TEMPLATE)
+    resolver = Resolver(template, resolve_parameters(template))
+    names = create_resources(
+        boto3.client("dynamodb", region_name="us-east-1"),
+        boto3.client("s3", region_name="us-east-1"),
+        template,
+        resolver,
+        kms=boto3.client("kms", region_name="us-east-1"),
+    )
+    return Settings(
+        topics_table=names["TopicsTable"],
+        log_index_table=names["LogIndexTable"],
+        groups_table=names["GroupsTable"],
+        producers_table=names["ProducersTable"],
+        queue_heads_table=names["QueueHeadsTable"],
+        bucket=names["MessageBucket"],
+        access_keys_table=names["AccessKeysTable"],
+        nonces_table=names["NoncesTable"],
+        secrets_key_id=names["AccessKeySecretsKey"],
+        receipt_secret="unit-test-secret-0123456789abcdef",
+        aws_region="us-east-1",
+    )
+
+
+@pytest.fixture
+def broker(settings: Settings, clock: FakeClock) -> Broker:
+    return Broker(settings, clock)
+
+
+@pytest.fixture
+def s3_clock(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """S3 LastModified follows the broker's FakeClock, plus ``lag_ms`` (as S3's clock and
+    the broker's agree on AWS; the janitor judges objects by their write time)."""
+    state = types.SimpleNamespace(lag_ms=0)
+
+    def utcnow() -> dt.datetime:
+        moment = dt.datetime.fromtimestamp((clock.now + state.lag_ms) / 1000, tz=dt.UTC)
+        return moment.replace(tzinfo=None)
+
+    monkeypatch.setattr(moto_s3, "utcnow", utcnow)
+    return state

@@ -1,0 +1,207 @@
+"""Per-handle ack results: parsing both response shapes, the ack plan, the consumers' use."""
+
+from __future__ import annotations
+
+import pytest
+from cirrusmq import (
+    AckResult,
+    AckStatus,
+    BadRequestError,
+    ReceiptHandleExpiredError,
+    SimpleConsumer,
+)
+from cirrusmq.consumer.acks import (
+    MAX_ACK_HANDLES,
+    ack_plan,
+    is_per_handle_error,
+    parse_ack_response,
+)
+from cirrusmq.consumer.pending_acks import AckRetrier, MemoryPendingAcks
+from cirrusmq.errors import TransportError, error_from_response
+from cirrusmq.transport import RetryPolicy, Transport
+
+from .fake_group import FakeGroupService
+
+
+def test_results_are_parsed_in_request_order():
+    body = {
+        "acked": 2,
+        "results": [
+            {"receipt_handle": "a", "status": "acked", "code": None, "message": None},
+            {
+                "receipt_handle": "b",
+                "status": "expired",
+                "code": "ReceiptHandleExpired",
+                "message": "redelivered",
+            },
+            {"receipt_handle": "c", "status": "invalid", "code": "ForeignReceiptHandle"},
+        ],
+    }
+    assert parse_ack_response(["a", "b", "c"], body) == [
+        AckResult("a", AckStatus.ACKED),
+        AckResult("b", AckStatus.EXPIRED, "ReceiptHandleExpired", "redelivered"),
+        AckResult("c", AckStatus.INVALID, "ForeignReceiptHandle"),
+    ]
+
+
+def test_results_are_matched_by_handle_then_by_position():
+    by_handle = {"results": [{"receipt_handle": "b", "status": "acked"}, {"receipt_handle": "a"}]}
+    results = parse_ack_response(["a", "b"], by_handle)
+    assert [(r.receipt_handle, r.status) for r in results] == [
+        ("a", AckStatus.INVALID),  # no status: not a known one
+        ("b", AckStatus.ACKED),
+    ]
+    positional = {"results": [{"status": "acked"}, {"status": "expired"}]}
+    assert [r.status for r in parse_ack_response(["x", "y"], positional)] == [
+        AckStatus.ACKED,
+        AckStatus.EXPIRED,
+    ]
+
+
+def test_the_former_shape_means_all_acked():
+    assert parse_ack_response(["a", "b"], {"acked": 2}) == [
+        AckResult("a", AckStatus.ACKED),
+        AckResult("b", AckStatus.ACKED),
+    ]
+    assert parse_ack_response(["a"], None)[0].acked
+
+
+def test_malformed_results_are_a_transport_error():
+    with pytest.raises(TransportError):
+        parse_ack_response(["a", "b"], {"results": [{"receipt_handle": "a", "status": "acked"}]})
+    with pytest.raises(TransportError):
+        parse_ack_response(["a"], {"results": "nope"})
+
+
+def test_unknown_statuses_are_final_failures():
+    (result,) = parse_ack_response(["a"], {"results": [{"status": "weird", "code": None}]})
+    assert result.status is AckStatus.INVALID and result.final and "weird" in result.message
+    (pending,) = parse_ack_response(["a"], {"results": [{"status": "pending"}]})
+    assert pending.status is AckStatus.INVALID  # the service never leaves one pending
+
+
+def test_results_give_the_typed_errors():
+    expired = AckResult("h", AckStatus.EXPIRED, "ReceiptHandleExpired", "stale")
+    error = expired.error()
+    assert isinstance(error, ReceiptHandleExpiredError) and error.receipt_handles == ["h"]
+    foreign = AckResult("h", AckStatus.INVALID, "ForeignReceiptHandle").error()
+    assert isinstance(foreign, BadRequestError) and foreign.code == "ForeignReceiptHandle"
+    assert AckResult("h", AckStatus.INVALID).error().code == "InvalidReceiptHandle"
+    assert AckResult("h", AckStatus.ACKED).error() is None
+    assert AckResult("h", AckStatus.PENDING).error() is None
+    assert not AckResult("h", AckStatus.PENDING).final
+
+
+def drive(plan, answer):
+    """Run an ack plan, answering each chunk with ``answer(chunk)``; (chunks, results)."""
+    chunks = []
+    try:
+        chunk = next(plan)
+        while True:
+            chunks.append(chunk)
+            chunk = plan.send(answer(chunk))
+    except StopIteration as done:
+        return chunks, done.value
+
+
+def test_the_plan_chunks_and_keeps_the_order():
+    handles = [f"h{i}" for i in range(2500)] + ["h0"]  # a duplicate is acked once
+    chunks, results = drive(ack_plan(handles), lambda chunk: {"acked": len(chunk)})
+    assert [len(c) for c in chunks] == [MAX_ACK_HANDLES, MAX_ACK_HANDLES, 500]
+    assert [r.receipt_handle for r in results] == handles and all(r.acked for r in results)
+
+
+def legacy(chunk):
+    """A former-shape service: stale handles named, malformed ones not."""
+    stale = [h for h in chunk if h.startswith("stale")]
+    if stale:
+        return error_from_response(
+            400, {"code": "ReceiptHandleExpired", "details": {"receipt_handles": stale}}
+        )
+    if any(h.startswith("bad") for h in chunk):
+        return error_from_response(400, {"code": "InvalidReceiptHandle", "message": "bad"})
+    return {"acked": len(chunk)}
+
+
+def test_the_plan_resolves_former_all_or_nothing_refusals():
+    handles = ["h0", "stale-1", "h1", "bad-1", "h2", "h3", "bad-2"]
+    chunks, results = drive(ack_plan(handles), legacy)
+    statuses = {r.receipt_handle: r.status for r in results}
+    assert [r.receipt_handle for r in results] == handles
+    assert statuses == {
+        "h0": AckStatus.ACKED,
+        "h1": AckStatus.ACKED,
+        "h2": AckStatus.ACKED,
+        "h3": AckStatus.ACKED,
+        "stale-1": AckStatus.EXPIRED,
+        "bad-1": AckStatus.INVALID,
+        "bad-2": AckStatus.INVALID,
+    }
+    assert len(chunks) <= 2 * len(handles)  # halving isolates the unnamed culprits
+
+
+def test_only_handle_refusals_are_per_handle_errors():
+    assert is_per_handle_error(error_from_response(400, {"code": "ForeignReceiptHandle"}))
+    assert not is_per_handle_error(error_from_response(400, {"code": "InvalidGroupName"}))
+    assert not is_per_handle_error(error_from_response(503, {"code": "Busy"}))
+
+
+def simple(service: FakeGroupService, **options) -> SimpleConsumer:
+    transport = Transport(
+        "http://fake",
+        service.credentials,
+        retry=RetryPolicy(max_attempts=1),
+        http_transport=service.transport(),
+    )
+    return SimpleConsumer("http://fake", None, "g", ["t"], 0, transport=transport, **options)
+
+
+@pytest.mark.parametrize("legacy_acks", [False, True], ids=["results", "legacy"])
+def test_simple_consumer_acks(legacy_acks):
+    service = FakeGroupService()
+    service.legacy_acks = legacy_acks
+    service.add("h1", "stale-1", "h2", "bad-1")
+    with simple(service) as c:
+        messages = c.receive(10)
+        results = c.ack_batch(messages)
+        assert [(r.receipt_handle, r.status) for r in results] == [
+            ("h1", AckStatus.ACKED),
+            ("stale-1", AckStatus.EXPIRED),
+            ("h2", AckStatus.ACKED),
+            ("bad-1", AckStatus.INVALID),
+        ]
+        assert [r.message_id for r in results] == [m.message_id for m in messages]
+        assert c.ack(messages[0]).acked  # acking twice is fine
+        with pytest.raises(ReceiptHandleExpiredError) as stale:
+            c.ack(messages[1])
+        assert stale.value.receipt_handles == ["stale-1"]
+        with pytest.raises(BadRequestError, match="InvalidReceiptHandle"):
+            c.ack("bad-2")
+    assert sorted(set(service.acked)) == ["h1", "h2"]
+
+
+def test_unreachable_acks_are_pending_with_an_outbox(tmp_path):
+    service = FakeGroupService()
+    service.add("h1")
+    with simple(service, outbox_path=tmp_path / "acks.db") as c:
+        (message,) = c.receive(1)
+        service.down = True
+        (result,) = c.ack_batch([message])
+        assert result.status is AckStatus.PENDING and not result.final
+        assert c.ack(message).status is AckStatus.PENDING  # kept, no error
+        service.down = False
+
+
+@pytest.mark.parametrize("legacy_acks", [False, True], ids=["results", "legacy"])
+def test_the_retrier_settles_expired_and_invalid_acks_for_good(legacy_acks):
+    service = FakeGroupService()
+    service.legacy_acks = legacy_acks
+    store = MemoryPendingAcks()
+    transport = Transport("http://fake", service.credentials, http_transport=service.transport())
+    retrier = AckRetrier(store, transport, interval_s=3600)
+    far = 10**13
+    retrier.park("g", [(h, far) for h in ("h1", "stale-1", "bad-1", "foreign-1", "h2")])
+    retrier.flush_once()
+    assert retrier.pending() == 0  # acked, expired, invalid: all done
+    assert sorted(set(service.acked)) == ["h1", "h2"]
+    retrier.close()
