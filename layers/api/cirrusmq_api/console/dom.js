@@ -30,13 +30,22 @@ export function fill(el, ...children) {
   return el;
 }
 
-/** A labelled control: the label's text is the control's accessible name. */
-export function field(label, control, className) {
-  return h("label", { class: className }, label, control);
+let fieldCount = 0;
+
+function labelled(control) {
+  if (!control.id) control.id = `field-${++fieldCount}`;
+  return control.id;
 }
 
+/** A control with its label (label for=id: the label's text is the control's name). */
+export function field(label, control) {
+  return h("div", { class: "field" }, h("label", { for: labelled(control) }, label), control);
+}
+
+/** A checkbox and its label; `attrs` go on the input. */
 export function checkbox(label, attrs = {}) {
-  return h("label", { class: "check" }, h("input", { type: "checkbox", ...attrs }), label);
+  const input = h("input", { type: "checkbox", ...attrs });
+  return h("div", { class: "field check" }, input, h("label", { for: labelled(input) }, label));
 }
 
 /** A table with a caption; `rows` are arrays of cells (text, nodes, or {value, class}). */

@@ -1,7 +1,7 @@
 // Dead letters of a group: list with reason and attempts, inspect, redrive selected or
 // all, purge.
 import { call, path } from "./api.js";
-import { base64ToBytes, bodyLine, bodyViewer, checkbox, facts, fill, h, num, table, time } from "./dom.js";
+import { base64ToBytes, bodyLine, bodyViewer, facts, fill, h, num, table, time } from "./dom.js";
 import { groupPicker } from "./page-groups.js";
 
 const MAX_CALLS = 100; // a redrive is resumable: call until done, within reason
@@ -53,7 +53,8 @@ async function renderGroup(view, group, ctx) {
     const page = await call("GET", path("v1", "groups", group, "dead-letters"), { query: { start, limit: 100 } });
     selected = new Set();
     const rows = page.dead_letters.map((d) => [
-      checkbox("", {
+      h("input", {
+        type: "checkbox",
         "aria-label": `Select ${d.message_id}`,
         onchange: (event) => (event.target.checked ? selected.add(d.message_id) : selected.delete(d.message_id)),
       }),

@@ -82,9 +82,10 @@ async function renderGroup(view, group, ctx) {
   const body = h("div");
   const reload = async () => {
     const described = await call("GET", path("v1", "groups", group));
+    const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])];
+    // The API lists the queues the group has taken messages from (not yet touched: absent).
     const lag = described.queues.reduce((sum, q) => sum + q.lag, 0);
     const inflight = described.queues.reduce((sum, q) => sum + q.inflight, 0);
-    const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])];
     fill(
       body,
       h(
