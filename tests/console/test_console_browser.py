@@ -204,3 +204,51 @@ def test_a_dead_letter_is_redriven(page, cirrusmq_stack, admin, name):
         [back] = consumer.receive(1, 30)
         assert back.message_id == message.message_id
         consumer.ack(back)
+
+
+def test_an_access_key_is_created_disabled_and_deleted(page, cirrusmq_stack, admin, name):
+    page.on("dialog", lambda dialog: dialog.accept())
+    sign_in(page, cirrusmq_stack)
+    page.get_by_role("link", name="Access keys").click()
+    page.get_by_label("Description").fill(name)
+    page.get_by_label("Publish to topics").fill(f"{name}-*")
+    page.get_by_role("button", name="Create key").click()
+    created = page.get_by_role("region", name="New access key")
+    expect(created).to_contain_text(f"publish: {name}-*")
+    [key] = [k for k in admin.list_access_keys() if k.description == name]
+    expect(created).to_contain_text(key.access_key)
+    row = page.get_by_role("table", name="Access keys").get_by_role("row").filter(has_text=name)
+    expect(row).to_contain_text("ACTIVE")
+    page.get_by_role("button", name=f"Disable key {key.access_key}").click()
+    expect(row).to_contain_text("DISABLED")
+    page.get_by_role("button", name=f"Delete key {key.access_key}").click()
+    expect(page.get_by_role("status", name="Status")).to_contain_text(f"Deleted {key.access_key}")
+    expect(row).to_have_count(0)
+    assert [k for k in admin.list_access_keys() if k.description == name] == []
+
+
+def test_an_open_transaction_is_rolled_back(page, cirrusmq_stack, admin, name):
+    from cirrusmq import TransactionProducer, TransactionResolution
+
+    admin.create_topic(name, queues=1, message_type="TRANSACTION")
+    group = f"pg-{name}"
+    with TransactionProducer(
+        cirrusmq_stack.endpoint,
+        cirrusmq_stack.credentials,
+        producer_group=group,
+        checker=lambda view: TransactionResolution.ROLLBACK,
+        transactional_id=f"{name}-1",
+    ) as producer:
+        tx = producer.begin_transaction()
+        tx.send(Message(name, "half"))
+        page.on("dialog", lambda dialog: dialog.accept())
+        sign_in(page, cirrusmq_stack)
+        page.get_by_role("link", name="Transactions").click()
+        page.get_by_label("Producer group").fill(group)
+        page.get_by_role("button", name="Show transactions").click()
+        table = page.get_by_role("table", name=f"Open transactions of {group}")
+        expect(table).to_contain_text(tx.id)
+        page.get_by_role("button", name=f"Roll back {tx.id}").click()
+        expect(page.get_by_role("status", name="Status")).to_contain_text("ROLLED_BACK")
+        expect(table).to_contain_text("No open transactions.")
+    assert sum(q.max_offset for q in admin.describe_topic(name).queue_offsets) == 0
