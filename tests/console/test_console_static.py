@@ -33,9 +33,12 @@ def test_every_console_file_is_served_unsigned_with_a_strict_csp(cirrusmq_stack)
     assert script.headers["content-type"] == "text/javascript; charset=utf-8"
 
 
-def test_console_root_redirects_to_the_folder(cirrusmq_stack):
-    response = httpx.get(f"{cirrusmq_stack.endpoint}/console")
-    assert (response.status_code, response.headers["location"]) == (308, "/console/")
+def test_the_page_is_served_with_and_without_the_trailing_slash(cirrusmq_stack):
+    index = (CONSOLE_DIR / "index.html").read_text(encoding="utf-8")
+    for path in ("/console", "/console/"):
+        response = httpx.get(cirrusmq_stack.endpoint + path)
+        assert (response.status_code, response.text) == (200, index), path
+    assert 'src="/console/app.js"' in index  # named absolutely: both URLs load it
 
 
 @pytest.mark.parametrize(

@@ -397,8 +397,7 @@ OPEN_ROUTES = {
     ("GET", "/v1/health"): 200,
     ("GET", "/v1/openapi.json"): 200,
     # the web console's static files (its pages sign their own API calls)
-    ("GET", "/console"): 308,
-    ("GET", "/console/"): 200,
+    ("GET", "/console"): 200,
     ("GET", "/console/{name}"): 200,
 }
 """The routes anyone may call, and their answer."""

@@ -43,7 +43,7 @@ UNSIGNED = frozenset(
         ("GET", "/v1/health"),
         ("GET", "/v1/openapi.json"),
         ("GET", "/console"),
-        ("GET", "/console/"),
+        ("GET", "/console/"),  # API Gateway routes it to GET /console
         ("GET", "/console/{name}"),
     }
 )

@@ -75,16 +75,12 @@ def _serve(name: str) -> Response:
 
 
 @router.get(PREFIX, include_in_schema=False)
-def console_root():  # noqa: ANN201 (no return annotation: Powertools would validate it)
-    """``/console`` → ``/console/`` (relative module URLs resolve against the folder)."""
-    return Response(308, "text/plain", "", headers={**SECURITY_HEADERS, "Location": PREFIX + "/"})
-
-
 @router.get(PREFIX + "/", include_in_schema=False)
-def console_index():  # noqa: ANN201
+def console_index():  # noqa: ANN201 (no return annotation: Powertools would validate it)
+    """The page, at ``/console`` and ``/console/`` alike (its files are named absolutely)."""
     return _serve("index.html")
 
 
 @router.get(PREFIX + "/<name>", include_in_schema=False)
-def console_file(name: str):  # noqa: ANN201
+def console_file(name: str):  # noqa: ANN201 (as above)
     return _serve(name)
