@@ -3,8 +3,8 @@
 Literal segments beat ``{param}`` segments, which beat a greedy ``{param+}``; an explicit
 method beats ``ANY``; ``$default`` catches whatever matches no route. A route key cannot end
 in ``/``: a path with a trailing slash that matches no route goes to the route of the path
-without it (``/console/`` → ``GET /console``), as API Gateway routes it, with the raw path
-unchanged.
+without it for its method (``/console/`` → ``GET /console``), as API Gateway routes it, with
+the raw path unchanged.
 """
 
 from __future__ import annotations
@@ -121,17 +121,18 @@ class Router(Generic[T]):
         method = method.upper()
         parts = raw_path[1:].split("/") if raw_path.startswith("/") else [raw_path]
         allowed: list[str] = []
-        tries = [parts, parts[:-1]] if len(parts) > 1 and parts[-1] == "" else [parts]
-        for attempt in tries:
-            for compiled in self._routes:  # sorted: the first hit is the most specific
-                params = compiled.match(attempt)
-                if params is None:
-                    continue
-                if compiled.route.method in (method, "ANY"):
+        for compiled in self._routes:  # sorted: the first hit is the most specific
+            params = compiled.match(parts)
+            if params is None:
+                continue
+            if compiled.route.method in (method, "ANY"):
+                return RouteMatch(compiled.route, compiled.target, params)
+            allowed.append(compiled.route.method)
+        if not allowed and len(parts) > 1 and parts[-1] == "":
+            for compiled in self._routes:  # "/x/": the route of "/x" for this method, if any
+                params = compiled.match(parts[:-1])
+                if params is not None and compiled.route.method in (method, "ANY"):
                     return RouteMatch(compiled.route, compiled.target, params)
-                allowed.append(compiled.route.method)
-            if allowed:
-                break
         if self._default is not None:
             return self._default
         if allowed:

@@ -52,7 +52,7 @@ def test_anything_else_under_console_is_not_found(cirrusmq_stack, path):
 
 def test_the_api_stays_signed_and_the_console_only_reads(cirrusmq_stack):
     assert httpx.get(f"{cirrusmq_stack.endpoint}/v1/topics").status_code == 401
-    refused = httpx.post(f"{cirrusmq_stack.endpoint}/console/", json={})
+    refused = httpx.post(f"{cirrusmq_stack.endpoint}/console", json={})
     assert refused.status_code == 405
 
 
