@@ -1,7 +1,7 @@
-"""AdminFunction: topics, group inspection, access keys, health, OpenAPI."""
+"""AdminFunction: topics, group inspection, access keys, health, OpenAPI, web console."""
 
 from cirrusmq_api.app import create_app
-from cirrusmq_api.routes import dead_letters, groups, keys, meta, topics
+from cirrusmq_api.routes import console, dead_letters, groups, keys, meta, topics
 
 app = create_app(
     topics.router,
@@ -9,6 +9,7 @@ app = create_app(
     keys.router,
     meta.router,
     dead_letters.router,
+    console.router,  # the web console's static files
 )
 
 

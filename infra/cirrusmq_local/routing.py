@@ -1,7 +1,10 @@
 """Match requests to HttpApi routes the way API Gateway HTTP APIs do.
 
 Literal segments beat ``{param}`` segments, which beat a greedy ``{param+}``; an explicit
-method beats ``ANY``; ``$default`` catches whatever matches no route.
+method beats ``ANY``; ``$default`` catches whatever matches no route. A route key cannot end
+in ``/``: a path with a trailing slash that matches no route goes to the route of the path
+without it for its method (``/console/`` → ``GET /console``), as API Gateway routes it, with
+the raw path unchanged.
 """
 
 from __future__ import annotations
@@ -125,6 +128,11 @@ class Router(Generic[T]):
             if compiled.route.method in (method, "ANY"):
                 return RouteMatch(compiled.route, compiled.target, params)
             allowed.append(compiled.route.method)
+        if not allowed and len(parts) > 1 and parts[-1] == "":
+            for compiled in self._routes:  # "/x/": the route of "/x" for this method, if any
+                params = compiled.match(parts[:-1])
+                if params is not None and compiled.route.method in (method, "ANY"):
+                    return RouteMatch(compiled.route, compiled.target, params)
         if self._default is not None:
             return self._default
         if allowed:

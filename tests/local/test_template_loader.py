@@ -132,6 +132,7 @@ def test_events(template) -> None:
     keys = {route.route_key for route in admin.http_routes}
     assert "GET /v1/health" in keys
     assert "DELETE /v1/topics/{topic}" in keys
+    assert {"GET /console", "GET /console/{name}"} <= keys  # web console
     janitor = template.functions["JanitorFunction"]
     assert janitor.http_routes == ()
     sweep = {event.event_name: event for event in janitor.schedules}["SweepOrphans"]

@@ -3,7 +3,8 @@
 :func:`authenticate_event` verifies the signature of the raw event before Powertools
 resolves it (its I/O — the key, the nonce — runs outside Powertools' per-request state,
 which is process-wide); :func:`check_access` then runs before the body is parsed, for every
-route of every function: ``GET /v1/health`` and ``GET /v1/openapi.json`` are open; every
+route of every function: ``GET /v1/health``, ``GET /v1/openapi.json`` and the web console's
+files (``GET /console/...``, static pages that sign their own API calls) are open; every
 other route needs a signed request (401 otherwise, docs/AUTH-SPEC.md) and then the
 permission :data:`ROUTE_RULES` names for it (403 otherwise). A route missing from the table
 is refused to everyone (deny by default). Checks that depend on more than the route (the
@@ -33,9 +34,19 @@ from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignatur
 from cirrusmq_broker.rules.retries import retry_origin
 from cirrusmq_broker.services.auth import Principal, SignedRequest
 
+from .routes.console import is_console_path
+
 KEYS_PATH = "/v1/keys"
 """Requests to the keys API re-read the caller's key (never trust a cache there)."""
-UNSIGNED = frozenset({("GET", "/v1/health"), ("GET", "/v1/openapi.json")})
+UNSIGNED = frozenset(
+    {
+        ("GET", "/v1/health"),
+        ("GET", "/v1/openapi.json"),
+        ("GET", "/console"),
+        ("GET", "/console/"),  # API Gateway routes it to GET /console
+        ("GET", "/console/{name}"),
+    }
+)
 """Routes anyone may call."""
 
 Params = Mapping[str, str]
@@ -223,7 +234,7 @@ def authenticate_event(event: Mapping[str, Any]) -> None:
     outcome is kept for :func:`check_access`, which answers with it."""
     http = (event.get("requestContext") or {}).get("http") or {}
     method, path = str(http.get("method", "")).upper(), str(event.get("rawPath") or "")
-    if (method, path) in UNSIGNED:
+    if (method, path) in UNSIGNED or is_console_path(method, path):
         _authenticated.set(None)
         return
     try:

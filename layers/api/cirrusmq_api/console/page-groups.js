@@ -1,0 +1,166 @@
+// Consumer groups: per queue committed offset, lag, in flight, oldest unacked and its
+// attempt; live consumers and their queues; rewind to a time, the earliest or the latest.
+// No route lists groups, so a group is opened by name (recent ones are remembered).
+import { call, path } from "./api.js";
+import { facts, field, fill, h, num, table, time, utcInputMs } from "./dom.js";
+
+const RECENT_KEY = "cirrusmq.console.recent-groups";
+
+export function recentGroups() {
+  try {
+    return JSON.parse(sessionStorage.getItem(RECENT_KEY) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function remember(group) {
+  const recent = [group, ...recentGroups().filter((g) => g !== group)].slice(0, 20);
+  sessionStorage.setItem(RECENT_KEY, JSON.stringify(recent));
+}
+
+export function groupPicker(label, button, target, ctx) {
+  const name = h("input", { name: "group", required: true, list: "recent-groups" });
+  const form = h(
+    "form",
+    { class: "inline", "aria-label": button },
+    field(label, name),
+    h("datalist", { id: "recent-groups" }, recentGroups().map((g) => h("option", { value: g }))),
+    h("button", { type: "submit", class: "primary" }, button),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    ctx.go(`${target}/${encodeURIComponent(name.value.trim())}`);
+  });
+  return form;
+}
+
+function rewindForm(group, topics, ctx, reload) {
+  const topic = h("select", { name: "topic" }, topics.map((t) => h("option", { value: t }, t)));
+  const to = h(
+    "select",
+    { name: "to" },
+    h("option", { value: "timestamp" }, "a time"),
+    h("option", { value: "earliest" }, "the earliest"),
+    h("option", { value: "latest" }, "the latest"),
+  );
+  const at = h("input", { name: "time", type: "datetime-local", step: 1 });
+  const form = h(
+    "form",
+    { class: "inline", "aria-label": "Rewind" },
+    field("Topic", topic),
+    field("Rewind to", to),
+    field("Time (UTC)", at),
+    h("button", { type: "submit" }, "Rewind"),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const body = { to: to.value };
+    if (to.value === "timestamp") {
+      body.timestamp = utcInputMs(at);
+      if (body.timestamp === null) return ctx.error("Give the time to rewind to.");
+    }
+    try {
+      const result = await call("POST", path("v1", "groups", group, "offsets", topic.value, "reset"), { body });
+      await reload();
+      const moved = result.queues.map((q) => `queue ${q.queue} → ${q.offset}`).join(", ");
+      ctx.status(`Rewound ${group} on ${result.topic} to ${result.to}: ${moved}.${result.note ? " " + result.note : ""}`);
+    } catch (error) {
+      ctx.error(error);
+    }
+  });
+  return form;
+}
+
+function consumerQueues(consumer) {
+  return consumer.topics
+    .map((t) => `${t.topic} (${t.filter}): ${t.queues === null || t.queues === undefined ? "all queues" : t.queues.join(", ") || "none"}`)
+    .join("; ");
+}
+
+async function renderGroup(view, group, ctx) {
+  const body = h("div");
+  const reload = async () => {
+    const described = await call("GET", path("v1", "groups", group));
+    const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])];
+    // The API lists the queues the group has taken messages from (not yet touched: absent).
+    const lag = described.queues.reduce((sum, q) => sum + q.lag, 0);
+    const inflight = described.queues.reduce((sum, q) => sum + q.inflight, 0);
+    fill(
+      body,
+      h(
+        "div",
+        { class: "panel" },
+        h("span", {}, "Total lag: "),
+        h("output", { class: "big", "aria-label": "Total lag" }, String(lag)),
+        h("span", { class: "muted" }, `  ·  in flight ${inflight}  ·  max delivery attempts ${described.max_delivery_attempts ?? "default"}`),
+      ),
+      table(
+        "Queues",
+        ["Topic", "Queue", "Committed offset", "Cursor", "Max offset", "Lag", "In flight", "Oldest unacked", "Its attempt"],
+        described.queues.map((q) => [
+          q.topic,
+          num(q.queue),
+          num(q.committed_offset),
+          num(q.cursor),
+          num(q.max_offset),
+          num(q.lag),
+          num(q.inflight),
+          num(q.oldest_unacked_offset),
+          num(q.oldest_unacked_attempt),
+        ]),
+        { empty: "The group has consumed nothing yet." },
+      ),
+      table(
+        "Subscriptions",
+        ["Topic", "Filter"],
+        described.subscriptions.map((s) => [s.topic, s.filter]),
+      ),
+      table(
+        "Live consumers",
+        ["Client ID", "Orderly", "Last heartbeat", "Expires", "Queues"],
+        (described.consumers || []).map((c) => [c.client_id, c.orderly ? "yes" : "no", time(c.last_heartbeat), time(c.expires_at), consumerQueues(c)]),
+        { empty: "No consumer has sent a heartbeat recently." },
+      ),
+      topics.length ? rewindForm(group, topics, ctx, reload) : null,
+    );
+  };
+  await reload();
+  remember(group);
+  const refresh = h(
+    "button",
+    {
+      type: "button",
+      onclick: () => reload().then(() => ctx.status(`Refreshed at ${time(Date.now())}.`), (error) => ctx.error(error)),
+    },
+    "Refresh",
+  );
+  view.append(
+    h("h2", {}, "Group ", group),
+    h(
+      "div",
+      { class: "actions" },
+      refresh,
+      h("a", { href: `#/dead-letters/${encodeURIComponent(group)}` }, "Dead letters of this group"),
+    ),
+    body,
+  );
+}
+
+export async function render(view, args, ctx) {
+  if (args[0]) return renderGroup(view, args[0], ctx);
+  const recent = recentGroups();
+  view.append(
+    h("h2", {}, "Groups"),
+    groupPicker("Group name", "Show group", "#/groups", ctx),
+    h("p", { class: "muted" }, "The API has no list of groups: open one by name."),
+    recent.length
+      ? h(
+          "section",
+          { "aria-label": "Recent groups" },
+          h("h3", {}, "Recent groups"),
+          h("ul", {}, recent.map((g) => h("li", {}, h("a", { href: `#/groups/${encodeURIComponent(g)}` }, g)))),
+        )
+      : null,
+  );
+}
