@@ -16,6 +16,7 @@ from .services.batch_reader import BatchReader
 from .services.batch_writer import BatchWriter
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
+from .services.group_metrics import GroupMetricsService
 from .services.delayed_produce import TimerWriter
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
@@ -35,6 +36,7 @@ from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
 from .storage.consumer_registry import ConsumerRegistry
+from .storage.group_catalog import GroupCatalog
 from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_states import GroupStateStore
@@ -231,6 +233,15 @@ class Broker:
 
     # ---------------------------------------------------------------- end of retries
     # --- consumer registration, heartbeats, orderly locks (issue 11)
+    @functools.cached_property
+    def group_metrics(self) -> GroupMetricsService:
+        return GroupMetricsService(
+            catalog=GroupCatalog(self._dynamodb, self.settings.groups_table, self.heads),
+            states=self.states,
+            index=self.index,
+            clock=self.clock,
+        )
+
     @functools.cached_property
     def registry(self) -> ConsumerRegistry:
         return ConsumerRegistry(self._dynamodb, self.settings.groups_table)
