@@ -86,7 +86,8 @@ class SignedApiResolver(APIGatewayHttpResolver):
         self._resolving_context = value
 
     def resolve(self, event: dict, context: Any) -> dict[str, Any]:
-        return observe(event, context, lambda: self._resolve_signed(event, context), authenticated_key)
+        resolve = lambda: self._resolve_signed(event, context)  # noqa: E731
+        return observe(event, context, resolve, authenticated_key)
 
     def _resolve_signed(self, event: dict, context: Any) -> dict[str, Any]:
         authenticate_event(event)

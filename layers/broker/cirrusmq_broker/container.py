@@ -16,8 +16,8 @@ from .services.batch_reader import BatchReader
 from .services.batch_writer import BatchWriter
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
-from .services.group_metrics import GroupMetricsService
 from .services.delayed_produce import TimerWriter
+from .services.group_metrics import GroupMetricsService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
@@ -238,6 +238,7 @@ class Broker:
         return GroupMetricsService(
             catalog=GroupCatalog(self._dynamodb, self.settings.groups_table, self.heads),
             states=self.states,
+            topics=self.topic_store,
             index=self.index,
             clock=self.clock,
         )
