@@ -123,7 +123,8 @@ def observe(
     kind = request_kind(route_key)
     correlation = correlation_id(event.get("headers") or {})
     request_context = event.get("requestContext") or {}
-    _messages.set(0)
+    outer_keys = telemetry.current_keys()  # a resolve nested in another's (tests) restores them
+    messages_token = _messages.set(0)
     telemetry.bind(
         request_id=request_context.get("requestId"),
         function_request_id=getattr(context, "aws_request_id", None),
@@ -156,6 +157,8 @@ def observe(
             },
         )
         _emit(kind, status, code, event, response, duration_ms)
+        _messages.reset(messages_token)
+        telemetry.bind(**outer_keys)
 
 
 def _emit(

@@ -36,6 +36,7 @@ __all__ = [
     "MetricUnit",
     "bind",
     "capture",
+    "current_keys",
     "emit_metrics",
     "logger",
     "tracer",
@@ -97,6 +98,11 @@ def bind(**keys: Any) -> None:
     """Start this invocation's log keys afresh with ``keys`` (``None`` values left out)."""
     logger.thread_safe_clear_keys()
     logger.thread_safe_append_keys(**{k: v for k, v in keys.items() if v is not None})
+
+
+def current_keys() -> dict[str, Any]:
+    """A copy of this invocation's log keys."""
+    return dict(logger.thread_safe_get_current_keys())
 
 
 def add_keys(**keys: Any) -> None:
