@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import types
+from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
 
