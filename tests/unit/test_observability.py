@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import types
-from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
@@ -22,7 +22,8 @@ from cirrusmq_api.observability import (
 from cirrusmq_broker import telemetry
 from cirrusmq_broker.errors import Throttled, TopicNotFound
 from cirrusmq_local.template import load_template
-from conftest import TEMPLATE
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 
 CONTEXT = types.SimpleNamespace(aws_request_id="fn-req-1")
 
