@@ -164,6 +164,8 @@ def _print_summary(stack: object, profile_path: Path | None = None) -> None:
         f"  secret key    {stack.credentials.secret_key}",
         *profile,
         "  data          in memory only: topics and messages are gone when this stops",
+        f"  metrics       {stack.endpoint}/local/metrics and /local/logs: what the functions "
+        "emit (docs/operations.md); their logs: errors here, all with --verbose",
         "  resources",
         *(f"    {logical:<18} {physical}" for logical, physical in stack.resources.items()),
         "Press Ctrl-C to stop.",

@@ -97,8 +97,8 @@ def count_messages(count: int) -> None:
 
 
 def request_kind(route_key: str) -> str:
-    """The request kind of an API Gateway route key."""
-    return REQUEST_KINDS.get(route_key, route_key)
+    """The request kind of an API Gateway route key (``Unknown`` without one)."""
+    return REQUEST_KINDS.get(route_key, route_key or "Unknown")
 
 
 def correlation_id(headers: Mapping[str, Any]) -> str:
