@@ -221,3 +221,27 @@ def test_every_template_route_is_named_by_its_event_name():
         for route in function.http_routes
     }
     assert routes == REQUEST_KINDS
+
+
+@pytest.mark.parametrize(
+    ("environ", "enabled"),
+    [
+        ({"LAMBDA_TASK_ROOT": "/var/task"}, True),
+        ({"LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "true"}, False),
+        ({"LAMBDA_TASK_ROOT": "/var/task", "AWS_SAM_LOCAL": "true"}, False),
+        ({}, False),  # the local stack, the tests
+        ({"POWERTOOLS_TRACE_DISABLED": "false"}, False),
+    ],
+)
+def test_tracing_is_on_in_lambda_only_unless_disabled(environ, enabled):
+    assert telemetry.tracing_enabled(environ) is enabled
+
+
+def test_without_tracing_a_handler_is_left_as_it_is():
+
+    def handler(event: dict, context: object) -> dict:
+        return {}
+
+    assert telemetry.tracer is None  # no LAMBDA_TASK_ROOT here
+    assert telemetry.traced(handler) is handler
+    telemetry.annotate(request_kind="Health")  # does nothing

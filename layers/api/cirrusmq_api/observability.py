@@ -132,8 +132,7 @@ def observe(
         request_kind=kind,
         correlation_id=correlation,
     )
-    telemetry.tracer.put_annotation("request_kind", kind)
-    telemetry.tracer.put_annotation("correlation_id", correlation)
+    telemetry.annotate(request_kind=kind, correlation_id=correlation)
     response: dict[str, Any] | None = None
     try:
         response = resolve()

@@ -8,8 +8,11 @@
   invocation's own :class:`EphemeralMetrics`: Powertools' ``Metrics`` keeps its metric and
   dimension sets on the class, shared by every instance in the process, so two requests in
   flight would flush each other's dimensions. EMF is a log line: no AWS call.
-- :data:`tracer` is X-Ray (``Tracing: Active`` in the template). Powertools disables it outside
-  Lambda (no ``LAMBDA_TASK_ROOT``) or with ``POWERTOOLS_TRACE_DISABLED=true``.
+- :data:`tracer` is X-Ray (``Tracing: Active`` in the template), created only where tracing
+  is on: in Lambda (``LAMBDA_TASK_ROOT`` set), not under ``sam local`` (``AWS_SAM_LOCAL``),
+  unless ``POWERTOOLS_TRACE_DISABLED`` is true — Powertools' own rule. Elsewhere it is None
+  and :func:`traced` / :func:`annotate` do nothing, so the X-Ray SDK (~0.5 s to import) is
+  never loaded by the local stack or the tests.
 
 Every line goes through :func:`write_line`: to stdout (CloudWatch Logs on AWS), or to the sink
 :func:`capture` installed for the current invocation (the local stack keeps them).
@@ -21,6 +24,7 @@ import contextvars
 import functools
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -39,6 +43,8 @@ __all__ = [
     "current_keys",
     "emit_metrics",
     "logger",
+    "annotate",
+    "traced",
     "tracer",
     "write_line",
 ]
@@ -91,7 +97,19 @@ class _LineStream:
 
 logger = Logger(service=LOGGER_NAME, logger_handler=logging.StreamHandler(_LineStream()))
 logger.append_keys(service=SERVICE)  # constant for the process: safe to keep on the formatter
-tracer = Tracer(service=SERVICE)
+
+
+def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether X-Ray tracing is on for this process (Powertools' rule, read from ``environ``,
+    default ``os.environ``)."""
+    env = os.environ if environ is None else environ
+    disabled = env.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower()
+    if disabled in {"1", "true", "y", "yes", "t", "on"}:
+        return False
+    return bool(env.get("LAMBDA_TASK_ROOT")) and not env.get("AWS_SAM_LOCAL")
+
+
+tracer: Tracer | None = Tracer(service=SERVICE) if tracing_enabled() else None
 
 
 def bind(**keys: Any) -> None:
@@ -137,7 +155,17 @@ Handler = Callable[[Any, Any], Any]
 
 def traced(handler: Handler) -> Handler:
     """X-Ray around a Lambda handler; the response is not recorded (it holds messages)."""
+    if tracer is None:
+        return handler
     return tracer.capture_lambda_handler(handler, capture_response=False)
+
+
+def annotate(**annotations: str) -> None:
+    """X-Ray annotations (searchable) on the current trace; nothing without tracing."""
+    if tracer is None:
+        return
+    for key, value in annotations.items():
+        tracer.put_annotation(key, value)
 
 
 def scheduled(kind: str) -> Callable[[Handler], Handler]:
