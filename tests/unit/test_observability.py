@@ -245,3 +245,17 @@ def test_without_tracing_a_handler_is_left_as_it_is():
     assert telemetry.tracer is None  # no LAMBDA_TASK_ROOT here
     assert telemetry.traced(handler) is handler
     telemetry.annotate(request_kind="Health")  # does nothing
+
+
+def test_logging_and_metrics_make_no_aws_call():
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(operation))
+    try:
+        with captured() as lines:
+            health_app().resolve(health(), CONTEXT)
+    finally:
+        remove()
+    assert metric_documents(lines) and request_line(lines)
+    assert seen == []  # EMF is a log line: CloudWatch extracts the metrics from the logs
