@@ -2,6 +2,7 @@
 
 from cirrusmq_api.app import create_app
 from cirrusmq_api.routes import console, dead_letters, groups, keys, meta, topics
+from cirrusmq_broker.telemetry import traced
 
 app = create_app(
     topics.router,
@@ -13,5 +14,6 @@ app = create_app(
 )
 
 
+@traced
 def lambda_handler(event: dict, context: object) -> dict:
     return app.resolve(event, context)

@@ -11,10 +11,12 @@ from dataclasses import asdict
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.services.janitor import SWEEP_MAX_OBJECTS
 from cirrusmq_broker.settings import environment
+from cirrusmq_broker.telemetry import scheduled
 
 RESERVE_SECONDS = 60.0
 
 
+@scheduled("Janitor")
 def lambda_handler(event: dict, context: object) -> dict:
     janitor = current_broker().janitor
     task = event.get("task")

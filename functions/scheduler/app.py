@@ -12,10 +12,12 @@ from dataclasses import asdict
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.settings import environment
+from cirrusmq_broker.telemetry import scheduled
 
 RESERVE_SECONDS = 5.0
 
 
+@scheduled("Scheduler")
 def lambda_handler(event: dict, context: object) -> dict:
     scheduler = current_broker().delay_release
     run_seconds = float(environment().get("CIRRUSMQ_SCHEDULER_RUN_SECONDS") or 59)

@@ -3,9 +3,11 @@
 import cirrusmq_broker.codec  # noqa: F401 - pyarrow at init: half sends write batches
 from cirrusmq_api.app import create_app
 from cirrusmq_api.routes import transactions
+from cirrusmq_broker.telemetry import traced
 
 app = create_app(transactions.router)
 
 
+@traced
 def lambda_handler(event: dict, context: object) -> dict:
     return app.resolve(event, context)

@@ -16,11 +16,13 @@ from dataclasses import asdict
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.services.transactions.checks import CheckReport
+from cirrusmq_broker.telemetry import scheduled
 
 RESERVE_SECONDS = 10.0
 MAX_PAUSE_SECONDS = 5.0
 
 
+@scheduled("TxnChecker")
 def lambda_handler(event: dict, context: object) -> dict:
     if event.get("task", "check") != "check":
         raise ValueError(f"unknown checker task {event.get('task')!r}")

@@ -13,6 +13,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from cirrusmq_local.events import HttpRequest, HttpResponse, build_event, to_response
 from cirrusmq_local.lambda_runtime import FunctionRuntime
+from cirrusmq_local.local_routes import LocalRoutes
 from cirrusmq_local.routing import RouteMatch, Router
 from cirrusmq_local.template import HttpRoute
 
@@ -77,8 +78,10 @@ class Gateway:
         host: str = "127.0.0.1",
         port: int = 0,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        local_routes: LocalRoutes | None = None,
     ) -> None:
         self.router: Router[FunctionRuntime] = Router(routes)
+        self.local_routes = local_routes
         self.host = host
         self.requested_port = port
         self.max_request_bytes = max_request_bytes
@@ -155,6 +158,8 @@ class Gateway:
         # Read (or drain) the body first: the server closes every connection, and closing
         # with unread input makes the kernel reset it, which can eat our response.
         body = self._read_body(environ)
+        if self.local_routes is not None and raw_path.startswith(self.local_routes.PREFIX):
+            return self.local_routes.answer(method, raw_path, environ.get("QUERY_STRING", ""))
         match = self.router.match(method, raw_path)
         if not isinstance(match, RouteMatch):
             if match.status == 405:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
@@ -17,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from cirrusmq_broker.settings import function_environment
+from cirrusmq_broker.telemetry import capture
 
 from cirrusmq_local.resolver import ACCOUNT_ID, REGION
 from cirrusmq_local.template import Function
@@ -76,6 +78,9 @@ class FunctionRuntime:
     per-request state kept on a module-level object, such as a Powertools resolver's
     ``context``, is never shared between two requests in flight).
 
+    ``output`` receives every line the function writes (its logs and EMF metrics: what
+    Lambda sends to CloudWatch Logs); None: they go to stdout.
+
     ``environment`` is the function's variables: the broker reads them (not the process's
     ``os.environ``, which every stack of the process shares) while the handler is imported and
     while it runs, so a second stack in the process never redirects this one's handlers.
@@ -89,8 +94,10 @@ class FunctionRuntime:
         region: str = REGION,
         account_id: str = ACCOUNT_ID,
         environment: Mapping[str, str] | None = None,
+        output: Callable[[str], None] | None = None,
     ) -> None:
         self.function = function
+        self.output = output
         self.environment: Mapping[str, str] = dict(environment or {})
         self.physical_name = physical_name
         self.arn = f"arn:aws:lambda:{region}:{account_id}:function:{physical_name}"
@@ -167,7 +174,7 @@ class FunctionRuntime:
         )
         started = time.monotonic()
         try:
-            with function_environment(self.environment):
+            with function_environment(self.environment), self._captured():
                 result = handler(json.loads(json.dumps(event)), context)
         finally:
             self._release(handler)
@@ -180,6 +187,9 @@ class FunctionRuntime:
                 self.function.timeout,
             )
         return json.loads(json.dumps(result))
+
+    def _captured(self) -> Any:
+        return capture(self.output) if self.output is not None else contextlib.nullcontext()
 
     def unload(self) -> None:
         """Forget the imported module so a new stack gets a fresh cold start."""

@@ -19,10 +19,12 @@ from cirrusmq_local.env import EnvironmentPatch
 from cirrusmq_local.expiry import Expiry, wall_ms
 from cirrusmq_local.gateway import Gateway
 from cirrusmq_local.lambda_runtime import FunctionRuntime
+from cirrusmq_local.local_routes import LocalRoutes
 from cirrusmq_local.moto import DUMMY_CREDENTIALS, REGION, MotoServer
 from cirrusmq_local.resolver import Resolver, generate_secret, resolve_parameters
 from cirrusmq_local.resources import create_resources
 from cirrusmq_local.schedules import ScheduledJob, ScheduleRunner
+from cirrusmq_local.telemetry import LocalTelemetry
 from cirrusmq_local.template import Function, Template, TemplateError, load_template
 
 __all__ = ["BOOTSTRAP_ACCESS_KEY", "LocalStack", "TemplateError", "default_template_path"]
@@ -38,6 +40,9 @@ ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
 SECRET_KEY_VAR = "CIRRUSMQ_SECRET_KEY"
 ENDPOINT_VAR = "CIRRUSMQ_AWS_ENDPOINT_URL"
 REGION_VAR = "CIRRUSMQ_AWS_REGION"
+LOCAL_VARIABLES = {"POWERTOOLS_TRACE_DISABLED": "true"}
+"""Set for every function locally: no X-Ray daemon here (Powertools' Tracer also turns itself
+off outside Lambda; this says so explicitly)."""
 
 
 def default_template_path() -> Path:
@@ -82,6 +87,11 @@ class LocalStack:
     What AWS does by itself runs here on a timer (every ``expire_interval`` seconds, None:
     only on demand): DynamoDB TTL deletes and the bucket's lifecycle expiry, both on the
     broker's clock — see :meth:`advance_time` and :meth:`expire_now`.
+
+    The functions' log lines and EMF metrics are kept in :attr:`telemetry` (queried through
+    ``GET /local/metrics`` and ``/local/logs`` too, :mod:`cirrusmq_local.local_routes`);
+    ``function_logs`` receives each log line, prefixed with the function's logical id: every
+    one when ``follow_logs``, else only ERROR and CRITICAL ones.
     """
 
     def __init__(
@@ -96,6 +106,8 @@ class LocalStack:
         credentials: Credentials | None = None,
         preload_handlers: bool = False,
         expire_interval: float | None = 10.0,
+        function_logs: Callable[[str], None] | None = None,
+        follow_logs: bool = False,
     ) -> None:
         self.template_path = Path(template) if template is not None else default_template_path()
         self.host = host
@@ -110,6 +122,8 @@ class LocalStack:
         ``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY`` when both are set, else
         ``local-admin`` with a random secret."""
         self.template: Template | None = None
+        self.telemetry = LocalTelemetry(echo=function_logs, follow=follow_logs)
+        """What the functions wrote: log lines and a store of their EMF metrics."""
         self._lock = threading.RLock()
         self._reset()
 
@@ -199,7 +213,11 @@ class LocalStack:
             if fn.condition is None or resolver.condition(fn.condition)
         ]
         runtimes = {
-            fn.logical_id: FunctionRuntime(fn, resolver.physical_name(fn.logical_id))
+            fn.logical_id: FunctionRuntime(
+                fn,
+                resolver.physical_name(fn.logical_id),
+                output=self.telemetry.sink(fn.logical_id),
+            )
             for fn in functions
         }
         jobs = {
@@ -237,7 +255,12 @@ class LocalStack:
             for runtime in runtimes.values():
                 runtime.preload()
         routes = [(route, runtimes[fn.logical_id]) for fn in functions for route in fn.http_routes]
-        self._gateway = Gateway(routes, host=self.host, port=self._requested_port).start()
+        self._gateway = Gateway(
+            routes,
+            host=self.host,
+            port=self._requested_port,
+            local_routes=LocalRoutes(self.telemetry),
+        ).start()
         self._expiry = self._make_expiry(template)
         if self.expire_interval is not None:
             self._expiry.start(self.expire_interval)
@@ -309,6 +332,7 @@ class LocalStack:
                         fn.logical_id,
                     )
                 values[key] = value
+        values.update(LOCAL_VARIABLES)
         values[ENDPOINT_VAR] = self._moto.url
         values[REGION_VAR] = REGION
         return values

@@ -61,6 +61,8 @@ class MQError(Exception):
         """Extra fields the server sent along (e.g. ``receipt_handles``)."""
         self.retriable = self.default_retriable if retriable is None else retriable
         """Whether the same call may succeed if made again."""
+        self.correlation_id: str | None = None
+        """The call's ``X-Cirrus-Correlation-Id``: the service logs it with the request."""
 
     def __str__(self) -> str:
         prefix = f"[{self.code}] " if self.code else ""

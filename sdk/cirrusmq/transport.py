@@ -8,6 +8,11 @@ which is sent once more at once (a refused request did nothing), signed from the
 service's clock as the refusal gave it (``server_time``: any offset from a loopback endpoint,
 the local stack; elsewhere within the 300 s skew window only).
 
+Every call carries an ``X-Cirrus-Correlation-Id`` header (the caller's, else a new one per
+call, the same on its retries): the service logs it with the request and echoes it; a failed
+call's error carries it (``MQError.correlation_id``) and is logged with it (logger
+``cirrusmq.transport``: WARNING for faults, DEBUG for refusals). The header is not signed.
+
 With credentials, every request is signed (:class:`~cirrusmq.signing.CirrusAuth`): each attempt
 gets its own date and nonce, and the signature covers exactly the body bytes sent. Bodies are
 always sent as ``application/json``, and query strings are percent-encoded per RFC 3986 (a space
@@ -19,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import random
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -35,7 +42,17 @@ from .credentials import Credentials
 from .errors import AuthenticationError, MQError, TransportError, error_from_response
 from .signing import CirrusAuth
 
-__all__ = ["AsyncTransport", "RetryPolicy", "Transport", "should_resign", "should_retry"]
+__all__ = [
+    "CORRELATION_HEADER",
+    "AsyncTransport",
+    "RetryPolicy",
+    "Transport",
+    "should_resign",
+    "should_retry",
+]
+
+log = logging.getLogger(__name__)
+CORRELATION_HEADER = "X-Cirrus-Correlation-Id"
 
 USER_AGENT = "cirrusmq-python/0.1.0"
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
@@ -206,6 +223,25 @@ def _encode(json_body: Any, content: bytes | None) -> tuple[bytes | None, dict[s
     return content, {"content-type": "application/json"}
 
 
+def _correlated(headers: dict[str, str], correlation_id: str | None) -> tuple[dict[str, str], str]:
+    """``headers`` with the call's correlation id (``correlation_id``, else a new one)."""
+    correlation = correlation_id or uuid.uuid4().hex
+    return {**headers, CORRELATION_HEADER: correlation}, correlation
+
+
+def _log_failure(error: MQError, method: str, path: str, correlation: str) -> None:
+    error.correlation_id = correlation
+    fault = error.http_status is None or error.http_status >= 500
+    log.log(
+        logging.WARNING if fault else logging.DEBUG,
+        "%s %s failed (correlation id %s): %s",
+        method,
+        path,
+        correlation,
+        error,
+    )
+
+
 def _with_query(path: str, params: Mapping[str, str] | None) -> str:
     """``path`` with ``params`` as an RFC 3986 query (``%20`` for a space, never ``+``)."""
     if not params:
@@ -271,14 +307,16 @@ class Transport:
         retry: RetryPolicy | None = None,
         idempotent: bool = True,
         interrupt: threading.Event | None = None,
+        correlation_id: str | None = None,
     ) -> Any:
         """Make the call, retrying as the policy allows; the decoded JSON body or ``None``.
 
         ``interrupt`` cuts a backoff wait short (the last error is raised then); without it,
-        :meth:`close` does.
+        :meth:`close` does. ``correlation_id``: the call's (default: a new one).
         """
         policy = retry or self.retry
         body, headers = _encode(json_body, content)
+        headers, correlation = _correlated(headers, correlation_id)
         target = _with_query(path, params)
         attempt, resigned = 1, False
         while True:
@@ -289,10 +327,14 @@ class Transport:
                     resigned = True  # signed anew by the next attempt; not counted
                     _follow_service_clock(self._client, error)
                     continue
-                if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
-                    raise
-                delay = policy.backoff_s(attempt, retry_after_s=_retry_after(error))
-                if (interrupt or self._closed).wait(delay):
+                if (
+                    attempt >= policy.max_attempts
+                    or not should_retry(error, idempotent=idempotent)
+                    or (interrupt or self._closed).wait(
+                        policy.backoff_s(attempt, retry_after_s=_retry_after(error))
+                    )
+                ):
+                    _log_failure(error, method, path, correlation)
                     raise
                 attempt += 1
 
@@ -371,13 +413,16 @@ class AsyncTransport:
         retry: RetryPolicy | None = None,
         idempotent: bool = True,
         interrupt: asyncio.Event | None = None,
+        correlation_id: str | None = None,
     ) -> Any:
         """Make the call, retrying as the policy allows; the decoded JSON body or ``None``.
 
         ``interrupt`` cuts a backoff wait short (the last error is raised then).
+        ``correlation_id``: the call's (default: a new one).
         """
         policy = retry or self.retry
         body, headers = _encode(json_body, content)
+        headers, correlation = _correlated(headers, correlation_id)
         target = _with_query(path, params)
         timeout = httpx.Timeout(timeout_s) if timeout_s is not None else httpx.USE_CLIENT_DEFAULT
         attempt, resigned = 1, False
@@ -400,10 +445,14 @@ class AsyncTransport:
                     resigned = True
                     _follow_service_clock(self._client, error)
                     continue
-                if attempt >= policy.max_attempts or not should_retry(error, idempotent=idempotent):
-                    raise
-                delay = policy.backoff_s(attempt, retry_after_s=_retry_after(error))
-                if await _interrupted(interrupt, delay):
+                if (
+                    attempt >= policy.max_attempts
+                    or not should_retry(error, idempotent=idempotent)
+                    or await _interrupted(
+                        interrupt, policy.backoff_s(attempt, retry_after_s=_retry_after(error))
+                    )
+                ):
+                    _log_failure(error, method, path, correlation)
                     raise
                 attempt += 1
 

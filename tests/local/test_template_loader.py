@@ -113,6 +113,7 @@ def test_functions_merge_globals(template) -> None:
         "TransactionsFunction",
         "TxnCheckerFunction",
         "SchedulerFunction",  # delayed messages (issue 9)
+        "GroupMetricsFunction",
     }
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"

@@ -93,6 +93,14 @@ def current_principal() -> Principal:
     return principal
 
 
+def authenticated_key() -> str | None:
+    """The id of the access key whose signature the request being handled carried (None if
+    it carried no valid one): for logs."""
+    authenticated = _authenticated.get()
+    principal = authenticated.principal if authenticated is not None else None
+    return principal.access_key if principal is not None else None
+
+
 def acting_key() -> str | None:
     """The caller's access key, which a registration it acts for (a consumer's client id)
     must have been made with; None for an admin key, which may act for any."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +21,10 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, RequestTooLarge, UnsupportedMediaType
 from cirrusmq_broker.settings import cors_allow_origins
+from cirrusmq_broker.telemetry import logger as log
 
-from .access import authenticate_event, check_access, claim_before_route
-
-log = logging.getLogger("cirrusmq.api")
+from .access import authenticate_event, authenticated_key, check_access, claim_before_route
+from .observability import CORRELATION_HEADER, observe
 
 RETRY_AFTER_SECONDS = 1
 """``Retry-After`` of a retriable 429 / 503 answer."""
@@ -33,7 +32,13 @@ RETRY_AFTER_SECONDS = 1
 JSON_MEDIA_TYPE = "application/json"
 """The only media type of a request body (any parameters, e.g. ``charset``); anything else,
 an absent Content-Type included, gets 415: no form or multipart post from a web page."""
-SIGNATURE_HEADERS = ["Authorization", "Content-Type", "X-Cirrus-Date", "X-Cirrus-Nonce"]
+SIGNATURE_HEADERS = [
+    "Authorization",
+    "Content-Type",
+    "X-Cirrus-Date",
+    "X-Cirrus-Nonce",
+    CORRELATION_HEADER,
+]
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -81,6 +86,10 @@ class SignedApiResolver(APIGatewayHttpResolver):
         self._resolving_context = value
 
     def resolve(self, event: dict, context: Any) -> dict[str, Any]:
+        resolve = lambda: self._resolve_signed(event, context)  # noqa: E731
+        return observe(event, context, resolve, authenticated_key)
+
+    def _resolve_signed(self, event: dict, context: Any) -> dict[str, Any]:
         authenticate_event(event)
         self.current_event = self._to_proxy_event(event)
         self.lambda_context = context
@@ -95,6 +104,7 @@ def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
             allow_origin=origins[0],
             extra_origins=list(origins[1:]),
             allow_headers=SIGNATURE_HEADERS,
+            expose_headers=[CORRELATION_HEADER],
         )
         if origins
         else None

@@ -24,6 +24,7 @@ from .services.batch_writer import BatchWriter
 from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
 from .services.delays import DelayCancel, DelayRelease, DelayWriter, ReleaseWake
+from .services.group_metrics import GroupMetricsService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
@@ -42,6 +43,7 @@ from .storage.consumer_registry import ConsumerRegistry
 from .storage.delays.invoke import FunctionStarter
 from .storage.delays.items import DelayItemStore
 from .storage.delays.objects import DelayObjectStore
+from .storage.group_catalog import GroupCatalog
 from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_states import GroupStateStore
@@ -274,6 +276,17 @@ class Broker:
             configs=self.group_configs,
             clock=self.clock,
             claims=RedriveClaimStore(self._dynamodb, self.settings.producers_table),
+        )
+
+    # ------------------------------------------------------------ group metrics
+    @functools.cached_property
+    def group_metrics(self) -> GroupMetricsService:
+        return GroupMetricsService(
+            catalog=GroupCatalog(self._dynamodb, self.settings.groups_table, self.heads),
+            states=self.states,
+            topics=self.topic_store,
+            index=self.index,
+            clock=self.clock,
         )
 
     # ------------------------------------------------------------ consumer membership

@@ -26,7 +26,12 @@ def dev(
         help="Write the endpoint and credentials as the 'local' profile in ~/.cirrusmq/config "
         "(or $CIRRUSMQ_CONFIG), which the CLI uses when nothing else is given.",
     ),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request."),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Log every request and follow the functions' logs (by default only their errors).",
+    ),
 ) -> None:
     """Run the whole backend locally (moto + the template's resources, routes and schedules)."""
     try:
@@ -46,7 +51,14 @@ def dev(
         stop.set()
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stack = LocalStack(template, host=host, port=port, schedules=schedules)
+    stack = LocalStack(
+        template,
+        host=host,
+        port=port,
+        schedules=schedules,
+        function_logs=lambda line: typer.echo(line, err=True),
+        follow_logs=verbose,
+    )
     try:
         try:
             stack.start()
@@ -107,6 +119,8 @@ def _print_summary(stack: object, profile_path: Path | None = None) -> None:
         f"  secret key    {stack.credentials.secret_key}",
         *profile,
         "  data          in memory only: topics and messages are gone when this stops",
+        f"  metrics       {stack.endpoint}/local/metrics and /local/logs: what the functions "
+        "emit (docs/operations.md); their logs: errors here, all with --verbose",
         "  resources",
         *(f"    {logical:<18} {physical}" for logical, physical in stack.resources.items()),
         "Press Ctrl-C to stop.",

@@ -7,6 +7,7 @@ from cirrusmq_broker.container import current_broker
 
 from ..access import acting_key, claim_request, current_principal, may_consume
 from ..convert import ack_result_body, message_body, received_body
+from ..observability import count_messages
 from ..schemas import (
     AckRequest,
     AckResponse,
@@ -40,6 +41,7 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         client_id=request.client_id,
         access_key=acting_key(),
     )
+    count_messages(len(received))
     return ReceiveResponse(messages=[received_body(r) for r in received])
 
 
@@ -48,8 +50,10 @@ def ack(group: str, request: AckRequest) -> AckResponse:
     outcomes = current_broker().consume.ack(
         group, request.receipt_handles, may_consume(group), before_slow_path=claim_request
     )
+    acked = sum(o.status == "acked" for o in outcomes)
+    count_messages(acked)
     return AckResponse(
-        acked=sum(o.status == "acked" for o in outcomes),
+        acked=acked,
         results=[ack_result_body(o) for o in outcomes],
     )
 

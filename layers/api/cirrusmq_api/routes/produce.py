@@ -13,6 +13,7 @@ from cirrusmq_broker.model import ProducerStamp
 
 from ..access import claim_request, current_principal
 from ..convert import message_input
+from ..observability import count_messages
 from ..schemas import SendReceiptBody, SendRequest, SendResponse
 
 router = APIGatewayHttpRouter()
@@ -32,6 +33,7 @@ def send_messages(topic: str, request: SendRequest) -> SendResponse:
     result = current_broker().produce.send(
         topic, [message_input(m, i) for i, m in enumerate(request.messages)], stamp
     )
+    count_messages(len(result.receipts))
     return SendResponse(
         receipts=[SendReceiptBody(**vars(r), scheduled=r.offset is None) for r in result.receipts],
         duplicate=result.duplicate,

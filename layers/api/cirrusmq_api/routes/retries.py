@@ -9,6 +9,7 @@ from cirrusmq_broker.services.consume import AckOutcome, AckStatus
 
 from ..access import may_consume
 from ..convert import ack_result_body
+from ..observability import count_messages
 from ..retry_schemas import NackRequest, NackResponse
 
 router = APIGatewayHttpRouter()
@@ -26,7 +27,9 @@ def nack(group: str, request: NackRequest) -> NackResponse:
         AckOutcome(handle, AckStatus(status), error if isinstance(error, BrokerError) else None)
         for handle, status, error in results
     ]
+    nacked = sum(o.status == "acked" for o in outcomes)
+    count_messages(nacked)
     return NackResponse(
-        nacked=sum(o.status == "acked" for o in outcomes),
+        nacked=nacked,
         results=[ack_result_body(o) for o in outcomes],
     )

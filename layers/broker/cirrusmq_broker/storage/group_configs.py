@@ -70,9 +70,14 @@ class GroupConfigStore:
             Key=to_item({"group_name": group, "stream": DLQ_STREAM}),
             ConsistentRead=True,
         ).get("Item")
-        if not item:
+        return self.marks_from([from_item(item)] if item else [])
+
+    @staticmethod
+    def marks_from(items: list[dict[str, Any]]) -> DeadLetterMarks:
+        """The marks in a plain ``#dlq`` item read elsewhere (no item: none)."""
+        if not items:
             return DeadLetterMarks()
-        values = from_item(item)
+        values = items[0]
         cursors = {
             k.removeprefix("redrive_"): int(v)
             for k, v in values.items()

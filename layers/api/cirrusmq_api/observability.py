@@ -1,0 +1,198 @@
+"""One log line and one set of metrics per HTTP request, and the correlation id.
+
+:func:`observe` wraps the resolution of one API Gateway event: it binds the log keys
+(``request_id``, ``function_request_id``, ``route``, ``request_kind``, ``correlation_id``,
+then ``access_key`` once the signature is checked — the key's id, never its secret), logs
+``request`` with the status, error code and duration, emits the request kind's metrics
+(:data:`REQUEST_METRICS`) and echoes the correlation id in the ``X-Cirrus-Correlation-Id``
+response header. Routes report the messages they handled with :func:`count_messages`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cirrusmq_broker import telemetry
+from cirrusmq_broker.telemetry import MetricUnit
+
+CORRELATION_HEADER = "X-Cirrus-Correlation-Id"
+"""Sent by the SDK on every request (not signed: it only labels logs); echoed in the answer."""
+_CORRELATION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""An acceptable correlation id; any other value is replaced by a new one (logs stay clean)."""
+
+REQUEST_KINDS: dict[str, str] = {
+    "POST /v1/topics": "CreateTopic",
+    "GET /v1/topics": "ListTopics",
+    "GET /v1/topics/{topic}": "DescribeTopic",
+    "DELETE /v1/topics/{topic}": "DeleteTopic",
+    "GET /v1/groups/{group}": "DescribeGroup",
+    "GET /v1/health": "Health",
+    "GET /v1/openapi.json": "OpenApi",
+    "POST /v1/keys": "CreateKey",
+    "GET /v1/keys": "ListKeys",
+    "POST /v1/keys/{access_key}/disable": "DisableKey",
+    "POST /v1/keys/{access_key}/enable": "EnableKey",
+    "DELETE /v1/keys/{access_key}": "DeleteKey",
+    "PUT /v1/groups/{group}": "UpdateGroup",
+    "GET /v1/groups/{group}/dead-letters": "ListDeadLetters",
+    "POST /v1/groups/{group}/dead-letters/redrive": "RedriveDeadLetters",
+    "POST /v1/groups/{group}/dead-letters/purge": "PurgeDeadLetters",
+    "POST /v1/topics/{topic}/messages": "SendMessages",
+    "DELETE /v1/topics/{topic}/scheduled/{message_id}": "CancelScheduled",
+    "GET /v1/topics/{topic}/messages/{message_id}": "LookupMessage",
+    "POST /v1/groups/{group}/receive": "Receive",
+    "POST /v1/groups/{group}/ack": "Ack",
+    "POST /v1/groups/{group}/invisible": "ChangeInvisible",
+    "PUT /v1/groups/{group}/subscriptions/{topic}": "Subscribe",
+    "GET /v1/topics/{topic}/queues/{queue}/messages": "ReadMessages",
+    "GET /v1/topics/{topic}/offsets": "TopicOffsets",
+    "POST /v1/groups/{group}/offsets/{topic}/reset": "ResetOffsets",
+    "POST /v1/groups/{group}/nack": "Nack",
+    "POST /v1/groups/{group}/heartbeat": "Heartbeat",
+    "DELETE /v1/groups/{group}/consumers/{client_id}": "Deregister",
+    "POST /v1/producer-groups/{producer_group}/producers": "RegisterProducer",
+    "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/messages": (
+        "SendHalfMessages"
+    ),
+    "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/end": (
+        "EndTransaction"
+    ),
+    "POST /v1/producer-groups/{producer_group}/checks": "PollChecks",
+    "GET /v1/producer-groups/{producer_group}/transactions": "ListOpenTransactions",
+    "GET /v1/producer-groups/{producer_group}/transactions/{transaction_id}": (
+        "DescribeTransaction"
+    ),
+    "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/resolve": (
+        "ResolveTransaction"
+    ),
+}
+"""API Gateway route key → request kind: the route's event name in template.yaml (a test
+keeps them equal). A route missing here is named by its route key."""
+
+REQUEST_METRICS = (
+    "Requests",
+    "Messages",
+    "RequestBytes",
+    "ResponseBytes",
+    "Errors",
+    "ClientErrors",
+    "Faults",
+    "Throttles",
+    "Latency",
+)
+"""The metrics of every request, by ``RequestKind`` and for the whole service."""
+
+_messages: contextvars.ContextVar[int] = contextvars.ContextVar("cirrusmq_messages", default=0)
+
+
+def count_messages(count: int) -> None:
+    """Record that this request sent, delivered, acked or nacked ``count`` messages."""
+    _messages.set(_messages.get() + count)
+
+
+def request_kind(route_key: str) -> str:
+    """The request kind of an API Gateway route key (``Unknown`` without one)."""
+    return REQUEST_KINDS.get(route_key, route_key or "Unknown")
+
+
+def correlation_id(headers: Mapping[str, Any]) -> str:
+    """The caller's correlation id if it is acceptable, else a new one."""
+    for name, value in headers.items():
+        if str(name).lower() == CORRELATION_HEADER.lower():
+            text = str(value)
+            if _CORRELATION_ID.fullmatch(text):
+                return text
+    return uuid.uuid4().hex
+
+
+def observe(
+    event: dict[str, Any],
+    context: Any,
+    resolve: Callable[[], dict[str, Any]],
+    access_key: Callable[[], str | None],
+) -> dict[str, Any]:
+    """Resolve ``event`` with ``resolve()``, logging and measuring it."""
+    started = time.monotonic()
+    route_key = str(event.get("routeKey") or "")
+    kind = request_kind(route_key)
+    correlation = correlation_id(event.get("headers") or {})
+    request_context = event.get("requestContext") or {}
+    outer_keys = telemetry.current_keys()  # a resolve nested in another's (tests) restores them
+    messages_token = _messages.set(0)
+    telemetry.bind(
+        request_id=request_context.get("requestId"),
+        function_request_id=getattr(context, "aws_request_id", None),
+        route=route_key,
+        request_kind=kind,
+        correlation_id=correlation,
+    )
+    telemetry.annotate(request_kind=kind, correlation_id=correlation)
+    response: dict[str, Any] | None = None
+    try:
+        response = resolve()
+        return response
+    finally:
+        status = int((response or {}).get("statusCode") or 500)
+        code = _error_code(response) if status >= 400 else None
+        if response is not None:
+            headers = response.setdefault("headers", {})
+            headers[CORRELATION_HEADER] = correlation
+        duration_ms = (time.monotonic() - started) * 1000
+        telemetry.add_keys(access_key=access_key())
+        log = telemetry.logger.warning if status >= 500 else telemetry.logger.info
+        log(
+            "request",
+            extra={
+                "status": status,
+                "error_code": code,
+                "duration_ms": round(duration_ms, 1),
+                "messages": _messages.get(),
+            },
+        )
+        _emit(kind, status, code, event, response, duration_ms)
+        _messages.reset(messages_token)
+        telemetry.bind(**outer_keys)
+
+
+def _emit(
+    kind: str,
+    status: int,
+    code: str | None,
+    event: Mapping[str, Any],
+    response: Mapping[str, Any] | None,
+    duration_ms: float,
+) -> None:
+    count, bytes_ = MetricUnit.Count, MetricUnit.Bytes
+    values = {
+        "Requests": (count, 1),
+        "Messages": (count, _messages.get()),
+        "RequestBytes": (bytes_, len(str(event.get("body") or ""))),
+        "ResponseBytes": (bytes_, len(str((response or {}).get("body") or ""))),
+        "Errors": (count, int(status >= 400)),
+        "ClientErrors": (count, int(400 <= status < 500)),
+        "Faults": (count, int(status >= 500)),
+        "Throttles": (count, int(status == 429)),
+        "Latency": (MetricUnit.Milliseconds, round(duration_ms, 1)),
+    }
+    telemetry.emit_metrics(values, [{"RequestKind": kind}, {}])
+    if code is not None:
+        telemetry.emit_metrics(
+            {"Errors": (count, 1)}, [{"RequestKind": kind, "ErrorCode": code}, {"ErrorCode": code}]
+        )
+
+
+def _error_code(response: Mapping[str, Any] | None) -> str:
+    """The stable ``code`` of an error answer (``HTTP<status>`` when it has none)."""
+    status = (response or {}).get("statusCode", 500)
+    try:
+        body = json.loads(str((response or {}).get("body") or ""))
+    except ValueError:
+        body = None
+    code = body.get("code") if isinstance(body, dict) else None
+    return code if isinstance(code, str) and len(code) <= 64 else f"HTTP{status}"
