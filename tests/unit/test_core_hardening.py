@@ -13,7 +13,7 @@ import boto3
 import pytest
 from broker_helpers import (
     ack_statuses,
-    in_place_redelivery,
+    create_fifo_topic,
     index_items,
     object_keys,
     send,
@@ -22,7 +22,7 @@ from broker_helpers import (
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, SubscriptionConflict, TopicNotFound
 from cirrusmq_broker.model import ProducerStamp
-from cirrusmq_broker.services.consume import FLOW_RECHECK_SECONDS
+from cirrusmq_broker.services.delivery.queue_plan import FLOW_RECHECK_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
 
@@ -168,11 +168,9 @@ def test_lookup_by_a_time_carrying_id(broker):
 
 
 def test_describe_shows_what_holds_the_committed_offset(broker, clock):
-    in_place_redelivery(broker)  # FIFO path (elsewhere an expired lease moves to retry)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"a", b"b")
-    [a] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
-    [b] = broker.consume.receive("g", "t", max_messages=1)
+    create_fifo_topic(broker, "t")  # in place (elsewhere an expired lease moves to retry)
+    send(broker, "t", b"a", b"b", message_group="k")
+    a, b = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
     ack_statuses(broker, "g", [b.receipt_handle])
     clock.advance(11)
     broker.consume.receive("g", "t", invisible_seconds=10)  # a again: attempt 2

@@ -19,7 +19,7 @@ from cirrusmq_broker.errors import (
 from cirrusmq_broker.services import log_reader, offset_reset
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage import group_offsets
-from cirrusmq_broker.storage.group_states import lease_prefix
+from cirrusmq_broker.storage.groups.keys import lease_prefix
 
 
 def batches(broker, topic: str, *sizes: int, clock=None, step_s: float = 10, **fields) -> list:

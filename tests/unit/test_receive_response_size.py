@@ -11,7 +11,7 @@ from aws_lambda_powertools.shared.json_encoder import Encoder
 from cirrusmq_api.convert import received_body
 from cirrusmq_api.schemas import ReceiveResponse
 from cirrusmq_broker import limits
-from cirrusmq_broker.services.consume import wire_size
+from cirrusmq_broker.services.delivery.response_size import wire_size
 from cirrusmq_broker.services.produce import MessageInput
 
 

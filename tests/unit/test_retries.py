@@ -84,8 +84,8 @@ def test_nack_goes_to_the_next_level_or_the_requested_delay(broker, clock):
     send(broker, "t", b"a", b"b")
     a, b = broker.consume.receive("g", "t", max_messages=2)
     results = broker.retries.nack("g", [a.receipt_handle])
-    assert [s for _, s, _ in results] == ["acked"]
-    assert [s for _, s, _ in broker.retries.nack("g", [b.receipt_handle], 45)] == ["acked"]
+    assert [o.status for o in results] == ["acked"]
+    assert [o.status for o in broker.retries.nack("g", [b.receipt_handle], 45)] == ["acked"]
     clock.advance(10)
     [m] = broker.consume.receive("g", "t")
     assert (m.message.body, m.delivery_attempt) == (b"a", 2)
@@ -97,7 +97,7 @@ def test_nack_goes_to_the_next_level_or_the_requested_delay(broker, clock):
     # the stale handle and forged ones are told apart
     forged = a.receipt_handle[:-3] + ("AAA" if a.receipt_handle[-3:] != "AAA" else "BBB")
     outcome = broker.retries.nack("g", [a.receipt_handle, forged])
-    assert [s for _, s, _ in outcome] == ["expired", "invalid"]
+    assert [o.status for o in outcome] == ["expired", "invalid"]
     with pytest.raises(InvalidDuration):
         broker.retries.nack("g", [m.receipt_handle], 7201)
 
@@ -119,7 +119,7 @@ def test_a_resent_nack_stores_nothing_twice(broker, clock, monkeypatch):
         with pytest.raises(Crash):
             broker.retries.nack("g", [a.receipt_handle])
     # the lease is gone with the settle: the resend finds nothing to give back
-    assert [s for _, s, _ in broker.retries.nack("g", [a.receipt_handle])] == ["expired"]
+    assert [o.status for o in broker.retries.nack("g", [a.receipt_handle])] == ["expired"]
     assert retry_messages(broker) == 1
     clock.advance(10)
     assert len(broker.consume.receive("g", "t", max_messages=10)) == 1
@@ -225,7 +225,7 @@ def test_a_fifo_nack_redelivers_in_place_after_the_delay(broker, clock):
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
     broker.produce.send("f", [MessageInput(b"1", message_group="k")])
     [m] = broker.consume.receive("g", "f", invisible_seconds=60)
-    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle], 20)] == ["acked"]
+    assert [o.status for o in broker.retries.nack("g", [m.receipt_handle], 20)] == ["acked"]
     clock.advance(19)
     assert broker.consume.receive("g", "f") == []
     clock.advance(1)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import boto3
 import pytest
 from broker_helpers import send
-from cirrusmq_broker.services import consume as consume_module
+from cirrusmq_broker.services import optimistic
 from cirrusmq_broker.services import retries as retries_module
+from cirrusmq_broker.services.delivery import receive as receive_module
 from cirrusmq_broker.services.moves import MoveAppender
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.storage.groups import GroupStateStore
+from cirrusmq_broker.storage.groups.move_settles import MoveSettles
 
 
 class Crash(BaseException):
@@ -40,7 +42,7 @@ def test_a_nack_racing_the_expiry_of_its_lease_is_refused(broker, clock, monkeyp
 
     monkeypatch.setattr(MoveAppender, "append", append)
     broker.consume.receive("g", "t")
-    assert [s for _, s, _ in nacked[0]] == ["expired"]
+    assert [o.status for o in nacked[0]] == ["expired"]
     assert stream_count(broker, "retry.") == 1
 
 
@@ -49,7 +51,7 @@ def test_a_nack_within_the_margin_of_the_deadline_is_refused(broker, clock):
     send(broker, "t", b"x", b"y")
     m, n = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
     clock.advance(10 - retries_module.NACK_MARGIN_SECONDS)
-    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert [o.status for o in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
     assert stream_count(broker, "retry.") == 0
     clock.advance(retries_module.NACK_MARGIN_SECONDS)
     broker.consume.receive("g", "t")  # the expiry moves both, once
@@ -71,7 +73,7 @@ def test_expiry_crash_then_nack_stores_one_retry_copy(broker, clock, monkeypatch
             broker.consume.receive("g", "t")
     assert stream_count(broker, "retry.") == 1
     out = broker.retries.nack("g", [m.receipt_handle])  # right at the deadline
-    assert [s for _, s, _ in out] == ["expired"]
+    assert [o.status for o in out] == ["expired"]
     broker.consume.receive("g", "t")  # the re-run of the expiry
     assert stream_count(broker, "retry.") == 1
     clock.advance(60)
@@ -85,13 +87,13 @@ def test_a_nack_whose_settle_fails_answers_expired(broker, clock, monkeypatch):
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x")
     [m] = broker.consume.receive("g", "t", invisible_seconds=60)
-    real = GroupStateStore.settle_request
+    real = MoveSettles.settle_request
 
     def changed_since_read(self, state, before, after):  # as if written by another each time
         return real(self, state, replace(before, version=before.version + 100), after)
 
-    monkeypatch.setattr(GroupStateStore, "settle_request", changed_since_read)
-    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    monkeypatch.setattr(MoveSettles, "settle_request", changed_since_read)
+    assert [o.status for o in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
     assert stream_count(broker, "retry.") == 0  # the settle and the move commit together
 
 
@@ -106,7 +108,7 @@ def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(
     losses = {"n": 0}
 
     def save(self, state, *more):
-        if losses["n"] < retries_module.SAVE_ATTEMPTS:
+        if losses["n"] < optimistic.SAVE_ATTEMPTS:
             losses["n"] += 1
             return False  # another consumer's write won the race each time
         return real(self, state, *more)
@@ -121,7 +123,7 @@ def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(
 
 def test_more_expired_leases_than_one_pass_moves_all_wait_for_backoff(broker, clock, monkeypatch):
     # the pass's time bound (tested on its own) must not cut it short on a loaded machine
-    monkeypatch.setattr(consume_module, "MIN_PASS_SECONDS", 300.0)
+    monkeypatch.setattr(receive_module, "MIN_PASS_SECONDS", 300.0)
     broker.admin.create_topic("t", queues=1)
     for i in range(retries_module.MAX_MOVES_PER_PASS + 5):
         send(broker, "t", b"%d" % i)
@@ -324,7 +326,7 @@ def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, 
     from types import SimpleNamespace
 
     from cirrusmq_broker.model import MessageType
-    from cirrusmq_broker.services import consume as consume_module
+    from cirrusmq_broker.services.delivery import queue_plan
     from cirrusmq_broker.services.produce import MessageInput
     from cirrusmq_broker.storage.clients import observe_calls
 
@@ -333,7 +335,7 @@ def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, 
     assert broker.consume.receive("g", "f", max_messages=1, invisible_seconds=60, client_id="a")
     seconds = [1000.0]
     fake = SimpleNamespace(monotonic=lambda: seconds[0], sleep=lambda s: None)
-    monkeypatch.setattr(consume_module, "time", fake)
+    monkeypatch.setattr(queue_plan, "time", fake)
     queries: list[str] = []
     remove = observe_calls(lambda service, op, _: queries.append(op) if op == "Query" else None)
     try:
@@ -396,11 +398,11 @@ def test_a_nack_of_many_leases_of_one_queue_is_one_append(broker, clock):
         out = broker.retries.nack("g", [m.receipt_handle for m in singles])
     finally:
         remove()
-    assert [s for _, s, _ in out] == ["acked"] * 10
+    assert [o.status for o in out] == ["acked"] * 10
     assert puts == ["PutObject"]
     assert stream_count(broker, "retry.") == 10
     again = broker.retries.nack("g", [m.receipt_handle for m in singles])  # a resend
-    assert [s for _, s, _ in again] == ["expired"] * 10
+    assert [o.status for o in again] == ["expired"] * 10
     assert stream_count(broker, "retry.") == 10
     clock.advance(10)
     got = broker.consume.receive("g", "t", max_messages=32)

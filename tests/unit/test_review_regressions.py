@@ -13,7 +13,7 @@ from cirrusmq_broker.model import ProducerStamp
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.produce import MessageInput
 from cirrusmq_broker.storage.appends import BatchAppender
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.storage.groups import GroupStateStore
 
 
 class SimulatedCrash(BaseException):

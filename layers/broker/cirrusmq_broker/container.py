@@ -14,9 +14,9 @@ from .services.admin import AdminService
 from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.batch_writer import BatchWriter
-from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
 from .services.delayed_produce import TimerWriter
+from .services.delivery import ConsumeService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
@@ -37,8 +37,8 @@ from .storage.clients import aws_client
 from .storage.consumer_registry import ConsumerRegistry
 from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
-from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
+from .storage.groups import GroupStateStore
 from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
 from .storage.move_records import MoveRecords
