@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.model import MessageInput
+from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.storage.clients import observe_calls
 
 
@@ -39,11 +39,11 @@ def ack_statuses(broker: Broker, group: str, handles: list[str]) -> list[str]:
     return [outcome.status.value for outcome in broker.consume.ack(group, handles)]
 
 
-def in_place_redelivery(broker: Broker) -> Broker:
-    """The broker with expired leases redelivered in place (the FIFO path, issue 9) for
-    every topic: for tests of the lease mechanics themselves."""
-    broker.consume._retries = None
-    return broker
+def create_fifo_topic(broker: Broker, name: str, queues: int = 1) -> None:
+    """A FIFO topic: its expired leases are redelivered in place, one delivery in flight
+    per queue (other topics move an expired lease's messages to the retry topic). Its
+    messages need a message group (``send(..., message_group="k")``)."""
+    broker.admin.create_topic(name, queues=queues, message_type=MessageType.FIFO.value)
 
 
 @contextmanager

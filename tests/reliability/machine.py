@@ -395,7 +395,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
         def apply(outcome: str, value: Any) -> None:
             gm = self.groups[group]
-            if outcome == "ok" and value[0][1] != "acked":
+            if outcome == "ok" and value[0].status != "acked":
                 return
             d.retired = True
             gm.visible_at.pop(d.body, None)

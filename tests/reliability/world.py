@@ -13,9 +13,10 @@ from typing import Any
 import boto3
 from cachetools import TTLCache
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.services import consume, log_reader
+from cirrusmq_broker.services import log_reader
+from cirrusmq_broker.services.delivery import queue_plan, receive
 from cirrusmq_broker.services.moves import INTERNAL_TOPIC_CACHE_SECONDS
-from cirrusmq_broker.services.retries import CONFIG_CACHE_SECONDS
+from cirrusmq_broker.services.retries.settings import CONFIG_CACHE_SECONDS
 from cirrusmq_broker.services.topic_catalog import TOPIC_CACHE_SECONDS
 from cirrusmq_broker.services.transactions import checks as transaction_checks
 from cirrusmq_broker.settings import Settings
@@ -26,7 +27,7 @@ from cirrusmq_local.template import load_template
 from faults import INJECTOR
 from moto import mock_aws
 
-_TIMED_MODULES = (consume, log_reader, transaction_checks)
+_TIMED_MODULES = (receive, queue_plan, log_reader, transaction_checks)
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 START_MS = 1_790_000_000_000
 
@@ -158,7 +159,7 @@ class World:
         timer = self.clock.seconds
         broker.catalog._cache = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS, timer=timer)
         broker.moves._topics = TTLCache(maxsize=4096, ttl=INTERNAL_TOPIC_CACHE_SECONDS, timer=timer)
-        broker.retries._max = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS, timer=timer)
+        broker.retries.settings._max = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS, timer=timer)
         return broker
 
     def restart(self, index: int) -> None:

@@ -7,7 +7,7 @@ import binascii
 
 from cirrusmq_broker.errors import InvalidMessage
 from cirrusmq_broker.model import MessageInput, ReceivedMessage, StoredMessage, Topic
-from cirrusmq_broker.services.consume import AckOutcome
+from cirrusmq_broker.services.delivery import AckOutcome
 
 from .schemas import AckResultBody, MessageBody, MessageIn, ReceivedMessageBody, TopicBody
 

@@ -21,9 +21,9 @@ from .services.admin import AdminService
 from .services.auth import Authenticator
 from .services.batch_reader import BatchReader
 from .services.batch_writer import BatchWriter
-from .services.consume import ConsumeService
 from .services.dead_letters import DeadLetterService
 from .services.delays import DelayCancel, DelayRelease, DelayWriter, ReleaseWake
+from .services.delivery import ConsumeService
 from .services.group_metrics import GroupMetricsService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
@@ -46,8 +46,8 @@ from .storage.delays.objects import DelayObjectStore
 from .storage.group_catalog import GroupCatalog
 from .storage.group_configs import GroupConfigStore
 from .storage.group_offsets import GroupOffsetWriter
-from .storage.group_states import GroupStateStore
 from .storage.group_views import GroupViewReader
+from .storage.groups import GroupStateStore
 from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
 from .storage.move_records import MoveRecords

@@ -25,7 +25,7 @@ from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services import log_reader, offset_reset
 from cirrusmq_broker.settings import Settings
 from cirrusmq_broker.storage import group_offsets
-from cirrusmq_broker.storage.group_states import lease_prefix
+from cirrusmq_broker.storage.groups.keys import lease_prefix
 
 
 def batches(broker, topic: str, *sizes: int, clock=None, step_s: float = 10, **fields) -> list:

@@ -12,15 +12,15 @@ from typing import Any
 
 import boto3
 import pytest
-from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
+from broker_helpers import ack_statuses, create_fifo_topic, send, statuses
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import ReplayedRequest
 from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.moves import MoveAppender
-from cirrusmq_broker.storage import group_states
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.dynamo import batch_write, to_item
+from cirrusmq_broker.storage.groups import codec, keys
 
 INDEXED = "topic"
 """The by_topic index's key: an item carrying it is written to the index too."""
@@ -126,9 +126,9 @@ def seed_single_leases(broker: Broker, group: str, topic: str, count: int, now: 
             now=now,
             invisible_ms=600_000,
         )
-    items = [to_item(group_states._values(state, version=1))]
+    items = [to_item(codec.summary_values(state, version=1))]
     items += [
-        to_item(group_states._lease_values(state, group_states.replace_version(lease, None)))
+        to_item(codec.lease_values(state, codec.replace_version(lease, None)))
         for lease in state.leases.values()
     ]
     for start in range(0, len(items), 25):
@@ -176,9 +176,8 @@ def test_write_units_of_a_receive_and_an_ack_do_not_grow_with_leases_in_flight(b
 
 
 def test_the_old_handle_of_a_moved_message_acks_it_for_good(broker, clock):
-    in_place_redelivery(broker)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"x", b"y")
+    create_fifo_topic(broker, "t")  # an expired lease is redelivered in place
+    send(broker, "t", b"x", b"y", message_group="k")
     x, y = broker.consume.receive("g", "t", invisible_seconds=10)
     broker.consume.change_invisible("g", x.receipt_handle, 100)
     assert ack_statuses(broker, "g", [x.receipt_handle]) == ["acked"]  # the old handle
@@ -187,7 +186,7 @@ def test_the_old_handle_of_a_moved_message_acks_it_for_good(broker, clock):
     assert [m.message.body for m in again] == [b"y"]
     assert ack_statuses(broker, "g", [again[0].receipt_handle, y.receipt_handle]) == [
         "acked",
-        "acked",  # settled by its redelivery's handle: acking it again succeeds
+        "expired",  # redelivered since: its redelivery's handle settled it, not this one
     ]
     [status] = statuses(broker, "g")
     assert (status.committed_offset, status.inflight) == (2, 0)
@@ -228,9 +227,8 @@ def test_a_stale_deadline_bound_costs_one_query_then_polls_are_idle(broker, cloc
 
 
 def test_a_stale_handle_of_a_split_lease_is_expired_and_a_settled_one_acked(broker, clock):
-    in_place_redelivery(broker)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"a", b"b", b"c")
+    create_fifo_topic(broker, "t")  # an expired lease is redelivered in place
+    send(broker, "t", b"a", b"b", b"c", message_group="k")
     a, b, c = broker.consume.receive("g", "t", invisible_seconds=10)
     assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]
     clock.advance(11)
@@ -291,9 +289,8 @@ def test_a_filtered_lease_is_settled_whole_by_acking_what_it_delivered(broker, c
 
 
 def test_partial_acks_take_the_settle_path_and_lose_nothing(broker, clock):
-    in_place_redelivery(broker)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", *[bytes([65 + i]) for i in range(6)])
+    create_fifo_topic(broker, "t")  # an expired lease is redelivered in place
+    send(broker, "t", *[bytes([65 + i]) for i in range(6)], message_group="k")
     received = broker.consume.receive("g", "t", max_messages=6, invisible_seconds=10)
     with metered(broker) as first:  # 2 of 6: an ADD, the lease stays
         assert ack_statuses(broker, "g", [m.receipt_handle for m in received[:2]]) == ["acked"] * 2
@@ -311,7 +308,6 @@ def test_partial_acks_take_the_settle_path_and_lose_nothing(broker, clock):
 
 
 def test_an_ack_of_a_lease_with_a_moved_message_falls_back_and_settles_both(broker, clock):
-    in_place_redelivery(broker)
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x", b"y", b"z")
     x, y, z = broker.consume.receive("g", "t", invisible_seconds=10)
@@ -328,9 +324,8 @@ def test_an_ack_of_a_lease_with_a_moved_message_falls_back_and_settles_both(brok
 
 
 def test_after_a_partial_redelivery_each_lease_is_settled_by_its_own_handles(broker, clock):
-    in_place_redelivery(broker)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", *[bytes([65 + i]) for i in range(5)])
+    create_fifo_topic(broker, "t")  # an expired lease is redelivered in place
+    send(broker, "t", *[bytes([65 + i]) for i in range(5)], message_group="k")
     first = broker.consume.receive("g", "t", max_messages=5, invisible_seconds=10)
     clock.advance(11)
     taken = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
@@ -435,7 +430,7 @@ def test_an_ack_through_parent_handles_tells_a_redelivered_split_off_message_fro
     [changed] = [broker.consume.change_invisible("g", z.receipt_handle, 60)]
     assert ack_statuses(broker, "g", [changed.receipt_handle]) == ["acked"]  # z: gone
     ddb = boto3.client("dynamodb", region_name="us-east-1")
-    key = to_item({"group_name": "g", "stream": group_states.lease_stream("t", 0, (1, True))})
+    key = to_item({"group_name": "g", "stream": keys.lease_stream("t", 0, (1, True))})
     ddb.update_item(  # y's lease of its own now has another id, as after a redelivery
         TableName=broker.settings.groups_table,
         Key=key,

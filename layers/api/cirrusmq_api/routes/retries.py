@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.errors import BrokerError
-from cirrusmq_broker.services.consume import AckOutcome, AckStatus
+from cirrusmq_broker.services.delivery import AckStatus
 
 from ..access import may_consume
 from ..convert import ack_result_body
@@ -20,14 +19,10 @@ router = APIGatewayHttpRouter()
     summary="Give messages back: redelivered after a backoff (or to the dead-letter topic)",
 )
 def nack(group: str, request: NackRequest) -> NackResponse:
-    results = current_broker().retries.nack(
+    outcomes = current_broker().retries.nack(
         group, request.receipt_handles, request.delay_seconds, may_consume(group)
     )
-    outcomes = [
-        AckOutcome(handle, AckStatus(status), error if isinstance(error, BrokerError) else None)
-        for handle, status, error in results
-    ]
-    nacked = sum(o.status == "acked" for o in outcomes)
+    nacked = sum(o.status is AckStatus.ACKED for o in outcomes)
     count_messages(nacked)
     return NackResponse(
         nacked=nacked,

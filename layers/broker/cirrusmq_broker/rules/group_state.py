@@ -311,12 +311,18 @@ class GroupQueueState:
         if lease is None or not lease.holds(offset):
             return None
         if whole or lease.unsettled() == [offset]:
-            changed = replace(lease, deadline=deadline)
-            self._put(changed, replacing=lease)
-            return changed
+            return self.postpone(lease_id, deadline)
         self._put(replace(lease, moved=lease.moved | {offset}), replacing=lease)
         single = Lease(
             single_lease_id(lease.lease_id, offset), offset, offset + 1, deadline, lease.attempt
         )
         self._put(single)
         return single
+
+    def postpone(self, lease_id: str, deadline: int) -> Lease:
+        """Give the loaded lease ``lease_id`` a new deadline, in place (same id: its handles
+        stay valid); returns the lease as changed."""
+        lease = self.leases[lease_id]
+        changed = replace(lease, deadline=deadline)
+        self._put(changed, replacing=lease)
+        return changed

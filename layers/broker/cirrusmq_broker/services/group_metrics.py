@@ -21,7 +21,7 @@ from ..model import Topic, TopicStatus
 from ..rules.group_state import GroupQueueState
 from ..rules.retries import dlq_topic
 from ..storage.group_catalog import GroupCatalog
-from ..storage.group_states import GroupStateStore
+from ..storage.groups import GroupStateStore
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHead
 from ..storage.topics import TopicStore

@@ -44,7 +44,7 @@ from ..storage.batch_objects import (
     queue_prefix,
     topic_prefix,
 )
-from ..storage.group_states import GroupStateStore
+from ..storage.groups import GroupStateStore
 from ..storage.janitor_checkpoints import SweepCheckpoint, SweepCheckpoints
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads

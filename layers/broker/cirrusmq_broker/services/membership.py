@@ -7,12 +7,10 @@ orderly.py (locks); this module reads and writes them through the consumer regis
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..errors import AccessDenied, Busy, InvalidDuration, InvalidRequest, TopicNotFound
+from ..errors import AccessDenied, InvalidDuration, InvalidRequest, TopicNotFound
 from ..model import MessageType
 from ..rules.filters import TagFilter
 from ..rules.membership import (
@@ -27,9 +25,12 @@ from ..rules.membership import (
 )
 from ..storage.consumer_registry import ConsumerRegistry
 from ..validation import check_group_name, check_topic_name
+from . import optimistic
+from .optimistic import CONFLICT
 from .topic_catalog import TopicCatalog
 
 SAVE_ATTEMPTS = 8
+"""Attempts a registry update makes: every member of a group heartbeats into one item."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class MembershipService:
         for topic in topics:
             self._topics.active(topic)  # TopicNotFound: nothing is stored
         timeout_ms = heartbeat_timeout_seconds * 1000
-        for attempt in range(SAVE_ATTEMPTS):
+
+        def beat(_: int) -> ConsumerStatus | optimistic.Conflict:
             now = self._clock()
             membership = self._registry.load(group)
             stored = membership.members.get(client_id)
@@ -120,8 +122,16 @@ class MembershipService:
             membership.beat(member, now)
             if self._registry.save(membership):
                 return self._status(membership, member, now)
-            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
-        raise Busy(f"group {group!r}'s registry is contended; retry the heartbeat")
+            return CONFLICT
+
+        return optimistic.update(
+            beat,
+            attempts=SAVE_ATTEMPTS,
+            backoff=True,
+            exhausted=optimistic.busy(
+                f"group {group!r}'s registry is contended; retry the heartbeat"
+            ),
+        )
 
     def deregister(
         self,
@@ -162,16 +172,21 @@ class MembershipService:
                 continue
             for queue in self._registry.locked_queues(group, topic, definition.queues, client_id):
                 released += self._registry.release_lock(group, topic, queue, client_id)
-        for attempt in range(SAVE_ATTEMPTS):
+
+        def leave(_: int) -> int | optimistic.Conflict:
             now = self._clock()
             membership = self._registry.load(group)
             if client_id not in membership.members:
                 return released
             membership.leave(client_id, now)
-            if self._registry.save(membership):
-                return released
-            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
-        raise Busy(f"group {group!r}'s registry is contended; retry")
+            return released if self._registry.save(membership) else CONFLICT
+
+        return optimistic.update(
+            leave,
+            attempts=SAVE_ATTEMPTS,
+            backoff=True,
+            exhausted=optimistic.busy(f"group {group!r}'s registry is contended; retry"),
+        )
 
     def consumers(self, group: str) -> list[ConsumerStatus]:
         """The group's live consumers, sorted by client id, with their queues."""

@@ -7,7 +7,7 @@ changed in between (an ack landed, a lease was split) writes its own, so an inde
 never names an object holding other rows. It appends with that stamp (so a re-run after
 a commit is AlreadyRecorded and stores nothing twice). The stamp's record digest is derived
 from the stamp alone: a re-run after a commit counts as done even if the set of messages
-it would move changed in between (see services/retries.py for why that is safe).
+it would move changed in between (see services/retries/lease_expiry.py for why that is safe).
 """
 
 from __future__ import annotations

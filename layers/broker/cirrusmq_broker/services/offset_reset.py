@@ -16,22 +16,20 @@ version; a concurrent receive that wins makes the reset read again and retry (bo
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..errors import Busy, InvalidOffset, InvalidRequest
+from ..errors import InvalidOffset, InvalidRequest
 from ..storage.group_offsets import LEASES_PER_TRANSACTION, GroupOffsetWriter
-from ..storage.group_states import GroupStateStore
+from ..storage.groups import GroupStateStore
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from ..validation import check_group_name
+from . import optimistic
 from .log_reader import LogReader, check_queue, check_timestamp
 from .topic_catalog import TopicCatalog
 
-SAVE_ATTEMPTS = 6
 MAX_LEASE_CHUNKS = 64
 """Chunks of lease deletions one queue's reset may take (64 x 99 > MAX_LEASES_PER_QUEUE x 2)."""
 
@@ -188,7 +186,9 @@ class OffsetResetService:
         )
         cursor_base = holder.base_offset if holder is not None else offset
         dropped, chunks = 0, 0
-        for attempt in range(SAVE_ATTEMPTS):
+
+        def rewrite(_: int) -> QueueReset | optimistic.Conflict:
+            nonlocal dropped, chunks
             state = self._states.load_one(group, topic, queue)
             keys = self._writer.lease_keys(group, topic, queue, LEASES_PER_TRANSACTION + 1)
             while len(keys) > LEASES_PER_TRANSACTION and chunks < MAX_LEASE_CHUNKS:
@@ -217,5 +217,12 @@ class OffsetResetService:
                     dropped_leases=dropped + len(keys),
                     truncated=truncated,
                 )
-            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # a receive won: read again
-        raise Busy(f"group {group!r} is contended on queue {queue}; retry the reset")
+            return optimistic.CONFLICT  # a receive won: read again
+
+        return optimistic.update(
+            rewrite,
+            backoff=True,
+            exhausted=optimistic.busy(
+                f"group {group!r} is contended on queue {queue}; retry the reset"
+            ),
+        )

@@ -13,11 +13,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..model import stream_id
 from ..rules.membership import Member, Membership, RegistryTooLarge
 from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
-
-REGISTRY_STREAM = ".consumers"
+from .groups.keys import REGISTRY_STREAM, summary_stream
 
 
 class ConsumerRegistry:
@@ -76,7 +74,7 @@ class ConsumerRegistry:
     def locked_queues(self, group: str, topic: str, queues: int, client_id: str) -> list[int]:
         """The queues of ``topic`` whose state names ``client_id`` as lock owner (batched
         reads of the queues' summaries: a deregistration writes only where it holds a lock)."""
-        keys = [{"group_name": group, "stream": stream_id(topic, q)} for q in range(queues)]
+        keys = [{"group_name": group, "stream": summary_stream(topic, q)} for q in range(queues)]
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         held = []
         for values in found[self._table]:
@@ -90,7 +88,7 @@ class ConsumerRegistry:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=to_item({"group_name": group, "stream": stream_id(topic, queue)}),
+                Key=to_item({"group_name": group, "stream": summary_stream(topic, queue)}),
                 UpdateExpression="REMOVE lock_owner, lock_expiry ADD version :one",
                 ConditionExpression="lock_owner = :c",
                 ExpressionAttributeValues=to_item({":c": client_id, ":one": 1}),

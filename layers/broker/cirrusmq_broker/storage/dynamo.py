@@ -46,6 +46,12 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def lost_race(exc: ClientError) -> bool:
+    """Whether a conditional write (or a transaction) failed because what it was
+    conditional on changed: the caller reads again."""
+    return error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException")
+
+
 def cancellation_codes(exc: ClientError) -> list[str]:
     """Per-item reasons of a cancelled transaction ('None' where the item was fine)."""
     reasons = exc.response.get("CancellationReasons") or []

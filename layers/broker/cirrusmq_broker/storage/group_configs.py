@@ -14,11 +14,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .dynamo import error_code, from_item, to_item
-
-CONFIG_STREAM = "#config"
-DLQ_STREAM = "#dlq"
-INTERNAL_MARK = "#"
-"""Group items whose sort key starts with this are not topic states."""
+from .groups.keys import CONFIG_STREAM, DLQ_STREAM
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..errors import StorageContended
-from ..model import stream_id
-from .dynamo import error_code, to_item
-from .group_states import lease_prefix
+from .dynamo import lost_race, to_item
+from .groups.keys import lease_prefix, summary_stream
 
 LEASES_PER_TRANSACTION = 99
 """Lease deletions in one transaction besides the summary (AWS: 100 items)."""
@@ -103,7 +102,7 @@ class GroupOffsetWriter:
 
     # ------------------------------------------------------------------ helpers
     def _summary_key(self, group: str, topic: str, queue: int) -> dict[str, Any]:
-        return to_item({"group_name": group, "stream": stream_id(topic, queue)})
+        return to_item({"group_name": group, "stream": summary_stream(topic, queue)})
 
     def _deletes(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(keys) > LEASES_PER_TRANSACTION:
@@ -116,10 +115,7 @@ class GroupOffsetWriter:
                 TransactItems=items, ClientRequestToken=uuid.uuid4().hex
             )
         except ClientError as exc:
-            if error_code(exc) in (
-                "ConditionalCheckFailedException",
-                "TransactionCanceledException",
-            ):
+            if lost_race(exc):
                 return False
             raise
         except StorageContended:  # a concurrent write held an item: re-read and retry

@@ -10,7 +10,7 @@ from ..rules.group_state import GroupQueueState
 from ..rules.membership import Membership
 from .consumer_registry import ConsumerRegistry
 from .dynamo import KeysToRead, batch_get
-from .group_states import GroupStateStore
+from .groups import GroupStateStore
 from .queue_heads import QueueHead, QueueHeads
 
 

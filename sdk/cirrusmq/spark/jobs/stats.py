@@ -58,7 +58,7 @@ def group_lags(
     stack = StackOptions.parse(options)
     if not stack.groups_table:
         raise ValueError("group lag needs the groupsTable option")
-    from cirrusmq_broker.storage.group_states import GroupStateStore
+    from cirrusmq_broker.storage.groups import GroupStateStore
 
     store = GroupStateStore(stack.client("dynamodb"), stack.groups_table)
     heads = {t: QueueLog(stack, t, _int(get(options, "queues"))).heads() for t in topics}

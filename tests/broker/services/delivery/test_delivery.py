@@ -7,7 +7,7 @@ import threading
 import zlib
 
 import pytest
-from broker_helpers import ack_statuses, in_place_redelivery, send, statuses
+from broker_helpers import ack_statuses, create_fifo_topic, send, statuses
 from cirrusmq_broker.errors import (
     ForeignReceiptHandle,
     InvalidDuration,
@@ -16,13 +16,13 @@ from cirrusmq_broker.errors import (
     ReceiptHandleExpired,
     SubscriptionConflict,
 )
-from cirrusmq_broker.model import MessageInput, ProducerStamp
-from cirrusmq_broker.services.consume import FLOW_RECHECK_SECONDS
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp
+from cirrusmq_broker.services.delivery.queue_plan import FLOW_RECHECK_SECONDS
+from cirrusmq_broker.storage.groups import GroupStateStore
 
 
-def fill_queues(broker, topic: str, per_queue: list[int]) -> None:
-    broker.admin.create_topic(topic, queues=len(per_queue))
+def fill_queues(broker, topic: str, per_queue: list[int], **options) -> None:
+    broker.admin.create_topic(topic, queues=len(per_queue), **options)
     for queue, count in enumerate(per_queue):
         group = next(
             g for g in (f"k{i}" for i in range(1000)) if _queue_of(g, len(per_queue)) == queue
@@ -90,8 +90,8 @@ def test_unacked_message_comes_back_after_invisible_duration(broker, clock):
 
 
 def test_ack_acts_on_every_valid_handle(broker, clock):
-    in_place_redelivery(broker)
-    fill_queues(broker, "t", [1, 1])  # two queues, so two leases
+    fifo = MessageType.FIFO.value  # an expired lease is redelivered in place
+    fill_queues(broker, "t", [1, 1], message_type=fifo)  # two queues, so two leases
     got = broker.consume.receive("g", "t", invisible_seconds=10)
     assert len(got) == 2
     clock.advance(11)
@@ -121,12 +121,13 @@ def test_foreign_and_forged_handles(broker):
 
 
 def test_change_invisible_duration_postpones_redelivery(broker, clock):
-    in_place_redelivery(broker)
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x", b"y")
     got = broker.consume.receive("g", "t", invisible_seconds=10)
     changed = broker.consume.change_invisible("g", got[0].receipt_handle, 100)
     clock.advance(11)
+    assert broker.consume.receive("g", "t") == []  # y's lease expired: y moved to retry
+    clock.advance(10)  # the retry topic's first backoff level
     again = broker.consume.receive("g", "t", invisible_seconds=10)
     assert [m.message.body for m in again] == [b"y"]
     assert ack_statuses(broker, "g", [changed.receipt_handle]) == ["acked"]
@@ -182,13 +183,13 @@ class SimulatedCrash(BaseException):
 
 def test_a_receive_that_dies_after_leasing_loses_nothing(broker, clock, monkeypatch):
     """The lease is stored but the consumer never got the messages: they come back."""
-    from cirrusmq_broker.services.consume import ConsumeService
+    from cirrusmq_broker.services.receipt_handles import ReceiptHandles
 
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a", b"b")
     with monkeypatch.context() as patch:
         patch.setattr(
-            ConsumeService, "_received", lambda *a: (_ for _ in ()).throw(SimulatedCrash())
+            ReceiptHandles, "received", lambda *a: (_ for _ in ()).throw(SimulatedCrash())
         )
         with pytest.raises(SimulatedCrash):
             broker.consume.receive("g", "t", invisible_seconds=10)
@@ -241,11 +242,9 @@ def test_lookup_by_a_time_carrying_id(broker):
 
 
 def test_describe_shows_what_holds_the_committed_offset(broker, clock):
-    in_place_redelivery(broker)  # FIFO path (elsewhere an expired lease moves to retry)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"a", b"b")
-    [a] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
-    [b] = broker.consume.receive("g", "t", max_messages=1)
+    create_fifo_topic(broker, "t")  # in place (elsewhere an expired lease moves to retry)
+    send(broker, "t", b"a", b"b", message_group="k")
+    a, b = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
     ack_statuses(broker, "g", [b.receipt_handle])
     clock.advance(11)
     broker.consume.receive("g", "t", invisible_seconds=10)  # a again: attempt 2

@@ -24,7 +24,8 @@ def test_a_late_ack_of_a_nacked_fifo_delivery_redelivered_and_acked_answers_expi
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
     broker.produce.send("f", [MessageInput(b"1", message_group="k")])
     [first] = broker.consume.receive("g", "f", invisible_seconds=30)
-    [(_, given_back, _)] = broker.retries.nack("g", [first.receipt_handle], delay_seconds=10)
+    [nacked] = broker.retries.nack("g", [first.receipt_handle], delay_seconds=10)
+    given_back = nacked.status
     assert given_back == "acked"
     clock.advance(10)
     [again] = broker.consume.receive("g", "f", invisible_seconds=10)  # in place, after the delay

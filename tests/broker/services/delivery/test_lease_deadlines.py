@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from broker_helpers import send
 from cirrusmq_broker.services.batch_reader import BatchReader
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.storage.groups import GroupStateStore
 
 
 def test_a_lease_made_after_a_lost_save_runs_its_full_invisible_time(broker, clock, monkeypatch):

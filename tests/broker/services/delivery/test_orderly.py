@@ -250,7 +250,7 @@ def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, 
     from types import SimpleNamespace
 
     from cirrusmq_broker.model import MessageInput, MessageType
-    from cirrusmq_broker.services import consume as consume_module
+    from cirrusmq_broker.services.delivery import queue_plan
     from cirrusmq_broker.storage.clients import observe_calls
 
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
@@ -258,7 +258,7 @@ def test_a_fifo_queue_in_flight_is_rechecked_less_and_less_often(broker, clock, 
     assert broker.consume.receive("g", "f", max_messages=1, invisible_seconds=60, client_id="a")
     seconds = [1000.0]
     fake = SimpleNamespace(monotonic=lambda: seconds[0], sleep=lambda s: None)
-    monkeypatch.setattr(consume_module, "time", fake)
+    monkeypatch.setattr(queue_plan, "time", fake)
     queries: list[str] = []
     remove = observe_calls(lambda service, op, _: queries.append(op) if op == "Query" else None)
     try:

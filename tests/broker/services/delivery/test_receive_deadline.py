@@ -8,9 +8,10 @@ import time
 import types
 
 from broker_helpers import send
-from cirrusmq_broker.services import consume as consume_module
 from cirrusmq_broker.services import retries as retries_module
+from cirrusmq_broker.services.delivery import receive as receive_module
 from cirrusmq_broker.services.moves import MoveAppender
+from cirrusmq_broker.services.retries import lease_expiry
 
 
 def test_a_backlog_of_expired_leases_stops_at_the_deadline_once_messages_are_held(
@@ -28,8 +29,8 @@ def test_a_backlog_of_expired_leases_stops_at_the_deadline_once_messages_are_hel
 
     seconds = [time.monotonic()]  # each move takes a second
     fake_time = types.SimpleNamespace(monotonic=lambda: seconds[0], sleep=lambda s: None)
-    monkeypatch.setattr(consume_module, "time", fake_time)
-    monkeypatch.setattr(retries_module, "time", fake_time)
+    monkeypatch.setattr(receive_module, "time", fake_time)
+    monkeypatch.setattr(lease_expiry, "time", fake_time)
     real, moves = MoveAppender.append, []
 
     def slow_append(self, topic, queue, messages, stamp, *args, **kwargs):
@@ -41,7 +42,7 @@ def test_a_backlog_of_expired_leases_stops_at_the_deadline_once_messages_are_hel
     monkeypatch.setattr(MoveAppender, "append", slow_append)
     got = broker.consume.receive("g", "t", max_messages=32)
     assert [m.message.body for m in got] == [b"x"]
-    assert len(moves) <= consume_module.MIN_PASS_SECONDS + 1  # not the whole backlog
+    assert len(moves) <= receive_module.MIN_PASS_SECONDS + 1  # not the whole backlog
     while len(moves) < backlog:  # the next receives move the rest
         before = len(moves)
         broker.consume.receive("g", "t", max_messages=32)

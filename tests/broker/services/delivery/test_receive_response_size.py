@@ -12,7 +12,7 @@ from cirrusmq_api.convert import received_body
 from cirrusmq_api.schemas import ReceiveResponse
 from cirrusmq_broker import limits
 from cirrusmq_broker.model import MessageInput
-from cirrusmq_broker.services.consume import wire_size
+from cirrusmq_broker.services.delivery.response_size import wire_size
 
 
 def lambda_response_bytes(received: list) -> int:

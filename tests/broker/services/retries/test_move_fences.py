@@ -10,7 +10,7 @@ import threading
 import boto3
 from broker_helpers import (
     ack_statuses,
-    in_place_redelivery,
+    create_fifo_topic,
     send,
     serialised_aws_calls,
     statuses,
@@ -19,7 +19,8 @@ from cirrusmq_broker.errors import ReceiptHandleExpired
 from cirrusmq_broker.services import retries as retries_module
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.clients import observe_calls
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.storage.groups import GroupStateStore
+from cirrusmq_broker.storage.groups.move_settles import MoveSettles
 
 
 def retry_count(broker) -> int:
@@ -137,7 +138,7 @@ def test_a_slow_nack_overtaken_by_the_expiry_stores_one_dead_letter(broker, cloc
 
     before_first_move(monkeypatch, "~nack", deadline_passes_and_a_receive_expires_the_lease)
     out = broker.retries.nack("g", [x.receipt_handle])
-    assert [s for _, s, _ in out] == ["expired"]
+    assert [o.status for o in out] == ["expired"]
     assert dead_letters(broker, "g") == [b"x"]
 
 
@@ -197,11 +198,11 @@ def test_an_old_handle_of_a_message_moved_on_by_its_own_lease_answers_expired(br
 
 
 def test_an_old_handle_of_a_message_redelivered_in_place_answers_expired(broker, clock):
-    in_place_redelivery(broker)
-    broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"x", b"y")
+    create_fifo_topic(broker, "t")  # an expired lease is redelivered in place
+    send(broker, "t", b"x", b"y", message_group="k")
     x, y = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=100)
-    broker.consume.change_invisible("g", x.receipt_handle, 10)
+    assert ack_statuses(broker, "g", [y.receipt_handle]) == ["acked"]  # y is done: only x
+    broker.consume.change_invisible("g", x.receipt_handle, 10)  # comes back (FIFO: whole lease)
     clock.advance(10)
     [again] = broker.consume.receive("g", "t")
     assert again.message.body == b"x"
@@ -324,7 +325,7 @@ def test_parent_handle_ack_after_nack_of_the_split_off_message_is_not_acked(brok
     x, y = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=100)
     changed = broker.consume.change_invisible("g", x.receipt_handle, 60)  # x: a lease of its own
     out = broker.retries.nack("g", [changed.receipt_handle])
-    assert [s for _, s, _ in out] == ["acked"]  # given back: x goes to the retry topic
+    assert [o.status for o in out] == ["acked"]  # given back: x goes to the retry topic
     assert retry_count(broker) == 1
     answer = ack_statuses(broker, "g", [x.receipt_handle, y.receipt_handle])
     clock.advance(200)
@@ -336,12 +337,12 @@ def test_parent_handle_ack_after_nack_of_the_split_off_message_is_not_acked(brok
 def test_a_late_removal_of_a_settled_lease_spares_a_new_lease_at_its_slot(
     broker, clock, monkeypatch
 ):
-    from cirrusmq_broker.storage.group_states import GroupStateStore
+    from cirrusmq_broker.storage.groups.leases import LeaseItems
 
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"a", b"b", b"c")
     a, b = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
-    real_delete_if, lost = GroupStateStore._delete_if, [True]
+    real_delete_if, lost = LeaseItems._delete_if, [True]
 
     def delete_if(self, *args, **kwargs):
         if lost:  # the ack's delete of the lease it settled does not happen (a crash)
@@ -349,12 +350,12 @@ def test_a_late_removal_of_a_settled_lease_spares_a_new_lease_at_its_slot(
             return False
         return real_delete_if(self, *args, **kwargs)
 
-    monkeypatch.setattr(GroupStateStore, "_delete_if", delete_if)
+    monkeypatch.setattr(LeaseItems, "_delete_if", delete_if)
     assert ack_statuses(broker, "g", [a.receipt_handle]) == ["acked"]
     assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]  # settled, v3, kept
     clock.advance(10)  # its deadline passed: the next receive reads it and removes it
 
-    real_cleanup, meanwhile = GroupStateStore._delete_settled, [True]
+    real_cleanup, meanwhile = LeaseItems.delete_settled, [True]
 
     def cleanup(self, leases):
         if meanwhile:  # this container pauses; an admin resets, another consumer works
@@ -366,7 +367,7 @@ def test_a_late_removal_of_a_settled_lease_spares_a_new_lease_at_its_slot(
             assert ack_statuses(broker, "g", [got[1].receipt_handle]) == ["acked"]  # v3
         return real_cleanup(self, leases)
 
-    monkeypatch.setattr(GroupStateStore, "_delete_settled", cleanup)
+    monkeypatch.setattr(LeaseItems, "delete_settled", cleanup)
     [c] = broker.consume.receive("g", "t", max_messages=3, invisible_seconds=10)
     assert c.message.body == b"c"
     assert not meanwhile
@@ -381,7 +382,7 @@ def test_an_ack_of_a_handle_nacked_before_answers_expired(broker, clock):
     send(broker, "t", b"x")
     [x] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=100)
     out = broker.retries.nack("g", [x.receipt_handle])
-    assert [s for _, s, _ in out] == ["acked"]  # given back: its lease is gone
+    assert [o.status for o in out] == ["acked"]  # given back: its lease is gone
     answer = ack_statuses(broker, "g", [x.receipt_handle])
     clock.advance(200)
     assert [m.message.body for m in drain(broker, clock, "g", "t")] == [b"x"]
@@ -394,7 +395,7 @@ def test_an_ack_of_a_nacked_handle_after_the_rest_of_its_lease_was_acked_answers
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x", b"y")
     x, y = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=100)
-    assert [s for _, s, _ in broker.retries.nack("g", [x.receipt_handle])] == ["acked"]
+    assert [o.status for o in broker.retries.nack("g", [x.receipt_handle])] == ["acked"]
     assert ack_statuses(broker, "g", [y.receipt_handle]) == ["acked"]  # the lease is deleted
     answer = ack_statuses(broker, "g", [x.receipt_handle])
     clock.advance(200)
@@ -419,7 +420,7 @@ def test_a_nack_racing_the_expiry_of_its_lease_is_refused(broker, clock, monkeyp
 
     monkeypatch.setattr(MoveAppender, "append", append)
     broker.consume.receive("g", "t")
-    assert [s for _, s, _ in nacked[0]] == ["expired"]
+    assert [o.status for o in nacked[0]] == ["expired"]
     assert stream_count(broker, "retry.") == 1
 
 
@@ -428,7 +429,7 @@ def test_a_nack_within_the_margin_of_the_deadline_is_refused(broker, clock):
     send(broker, "t", b"x", b"y")
     m, n = broker.consume.receive("g", "t", max_messages=2, invisible_seconds=10)
     clock.advance(10 - retries_module.NACK_MARGIN_SECONDS)
-    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert [o.status for o in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
     assert stream_count(broker, "retry.") == 0
     clock.advance(retries_module.NACK_MARGIN_SECONDS)
     broker.consume.receive("g", "t")  # the expiry moves both, once
@@ -441,13 +442,13 @@ def test_a_nack_whose_settle_fails_answers_expired(broker, clock, monkeypatch):
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"x")
     [m] = broker.consume.receive("g", "t", invisible_seconds=60)
-    real = GroupStateStore.settle_request
+    real = MoveSettles.settle_request
 
     def changed_since_read(self, state, before, after):  # as if written by another each time
         return real(self, state, replace(before, version=before.version + 100), after)
 
     monkeypatch.setattr(GroupStateStore, "settle_request", changed_since_read)
-    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
+    assert [o.status for o in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
     assert stream_count(broker, "retry.") == 0  # the settle and the move commit together
 
 

@@ -50,7 +50,8 @@ def test_mixed_consumers_of_two_containers_keep_acked_final_and_lose_nothing(
                     if roll < 0.5:
                         ack(container, m, m.receipt_handle)
                     elif roll < 0.65:
-                        [(_, status, _)] = container.retries.nack("g", [m.receipt_handle])
+                        [nacked] = container.retries.nack("g", [m.receipt_handle])
+                        status = nacked.status
                         if status == "acked":
                             with lock:
                                 nacked_at.setdefault(m.message.body, []).append(m.delivery_attempt)

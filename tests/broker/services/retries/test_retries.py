@@ -8,9 +8,10 @@ from broker_helpers import ack_statuses, send, statuses
 from cirrusmq_broker.errors import InvalidDuration, InvalidRequest
 from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.rules.retries import BACKOFF_SECONDS, level_for_delay
-from cirrusmq_broker.services import consume as consume_module
+from cirrusmq_broker.services import optimistic
 from cirrusmq_broker.services import retries as retries_module
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.services.delivery import receive as receive_module
+from cirrusmq_broker.storage.groups import GroupStateStore
 
 
 def fail_once(broker, clock, group="g", topic="t", wait: float = 0):
@@ -87,8 +88,8 @@ def test_nack_goes_to_the_next_level_or_the_requested_delay(broker, clock):
     send(broker, "t", b"a", b"b")
     a, b = broker.consume.receive("g", "t", max_messages=2)
     results = broker.retries.nack("g", [a.receipt_handle])
-    assert [s for _, s, _ in results] == ["acked"]
-    assert [s for _, s, _ in broker.retries.nack("g", [b.receipt_handle], 45)] == ["acked"]
+    assert [o.status for o in results] == ["acked"]
+    assert [o.status for o in broker.retries.nack("g", [b.receipt_handle], 45)] == ["acked"]
     clock.advance(10)
     [m] = broker.consume.receive("g", "t")
     assert (m.message.body, m.delivery_attempt) == (b"a", 2)
@@ -100,7 +101,7 @@ def test_nack_goes_to_the_next_level_or_the_requested_delay(broker, clock):
     # the stale handle and forged ones are told apart
     forged = a.receipt_handle[:-3] + ("AAA" if a.receipt_handle[-3:] != "AAA" else "BBB")
     outcome = broker.retries.nack("g", [a.receipt_handle, forged])
-    assert [s for _, s, _ in outcome] == ["expired", "invalid"]
+    assert [o.status for o in outcome] == ["expired", "invalid"]
     with pytest.raises(InvalidDuration):
         broker.retries.nack("g", [m.receipt_handle], 7201)
 
@@ -122,7 +123,7 @@ def test_a_resent_nack_stores_nothing_twice(broker, clock, monkeypatch):
         with pytest.raises(Crash):
             broker.retries.nack("g", [a.receipt_handle])
     # the lease is gone with the settle: the resend finds nothing to give back
-    assert [s for _, s, _ in broker.retries.nack("g", [a.receipt_handle])] == ["expired"]
+    assert [o.status for o in broker.retries.nack("g", [a.receipt_handle])] == ["expired"]
     assert retry_messages(broker) == 1
     clock.advance(10)
     assert len(broker.consume.receive("g", "t", max_messages=10)) == 1
@@ -228,7 +229,7 @@ def test_a_fifo_nack_redelivers_in_place_after_the_delay(broker, clock):
     broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
     broker.produce.send("f", [MessageInput(b"1", message_group="k")])
     [m] = broker.consume.receive("g", "f", invisible_seconds=60)
-    assert [s for _, s, _ in broker.retries.nack("g", [m.receipt_handle], 20)] == ["acked"]
+    assert [o.status for o in broker.retries.nack("g", [m.receipt_handle], 20)] == ["acked"]
     clock.advance(19)
     assert broker.consume.receive("g", "f") == []
     clock.advance(1)
@@ -295,7 +296,7 @@ def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(
     losses = {"n": 0}
 
     def save(self, state, *more):
-        if losses["n"] < retries_module.SAVE_ATTEMPTS:
+        if losses["n"] < optimistic.SAVE_ATTEMPTS:
             losses["n"] += 1
             return False  # another consumer's write won the race each time
         return real(self, state, *more)
@@ -310,7 +311,7 @@ def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(
 
 def test_more_expired_leases_than_one_pass_moves_all_wait_for_backoff(broker, clock, monkeypatch):
     # the pass's time bound (tested on its own) must not cut it short on a loaded machine
-    monkeypatch.setattr(consume_module, "MIN_PASS_SECONDS", 300.0)
+    monkeypatch.setattr(receive_module, "MIN_PASS_SECONDS", 300.0)
     broker.admin.create_topic("t", queues=1)
     for i in range(retries_module.MAX_MOVES_PER_PASS + 5):
         send(broker, "t", b"%d" % i)
@@ -356,11 +357,11 @@ def test_a_nack_of_many_leases_of_one_queue_is_one_append(broker, clock):
         out = broker.retries.nack("g", [m.receipt_handle for m in singles])
     finally:
         remove()
-    assert [s for _, s, _ in out] == ["acked"] * 10
+    assert [o.status for o in out] == ["acked"] * 10
     assert puts == ["PutObject"]
     assert stream_count(broker, "retry.") == 10
     again = broker.retries.nack("g", [m.receipt_handle for m in singles])  # a resend
-    assert [s for _, s, _ in again] == ["expired"] * 10
+    assert [o.status for o in again] == ["expired"] * 10
     assert stream_count(broker, "retry.") == 10
     clock.advance(10)
     got = broker.consume.receive("g", "t", max_messages=32)

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from broker_helpers import send, statuses
 from cirrusmq_broker.storage.clients import observe_calls
-from cirrusmq_broker.storage.group_states import GroupStateStore
+from cirrusmq_broker.storage.groups import GroupStateStore
 
 _names = itertools.count()
 
@@ -203,7 +203,7 @@ def test_expiry_crash_then_nack_stores_one_retry_copy(broker, clock, monkeypatch
             broker.consume.receive("g", "t")
     assert stream_count(broker, "retry.") == 1
     out = broker.retries.nack("g", [m.receipt_handle])  # right at the deadline
-    assert [s for _, s, _ in out] == ["expired"]
+    assert [o.status for o in out] == ["expired"]
     broker.consume.receive("g", "t")  # the re-run of the expiry
     assert stream_count(broker, "retry.") == 1
     clock.advance(60)

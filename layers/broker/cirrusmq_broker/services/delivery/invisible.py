@@ -1,0 +1,106 @@
+"""Change invisible time: one delivered message gets a new deadline and a new handle.
+
+On a normal topic the message moves to a lease of its own (the rest of its lease keeps its
+deadline); on a FIFO topic the whole lease moves, so its messages stay together and in
+order, and 0 s is allowed (redeliver at once, to the lock owner only: a failing orderly
+listener's retry)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ... import limits
+from ...errors import (
+    AccessDenied,
+    InvalidDuration,
+    MessageNotFound,
+    ReceiptHandleExpired,
+    TooManyInflight,
+)
+from ...model import MessageType, ReceivedMessage
+from ...rules.retries import is_internal
+from ...storage.groups import GroupStateStore
+from ...validation import check_group_name
+from .. import optimistic
+from ..offset_lookup import OffsetLookup
+from ..receipt_handles import ReceiptHandles, denied
+from ..retries import RetryTopic
+
+
+class InvisibleTime:
+    def __init__(
+        self,
+        *,
+        states: GroupStateStore,
+        lookup: OffsetLookup,
+        handles: ReceiptHandles,
+        retry_topic: RetryTopic,
+        clock: Callable[[], int],
+    ) -> None:
+        self._states = states
+        self._lookup = lookup
+        self._handles = handles
+        self._retry_topic = retry_topic
+        self._clock = clock
+
+    def change_invisible(
+        self,
+        group: str,
+        receipt_handle: str,
+        invisible_seconds: int,
+        may_consume: Callable[[str], bool] | None = None,
+    ) -> ReceivedMessage:
+        """Set one message's invisible time to now + ``invisible_seconds``; a new handle.
+        AccessDenied if ``may_consume(topic)`` refuses the handle's topic."""
+        check_group_name(group)
+        handle = self._handles.decode(group, receipt_handle)
+        if may_consume is not None and not may_consume(handle.topic):
+            raise AccessDenied(denied(group, handle.topic))
+        fifo = self._retry_topic.resolve(handle.topic).message_type is MessageType.FIFO
+        if not (fifo and 0 <= invisible_seconds <= limits.MAX_INVISIBLE_SECONDS):
+            check_invisible(invisible_seconds)
+
+        def change(_: int) -> ReceivedMessage | optimistic.Conflict:
+            state = self._states.load_one(group, handle.topic, handle.queue)
+            if state.open_leases >= 2 * limits.MAX_LEASES_PER_QUEUE:
+                self._states.load_leases(state)
+                state.refresh()
+                if state.open_leases >= 2 * limits.MAX_LEASES_PER_QUEUE:
+                    raise TooManyInflight(
+                        "too many messages in flight on this queue; ack some first"
+                    )
+            if handle.lease_id not in state.leases:
+                self._states.load_lease(state, handle.lease_id)
+            deadline = self._clock() + invisible_seconds * 1000
+            lease = state.change_invisible(
+                handle.lease_id, handle.offset, deadline=deadline, whole=fifo
+            )
+            if lease is None:
+                raise ReceiptHandleExpired(
+                    "the receipt handle is stale: the message was acked or redelivered since"
+                )
+            if not self._states.save(state):
+                return optimistic.CONFLICT
+            found = self._lookup.messages_at(
+                state.topic, state.queue, [handle.offset], now_s=self._clock() // 1000
+            )
+            message = found.messages.get(handle.offset)
+            if message is None:
+                raise MessageNotFound("the message is past its retention")
+            received = self._handles.received(state, message, lease)
+            if is_internal(handle.topic):
+                return self._retry_topic.present(received)  # shown as the original
+            return received
+
+        return optimistic.update(
+            change, exhausted=optimistic.busy("the group state is contended; retry")
+        )
+
+
+def check_invisible(seconds: int) -> None:
+    """InvalidDuration unless ``seconds`` is an invisible time a delivery may have."""
+    if not limits.MIN_INVISIBLE_SECONDS <= seconds <= limits.MAX_INVISIBLE_SECONDS:
+        raise InvalidDuration(
+            f"invisible_seconds must be {limits.MIN_INVISIBLE_SECONDS}-"
+            f"{limits.MAX_INVISIBLE_SECONDS}"
+        )

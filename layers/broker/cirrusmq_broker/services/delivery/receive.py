@@ -1,0 +1,356 @@
+"""Receive: the long poll that delivers messages under a lease.
+
+A receive first reads, in one batched call, every queue's head, the group's summary on every
+queue and the group's subscription: that tells which queues have unread messages or may
+have expired leases for the group, and only those are touched (an idle poll costs that one
+read; a queue's lease items are queried only when a deadline may have passed or flow
+control may bind). Due messages of the group's retry topic come first (retries/
+retry_topic.py), then the topic's queues in turn: each call starts at the next queue and
+moves on until ``max_messages`` (or the response byte budget) is reached, so every queue is
+served first once every N calls and none starves behind a busy one.
+
+Per queue, expired leases go first to the retries' lease expiry (retries/lease_expiry.py):
+on a FIFO topic they stay and are redelivered in place, one delivery at a time (the
+queue's lock, see orderly.py); on other topics their messages move to the retry topic.
+Then the queue's plan (queue_plan.py) is leased, and the queue's summary and the leases
+created or changed are written in one transaction (small items: the cost does not grow
+with what is in flight). A long poll repeats the batched read about once a second and
+returns within its wait.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from ... import limits
+from ...errors import (
+    Busy,
+    InvalidDuration,
+    InvalidRequest,
+    StorageUnavailable,
+    SubscriptionConflict,
+    Throttled,
+)
+from ...model import MessageType, ReceivedMessage, StoredMessage, Topic
+from ...rules import orderly
+from ...rules.filters import TagFilter
+from ...rules.group_state import GroupQueueState, Lease
+from ...rules.membership import ClientIdInUse, Membership, check_client_id
+from ...storage.group_views import GroupView, GroupViewReader
+from ...storage.groups import GroupStateStore
+from ...validation import check_group_name
+from .. import optimistic
+from ..receipt_handles import ReceiptHandles
+from ..retries import LeaseExpiry, RetryTopic
+from ..topic_catalog import TopicCatalog
+from .invisible import check_invisible
+from .queue_plan import QueuePlan, QueuePlanner
+from .response_size import RESPONSE_BYTE_BUDGET, fitting, wire_size
+
+POLL_INTERVAL_SECONDS = 1.0
+"""A long poll re-reads the heads this often: about one read per second while idle."""
+POLL_MARGIN_SECONDS = 0.3
+"""A long poll stops starting new work this long before its wait ends."""
+MIN_PASS_SECONDS = 2.0
+"""A pass over the queues may always take this long (a receive without a wait still fills
+from several queues); after that, or after the wait, it answers with what it has."""
+MAX_OVERRUN_SECONDS = 3.0
+"""A pass that found nothing yet may take on more queues this long past its deadline; a
+long poll so ends far under the 30 s HTTP API timeout."""
+
+
+class Receiver:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        states: GroupStateStore,
+        views: GroupViewReader,
+        planner: QueuePlanner,
+        handles: ReceiptHandles,
+        expiry: LeaseExpiry,
+        retry_topic: RetryTopic,
+        clock: Callable[[], int],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._topics = topics
+        self._states = states
+        self._views = views
+        self._planner = planner
+        self._handles = handles
+        self._expiry = expiry
+        self._retry_topic = retry_topic
+        self._clock = clock
+        self._sleep = sleep
+        self._starts: dict[str, itertools.count[int]] = {}
+        self._lock = threading.Lock()
+
+    def receive(
+        self,
+        group: str,
+        topic_name: str,
+        *,
+        filter_expression: str = "*",
+        max_messages: int = limits.DEFAULT_RECEIVE_MESSAGES,
+        invisible_seconds: int = limits.DEFAULT_INVISIBLE_SECONDS,
+        wait_seconds: float = 0,
+        client_id: str | None = None,
+        access_key: str | None = None,
+    ) -> list[ReceivedMessage]:
+        """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
+
+        On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
+        that takes the queues' locks; without it, only unlocked queues are served and no lock
+        is taken. A client id registered by another ``access_key`` (None: an admin, who may
+        act for any) is ClientIdInUse: nobody takes another key's consumer's queues."""
+        check_group_name(group)
+        if client_id is not None:
+            check_client_id(client_id)
+        tag_filter = TagFilter.parse(filter_expression)
+        if not 1 <= max_messages <= limits.MAX_RECEIVE_MESSAGES:
+            raise InvalidRequest(f"max_messages must be 1-{limits.MAX_RECEIVE_MESSAGES}")
+        check_invisible(invisible_seconds)
+        if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
+            raise InvalidDuration(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
+        topic = self._topics.active(topic_name)
+        give_up = time.monotonic() + wait_seconds
+        recorded = False
+        fifo = topic.message_type is MessageType.FIFO
+        while True:
+            view = self._views.read(group, topic.name, topic.queues, members=fifo)
+            _check_client_owner(view.members, client_id, access_key, self._clock())
+            if view.subscription is None and recorded:
+                view.subscription = tag_filter.expression
+            self._check_subscription(group, topic.name, tag_filter, view.subscription)
+            recorded = True  # checked on every pass: a changed subscription stops this poll
+            received: list[ReceivedMessage] = []
+            due = self._retry_topic.due(group, topic)  # due retry messages of this topic first
+            if due is not None:
+                retried = self._pass(
+                    due.view, due.topic, tag_filter, max_messages, invisible_seconds, give_up
+                )
+                received = self._retry_topic.served(due, retried, max_messages)
+            if len(received) < max_messages:  # one response: the retry part counts too
+                used = sum(wire_size(r.message) for r in received)
+                received += self._pass(
+                    view, topic, tag_filter, max_messages - len(received), invisible_seconds,
+                    give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
+                    holding=bool(received),
+                )  # fmt: skip
+            remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
+            if received or remaining <= 0:
+                return received
+            self._sleep(min(POLL_INTERVAL_SECONDS, remaining))
+
+    def _check_subscription(
+        self, group: str, topic: str, tag_filter: TagFilter, subscribed: str | None
+    ) -> None:
+        """Record the group's filter on its first receive; refuse another filter later."""
+        wanted = tag_filter.expression
+        if subscribed is None:
+            if self._states.subscribe(group, topic, wanted, only_if_new=True):
+                return
+            subscribed = self._states.subscription(group, topic)
+        if subscribed is not None and subscribed != wanted:
+            raise SubscriptionConflict(
+                f"group {group!r} is subscribed to topic {topic!r} with filter {subscribed!r}, "
+                f"not {wanted!r}; change the subscription first",
+                details={"topic": topic, "subscribed": subscribed, "requested": wanted},
+            )
+
+    def subscribe(self, group: str, topic_name: str, filter_expression: str) -> str:
+        """Set the group's filter on a topic (from the cursor on); returns its canonical text."""
+        check_group_name(group)
+        expression = TagFilter.parse(filter_expression).expression
+        topic = self._topics.active(topic_name)
+        self._states.subscribe(group, topic.name, expression, only_if_new=False)
+        return expression
+
+    def _pass(
+        self,
+        view: GroupView,
+        topic: Topic,
+        tag_filter: TagFilter,
+        budget: int,
+        invisible_s: int,
+        give_up: float,
+        client_id: str | None = None,
+        *,
+        bytes_left: int = RESPONSE_BYTE_BUDGET,
+        holding: bool = False,
+    ) -> list[ReceivedMessage]:
+        """One pass over the queues with work. ``holding``: the caller has leased messages
+        for this response already, so the pass ends at its deadline whatever it found
+        (they must not sit invisible while the caller gives up on the answer)."""
+        now = self._clock()
+        deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
+        queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
+        fifo = topic.message_type is MessageType.FIFO
+        members = view.members or Membership(view.states[0].group)
+        if fifo:  # orderly: only the queues this client may hold, with nothing in flight
+            queues = [q for q in queues if self._planner.fifo_ready(view, topic, q, client_id, now)]
+        received: list[ReceivedMessage] = []
+        for q in queues:
+            wanted = budget - len(received)
+            late = time.monotonic() - deadline
+            held = holding or bool(received)
+            if wanted <= 0 or bytes_left <= 0 or late > MAX_OVERRUN_SECONDS or (held and late > 0):
+                break  # full, or out of time: answer with what there is
+            now = self._clock()
+            end = view.heads[q].next_offset
+            until = deadline if held else deadline + MAX_OVERRUN_SECONDS
+            expired = self._expiry.expire(view.states[q], topic, now, until)
+            if expired is None:
+                continue  # contended or unfinished expiry: this queue waits for the next pass
+            view.states[q] = expired
+            plan = self._planner.plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
+            count, used = fitting(plan.deliverable(), bytes_left, first=not held)
+            try:
+                taken = self._take(
+                    view.states[q],
+                    plan,
+                    count,
+                    tag_filter,
+                    now,
+                    invisible_s * 1000,
+                    end,
+                    orderly_for=(client_id, members, topic.queues) if fifo else None,
+                )
+            except Busy:
+                continue  # other consumers of the group hold this queue: serve the others
+            except (StorageUnavailable, Throttled):
+                if received:
+                    break  # hand out what is leased already rather than let it sit invisible
+                raise
+            received.extend(taken)
+            bytes_left -= used
+        return received
+
+    def _rotation(self, topic: Topic) -> list[int]:
+        """All queues, starting from a different one each call (no queue starves another)."""
+        with self._lock:
+            counter = self._starts.setdefault(
+                topic.name, itertools.count(random.randrange(topic.queues))
+            )
+            start = next(counter) % topic.queues
+        return [(start + i) % topic.queues for i in range(topic.queues)]
+
+    def _take(
+        self,
+        state: GroupQueueState,
+        plan: QueuePlan,
+        share: int,
+        tag_filter: TagFilter,
+        now: int,
+        invisible_ms: int,
+        end: int,
+        orderly_for: tuple[str | None, Membership, int] | None = None,
+    ) -> list[ReceivedMessage]:
+        """Lease ``share`` messages of the plan and store the state (re-planning on a race).
+
+        A state that only moved (skipped expired or filtered messages) or whose bounds were
+        made exact from its leases is stored too, so that is not redone on the next poll.
+        ``orderly_for`` (FIFO topics: client id, the group's members, the topic's queue
+        count): the delivery takes or renews the client's lock in the same write.
+        """
+        group, queue = state.group, state.queue
+
+        def lease_and_save(attempt: int) -> list[ReceivedMessage] | optimistic.Conflict:
+            nonlocal state, plan, now
+            if attempt > 0:  # another consumer won: read again and plan again
+                state = self._states.load_one(state.group, state.topic, state.queue)
+                if orderly_for is not None:
+                    client_id, members, queues = orderly_for
+                    now_ms = self._clock()
+                    if not orderly.may_serve(state, client_id, members, queues, now_ms).allowed:
+                        return []  # another consumer took the queue meanwhile
+                plan = self._planner.plan(
+                    state, tag_filter, share, self._clock(), end, fifo=orderly_for is not None
+                )
+            # a lease runs its whole invisible time from when it is stored: the pass's clock
+            # reading may be old by now (expiry moves, batch reads, a lost save)
+            now = max(now, self._clock())
+            delivered = _apply(state, plan, share, now, invisible_ms)
+            if orderly_for is not None and orderly_for[0] is not None and delivered:
+                orderly.take_lock(state, orderly_for[0], now, invisible_ms)
+            state.refresh()
+            if not delivered and not state.changed():
+                return []  # nothing to hand out and nothing to record
+            if self._states.save(state, self._redelivery_traces(state, plan)):
+                return [self._handles.received(state, m, lease) for m, lease in delivered]
+            return optimistic.CONFLICT
+
+        return optimistic.update(
+            lease_and_save,
+            backoff=True,
+            exhausted=optimistic.busy(f"group {group!r} is contended on queue {queue}; retry"),
+        )
+
+    def _redelivery_traces(self, state: GroupQueueState, plan: QueuePlan) -> list[dict]:
+        """Items recording the lease ids this pass redelivered in place (with what they
+        held unsettled): their handles stay stale after the redelivery settles."""
+        superseded = {
+            lease.lease_id: lease.unsettled()
+            for lease, _ in plan.redeliveries
+            if lease.lease_id not in state.leases
+        }
+        return self._expiry.redelivery_traces(state.group, state.topic, state.queue, superseded)
+
+
+def _apply(
+    state: GroupQueueState, plan: QueuePlan, share: int, now: int, invisible_ms: int
+) -> list[tuple[StoredMessage, Lease]]:
+    """Lease ``share`` messages of ``plan`` in ``state`` (redeliveries first); what each
+    delivered message is leased under."""
+    delivered: list[tuple[StoredMessage, Lease]] = []
+    for lease_id, offsets in plan.missing.items():
+        state.settle(lease_id, offsets)
+    state.skip_to(plan.skip_to)
+    for lease, messages in plan.redeliveries:
+        room = share - len(delivered)
+        if room <= 0:
+            break
+        if messages:
+            taken = state.redeliver(
+                lease.lease_id, min(len(messages), room), now=now, invisible_ms=invisible_ms
+            )
+            delivered.extend((m, taken) for m in messages[:room])
+    room = share - len(delivered)
+    wanted = [m for m, passes in plan.new if passes]
+    taken_new, untaken = wanted[:room], wanted[room:]
+    end = untaken[0].offset if untaken else plan.scan_end
+    if end > state.cursor:
+        lease = state.lease_new(
+            end,
+            delivered=[m.offset for m in taken_new],
+            cursor_base=plan.base_for(end),
+            now=now,
+            invisible_ms=invisible_ms,
+        )
+        if lease is not None:
+            delivered.extend((m, lease) for m in taken_new)
+    return delivered
+
+
+def _has_work(view: GroupView, queue: int, now: int) -> bool:
+    """Whether the group has unread messages or expired leases on ``queue``."""
+    state, head = view.states[queue], view.heads[queue]
+    if head.closed:  # the topic is being deleted (or this is a stale read of its old head)
+        return False
+    return head.next_offset > state.cursor or state.may_have_expired(now)
+
+
+def _check_client_owner(
+    members: Membership | None, client_id: str | None, access_key: str | None, now: int
+) -> None:
+    """ClientIdInUse when ``client_id`` is a live registration of another access key."""
+    member = members.members.get(client_id) if members and client_id else None
+    if member is not None and member.owned_by_another(access_key, now):
+        raise ClientIdInUse(
+            f"client id {client_id!r} of group {members.group!r} is registered by another "
+            "access key; use another client id"
+        )

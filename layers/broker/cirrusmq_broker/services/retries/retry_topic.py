@@ -1,0 +1,208 @@
+"""The group's retry topic ``retry.<group>.<topic>`` and dead-letter topic ``dlq.<group>``:
+moving messages there, and serving the retry topic's due messages within a receive.
+
+A move appends copies of the messages (their attempt and origin in the system properties)
+to the retry topic's queue of the backoff level they reached, or to the DLQ. The retry
+topic has one queue per backoff level; a batch of level ``n`` becomes visible ``n``'s
+backoff after it was stored, so a level queue is served only up to its first batch not yet
+visible (the index is immutable, so that bound is cached until it passes). A receive of the
+user topic asks :meth:`RetryTopic.due` what it may serve, serves that part with its own pass
+and hands the deliveries back through :meth:`RetryTopic.served`, which shows them as their
+originals.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ...errors import TopicNotFound
+from ...model import NewMessage, ProducerStamp, ReceivedMessage, StoredMessage, Topic
+from ...rules.group_state import GroupQueueState
+from ...rules.retries import (
+    DLQ_QUEUES,
+    DLQ_RETENTION_HOURS,
+    MIN_RETRY_RETENTION_HOURS,
+    RETRY_QUEUES,
+    Target,
+    as_original,
+    dlq_topic,
+    is_internal,
+    moved_copy,
+    retry_origin,
+    retry_topic,
+    visible_at,
+)
+from ...storage.group_views import GroupView, GroupViewReader
+from ...storage.log_index import LogIndex
+from ..moves import MoveAppender
+from ..topic_catalog import TopicCatalog
+
+RETRY_CHECK_SECONDS = 5
+"""An idle consumer reads its retry topic's queues at most this often per container."""
+
+
+@dataclass
+class DueRetries:
+    """What of a group's retry topic a receive may serve now."""
+
+    key: tuple[str, str]
+    """(group, user topic)."""
+    topic: Topic
+    """The retry topic."""
+    view: GroupView
+    """The group's view of it, each queue's head cut at the end of what is visible now."""
+    next_due: int
+    """When (ms) the retry topic is worth reading again if nothing is served now."""
+
+
+class RetryTopic:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        moves: MoveAppender,
+        index: LogIndex,
+        views: GroupViewReader,
+        clock: Callable[[], int],
+    ) -> None:
+        self._topics = topics
+        self._moves = moves
+        self._index = index
+        self._views = views
+        self._clock = clock
+        self._next_check: dict[tuple[str, str], int] = {}
+        """(group, topic) → when (ms) its retry topic is worth reading again."""
+        self._visible: dict[str, tuple[int, int]] = {}
+        """Retry stream → (offset X, T): the batch at X becomes visible at T (immutable)."""
+        self._lock = threading.Lock()
+
+    # ================================================================ moving
+    def move(
+        self,
+        group: str,
+        topic: Topic,
+        target: Target,
+        messages: list[StoredMessage],
+        attempt: int | list[int],
+        producer: str,
+        *,
+        sequence: int | None = None,
+        digest: str | None = None,
+        fence: list[dict] | None = None,
+    ) -> str | None:
+        """Append copies of ``messages`` (delivered ``attempt`` times, one number for all or
+        one each) to ``target``: a level of the retry topic, or the DLQ. The append is
+        stamped (``producer``, ``sequence``: the target number if None) and carries the
+        transaction items ``fence``. None if appended now; else the digest recorded by an
+        earlier append under the same stamp (AlreadyRecorded)."""
+        destination, queue = self._destination(group, topic, target)
+        attempts = attempt if isinstance(attempt, list) else [attempt] * len(messages)
+        copies: list[NewMessage] = [
+            moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)
+        ]
+        stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
+        recorded = self._moves.append(destination, queue, copies, stamp, digest, fence=fence)
+        if not target.dead:  # this container looks at the retry topic when it is due
+            key = (group, retry_origin(group, topic.name) or topic.name)
+            due = visible_at(self._clock(), target.number)
+            with self._lock:
+                self._next_check[key] = min(self._next_check.get(key, due), due)
+        return recorded
+
+    def _destination(self, group: str, topic: Topic, target: Target) -> tuple[Topic, int]:
+        if target.dead:
+            return self._moves.ensure(dlq_topic(group), DLQ_QUEUES, DLQ_RETENTION_HOURS), 0
+        origin = retry_origin(group, topic.name) or topic.name
+        retention = max(topic.retention_hours, MIN_RETRY_RETENTION_HOURS)
+        return self._moves.ensure(retry_topic(group, origin), RETRY_QUEUES, retention), (
+            target.number
+        )
+
+    def resolve(self, name: str) -> Topic:
+        """A topic a receipt handle names: a user topic, or an internal one (retry, DLQ)."""
+        if is_internal(name):
+            topic = self._moves.existing(name)
+            if topic is None:
+                raise TopicNotFound(f"topic {name!r} does not exist")
+            return topic
+        return self._topics.active(name)
+
+    # ================================================================ serving
+    def due(self, group: str, topic: Topic) -> DueRetries | None:
+        """What of ``group``'s retry topic for ``topic`` a receive may serve now; None when
+        it is not worth reading (nothing due, as this container knows, or no retry topic)."""
+        key = (group, topic.name)
+        now = self._clock()
+        with self._lock:
+            if now < self._next_check.get(key, 0):
+                return None
+        retry = self._moves.existing(retry_topic(group, topic.name))
+        if retry is None:
+            self._later(key, now + RETRY_CHECK_SECONDS * 1000)
+            return None
+        view = self._views.read(group, retry.name, retry.queues)
+        next_due = now + RETRY_CHECK_SECONDS * 1000
+        for q, head in list(view.heads.items()):
+            state = view.states[q]
+            end, due = self._visible_end(retry, q, state, head.next_offset, now)
+            view.heads[q] = replace(head, next_offset=end)
+            if due is not None:
+                next_due = min(next_due, due)
+            if state.earliest_deadline is not None:
+                next_due = min(next_due, state.earliest_deadline)
+        return DueRetries(key, retry, view, next_due)
+
+    def served(
+        self, due: DueRetries, received: list[ReceivedMessage], budget: int
+    ) -> list[ReceivedMessage]:
+        """The deliveries a receive made of ``due`` (asked for ``budget``), as the consumer
+        sees them; notes when the retry topic is worth reading again."""
+        next_due = due.next_due
+        for r in received:  # their leases may expire: look again then
+            next_due = min(next_due, r.invisible_until)
+        self._later(due.key, 0 if len(received) >= budget else next_due)
+        return [self.present(r) for r in received]
+
+    def _later(self, key: tuple[str, str], when: int) -> None:
+        with self._lock:
+            if len(self._next_check) > 10_000:
+                self._next_check.clear()
+            self._next_check[key] = when
+
+    def _visible_end(
+        self, retry: Topic, queue: int, state: GroupQueueState, head: int, now: int
+    ) -> tuple[int, int | None]:
+        """(offset before which the level queue is visible now, when the next batch is due)."""
+        if head <= state.cursor:
+            return head, None
+        stream = f"{retry.name}#{queue}"
+        with self._lock:
+            cached = self._visible.get(stream)
+        if cached is not None and cached[0] >= state.cursor and now < cached[1]:
+            return cached[0], cached[1]  # the index is immutable: no need to read it again
+        page = self._index.read_from(
+            retry.name, queue, state.cursor_base, 100, now_s=now // 1000, end=head
+        )
+        end = max(page.floor, state.cursor)
+        for entry in page.entries:
+            due = visible_at(entry.stored_timestamp, queue)
+            if due > now:
+                with self._lock:
+                    if len(self._visible) > 10_000:
+                        self._visible.clear()
+                    self._visible[stream] = (entry.base_offset, due)
+                return max(entry.base_offset, state.cursor), due
+            end = entry.next_offset
+        return min(max(end, state.cursor), head), None
+
+    @staticmethod
+    def present(received: ReceivedMessage) -> ReceivedMessage:
+        """A retry delivery as the consumer sees it: original place, attempts so far."""
+        message = received.message
+        return replace(
+            received,
+            message=as_original(message),
+            delivery_attempt=message.system.reconsume_count + received.delivery_attempt,
+        )

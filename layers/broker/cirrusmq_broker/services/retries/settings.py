@@ -1,0 +1,53 @@
+"""A group's retry settings: how many deliveries a message gets before it goes to the
+group's dead-letter topic (``max_delivery_attempts``), cached per container."""
+
+from __future__ import annotations
+
+import threading
+
+from cachetools import TTLCache
+
+from ...errors import InvalidRequest
+from ...rules.retries import (
+    DEFAULT_MAX_DELIVERY_ATTEMPTS,
+    MAX_MAX_DELIVERY_ATTEMPTS,
+    MIN_MAX_DELIVERY_ATTEMPTS,
+)
+from ...storage.group_configs import GroupConfigStore
+from ...validation import check_group_name
+
+CONFIG_CACHE_SECONDS = 30
+"""How long a container uses a group's setting as read (another container's change shows
+within this)."""
+
+
+class RetrySettings:
+    def __init__(self, configs: GroupConfigStore) -> None:
+        self._configs = configs
+        self._max: TTLCache[str, int] = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS)
+        self._lock = threading.Lock()
+
+    def max_delivery_attempts(self, group: str, *, fresh: bool = False) -> int:
+        """Deliveries a message of ``group`` gets before the DLQ (the default if unset)."""
+        with self._lock:
+            cached = None if fresh else self._max.get(group)
+        if cached is not None:
+            return cached
+        value = self._configs.max_delivery_attempts(group) or DEFAULT_MAX_DELIVERY_ATTEMPTS
+        with self._lock:
+            self._max[group] = value
+        return value
+
+    def set_max_delivery_attempts(self, group: str, value: int) -> int:
+        check_group_name(group)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidRequest("max_delivery_attempts must be an integer")
+        if not MIN_MAX_DELIVERY_ATTEMPTS <= value <= MAX_MAX_DELIVERY_ATTEMPTS:
+            raise InvalidRequest(
+                f"max_delivery_attempts must be {MIN_MAX_DELIVERY_ATTEMPTS}-"
+                f"{MAX_MAX_DELIVERY_ATTEMPTS}"
+            )
+        self._configs.set_max_delivery_attempts(group, value)
+        with self._lock:
+            self._max[group] = value
+        return value

@@ -1,0 +1,202 @@
+"""An ack of one lease's offsets: a conditional ``ADD`` to the lease item (or, when the ack
+names everything delivered under the lease, one conditional delete), then the deletes of
+what it left settled, each conditional on what the ``ADD`` returned."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ...rules.group_state import delivered_count, lease_slot, single_lease_id
+from ..dynamo import error_code, from_item, to_item
+from .codec import as_read, delete_request, lease_of, lease_unchanged
+from .leases import LeaseItems
+from .move_settles import MoveSettles
+
+BATCH_TRANSACTION_LIMIT = 100
+"""Items one TransactWriteItems takes."""
+
+
+@dataclass
+class LeaseAck:
+    """What an ack of one lease's offsets could not settle (the rest it did)."""
+
+    stale: set[int] = field(default_factory=set)
+    """Offsets a move forwarded before the ack (retry topic, dead letters), or moved out
+    by change_invisible and redelivered since: not acked."""
+    vanished: dict[int, str] = field(default_factory=dict)
+    """Offsets moved out by change_invisible whose lease of its own (id given) is gone:
+    acked by its own handle, or moved on (the caller tells which)."""
+
+
+class LeaseAcks:
+    def __init__(self, client: Any, table: str, leases: LeaseItems, moves: MoveSettles) -> None:
+        self._client = client
+        self._table = table
+        self._leases = leases
+        self._moves = moves
+
+    def ack(
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        lease_id: str,
+        offsets: list[int],
+        *,
+        before_add: Callable[[], None] | None = None,
+    ) -> LeaseAck | None:
+        """Add ``offsets`` to the lease's settled set; None if ``lease_id`` is not its id.
+
+        An ack of every offset delivered under the lease is one conditional delete; any
+        other runs ``before_add`` first, then one conditional ``ADD``, which returns the
+        lease: offsets a move forwarded (``gone``) were not acked. An offset moved out by
+        change_invisible is settled by deleting its lease of its own, conditional on that
+        lease still being the one made from this delivery. A lease left with nothing
+        unsettled is deleted, conditional on the version the ``ADD`` returned.
+        """
+        slot = lease_slot(lease_id)
+        if slot is None:
+            return None
+        key = self._leases.key(group, topic, queue, slot)
+        if offsets and delivered_count(lease_id) == len(set(offsets)):
+            settled = self._settle_whole(key, lease_id)
+            if settled is not None:
+                return LeaseAck() if settled else None
+        if before_add is not None:
+            before_add()
+        try:
+            item = self._client.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="ADD acked :acked, v :one",
+                ConditionExpression="lease_id = :id",
+                ExpressionAttributeValues=to_item(
+                    {":acked": set(offsets), ":one": 1, ":id": lease_id}
+                ),
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return None
+            raise
+        lease = lease_of(from_item(item))
+        outcome = LeaseAck(stale=set(lease.gone & set(offsets)))
+        singles = {
+            offset: single_lease_id(lease_id, offset)
+            for offset in sorted(lease.moved & set(offsets))
+        }
+        requests = [
+            delete_request(
+                self._table,
+                self._leases.key(group, topic, queue, (offset, True)),
+                "lease_id = :id",
+                {":id": single},
+            )
+            for offset, single in singles.items()
+        ]
+        if not lease.unsettled():
+            requests.append(delete_request(self._table, key, lease_unchanged, as_read(lease)))
+            if lease.gone:  # a nack's handle acked later still finds its message moved on
+                requests.append(self._moves.mark_request(group, topic, queue, lease))
+        failed = self._delete_each(requests)
+        for position, (offset, single) in enumerate(singles.items()):
+            if position not in failed:
+                continue
+            if failed[position]:
+                outcome.stale.add(offset)  # its lease of its own has another id: redelivered
+            else:
+                outcome.vanished[offset] = single
+        return outcome
+
+    def _delete_each(self, requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """Run the conditional deletes (and puts) ``requests``; position → the item as found
+        (empty if absent) of those whose condition failed. One transaction (a single delete
+        on its own); a cancelled one says which conditions failed, and the rest go again in
+        one more: calls per ack, not per delete."""
+        failed: dict[int, dict[str, Any]] = {}
+        left = list(range(len(requests)))
+        while left:
+            if len(left) == 1:
+                failed.update(self._delete_one(requests[left[0]], left[0]))
+                return failed
+            chunk = left[:BATCH_TRANSACTION_LIMIT]
+            reasons = self._transact_deletes([requests[i] for i in chunk])
+            if reasons is None:
+                left = left[len(chunk) :]
+                continue
+            refused = {
+                chunk[n]: from_item(reason.get("Item") or {})
+                for n, reason in enumerate(reasons)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            }
+            if not refused:  # cancelled for another reason (a conflict): one by one
+                for i in chunk:
+                    failed.update(self._delete_one(requests[i], i))
+                left = left[len(chunk) :]
+                continue
+            failed.update(refused)
+            left = [i for i in left if i not in refused]
+        return failed
+
+    def _transact_deletes(self, items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """Run the deletes ``items`` as one transaction: None if done, else the
+        cancellation reason of each item (the item as found when its condition failed)."""
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {kind: {**body, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
+                    for item in items
+                    for kind, body in item.items()
+                ],
+                ClientRequestToken=uuid.uuid4().hex,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                return list(exc.response.get("CancellationReasons") or [])
+            raise
+        return None
+
+    def _delete_one(self, request: dict[str, Any], position: int) -> dict[int, dict[str, Any]]:
+        """One conditional delete: {position: item as found (empty if absent)} if its
+        condition failed, else nothing."""
+        kind, body = next(iter(request.items()))
+        call = self._client.delete_item if kind == "Delete" else self._client.put_item
+        try:
+            call(**body, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return {position: from_item(exc.response.get("Item") or {})}
+        return {}
+
+    def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool | None:
+        """Delete the lease: one small conditional delete instead of an ``ADD`` of every
+        offset and then a delete. False if the lease no longer has this id (as a failed
+        ``ADD`` would say); None if it has but a message was moved out of it
+        (change_invisible) or on (a nack): take the ``ADD`` path.
+
+        The caller acks as many distinct offsets of the lease as were delivered under its
+        id (signed handles: each one such an offset), so none is left unsettled, provided
+        the lease still has that id and nothing was moved out of it or on.
+        """
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression=(
+                    "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+                ),
+                ExpressionAttributeValues=to_item({":id": lease_id}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            current = from_item(exc.response.get("Item") or {})
+            return None if current.get("lease_id") == lease_id else False
+        return True

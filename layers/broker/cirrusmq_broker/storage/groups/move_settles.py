@@ -1,0 +1,117 @@
+"""What a move of leased messages (an expiry, a nack) writes to the group state: the
+settle of what it forwarded, conditional on the lease as read, and the moved mark
+(``#moved.<topic>#<queue>.<lease id>``, TTL) a lease it deletes leaves behind, naming the
+offsets forwarded, which an ack of its handles reads (one batched read per ack)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ...limits import MAX_INVISIBLE_SECONDS
+from ...rules.group_state import GroupQueueState, Lease
+from ..dynamo import KeysToRead, batch_get, lost_race, to_item
+from .codec import as_read, lease_unchanged, lease_values
+from .keys import item_key, lease_stream, mark_stream
+
+MOVED_MARK_SECONDS = 2 * MAX_INVISIBLE_SECONDS
+"""How long after the moved lease's deadline its mark is kept (DynamoDB's TTL): past the
+deadline of the lease it was moved out of (change_invisible), whose handles ask for it."""
+
+
+class MoveSettles:
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def settle_requests(
+        self, state: GroupQueueState, before: Lease, after: Lease
+    ) -> list[dict[str, Any]]:
+        """Transaction items that store ``after`` (``before`` once a move forwarded or
+        settled some of its offsets: :meth:`Lease.moved_on`) if the lease is still as read:
+        the move's append carries them, so the move happens only if nothing (an ack, a
+        change of invisible time, another move) changed the lease since it was read.
+
+        A lease left with nothing unsettled is deleted; if a move forwarded some of its
+        offsets, a moved mark of the lease (:meth:`moved_marks`) keeps which, so an ack of
+        its handles (its own or, for a message change_invisible moved out, its parent's)
+        still finds them moved on, not acked."""
+        requests = [self.settle_request(state, before, after)]
+        if not after.unsettled() and after.gone:
+            requests.append(self.mark_request(state.group, state.topic, state.queue, after))
+        return requests
+
+    def settle_request(self, state: GroupQueueState, before: Lease, after: Lease) -> dict[str, Any]:
+        """The lease's own item of :meth:`settle_requests`: a put of ``after``, or a delete
+        if it has nothing unsettled, conditional on the lease as read."""
+        condition = {
+            "ConditionExpression": lease_unchanged,
+            "ExpressionAttributeValues": to_item(as_read(before)),
+        }
+        if after.unsettled():
+            item = to_item(lease_values(state, after))
+            return {"Put": {"TableName": self._table, "Item": item, **condition}}
+        stream = lease_stream(state.topic, state.queue, before.slot)
+        key = to_item(item_key(state.group, stream))
+        return {"Delete": {"TableName": self._table, "Key": key, **condition}}
+
+    def mark_request(self, group: str, topic: str, queue: int, lease: Lease) -> dict[str, Any]:
+        """A transaction item storing the moved mark of ``lease`` (deleted with its
+        ``gone`` offsets)."""
+        mark = {
+            **item_key(group, mark_stream(topic, queue, lease.lease_id)),
+            "gone": set(lease.gone),
+            "expires_at": lease.deadline // 1000 + MOVED_MARK_SECONDS,
+        }
+        return {"Put": {"TableName": self._table, "Item": to_item(mark)}}
+
+    def settle(self, state: GroupQueueState, before: Lease, after: Lease) -> bool:
+        """:meth:`settle_requests` on their own (a move with nothing to append); False if
+        the lease changed since it was read."""
+        requests = self.settle_requests(state, before, after)
+        try:
+            if len(requests) > 1:
+                self._client.transact_write_items(
+                    TransactItems=requests, ClientRequestToken=uuid.uuid4().hex
+                )
+                return True
+            kind, body = next(iter(requests[0].items()))
+            call = self._client.delete_item if kind == "Delete" else self._client.put_item
+            call(**body)
+        except ClientError as exc:
+            if lost_race(exc):
+                return False
+            raise
+        return True
+
+    def moved_marks(
+        self, group: str, topic: str, queue: int, lease_ids: Iterable[str]
+    ) -> dict[str, frozenset[int]]:
+        """Lease id → the offsets a move forwarded from it, for the leases a move deleted
+        (nack, expiry) within ``MOVED_MARK_SECONDS`` of their deadline: one batched read."""
+        wanted = list(dict.fromkeys(lease_ids))
+        if not wanted:
+            return {}
+        read = self.marks_to_read(group, topic, queue, wanted)
+        return self.parse_marks(topic, queue, wanted, batch_get(self._client, [read]))
+
+    def marks_to_read(
+        self, group: str, topic: str, queue: int, lease_ids: Iterable[str]
+    ) -> KeysToRead:
+        """Keys of the moved marks of ``lease_ids``, for a batched read."""
+        keys = [item_key(group, mark_stream(topic, queue, x)) for x in lease_ids]
+        return KeysToRead(self._table, keys, consistent=True)
+
+    def parse_marks(
+        self, topic: str, queue: int, lease_ids: Iterable[str], found: dict[str, list[Any]]
+    ) -> dict[str, frozenset[int]]:
+        """:meth:`moved_marks` from a batched read's items (table → items)."""
+        by_stream = {mark_stream(topic, queue, x): x for x in lease_ids}
+        return {
+            by_stream[item["stream"]]: frozenset(int(o) for o in item.get("gone", ()))
+            for item in found.get(self._table, ())
+            if item.get("stream") in by_stream
+        }

@@ -1,0 +1,125 @@
+"""A queue's summary item: reading it (with the subscription, in one batched call), and
+saving a state: the summary and the leases it touched, in one transaction conditional on
+the versions as read (optimistic concurrency)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ...errors import StorageContended
+from ...rules.group_state import GroupQueueState, Lease
+from ..dynamo import KeysToRead, batch_get, lost_race, to_item
+from .codec import (
+    lease_condition,
+    lease_values,
+    replace_version,
+    state_of,
+    summary_condition,
+    summary_values,
+)
+from .keys import item_key, subscription_stream, summary_stream
+from .leases import LeaseItems
+
+
+class Summaries:
+    def __init__(self, client: Any, table: str, leases: LeaseItems) -> None:
+        self._client = client
+        self._table = table
+        self._leases = leases
+
+    def load(self, group: str, topic: str, queues: Iterable[int]) -> dict[int, GroupQueueState]:
+        """Consistent read of the summaries of ``queues`` (absent ones start fresh)."""
+        wanted = list(queues)
+        keys = [item_key(group, summary_stream(topic, q)) for q in wanted]
+        found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
+        return self.parse(group, topic, wanted, found[self._table])[0]
+
+    def to_read(self, group: str, topic: str, queues: list[int]) -> KeysToRead:
+        """Keys of the summaries of ``queues`` and of the subscription, for a batched read."""
+        keys = [item_key(group, summary_stream(topic, q)) for q in queues]
+        keys.append(item_key(group, subscription_stream(topic)))
+        return KeysToRead(self._table, keys)
+
+    @staticmethod
+    def parse(
+        group: str, topic: str, queues: list[int], items: list[dict[str, Any]]
+    ) -> tuple[dict[int, GroupQueueState], str | None]:
+        """Summaries (absent ones start fresh) and the subscribed filter from read items."""
+        states = {q: GroupQueueState(group, topic, q) for q in queues}
+        subscription = None
+        for values in items:
+            if values["stream"] == subscription_stream(topic):
+                subscription = values["filter"]
+            elif values.get("topic") == topic and values.get("queue") in states:
+                states[values["queue"]] = state_of(values)
+        return states, subscription
+
+    def save(self, state: GroupQueueState, extra_items: list[dict[str, Any]] | None = None) -> bool:
+        """Write the summary and the leases ``state`` touched if nobody changed them since
+        they were read; False if somebody did. ``extra_items`` (full transaction items,
+        any table) commit in the same transaction.
+
+        Leases that were settled when read are deleted on their own (settled stays
+        settled); everything else is one transaction (one conditional put without leases).
+        """
+        current = {lease.slot: lease for lease in state.leases.values()}
+        writes: list[dict[str, Any]] = []
+        cleanup: list[tuple[dict[str, Any], Lease]] = []
+        for slot, before in state.touched.items():
+            after = current.get(slot)
+            key = self._leases.key(state.group, state.topic, state.queue, slot)
+            if after is None and before is not None and not before.unsettled():
+                cleanup.append((key, before))
+            elif after is None and before is not None:
+                writes.append({"Delete": {"Key": key, **lease_condition(before)}})
+            elif after is not None:
+                item = lease_values(state, replace_version(after, before))
+                writes.append({"Put": {"Item": to_item(item), **lease_condition(before)}})
+        summary = {
+            "Item": to_item(summary_values(state, version=state.version + 1)),
+            **summary_condition(state),
+        }
+        try:
+            if writes or extra_items:
+                items = [{"Put": summary}, *writes]
+                self._client.transact_write_items(
+                    TransactItems=[
+                        *(
+                            {
+                                kind: {"TableName": self._table, **body}
+                                for kind, body in item.items()
+                            }
+                            for item in items
+                        ),
+                        *(extra_items or []),
+                    ],
+                    ClientRequestToken=uuid.uuid4().hex,
+                )
+            else:
+                self._client.put_item(TableName=self._table, **summary)
+        except ClientError as exc:
+            if lost_race(exc):
+                self._leases.delete_settled(cleanup)
+                return False
+            raise
+        except StorageContended:  # a concurrent write held an item: re-read and retry
+            self._leases.delete_settled(cleanup)
+            return False
+        self._leases.delete_settled(cleanup)
+        state.version += 1
+        state.leases = {
+            lease_id: (
+                replace_version(lease, state.touched[lease.slot])
+                if lease.slot in state.touched
+                else lease
+            )
+            for lease_id, lease in state.leases.items()
+        }
+        state.touched.clear()
+        state.stored = state.summary()
+        state.stored_lock = (state.lock_owner, state.lock_expiry)
+        return True
