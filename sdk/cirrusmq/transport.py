@@ -17,6 +17,10 @@ With credentials, every request is signed (:class:`~cirrusmq.signing.CirrusAuth`
 gets its own date and nonce, and the signature covers exactly the body bytes sent. Bodies are
 always sent as ``application/json``, and query strings are percent-encoded per RFC 3986 (a space
 is ``%20``, never ``+``), as the signature's canonical query has it.
+
+The module is over 400 lines because the threaded and asyncio transports sit side by side:
+they share the retry policy, the error mapping and the clock adoption, and a change to one
+must be seen next to the other.
 """
 
 from __future__ import annotations
