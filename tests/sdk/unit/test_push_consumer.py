@@ -196,3 +196,30 @@ def test_a_broadcasting_push_consumer_is_an_instance_of_the_class_called(tmp_pat
     finally:
         consumer.shutdown()
         transport.close()
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "sqlite"])
+def test_shutdown_with_acks_the_service_cannot_take_finishes(durable, tmp_path):
+    """Acks still pending at shutdown (the service unreachable) are logged or kept: the
+    shutdown itself completes (the ack store is closed, so its file can be opened again)."""
+    service = FakeGroupService()
+    gate = threading.Event()
+    listener = Listener(gate)
+    path = tmp_path / "acks.db" if durable else None
+    c = consumer(
+        service, listener, heartbeat_interval_s=None, outbox_path=path, consume_threads=1
+    ).start()
+    service.add("h1")
+    assert listener.started.wait(5)
+    service.down = True  # the ack of h1 cannot reach the service
+    gate.set()
+    c.shutdown(timeout_s=5)
+    assert service.acked == []
+    if durable:  # the file was released: another client may open it (and finds the ack)
+        from cirrusmq.consumer.pending_acks import SqlitePendingAcks
+
+        store = SqlitePendingAcks(path)
+        try:
+            assert store.count() == 1
+        finally:
+            store.close()
