@@ -34,6 +34,8 @@ REQUEST_KINDS: dict[str, str] = {
     "GET /v1/groups/{group}": "DescribeGroup",
     "GET /v1/health": "Health",
     "GET /v1/openapi.json": "OpenApi",
+    "GET /console": "ConsoleIndex",
+    "GET /console/{name}": "ConsoleFile",
     "POST /v1/keys": "CreateKey",
     "GET /v1/keys": "ListKeys",
     "POST /v1/keys/{access_key}/disable": "DisableKey",

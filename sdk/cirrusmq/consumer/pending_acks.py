@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
+from typing import ClassVar
 
 from ..errors import MQError
 from ..sqlite_file import OwnedDatabase
@@ -52,6 +53,9 @@ class PendingAck:
 class PendingAcks(ABC):
     """Where acks wait for the service, each until its receipt handle expires."""
 
+    durable: ClassVar[bool]
+    """Whether the acks kept survive the process (then a shutdown leaves them for the next)."""
+
     @abstractmethod
     def add(self, group: str, handles: Iterable[tuple[str, int]]) -> None:
         """Keep ``(receipt_handle, expires_ms)`` pairs of ``group`` for a later retry (a pair
@@ -79,6 +83,8 @@ class PendingAcks(ABC):
 
 class MemoryPendingAcks(PendingAcks):
     """:class:`PendingAcks` in memory: nothing survives the process."""
+
+    durable = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -134,6 +140,8 @@ CREATE TABLE IF NOT EXISTS acks (
 
 class SqlitePendingAcks(PendingAcks):
     """:class:`PendingAcks` in a SQLite file (WAL): they survive crashes and restarts."""
+
+    durable = True
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5_000) -> None:
         self._file = OwnedDatabase(path, busy_timeout_ms=busy_timeout_ms, prepare=_prepare)

@@ -19,7 +19,6 @@ from cirrusmq_broker.errors import ReceiptHandleExpired
 from cirrusmq_broker.services import retries as retries_module
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.clients import observe_calls
-from cirrusmq_broker.storage.groups import GroupStateStore
 from cirrusmq_broker.storage.groups.move_settles import MoveSettles
 
 
@@ -447,7 +446,7 @@ def test_a_nack_whose_settle_fails_answers_expired(broker, clock, monkeypatch):
     def changed_since_read(self, state, before, after):  # as if written by another each time
         return real(self, state, replace(before, version=before.version + 100), after)
 
-    monkeypatch.setattr(GroupStateStore, "settle_request", changed_since_read)
+    monkeypatch.setattr(MoveSettles, "settle_request", changed_since_read)
     assert [o.status for o in broker.retries.nack("g", [m.receipt_handle])] == ["expired"]
     assert stream_count(broker, "retry.") == 0  # the settle and the move commit together
 
