@@ -23,14 +23,10 @@ def main() -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     for part in ("layers/broker", "layers/api", "infra", "sdk"):
         sys.path.insert(0, str(ROOT / part))
-    import boto3
     from cirrusmq_broker.container import Broker
     from cirrusmq_broker.model import MessageInput
-    from cirrusmq_broker.settings import Settings
     from cirrusmq_broker.storage.clients import observe_calls
-    from cirrusmq_local.resolver import Resolver, resolve_parameters
-    from cirrusmq_local.resources import create_resources
-    from cirrusmq_local.template import load_template
+    from cirrusmq_local.in_process import broker_settings
     from moto import mock_aws
 
     def count(action: Callable[[], object]) -> Counter[str]:
@@ -48,26 +44,8 @@ def main() -> None:
 
     now = [1_790_000_000_000]
     with mock_aws():
-        template = load_template(ROOT / "template.yaml")
-        names = create_resources(
-            boto3.client("dynamodb"),
-            boto3.client("s3"),
-            template,
-            Resolver(template, resolve_parameters(template)),
-            kms=boto3.client("kms"),
-        )
-        settings = Settings(
-            topics_table=names["TopicsTable"],
-            log_index_table=names["LogIndexTable"],
-            groups_table=names["GroupsTable"],
-            producers_table=names["ProducersTable"],
-            queue_heads_table=names["QueueHeadsTable"],
-            bucket=names["MessageBucket"],
-            access_keys_table=names["AccessKeysTable"],
-            nonces_table=names["NoncesTable"],
-            secrets_key_id=names["AccessKeySecretsKey"],
-            receipt_secret="benchmark-secret-0123456789abcdef",
-            aws_region="us-east-1",
+        settings = broker_settings(
+            ROOT / "template.yaml", receipt_secret="benchmark-secret-0123456789abcdef"
         )
         broker = Broker(settings, lambda: now[0])
 

@@ -10,7 +10,6 @@ the calls per 1,000 messages for transactions of 1 and of 10 messages.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections import Counter
@@ -20,15 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 for sub in ("layers/broker", "layers/api", "infra", "sdk"):
     sys.path.insert(0, str(ROOT / sub))
 
-import boto3  # noqa: E402
 from cirrusmq_broker.container import Broker  # noqa: E402
 from cirrusmq_broker.model import MessageInput  # noqa: E402
 from cirrusmq_broker.rules.transaction_state import CheckTimings, Resolution  # noqa: E402
-from cirrusmq_broker.settings import Settings  # noqa: E402
 from cirrusmq_broker.storage.clients import observe_calls  # noqa: E402
-from cirrusmq_local.resolver import Resolver, resolve_parameters  # noqa: E402
-from cirrusmq_local.resources import create_resources  # noqa: E402
-from cirrusmq_local.template import load_template  # noqa: E402
+from cirrusmq_local.in_process import broker_settings  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 
@@ -41,26 +36,10 @@ class Clock:
 
 
 def make_broker(clock: Clock) -> Broker:
-    template = load_template(ROOT / "template.yaml")
-    names = create_resources(
-        boto3.client("dynamodb", region_name="us-east-1"),
-        boto3.client("s3", region_name="us-east-1"),
-        template,
-        Resolver(template, resolve_parameters(template)),
-        kms=boto3.client("kms", region_name="us-east-1"),
+    settings = broker_settings(
+        ROOT / "template.yaml", tables={"transactions_table": "TransactionsTable"}
     )
-    settings = Settings(
-        topics_table=names["TopicsTable"],
-        log_index_table=names["LogIndexTable"],
-        groups_table=names["GroupsTable"],
-        producers_table=names["ProducersTable"],
-        queue_heads_table=names["QueueHeadsTable"],
-        bucket=names["MessageBucket"],
-        aws_region="us-east-1",
-    )
-    return Broker(
-        dataclasses.replace(settings, transactions_table=names["TransactionsTable"]), clock
-    )
+    return Broker(settings, clock)
 
 
 def main() -> None:

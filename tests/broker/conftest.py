@@ -9,15 +9,12 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import moto.s3.models as moto_s3
 import pytest
 from cirrusmq_broker import clock as broker_clock
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.settings import Settings
-from cirrusmq_local.resolver import Resolver, resolve_parameters
-from cirrusmq_local.resources import create_resources
-from cirrusmq_local.template import load_template
+from cirrusmq_local.in_process import broker_settings
 from moto import mock_aws
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
@@ -57,28 +54,7 @@ def aws() -> Iterator[None]:
 
 @pytest.fixture
 def settings(aws: None) -> Settings:
-    template = load_template(TEMPLATE)
-    resolver = Resolver(template, resolve_parameters(template))
-    names = create_resources(
-        boto3.client("dynamodb", region_name="us-east-1"),
-        boto3.client("s3", region_name="us-east-1"),
-        template,
-        resolver,
-        kms=boto3.client("kms", region_name="us-east-1"),
-    )
-    return Settings(
-        topics_table=names["TopicsTable"],
-        log_index_table=names["LogIndexTable"],
-        groups_table=names["GroupsTable"],
-        producers_table=names["ProducersTable"],
-        queue_heads_table=names["QueueHeadsTable"],
-        bucket=names["MessageBucket"],
-        access_keys_table=names["AccessKeysTable"],
-        nonces_table=names["NoncesTable"],
-        secrets_key_id=names["AccessKeySecretsKey"],
-        receipt_secret="unit-test-secret-0123456789abcdef",
-        aws_region="us-east-1",
-    )
+    return broker_settings(TEMPLATE, receipt_secret="unit-test-secret-0123456789abcdef")
 
 
 @pytest.fixture

@@ -3,14 +3,11 @@ containers (separate caches) and an observer, one fake clock, inline worker pool
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 from cachetools import TTLCache
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.services import log_reader
@@ -21,9 +18,7 @@ from cirrusmq_broker.services.topic_catalog import TOPIC_CACHE_SECONDS
 from cirrusmq_broker.services.transactions import checks as transaction_checks
 from cirrusmq_broker.settings import Settings
 from cirrusmq_broker.storage.clients import aws_client
-from cirrusmq_local.resolver import Resolver, resolve_parameters
-from cirrusmq_local.resources import create_resources
-from cirrusmq_local.template import load_template
+from cirrusmq_local.in_process import broker_settings
 from faults import INJECTOR
 from moto import mock_aws
 
@@ -171,35 +166,9 @@ class World:
         Backend.stop()
 
 
-@functools.cache
-def _template() -> tuple[Any, Any]:
-    template = load_template(TEMPLATE)
-    return template, Resolver(template, resolve_parameters(template))
-
-
 def _settings() -> Settings:
-    template, resolver = _template()
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    names = create_resources(
-        ddb,
-        boto3.client("s3", region_name="us-east-1"),
-        template,
-        resolver,
-        kms=boto3.client("kms", region_name="us-east-1"),
-    )
-    settings = Settings(
-        topics_table=names["TopicsTable"],
-        log_index_table=names["LogIndexTable"],
-        groups_table=names["GroupsTable"],
-        producers_table=names["ProducersTable"],
-        queue_heads_table=names["QueueHeadsTable"],
-        bucket=names["MessageBucket"],
-        access_keys_table=names["AccessKeysTable"],
-        nonces_table=names["NoncesTable"],
-        secrets_key_id=names["AccessKeySecretsKey"],
+    return broker_settings(
+        TEMPLATE,
         receipt_secret="reliability-secret-0123456789abcdef",
-        aws_region="us-east-1",
-        timers_table=names["TimersTable"],
-        transactions_table=names["TransactionsTable"],
+        tables={"timers_table": "TimersTable", "transactions_table": "TransactionsTable"},
     )
-    return dataclasses.replace(settings)
