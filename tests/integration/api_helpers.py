@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Generator
 from typing import Any
 
@@ -142,3 +143,32 @@ def stored_state(stack) -> dict[str, list[str]]:
             for i in p["Items"]
         )
     return state
+
+
+def new_key(admin: httpx.Client, permissions: dict) -> Credentials:
+    """A new active access key with ``permissions``, created through ``admin``."""
+    created = admin.post("/v1/keys", json={"permissions": permissions, "description": "test"})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["status"] == "ACTIVE" and "secret_key" in body
+    return Credentials(body["access_key"], body["secret_key"])
+
+
+def narrow_keys(stack) -> dict:
+    """A FIFO and a plain ``rv-*`` topic (the FIFO one holding an admin's message) and two
+    narrow keys: a consumer of ``rv-*`` groups and topics, and a producer of ``rv-*``."""
+    fifo = f"rv-fifo-{uuid.uuid4().hex[:6]}"
+    plain = f"rv-plain-{uuid.uuid4().hex[:6]}"
+    with signed_client(stack) as admin:
+        make_topic(admin, fifo, queues=1, message_type="FIFO")
+        make_topic(admin, plain, queues=1)
+        send(admin, fifo, {"body": b64(b"admin's ordered message"), "message_group": "g"})
+        consumer = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
+        producer = new_key(admin, {"publish": ["rv-*"]})
+    return {
+        "stack": stack,
+        "fifo": fifo,
+        "plain": plain,
+        "consumer": consumer,
+        "producer": producer,
+    }

@@ -18,7 +18,17 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from api_helpers import b64, broker_now, make_topic, receive, send, signed_client, stored_state
+from api_helpers import (
+    b64,
+    broker_now,
+    make_topic,
+    narrow_keys,
+    new_key,
+    receive,
+    send,
+    signed_client,
+    stored_state,
+)
 from cirrusmq.credentials import Credentials
 from cirrusmq.signing import sign
 
@@ -34,14 +44,6 @@ class World:
     handles: list[str]
     """Receipt handles of group ``billing`` on ``topic`` (in flight, one hour)."""
     keys: dict[str, Credentials]
-
-
-def new_key(admin: httpx.Client, permissions: dict) -> Credentials:
-    created = admin.post("/v1/keys", json={"permissions": permissions, "description": "matrix"})
-    assert created.status_code == 201, created.text
-    body = created.json()
-    assert body["status"] == "ACTIVE" and "secret_key" in body
-    return Credentials(body["access_key"], body["secret_key"])
 
 
 @pytest.fixture(scope="module")
@@ -724,21 +726,7 @@ def test_zz_tally():
 # ------------------------------------------------------------------ ownership and scopes of keys
 @pytest.fixture(scope="module")
 def keyed(cirrusmq_stack) -> dict:
-    fifo = f"rv-fifo-{uuid.uuid4().hex[:6]}"
-    plain = f"rv-plain-{uuid.uuid4().hex[:6]}"
-    with signed_client(cirrusmq_stack) as admin:
-        make_topic(admin, fifo, queues=1, message_type="FIFO")
-        make_topic(admin, plain, queues=1)
-        send(admin, fifo, {"body": b64(b"admin's ordered message"), "message_group": "g"})
-        consumer = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
-        producer = new_key(admin, {"publish": ["rv-*"]})
-    return {
-        "stack": cirrusmq_stack,
-        "fifo": fifo,
-        "plain": plain,
-        "consumer": consumer,
-        "producer": producer,
-    }
+    return narrow_keys(cirrusmq_stack)
 
 
 def test_an_admin_keys_consumer_registration_belongs_to_it_too(keyed):

@@ -15,13 +15,13 @@ from api_helpers import (
     broker_now,
     make_topic,
     max_offsets,
+    narrow_keys,
     object_keys,
     receive,
     send,
     signed_client,
     stored_state,
 )
-from cirrusmq.credentials import Credentials
 from cirrusmq.signing import sign
 
 TALLY: collections.Counter[str] = collections.Counter()
@@ -512,30 +512,9 @@ def test_zz_tally():
 
 
 # ------------------------------------------------------------------ hostile input
-def _new_key(admin: httpx.Client, permissions: dict) -> Credentials:
-    created = admin.post("/v1/keys", json={"permissions": permissions, "description": "bad-input"})
-    assert created.status_code == 201, created.text
-    body = created.json()
-    return Credentials(body["access_key"], body["secret_key"])
-
-
 @pytest.fixture(scope="module")
 def hostile(cirrusmq_stack) -> dict:
-    fifo = f"rv-fifo-{uuid.uuid4().hex[:6]}"
-    plain = f"rv-plain-{uuid.uuid4().hex[:6]}"
-    with signed_client(cirrusmq_stack) as admin:
-        make_topic(admin, fifo, queues=1, message_type="FIFO")
-        make_topic(admin, plain, queues=1)
-        send(admin, fifo, {"body": b64(b"admin's ordered message"), "message_group": "g"})
-        consumer = _new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
-        producer = _new_key(admin, {"publish": ["rv-*"]})
-    return {
-        "stack": cirrusmq_stack,
-        "fifo": fifo,
-        "plain": plain,
-        "consumer": consumer,
-        "producer": producer,
-    }
+    return narrow_keys(cirrusmq_stack)
 
 
 def _raw_post(stack, credentials, path: str, document: dict) -> httpx.Response:
