@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -130,3 +131,37 @@ def count_calls() -> tuple[Counter, callable]:
     calls: Counter = Counter()
     remove = observe_calls(lambda service, operation, _: calls.update([f"{service}.{operation}"]))
     return calls, remove
+
+
+class Crash(BaseException):
+    """The process dies here (not an error any code catches)."""
+
+
+def crashing_at(n: int, action: Callable[[], object]) -> bool:
+    """Run ``action`` dying before its ``n``-th AWS call; True if it died."""
+    count = itertools.count()
+
+    def observer(service: str, operation: str, _: object) -> None:
+        if next(count) == n:
+            raise Crash()
+
+    remove = observe_calls(observer)
+    try:
+        action()
+    except Crash:
+        return True
+    finally:
+        remove()
+    return False
+
+
+def stream_count(broker: Broker, prefix: str) -> int:
+    """Messages indexed in streams whose name starts with ``prefix``."""
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    pages = ddb.get_paginator("scan").paginate(TableName=broker.settings.log_index_table)
+    return sum(
+        int(item["count"]["N"])
+        for page in pages
+        for item in page["Items"]
+        if item["stream"]["S"].startswith(prefix)
+    )

@@ -11,26 +11,10 @@ from pathlib import Path
 
 import boto3
 import pytest
-from broker_helpers import send
+from broker_helpers import Crash, crashing_at, send, stream_count
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.group_configs import GroupConfigStore
 from cirrusmq_broker.storage.move_records import MoveRecords
-
-
-class Crash(BaseException):
-    pass
-
-
-def stream_count(broker, prefix: str) -> int:
-    """Messages indexed in streams whose name starts with ``prefix``."""
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    pages = ddb.get_paginator("scan").paginate(TableName=broker.settings.log_index_table)
-    return sum(
-        int(item["count"]["N"])
-        for page in pages
-        for item in page["Items"]
-        if item["stream"]["S"].startswith(prefix)
-    )
 
 
 def dead_letters(broker, topic: str, *bodies: bytes) -> list:
@@ -49,24 +33,6 @@ def redelivered(broker, topic: str) -> list[bytes]:
     """Bodies the group receives from ``topic`` now (each redriven copy is delivered)."""
     got = broker.consume.receive("g", topic, max_messages=100)
     return sorted(m.message.body for m in got)
-
-
-def crashing_at(n: int, action) -> bool:
-    """Run ``action`` dying before its ``n``-th AWS call; True if it died."""
-    count = itertools.count()
-
-    def observer(service: str, operation: str, _: object) -> None:
-        if next(count) == n:
-            raise Crash()
-
-    remove = observe_calls(observer)
-    try:
-        action()
-    except Crash:
-        return True
-    finally:
-        remove()
-    return False
 
 
 def test_by_id_then_a_crashed_cursor_redrive_then_by_id_sends_each_back_once(

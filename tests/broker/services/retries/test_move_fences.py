@@ -14,6 +14,7 @@ from broker_helpers import (
     send,
     serialised_aws_calls,
     statuses,
+    stream_count,
 )
 from cirrusmq_broker.errors import ReceiptHandleExpired
 from cirrusmq_broker.services import retries as retries_module
@@ -30,18 +31,6 @@ def retry_count(broker) -> int:
 
 def dead_letters(broker, group: str) -> list[bytes]:
     return sorted(d.message.body for d in broker.dead_letters.list(group).dead_letters)
-
-
-def stream_count(broker, prefix: str) -> int:
-    """Messages indexed in streams whose name starts with ``prefix``."""
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    pages = ddb.get_paginator("scan").paginate(TableName=broker.settings.log_index_table)
-    return sum(
-        int(item["count"]["N"])
-        for page in pages
-        for item in page["Items"]
-        if item["stream"]["S"].startswith(prefix)
-    )
 
 
 def drain(broker, clock, group: str, topic: str) -> list:

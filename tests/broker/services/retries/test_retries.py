@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from broker_helpers import ack_statuses, send, statuses
+from broker_helpers import Crash, ack_statuses, send, statuses, stream_count
 from cirrusmq_broker.errors import InvalidDuration, InvalidRequest
 from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.rules.retries import BACKOFF_SECONDS, level_for_delay
@@ -209,16 +209,11 @@ def test_a_nack_costs_one_put_and_one_transaction_plus_the_lease_reads(broker, c
     assert calls.count("PutObject") == 1 and calls.count("TransactWriteItems") == 1
 
 
-class Crash(BaseException):
-    pass
-
-
 def _crash(*args, **kwargs):
     raise Crash()
 
 
 def retry_messages(broker) -> int:
-    import boto3
 
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     items = ddb.scan(TableName=broker.settings.log_index_table)["Items"]
@@ -276,13 +271,6 @@ def test_a_lease_over_many_small_batches_moves_every_message(broker, clock):
     clock.advance(10)
     again = broker.consume.receive("g", "t", max_messages=200)
     assert sorted(int(m.message.body) for m in again) == list(range(105))
-
-
-def stream_count(broker, prefix: str) -> int:
-    """Messages appended to the streams whose name starts with ``prefix``."""
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    items = ddb.scan(TableName=broker.settings.log_index_table)["Items"]
-    return sum(int(i["count"]["N"]) for i in items if i["stream"]["S"].startswith(prefix))
 
 
 def test_a_contended_expiry_skips_the_queue_instead_of_redelivering_in_place(

@@ -11,17 +11,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-import boto3
 import pytest
-from broker_helpers import send, statuses
+from broker_helpers import Crash, crashing_at, send, statuses, stream_count
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.groups import GroupStateStore
 
 _names = itertools.count()
-
-
-class Crash(BaseException):
-    pass
 
 
 def calls_of(action: Callable[[], object]) -> list[str]:
@@ -32,36 +27,6 @@ def calls_of(action: Callable[[], object]) -> list[str]:
     finally:
         remove()
     return seen
-
-
-def crashing_at(n: int, action: Callable[[], object]) -> bool:
-    """Run ``action`` dying before its ``n``-th AWS call; True if it died."""
-    count = itertools.count()
-
-    def observer(service: str, operation: str, _: object) -> None:
-        if next(count) == n:
-            raise Crash()
-
-    remove = observe_calls(observer)
-    try:
-        action()
-    except Crash:
-        return True
-    finally:
-        remove()
-    return False
-
-
-def stream_count(broker, prefix: str) -> int:
-    """Messages indexed in streams whose name starts with ``prefix``."""
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    pages = ddb.get_paginator("scan").paginate(TableName=broker.settings.log_index_table)
-    return sum(
-        int(item["count"]["N"])
-        for page in pages
-        for item in page["Items"]
-        if item["stream"]["S"].startswith(prefix)
-    )
 
 
 def matrix(prepare: Callable[[str], Callable[[], object]], check: Callable[[str], None]) -> int:
