@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from cirrusmq_broker import limits
+from cirrusmq_broker import clock, limits
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import BrokerError
 from cirrusmq_broker.rules.retries import retry_origin
@@ -126,7 +126,7 @@ def _read(event: Mapping[str, Any], headers: Mapping[str, str]) -> MqRequest:
 def _authenticate(method: str, headers: Mapping[str, str], target: str) -> Principal:
     access_key, given = signature.read_authorization(headers)
     broker = current_broker()
-    signature.check_date(headers, broker.clock())
+    signature.check_date(headers, (broker.clock(), clock.wall_ms()))
     text = signature.string_to_sign(method, headers, target)
     principal = broker.auth.authenticate_with(
         access_key, lambda secret: signature.matches(secret, text, given)

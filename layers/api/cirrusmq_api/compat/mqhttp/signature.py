@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
@@ -64,8 +64,11 @@ def read_authorization(headers: Mapping[str, str]) -> tuple[str, str]:
     return access_key, given
 
 
-def check_date(headers: Mapping[str, str], now_ms: int) -> None:
-    """The Date header is an RFC 1123 date within :data:`MAX_SKEW_SECONDS` of ``now_ms``."""
+def check_date(headers: Mapping[str, str], clocks_ms: Iterable[int]) -> None:
+    """The Date header is an RFC 1123 date within :data:`MAX_SKEW_SECONDS` of one of
+    ``clocks_ms``: the service's clock and the host's (the same in a deployment; a local
+    stack whose time was advanced keeps accepting clients that sign with the wall clock,
+    as this protocol's clients cannot learn another time)."""
     value = headers.get("date")
     if not value:
         raise MqHttpError(403, "MissingDateHeader", "the Date header is missing")
@@ -75,7 +78,8 @@ def check_date(headers: Mapping[str, str], now_ms: int) -> None:
         raise MqHttpError(400, "InvalidDateHeader", "Date is not an RFC 1123 date") from None
     if signed_at.tzinfo is None:
         raise MqHttpError(400, "InvalidDateHeader", "Date has no time zone (use GMT)")
-    if abs(signed_at.timestamp() * 1000 - now_ms) > MAX_SKEW_SECONDS * 1000:
+    signed_ms = signed_at.timestamp() * 1000
+    if all(abs(signed_ms - now) > MAX_SKEW_SECONDS * 1000 for now in clocks_ms):
         raise MqHttpError(
             403,
             "InvalidDateHeader",
