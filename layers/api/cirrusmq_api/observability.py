@@ -73,6 +73,10 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/resolve": (
         "ResolveTransaction"
     ),
+    # RocketMQ's HTTP protocol (compat/mqhttp)
+    "POST /topics/{topic}/messages": "MqHttpPublish",
+    "GET /topics/{topic}/messages": "MqHttpConsume",
+    "DELETE /topics/{topic}/messages": "MqHttpAck",
 }
 """API Gateway route key → request kind: the route's event name in template.yaml (a test
 keeps them equal). A route missing here is named by its route key."""

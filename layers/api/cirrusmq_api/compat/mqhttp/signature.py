@@ -52,7 +52,7 @@ def read_authorization(headers: Mapping[str, str]) -> tuple[str, str]:
     """(access key id, signature) of ``MQ <id>:<signature>``."""
     value = headers.get("authorization")
     if not value:
-        raise MqHttpError(403, "MissingAuthorizationHeader", "the Authorization header is missing")
+        raise MqHttpError(401, "MissingAuthorizationHeader", "the Authorization header is missing")
     scheme, _, credential = value.strip().partition(" ")
     access_key, _, given = credential.strip().partition(":")
     if scheme != "MQ" or not access_key or not given:
