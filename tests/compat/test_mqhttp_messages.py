@@ -135,7 +135,9 @@ def test_a_message_sent_by_the_cirrusmq_sdk_is_consumed_by_mq_http_sdk(
             Message(topic, b"from cirrus", tag="TagY", keys=("k-2",), properties={"p": "v"})
         )
         producer.send(Message(topic, b"\x00\xffbinary"))
-    got = {m.message_body: m for m in consume_all(consumer, 2)}
+        producer.send(Message(topic, b"line\r\nnext"))
+    got = {m.message_body: m for m in consume_all(consumer, 3)}
+    assert "line\r\nnext" in got
     text = got["from cirrus"]
     assert text.message_tag == "TagY"
     assert text.get_message_key() == "k-2"
