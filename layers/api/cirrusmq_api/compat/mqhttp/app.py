@@ -175,7 +175,7 @@ def _number(request: MqRequest, name: str, low: int, high: int, default: int) ->
     return int(value)
 
 
-def _require(principal: Principal, allowed: bool, action: str) -> None:
+def _require(allowed: bool, action: str) -> None:
     if not allowed:
         raise MqHttpError(403, "AccessDenied", f"this access key may not {action}")
 
@@ -184,7 +184,6 @@ def _require(principal: Principal, allowed: bool, action: str) -> None:
 def _publish(request: MqRequest) -> tuple[int, str]:
     permissions = request.principal.permissions
     _require(
-        request.principal,
         permissions.may_publish(request.topic),
         f"publish to topic {request.topic}",
     )
@@ -213,7 +212,6 @@ def _consume(request: MqRequest) -> tuple[int, str]:
         raise invalid_argument(f"trans must be order or pop on GET, not {trans[:32]!r}")
     permissions = request.principal.permissions
     _require(
-        request.principal,
         permissions.may_subscribe(group, request.topic),
         f"consume topic {request.topic} as group {group}",
     )
