@@ -186,3 +186,16 @@ def test_a_bad_request_gets_the_protocols_error_and_stores_nothing(
     assert _error_code(answer) == code
     assert headers["x-mq-request-id"]
     _assert_nothing_stored(client, topic)
+
+
+def test_a_partly_bad_ack_acks_the_good_handles_and_reports_the_bad_ones(
+    client, make_topic
+) -> None:
+    topic = make_topic()
+    client.get_producer(INSTANCE, topic).publish_message(TopicMessage("one"))
+    consumer = client.get_consumer(INSTANCE, topic, unique("GID"))
+    [got] = consume_all(consumer, 1)
+    with pytest.raises(MQExceptionBase) as partly:
+        consumer.ack_message([got.receipt_handle, "bogus"])
+    assert [e["ReceiptHandle"] for e in partly.value.sub_errors] == ["bogus"]
+    consumer.ack_message([got.receipt_handle])  # acking again is fine

@@ -256,7 +256,6 @@ def _ack(
 ) -> list[tuple[str, str, str]]:
     permissions = principal.permissions
     _require(
-        principal,
         permissions.may_subscribe(group, topic),
         f"consume topic {topic} as group {group}",
     )
