@@ -80,11 +80,12 @@ def test_a_long_poll_returns_a_message_published_while_it_waits(
 def test_the_tag_filter_delivers_only_its_tags(client, make_topic) -> None:
     topic = make_topic()
     producer = client.get_producer(INSTANCE, topic)
-    for tag in ("TagA", "TagB", "TagC"):
+    for tag in ("TagA", "TagB", "标签C"):
         producer.publish_message(TopicMessage(f"body {tag}", tag))
-    consumer = client.get_consumer(INSTANCE, topic, unique("GID"), "TagA||TagC")
+    # the client percent-encodes the expression in the query it signs: verified as sent
+    consumer = client.get_consumer(INSTANCE, topic, unique("GID"), "TagA||标签C")
     got = consume_all(consumer, 3)
-    assert sorted(m.message_tag for m in got) == ["TagA", "TagC"]
+    assert sorted(m.message_tag for m in got) == ["TagA", "标签C"]
 
 
 def test_an_unacked_message_comes_again_with_consumed_times_2(
@@ -147,3 +148,10 @@ def test_a_message_sent_by_the_cirrusmq_sdk_is_consumed_by_mq_http_sdk(
 
     assert base64.b64decode(binary.message_body) == b"\x00\xffbinary"
     consumer.ack_message([m.receipt_handle for m in got.values()])
+
+
+def test_the_longest_documented_wait_is_served_not_refused(client, make_topic) -> None:
+    consumer = client.get_consumer(INSTANCE, make_topic(), unique("GID"))
+    with pytest.raises(MQExceptionBase) as empty:  # waits the broker's 20 s, within 60 s
+        consumer.consume_message(16, 30)
+    assert empty.value.type == "MessageNotExist"
