@@ -26,6 +26,7 @@ READER_ORDER = (
     "docs/transactions.md",
     "docs/spark.md",
     "docs/deploy.md",
+    "docs/compat.md",
 )
 """The README links the SDK guide, which links the transactions guide; then Spark, and
 deploying to AWS last."""

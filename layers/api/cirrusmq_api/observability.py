@@ -73,6 +73,10 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/resolve": (
         "ResolveTransaction"
     ),
+    # RocketMQ's HTTP protocol (compat/mqhttp)
+    "POST /topics/{topic}/messages": "MqHttpPublish",
+    "GET /topics/{topic}/messages": "MqHttpConsume",
+    "DELETE /topics/{topic}/messages": "MqHttpAck",
 }
 """API Gateway route key → request kind: the route's event name in template.yaml (a test
 keeps them equal). A route missing here is named by its route key."""
@@ -89,6 +93,8 @@ REQUEST_METRICS = (
     "Latency",
 )
 """The metrics of every request, by ``RequestKind`` and for the whole service."""
+
+_XML_CODE = re.compile(r"<(?:Code|ErrorCode)>([A-Za-z0-9.]{1,64})</(?:Code|ErrorCode)>")
 
 _messages: contextvars.ContextVar[int] = contextvars.ContextVar("cirrusmq_messages", default=0)
 
@@ -190,11 +196,15 @@ def _emit(
 
 
 def _error_code(response: Mapping[str, Any] | None) -> str:
-    """The stable ``code`` of an error answer (``HTTP<status>`` when it has none)."""
+    """The stable ``code`` of an error answer: JSON ``code``, or the ``<Code>`` of an XML
+    error (the RocketMQ HTTP protocol); ``HTTP<status>`` when it has none."""
     status = (response or {}).get("statusCode", 500)
+    text = str((response or {}).get("body") or "")
     try:
-        body = json.loads(str((response or {}).get("body") or ""))
+        body = json.loads(text)
     except ValueError:
         body = None
     code = body.get("code") if isinstance(body, dict) else None
+    if code is None and (xml_code := _XML_CODE.search(text[:4096])) is not None:
+        code = xml_code.group(1)
     return code if isinstance(code, str) and len(code) <= 64 else f"HTTP{status}"

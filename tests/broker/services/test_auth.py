@@ -171,3 +171,16 @@ def test_dates_are_checked_against_the_broker_clock_alone_which_the_refusal_give
         broker.auth.authenticate(signed(secret, key.access_key, wall))
     assert refused.value.details == {"server_time": clock.now}
     broker.auth.authenticate(signed(secret, key.access_key, clock.now, nonce="s" * 22))
+
+
+def test_authenticate_with_checks_another_schemes_signature_with_the_keys_secret(broker) -> None:
+    key, secret = broker.access_keys.create(GRANTS)
+    principal = broker.auth.authenticate_with(key.access_key, lambda s: s == secret)
+    assert principal.access_key == key.access_key and principal.permissions == GRANTS
+    with pytest.raises(InvalidSignature):
+        broker.auth.authenticate_with(key.access_key, lambda s: False)
+    with pytest.raises(InvalidSignature):
+        broker.auth.authenticate_with("CMQUNKNOWN", lambda s: True)
+    broker.access_keys.set_enabled(key.access_key, False, caller="x")
+    with pytest.raises(InvalidSignature):
+        broker.auth.authenticate_with(key.access_key, lambda s: s == secret)

@@ -171,6 +171,15 @@ class Authenticator:
             self.claim(principal)
         return principal
 
+    def authenticate_with(self, access_key: str, matches: Callable[[str], bool]) -> Principal:
+        """The principal of ``access_key`` if ``matches(secret)`` holds: for protocols that
+        sign with another scheme (the RocketMQ HTTP adapter's HMAC-SHA1), which check their
+        own dates. InvalidSignature for an unknown, disabled key or a mismatch."""
+        key = self._key(access_key, self._clock())
+        if key is None or key.secret is None or not matches(key.secret):
+            raise InvalidSignature(_MISMATCH)
+        return Principal(access_key, key.permissions)
+
     def claim(self, principal: Principal) -> None:
         """Record the nonce of the principal's request (one conditional put); raise
         ``ReplayedRequest`` if the key used it within the last ``NONCE_TTL_SECONDS``."""

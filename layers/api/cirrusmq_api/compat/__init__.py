@@ -1,0 +1,1 @@
+"""Adapters that serve other queue protocols over the same broker services."""
