@@ -45,6 +45,7 @@ from .storage.delays.items import DelayItemStore
 from .storage.delays.objects import DelayObjectStore
 from .storage.group_catalog import GroupCatalog
 from .storage.group_configs import GroupConfigStore
+from .storage.sqs_queues import SqsQueueStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_views import GroupViewReader
 from .storage.groups import GroupStateStore
@@ -239,6 +240,11 @@ class Broker:
     @functools.cached_property
     def group_configs(self) -> GroupConfigStore:
         return GroupConfigStore(self._dynamodb, self.settings.groups_table)
+
+    @functools.cached_property
+    def sqs_queues(self) -> SqsQueueStore:
+        """The SQS attributes of queues served by the SQS adapter (cirrusmq_api.compat.sqs)."""
+        return SqsQueueStore(self._dynamodb, self.settings.groups_table)
 
     @functools.cached_property
     def moves(self) -> MoveAppender:

@@ -1,0 +1,1 @@
+"""Protocol adapters: other queue services' wire protocols over the broker services."""
