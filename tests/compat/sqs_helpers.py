@@ -40,3 +40,33 @@ def queue_name() -> str:
 
 def error_code(exc: Exception) -> str:
     return exc.response["Error"]["Code"]  # type: ignore[attr-defined]
+
+
+def moto_attribute_md5(attributes: dict) -> str:
+    """MD5OfMessageAttributes as moto's SQS computes it (an independent implementation;
+    moto's model takes BinaryValue as bytes)."""
+    import base64
+
+    from moto.sqs.models import Message
+
+    decoded = {
+        name: (
+            {**value, "BinaryValue": base64.b64decode(value["BinaryValue"])}
+            if "BinaryValue" in value
+            else value
+        )
+        for name, value in attributes.items()
+    }
+    message = Message("id", "body")
+    message.message_attributes = decoded
+    return message.attribute_md5
+
+
+def new_sqs_key(stack, permissions: dict) -> tuple[str, str]:
+    """A new access key with ``permissions`` (created through the CirrusMQ API)."""
+    from cirrusmq import Admin
+    from cirrusmq.admin.models import Permissions
+
+    with Admin(stack.endpoint, stack.credentials) as admin:
+        created = admin.create_access_key(Permissions.from_wire(permissions), "sqs test")
+    return created.access_key, created.secret_key

@@ -42,6 +42,11 @@ def invalid_parameter(message: str) -> SqsError:
     return SqsError("InvalidParameterValue", message)
 
 
+def batch_error(code: str, message: str) -> SqsError:
+    """A batch request's error: its query code is ``AWS.SimpleQueueService.<code>``."""
+    return SqsError(code, message, query_code=f"AWS.SimpleQueueService.{code}")
+
+
 def missing_parameter(name: str) -> SqsError:
     return SqsError("MissingParameter", f"The request must contain the parameter {name}.")
 

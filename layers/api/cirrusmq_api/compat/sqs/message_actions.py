@@ -15,7 +15,7 @@ from cirrusmq_broker.rules.retries import retry_origin
 from . import naming
 from .context import Call, int_param, list_param
 from .digests import md5_of_attributes, md5_of_body
-from .errors import SqsError, from_broker, invalid_parameter, receipt_handle_invalid
+from .errors import SqsError, batch_error, from_broker, invalid_parameter, receipt_handle_invalid
 from .message_attributes import check_attributes, from_message, select, to_message_fields
 from .naming import QueueName
 from .queue_actions import active_topic, attributes_of
@@ -121,11 +121,11 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 def _entries(params: dict[str, Any]) -> list[dict[str, Any]]:
     entries = params.get("Entries")
     if not entries:
-        raise SqsError("EmptyBatchRequest", "There should be at least one entry in the request.")
+        raise batch_error("EmptyBatchRequest", "There should be at least one entry in the request.")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise invalid_parameter("Entries must be a list of entries.")
     if len(entries) > MAX_BATCH:
-        raise SqsError(
+        raise batch_error(
             "TooManyEntriesInBatchRequest",
             f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
         )
@@ -138,7 +138,7 @@ def _entries(params: dict[str, Any]) -> list[dict[str, Any]]:
                 "underscores. It can be at most 80 letters long.",
             )
     if len(set(ids)) != len(ids):
-        raise SqsError("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
+        raise batch_error("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
     return entries
 
 
