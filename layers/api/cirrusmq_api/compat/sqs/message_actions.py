@@ -3,13 +3,16 @@ ChangeMessageVisibility(Batch) — over the produce and consume services."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import BrokerError
-from cirrusmq_broker.model import MessageInput, MessageType, ReceivedMessage
+from cirrusmq_broker.errors import BrokerError, IdempotencyConflict
+from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import retry_origin
 
 from . import naming
@@ -24,12 +27,49 @@ MAX_BATCH = 10
 MAX_RECEIVE = 10
 _INVALID_BODY = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_DEDUP_ID = re.compile(r"[!-~]{1,128}")
+DEDUP_PRODUCER_PREFIX = "sqs-dedup."
+DEDUP_SCOPE = "sqs"
+"""FIFO deduplication stamps are the queue's, whoever sends: one scope for all keys."""
 
 
 # ------------------------------------------------------------------------------ send
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to send, the digests its answer carries, and (FIFO) its dedup stamp."""
+
+    message: MessageInput
+    digests: dict[str, Any]
+    stamp: ProducerStamp | None = None
+
+
+def _dedup_stamp(
+    queue: QueueName, entry: dict[str, Any], body: str, content_based: bool
+) -> tuple[ProducerStamp, str]:
+    """A FIFO message's deduplication id as an idempotent-produce stamp: a repeat of the id
+    on the queue is answered from the first send's record and stores nothing."""
+    dedup = entry.get("MessageDeduplicationId")
+    if dedup is None and content_based:
+        dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    if dedup is None:
+        raise invalid_parameter(
+            "The queue should either have ContentBasedDeduplication enabled or "
+            "MessageDeduplicationId provided explicitly"
+        )
+    if not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
+        raise invalid_parameter("MessageDeduplicationId must be 1-128 printable ASCII characters.")
+    key = hashlib.sha256(f"{queue.topic}\n{dedup}".encode()).hexdigest()[:40]
+    message_id = str(uuid.UUID(key[:32]))
+    return ProducerStamp(f"{DEDUP_PRODUCER_PREFIX}{key}", 0, DEDUP_SCOPE), message_id
+
+
 def _message(
-    call: Call, queue: QueueName, entry: dict[str, Any], default_delay: int
-) -> tuple[MessageInput, dict[str, Any]]:
+    call: Call,
+    queue: QueueName,
+    entry: dict[str, Any],
+    default_delay: int,
+    content_based: bool = False,
+) -> Outgoing:
     """The message to send for one SendMessage (entry), and its answer's digests."""
     body = entry.get("MessageBody")
     if not isinstance(body, str) or not body:
@@ -59,11 +99,15 @@ def _message(
             raise SqsError(
                 "MissingParameter", "The request must contain the parameter MessageGroupId."
             )
+    stamp, message_id = None, None
+    if queue.fifo:
+        stamp, message_id = _dedup_stamp(queue, entry, body, content_based)
     delay = default_delay if delay is None else delay
     now = call.broker.clock()
     fields = to_message_fields(attributes)
     message = MessageInput(
         body=data,
+        message_id=message_id,
         tag=fields["tag"],
         keys=fields["keys"],
         properties=fields["properties"],
@@ -73,47 +117,65 @@ def _message(
     digests = {"MD5OfMessageBody": md5_of_body(body)}
     if attributes:
         digests["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
-    return message, digests
+    return Outgoing(message, digests, stamp)
 
 
-def _send_inputs(call: Call, queue: QueueName, inputs: list[MessageInput]) -> list[str]:
+def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[str]:
+    """Send a standard queue's messages in one produce call, a FIFO queue's one by one
+    (each under its own deduplication stamp); their message ids."""
     try:
-        result = call.broker.produce.send(queue.topic, inputs)
+        if not queue.fifo:
+            result = call.broker.produce.send(queue.topic, [o.message for o in outgoing])
+            return [r.message_id for r in result.receipts]
+        ids = []
+        for one in outgoing:
+            try:
+                result = call.broker.produce.send(queue.topic, [one.message], one.stamp)
+                ids.append(result.receipts[0].message_id)
+            except IdempotencyConflict:  # the id was used for another body: a duplicate
+                ids.append(str(one.message.message_id))
+        return ids
     except BrokerError as exc:
         raise from_broker(exc, queue.name) from None
-    return [r.message_id for r in result.receipts]
 
 
-def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, int]:
+def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict[str, str]]:
     queue = naming.from_url(params.get("QueueUrl"))
     call.require(call.principal.permissions.may_publish(queue.topic), f"send to queue {queue.name}")
     active_topic(call, queue)
-    return queue, int(attributes_of(call, queue)["DelaySeconds"])
+    return queue, attributes_of(call, queue)
+
+
+def _outgoing(
+    call: Call, queue: QueueName, entry: dict[str, Any], attributes: dict[str, str]
+) -> Outgoing:
+    content_based = attributes.get("ContentBasedDeduplication") == "true"
+    return _message(call, queue, entry, int(attributes["DelaySeconds"]), content_based)
 
 
 def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, default_delay = _queue_for_send(call, params)
-    message, digests = _message(call, queue, params, default_delay)
-    (message_id,) = _send_inputs(call, queue, [message])
-    return {"MessageId": message_id, **digests}
+    queue, attributes = _queue_for_send(call, params)
+    outgoing = _outgoing(call, queue, params, attributes)
+    (message_id,) = _send(call, queue, [outgoing])
+    return {"MessageId": message_id, **outgoing.digests}
 
 
 def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue, default_delay = _queue_for_send(call, params)
+    queue, attributes = _queue_for_send(call, params)
     entries = _entries(params)
     successful: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    inputs: list[MessageInput] = []
+    outgoing: list[Outgoing] = []
     for entry in entries:
         try:
-            message, digests = _message(call, queue, entry, default_delay)
+            one = _outgoing(call, queue, entry, attributes)
         except SqsError as exc:
             failed.append(_failure(entry["Id"], exc))
             continue
-        inputs.append(message)
-        successful.append({"Id": entry["Id"], **digests})
-    if inputs:
-        for answer, message_id in zip(successful, _send_inputs(call, queue, inputs), strict=True):
+        outgoing.append(one)
+        successful.append({"Id": entry["Id"], **one.digests})
+    if outgoing:
+        for answer, message_id in zip(successful, _send(call, queue, outgoing), strict=True):
             answer["MessageId"] = message_id
     return {"Successful": successful, "Failed": failed}
 

@@ -49,8 +49,7 @@ READ_ONLY = (
 
 def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
     """Validated settable attributes, as SQS's strings."""
-    if attributes is None:
-        return {}
+    attributes = {} if attributes is None else attributes
     if not isinstance(attributes, dict):
         raise invalid_parameter("Attributes must be a map of names to values.")
     checked: dict[str, str] = {}
@@ -77,7 +76,8 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
             checked[name] = text
         else:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
-    if checked.get("FifoQueue", "true" if fifo else "false") != ("true" if fifo else "false"):
+    default = "false" if fifo and creating else ("true" if fifo else "false")
+    if checked.get("FifoQueue", default) != ("true" if fifo else "false"):
         raise invalid_parameter(
             "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
             "underscores, must end with .fifo suffix."
