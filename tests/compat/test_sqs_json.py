@@ -197,6 +197,23 @@ def test_visibility_follows_the_broker_clock(cirrusmq_stack, sqs, queue_name) ->
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
 
 
+def test_the_received_handle_deletes_after_a_visibility_change(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
+    handle = message["ReceiptHandle"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=100)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    cirrusmq_stack.advance_time(200)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    cirrusmq_stack.advance_time(40)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
 def test_change_visibility_batch(sqs, queue_name) -> None:  # noqa: F811
     url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="x")
