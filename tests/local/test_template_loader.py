@@ -114,6 +114,7 @@ def test_functions_merge_globals(template) -> None:
         "TxnCheckerFunction",
         "SchedulerFunction",  # delayed messages (issue 9)
         "GroupMetricsFunction",
+        "SqsFunction",  # the SQS API (docs/compat.md)
     }
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"
