@@ -35,6 +35,8 @@ ACTIONS: dict[str, Action] = {
     "DeleteMessageBatch": message_actions.delete_message_batch,
     "ChangeMessageVisibility": message_actions.change_message_visibility,
     "ChangeMessageVisibilityBatch": message_actions.change_message_visibility_batch,
+    "ListDeadLetterSourceQueues": queue_actions.list_dead_letter_source_queues,
+    "StartMessageMoveTask": queue_actions.start_message_move_task,
 }
 """The supported actions (docs/compat.md#sqs has the table)."""
 

@@ -26,6 +26,8 @@ from .errors import invalid_parameter
 TAG_ATTRIBUTE = "cirrusmq.tag"
 KEYS_ATTRIBUTE = "cirrusmq.keys"
 TYPES_PROPERTY = "sqs.types"
+HIDDEN_PROPERTIES = frozenset({"sqs.source"})
+"""Properties the adapter writes for itself (a dead letter's source queue), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
@@ -109,7 +111,7 @@ def to_message_fields(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, 
 
 def from_message(message: StoredMessage) -> dict[str, dict[str, Any]]:
     """A stored message's attributes as SQS gives them."""
-    properties = dict(message.properties)
+    properties = {k: v for k, v in message.properties.items() if k not in HIDDEN_PROPERTIES}
     try:
         types = json.loads(properties.pop(TYPES_PROPERTY, "{}"))
     except ValueError:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import TopicAlreadyExists, TopicNotFound
+from cirrusmq_broker.errors import BrokerError, TopicAlreadyExists, TopicNotFound
 from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
 
-from . import naming, queue_attributes
+from . import dead_letters, naming, queue_attributes
 from .context import Call, int_param, list_param, str_param
-from .errors import SqsError, queue_does_not_exist
+from .errors import SqsError, from_broker, invalid_parameter, queue_does_not_exist
 from .naming import QueueName
 
 MAX_LIST_RESULTS = 1000
@@ -37,6 +37,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = naming.queue_name(str_param(params, "QueueName"))
     call.require_admin(f"create queue {queue.name}")
     wanted = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=True)
+    _check_redrive(call, queue, wanted)
     now = call.broker.clock()
     stored = {**wanted, "CreatedTimestamp": str(now // 1000)}
     try:
@@ -55,7 +56,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         existing = call.broker.sqs_queues.get(queue.group)
         if existing is not None:
             current = queue_attributes.effective(existing, fifo=queue.fifo)
-            if queue_attributes.conflicts(current, wanted):
+            if queue_attributes.conflicts(queue_attributes.shown(current), wanted):
                 raise _exists(queue) from None
             return {"QueueUrl": queue.url(call.endpoint)}
         stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
@@ -74,10 +75,39 @@ def _exists(queue: QueueName) -> SqsError:
     )
 
 
+def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+    """The RedrivePolicy's dead-letter queue must exist and be of the queue's kind."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is None:
+        return
+    target = naming.from_arn(policy[0])
+    if target.fifo != queue.fifo or target.name == queue.name:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue must "
+            "be another queue of the same type (standard or FIFO).",
+        )
+    try:
+        active_topic(call, target)
+    except SqsError:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target does "
+            "not exist.",
+        ) from None
+
+
 def _apply_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
-    """RedrivePolicy's maxReceiveCount is the group's delivery attempts before its DLQ."""
+    """RedrivePolicy: maxReceiveCount is the group's delivery attempts before its dead-letter
+    topic, which the dead-letter queue named by the ARN serves (it records its sources)."""
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
     if policy is not None:
+        target = naming.from_arn(policy[0])
+        stored = call.broker.sqs_queues.get(target.group) or {}
+        names = queue_attributes.sources(stored)
+        if queue.name not in names:
+            stored = {**stored, queue_attributes.SOURCES: " ".join([*names, queue.name])}
+            call.broker.sqs_queues.put(target.group, stored)
         attempts = min(max(policy[1], MIN_MAX_DELIVERY_ATTEMPTS), MAX_MAX_DELIVERY_ATTEMPTS)
         call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
 
@@ -126,7 +156,7 @@ def get_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     values["QueueArn"] = queue.arn(call.region)
     if every or any(n.startswith("ApproximateNumberOfMessages") for n in wanted):
         values.update(_counts(call, queue, topic))
-    chosen = {k: v for k, v in values.items() if every or k in wanted}
+    chosen = {k: v for k, v in queue_attributes.shown(values).items() if every or k in wanted}
     return {"Attributes": chosen} if chosen else {}
 
 
@@ -165,6 +195,7 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         raise SqsError("MissingParameter", "The request must contain the parameter Attributes.")
     changes = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=False)
     active_topic(call, queue)
+    _check_redrive(call, queue, changes)
     stored = call.broker.sqs_queues.get(queue.group) or {}
     stored = {**stored, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
     call.broker.sqs_queues.put(queue.group, stored)
@@ -194,3 +225,30 @@ def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     active_topic(call, queue)
     call.broker.offset_reset.reset(queue.group, queue.topic, "latest")
     return {}
+
+
+def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    active_topic(call, queue)
+    names = queue_attributes.sources(attributes_of(call, queue))
+    return {"queueUrls": [naming.queue_name(n).url(call.endpoint) for n in sorted(names)]}
+
+
+def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    """Redrive the dead letters a dead-letter queue holds back to their source queues."""
+    queue = naming.from_arn(params.get("SourceArn"))
+    call.require_admin(f"move messages of queue {queue.name}")
+    active_topic(call, queue)
+    if params.get("DestinationArn") is not None:
+        raise SqsError(
+            "UnsupportedOperation",
+            "Messages are moved back to their source queues only (no DestinationArn).",
+        )
+    if not queue_attributes.sources(attributes_of(call, queue)):
+        raise invalid_parameter(f"Queue {queue.name} is not a dead-letter queue.")
+    try:
+        moved = dead_letters.move_back(call, queue)
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+    return {"TaskHandle": f"{queue.name}:{call.broker.clock()}:{moved}"}

@@ -37,6 +37,9 @@ _KEPT = (
     "FifoThroughputLimit",
 )
 """Accepted and given back as set (the ones CirrusMQ acts on are read where they matter)."""
+SOURCES = "cirrusmq:DeadLetterSources"
+"""Kept in a dead-letter queue's item: the source queues whose RedrivePolicy names it
+(space-separated); never shown as an attribute (names with ``:`` are internal)."""
 READ_ONLY = (
     "QueueArn",
     "ApproximateNumberOfMessages",
@@ -114,6 +117,16 @@ def redrive_policy(text: str) -> tuple[str, int] | None:
 def effective(stored: Mapping[str, str] | None, *, fifo: bool) -> dict[str, str]:
     """The queue's attributes: the stored ones over the defaults."""
     return {**DEFAULTS, **(FIFO_DEFAULTS if fifo else {}), **(stored or {})}
+
+
+def shown(attributes: Mapping[str, str]) -> dict[str, str]:
+    """The attributes a client sees (no internal ones)."""
+    return {k: v for k, v in attributes.items() if ":" not in k}
+
+
+def sources(attributes: Mapping[str, str]) -> list[str]:
+    """The source queues of a dead-letter queue."""
+    return [name for name in attributes.get(SOURCES, "").split(" ") if name]
 
 
 def retention_hours(attributes: Mapping[str, str]) -> int:
