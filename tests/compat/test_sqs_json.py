@@ -351,3 +351,35 @@ def test_permissions_follow_the_cirrusmq_grants(cirrusmq_stack, sqs, queue_name)
         assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     (message,) = consumer.receive_message(QueueUrl=url)["Messages"]
     consumer.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _signed_raw(stack, path: str, body: bytes, headers: dict) -> httpx.Response:
+    request = AWSRequest(method="POST", url=stack.endpoint + path, data=body, headers=headers)
+    credentials = AwsCredentials(stack.credentials.access_key, stack.credentials.secret_key)
+    SigV4Auth(credentials, "sqs", REGION).add_auth(request)
+    return httpx.post(request.url, content=request.body, headers=dict(request.headers))
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "status", "marker"),
+    [
+        ("/", b"[1, 2]", {"X-Amz-Target": "AmazonSQS.ListQueues"}, 400, "SerializationException"),
+        (
+            "/",
+            b"{not json",
+            {"X-Amz-Target": "AmazonSQS.ListQueues"},
+            400,
+            "SerializationException",
+        ),
+        ("/", b"Version=2012-11-05", {}, 400, "<Code>MissingAction</Code>"),
+        ("/", b"Action=Nope", {}, 400, "<Code>InvalidAction</Code>"),
+        ("/000000000000/q-none", b"Action=ReceiveMessage", {}, 400, "NonExistentQueue"),
+        ("/", b"Action=SendMessage&QueueUrl=x&MessageAttribute.x.Name=a", {}, 400, "Malformed"),
+        ("/v1/nothing", b"Action=ListQueues", {}, 404, "RouteNotFound"),
+    ],
+)
+def test_malformed_requests_get_4xx(cirrusmq_stack, path, body, headers, status, marker) -> None:
+    content_type = "application/x-amz-json-1.0" if headers else "application/x-www-form-urlencoded"
+    response = _signed_raw(cirrusmq_stack, path, body, {**headers, "Content-Type": content_type})
+    assert response.status_code == status, response.text
+    assert marker in response.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -41,10 +42,26 @@ ACTIONS: dict[str, Action] = {
 """The supported actions (docs/compat.md#sqs has the table)."""
 
 _REGION = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/")
+_ACCOUNT = re.compile(r"\d{12}")
+"""A queue URL's account id: 12 digits. Another two-segment POST (``/v1/nothing``) is no
+queue URL: it is answered like any unknown route."""
+
+
+def _route_not_found(event: Mapping[str, Any]) -> dict[str, Any]:
+    path = str(event.get("rawPath") or "")
+    return {
+        "statusCode": 404,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"code": "RouteNotFound", "message": f"no route {path[:200]}"}),
+        "isBase64Encoded": False,
+    }
 
 
 def handle(event: Mapping[str, Any]) -> dict[str, Any]:
     """Answer one API Gateway (HTTP API v2) event."""
+    account = (event.get("pathParameters") or {}).get("account_id")
+    if account is not None and not _ACCOUNT.fullmatch(account):
+        return _route_not_found(event)
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
     try:
         body = _body(event)
