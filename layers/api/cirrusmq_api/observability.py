@@ -73,6 +73,9 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/resolve": (
         "ResolveTransaction"
     ),
+    # the SQS API (compat/sqs): JSON clients post to the root, query clients to a queue URL
+    "POST /": "SqsRoot",
+    "POST /{account_id}/{queue_name}": "SqsQueueUrl",
 }
 """API Gateway route key → request kind: the route's event name in template.yaml (a test
 keeps them equal). A route missing here is named by its route key."""
