@@ -45,7 +45,6 @@ from .storage.delays.items import DelayItemStore
 from .storage.delays.objects import DelayObjectStore
 from .storage.group_catalog import GroupCatalog
 from .storage.group_configs import GroupConfigStore
-from .storage.sqs_queues import SqsQueueStore
 from .storage.group_offsets import GroupOffsetWriter
 from .storage.group_views import GroupViewReader
 from .storage.groups import GroupStateStore
@@ -56,6 +55,7 @@ from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
 from .storage.redrive_claims import RedriveClaimStore
+from .storage.sqs_queues import SqsQueueStore
 from .storage.topics import TopicStore
 
 if TYPE_CHECKING:
