@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -57,8 +58,17 @@ def _route_not_found(event: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+_signer: contextvars.ContextVar[str | None] = contextvars.ContextVar("sqs_signer", default=None)
+
+
+def authenticated_key() -> str | None:
+    """The access key whose signature the request being answered carried: for logs."""
+    return _signer.get()
+
+
 def handle(event: Mapping[str, Any]) -> dict[str, Any]:
     """Answer one API Gateway (HTTP API v2) event."""
+    _signer.set(None)
     account = (event.get("pathParameters") or {}).get("account_id")
     if account is not None and not _ACCOUNT.fullmatch(account):
         return _route_not_found(event)
@@ -99,6 +109,7 @@ def _handle(
         lookup=broker.auth.signing_key,
         now_ms=broker.clock(),
     )
+    _signer.set(principal.access_key)
     request = protocol.parse(kind, headers, body, raw_query)
     action = ACTIONS.get(request.action)
     if action is None:
