@@ -115,6 +115,7 @@ def test_functions_merge_globals(template) -> None:
         "SchedulerFunction",  # delayed messages (issue 9)
         "GroupMetricsFunction",
         "MqHttpFunction",  # RocketMQ HTTP protocol (docs/compat.md)
+        "SqsFunction",  # the SQS API (docs/compat.md)
     }
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"

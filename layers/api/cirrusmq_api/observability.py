@@ -77,6 +77,9 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /topics/{topic}/messages": "MqHttpPublish",
     "GET /topics/{topic}/messages": "MqHttpConsume",
     "DELETE /topics/{topic}/messages": "MqHttpAck",
+    # the SQS API (compat/sqs): JSON clients post to the root, query clients to a queue URL
+    "POST /": "SqsRoot",
+    "POST /{account_id}/{queue_name}": "SqsQueueUrl",
 }
 """API Gateway route key → request kind: the route's event name in template.yaml (a test
 keeps them equal). A route missing here is named by its route key."""

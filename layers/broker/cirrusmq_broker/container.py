@@ -55,6 +55,7 @@ from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
 from .storage.redrive_claims import RedriveClaimStore
+from .storage.sqs_queues import SqsQueueStore
 from .storage.topics import TopicStore
 
 if TYPE_CHECKING:
@@ -239,6 +240,11 @@ class Broker:
     @functools.cached_property
     def group_configs(self) -> GroupConfigStore:
         return GroupConfigStore(self._dynamodb, self.settings.groups_table)
+
+    @functools.cached_property
+    def sqs_queues(self) -> SqsQueueStore:
+        """The SQS attributes of queues served by the SQS adapter (cirrusmq_api.compat.sqs)."""
+        return SqsQueueStore(self._dynamodb, self.settings.groups_table)
 
     @functools.cached_property
     def moves(self) -> MoveAppender:

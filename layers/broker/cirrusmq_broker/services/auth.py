@@ -180,6 +180,15 @@ class Authenticator:
             raise InvalidSignature(_MISMATCH)
         return Principal(access_key, key.permissions)
 
+    def signing_key(self, access_key: str) -> tuple[str, Permissions] | None:
+        """The secret and permissions of an active key (None: unknown, disabled), for a
+        protocol adapter that verifies another signature scheme with the same keys (SigV4
+        in the SQS adapter); cached like :meth:`authenticate`'s look-ups."""
+        key = self._key(access_key, self._clock())
+        if key is None or key.secret is None:
+            return None
+        return key.secret, key.permissions
+
     def claim(self, principal: Principal) -> None:
         """Record the nonce of the principal's request (one conditional put); raise
         ``ReplayedRequest`` if the key used it within the last ``NONCE_TTL_SECONDS``."""

@@ -1,0 +1,69 @@
+"""What every action gets: the broker, the signer, the endpoint and region it was called on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.services.auth import Principal
+
+from .errors import access_denied, invalid_parameter
+
+
+@dataclass(frozen=True)
+class Call:
+    broker: Broker
+    principal: Principal
+    endpoint: str
+    """``scheme://host`` the request was sent to: queue URLs start with it."""
+    region: str
+    """Of the request's credential scope: ARNs carry it."""
+
+    def require(self, allowed: bool, action: str) -> None:
+        if not allowed:
+            raise access_denied(
+                f"Access to the resource is denied: this access key may not {action}."
+            )
+
+    def require_admin(self, action: str) -> None:
+        self.require(self.principal.permissions.admin, action)
+
+
+def int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | None:
+    """An optional integer parameter (a number, or its text in the query protocol)."""
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise invalid_parameter(f"Value {value} for parameter {name} is invalid.") from None
+    if not low <= number <= high:
+        raise invalid_parameter(
+            f"Value {value} for parameter {name} is invalid. Reason: must be between "
+            f"{low} and {high}."
+        )
+    return number
+
+
+def str_param(params: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise invalid_parameter(f"The request must contain the parameter {name}.")
+        return None
+    if not isinstance(value, str):
+        raise invalid_parameter(f"Value for parameter {name} must be a string.")
+    return value
+
+
+def list_param(params: dict[str, Any], name: str) -> list[str]:
+    value = params.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise invalid_parameter(f"Value for parameter {name} must be a list of strings.")
+    return value

@@ -1,0 +1,378 @@
+"""Message actions: SendMessage(Batch), ReceiveMessage, DeleteMessage(Batch),
+ChangeMessageVisibility(Batch) — over the produce and consume services."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cirrusmq_broker import limits
+from cirrusmq_broker.errors import BrokerError, IdempotencyConflict
+from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp, ReceivedMessage
+from cirrusmq_broker.rules.retries import retry_origin
+
+from . import dead_letters, naming, queue_attributes
+from .context import Call, int_param, list_param
+from .digests import md5_of_attributes, md5_of_body
+from .errors import SqsError, batch_error, from_broker, invalid_parameter, receipt_handle_invalid
+from .message_attributes import check_attributes, from_message, select, to_message_fields
+from .naming import QueueName
+from .queue_actions import active_topic, attributes_of
+
+MAX_BATCH = 10
+MAX_RECEIVE = 10
+_INVALID_BODY = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_DEDUP_ID = re.compile(r"[!-~]{1,128}")
+DEDUP_PRODUCER_PREFIX = "sqs-dedup."
+DEDUP_SCOPE = "sqs"
+"""FIFO deduplication stamps are the queue's, whoever sends: one scope for all keys."""
+
+
+# ------------------------------------------------------------------------------ send
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to send, the digests its answer carries, and (FIFO) its dedup stamp."""
+
+    message: MessageInput
+    digests: dict[str, Any]
+    stamp: ProducerStamp | None = None
+
+
+def _dedup_stamp(
+    queue: QueueName, entry: dict[str, Any], body: str, content_based: bool
+) -> tuple[ProducerStamp, str]:
+    """A FIFO message's deduplication id as an idempotent-produce stamp: a repeat of the id
+    on the queue is answered from the first send's record and stores nothing."""
+    dedup = entry.get("MessageDeduplicationId")
+    if dedup is None and content_based:
+        dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    if dedup is None:
+        raise invalid_parameter(
+            "The queue should either have ContentBasedDeduplication enabled or "
+            "MessageDeduplicationId provided explicitly"
+        )
+    if not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
+        raise invalid_parameter("MessageDeduplicationId must be 1-128 printable ASCII characters.")
+    key = hashlib.sha256(f"{queue.topic}\n{dedup}".encode()).hexdigest()[:40]
+    message_id = str(uuid.UUID(key[:32]))
+    return ProducerStamp(f"{DEDUP_PRODUCER_PREFIX}{key}", 0, DEDUP_SCOPE), message_id
+
+
+def _message(
+    call: Call,
+    queue: QueueName,
+    entry: dict[str, Any],
+    default_delay: int,
+    content_based: bool = False,
+) -> Outgoing:
+    """The message to send for one SendMessage (entry), and its answer's digests."""
+    body = entry.get("MessageBody")
+    if not isinstance(body, str) or not body:
+        raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
+    if _INVALID_BODY.search(body):
+        raise SqsError(
+            "InvalidMessageContents",
+            "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
+            "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        )
+    data = body.encode("utf-8")
+    if len(data) > limits.MAX_BODY_BYTES:
+        raise invalid_parameter(
+            f"One or more parameters are invalid. Reason: Message must be shorter than "
+            f"{limits.MAX_BODY_BYTES} bytes."
+        )
+    attributes = check_attributes(entry.get("MessageAttributes"))
+    delay = int_param(entry, "DelaySeconds", 0, 900)
+    group = entry.get("MessageGroupId")
+    if queue.fifo:
+        if delay:
+            raise invalid_parameter(
+                "Value for parameter DelaySeconds is invalid. Reason: The request include "
+                "parameter that is not valid for this queue type."
+            )
+        if not isinstance(group, str) or not group:
+            raise SqsError(
+                "MissingParameter", "The request must contain the parameter MessageGroupId."
+            )
+    stamp, message_id = None, None
+    if queue.fifo:
+        stamp, message_id = _dedup_stamp(queue, entry, body, content_based)
+    delay = default_delay if delay is None else delay
+    now = call.broker.clock()
+    fields = to_message_fields(attributes)
+    message = MessageInput(
+        body=data,
+        message_id=message_id,
+        tag=fields["tag"],
+        keys=fields["keys"],
+        properties=fields["properties"],
+        message_group=group if isinstance(group, str) and group else None,
+        delivery_timestamp=now + delay * 1000 if delay else None,
+    )
+    digests = {"MD5OfMessageBody": md5_of_body(body)}
+    if attributes:
+        digests["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
+    return Outgoing(message, digests, stamp)
+
+
+def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[str]:
+    """Send a standard queue's messages in one produce call, a FIFO queue's one by one
+    (each under its own deduplication stamp); their message ids."""
+    try:
+        if not queue.fifo:
+            result = call.broker.produce.send(queue.topic, [o.message for o in outgoing])
+            return [r.message_id for r in result.receipts]
+        ids = []
+        for one in outgoing:
+            try:
+                result = call.broker.produce.send(queue.topic, [one.message], one.stamp)
+                ids.append(result.receipts[0].message_id)
+            except IdempotencyConflict:  # the id was used for another body: a duplicate
+                ids.append(str(one.message.message_id))
+        return ids
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+
+
+def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict[str, str]]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_publish(queue.topic), f"send to queue {queue.name}")
+    active_topic(call, queue)
+    return queue, attributes_of(call, queue)
+
+
+def _outgoing(
+    call: Call, queue: QueueName, entry: dict[str, Any], attributes: dict[str, str]
+) -> Outgoing:
+    content_based = attributes.get("ContentBasedDeduplication") == "true"
+    return _message(call, queue, entry, int(attributes["DelaySeconds"]), content_based)
+
+
+def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue, attributes = _queue_for_send(call, params)
+    outgoing = _outgoing(call, queue, params, attributes)
+    (message_id,) = _send(call, queue, [outgoing])
+    return {"MessageId": message_id, **outgoing.digests}
+
+
+def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue, attributes = _queue_for_send(call, params)
+    entries = _entries(params)
+    successful: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    outgoing: list[Outgoing] = []
+    for entry in entries:
+        try:
+            one = _outgoing(call, queue, entry, attributes)
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+            continue
+        outgoing.append(one)
+        successful.append({"Id": entry["Id"], **one.digests})
+    if outgoing:
+        for answer, message_id in zip(successful, _send(call, queue, outgoing), strict=True):
+            answer["MessageId"] = message_id
+    return {"Successful": successful, "Failed": failed}
+
+
+def _entries(params: dict[str, Any]) -> list[dict[str, Any]]:
+    entries = params.get("Entries")
+    if not entries:
+        raise batch_error("EmptyBatchRequest", "There should be at least one entry in the request.")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise invalid_parameter("Entries must be a list of entries.")
+    if len(entries) > MAX_BATCH:
+        raise batch_error(
+            "TooManyEntriesInBatchRequest",
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
+        )
+    ids = [e.get("Id") for e in entries]
+    for batch_id in ids:
+        if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
+            raise SqsError(
+                "InvalidBatchEntryId",
+                "A batch entry id can only contain alphanumeric characters, hyphens and "
+                "underscores. It can be at most 80 letters long.",
+            )
+    if len(set(ids)) != len(ids):
+        raise batch_error("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
+    return entries
+
+
+def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
+    return {"Id": entry_id, "SenderFault": exc.sender, "Code": exc.code, "Message": exc.message}
+
+
+# --------------------------------------------------------------------------- receive
+def _consumer(call: Call, params: dict[str, Any]) -> QueueName:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(
+        call.principal.permissions.may_subscribe(queue.group, queue.topic),
+        f"receive from queue {queue.name} (consume topic {queue.topic} as group {queue.group})",
+    )
+    return queue
+
+
+def _may_consume(call: Call, queue: QueueName) -> Callable[[str], bool]:
+    permissions = call.principal.permissions
+
+    def allowed(topic: str) -> bool:
+        origin = retry_origin(queue.group, topic)
+        return permissions.may_subscribe(queue.group, topic if origin is None else origin)
+
+    return allowed
+
+
+def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = _consumer(call, params)
+    most = int_param(params, "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
+    visibility = int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS)
+    wait = int_param(params, "WaitTimeSeconds", 0, limits.MAX_WAIT_SECONDS)
+    system_names = list_param(params, "AttributeNames") + list_param(
+        params, "MessageSystemAttributeNames"
+    )
+    attribute_names = list_param(params, "MessageAttributeNames")
+    topic = active_topic(call, queue)
+    attributes = attributes_of(call, queue)
+    if visibility is None:
+        visibility = int(attributes["VisibilityTimeout"])
+    if wait is None:
+        wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
+    invisible = max(limits.MIN_INVISIBLE_SECONDS, visibility)
+    try:
+        if queue_attributes.sources(attributes):
+            dead_letters.forward(call, queue, attributes)
+        received = call.broker.consume.receive(
+            queue.group, topic.name, max_messages=most, invisible_seconds=invisible,
+            wait_seconds=wait,
+        )  # fmt: skip
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+    messages = [_received(r, system_names, attribute_names) for r in received]
+    return {"Messages": messages} if messages else {}
+
+
+def _received(
+    received: ReceivedMessage, system_names: list[str], attribute_names: list[str]
+) -> dict[str, Any]:
+    stored = received.message
+    body = stored.body.decode("utf-8", "replace")
+    answer: dict[str, Any] = {
+        "MessageId": stored.message_id,
+        "ReceiptHandle": received.receipt_handle,
+        "MD5OfBody": md5_of_body(body),
+        "Body": body,
+    }
+    system = {
+        "SentTimestamp": str(stored.born_timestamp or stored.stored_timestamp),
+        "ApproximateReceiveCount": str(received.delivery_attempt),
+        "ApproximateFirstReceiveTimestamp": str(stored.stored_timestamp),
+        "SenderId": "",
+    }
+    if stored.message_group:
+        system["MessageGroupId"] = stored.message_group
+    if "All" not in system_names:
+        system = {k: v for k, v in system.items() if k in system_names}
+    if system:
+        answer["Attributes"] = system
+    chosen = select(from_message(stored), attribute_names)
+    if chosen:
+        answer["MessageAttributes"] = chosen
+        answer["MD5OfMessageAttributes"] = md5_of_attributes(chosen)
+    return answer
+
+
+# ------------------------------------------------------------------ delete, visibility
+def _handle(entry: dict[str, Any]) -> str:
+    handle = entry.get("ReceiptHandle")
+    if not isinstance(handle, str) or not handle:
+        raise SqsError("MissingParameter", "The request must contain the parameter ReceiptHandle.")
+    return handle
+
+
+def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError | None]:
+    try:
+        outcomes = call.broker.consume.ack(queue.group, handles, _may_consume(call, queue))
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+    results: list[SqsError | None] = []
+    for outcome in outcomes:
+        if outcome.status == "invalid":
+            message = outcome.error.message if outcome.error else "The receipt handle is invalid."
+            results.append(receipt_handle_invalid(message))
+        else:  # acked, or its lease expired: SQS deletes with an old handle without error
+            results.append(None)
+    return results
+
+
+def delete_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = _consumer(call, params)
+    handle = _handle(params)
+    active_topic(call, queue)
+    (error,) = _delete(call, queue, [handle])
+    if error is not None:
+        raise error
+    return {}
+
+
+def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = _consumer(call, params)
+    entries = _entries(params)
+    active_topic(call, queue)
+    successful, failed, handles, ids = [], [], [], []
+    for entry in entries:
+        try:
+            handles.append(_handle(entry))
+            ids.append(entry["Id"])
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+    for entry_id, error in zip(ids, _delete(call, queue, handles) if handles else [], strict=True):
+        if error is None:
+            successful.append({"Id": entry_id})
+        else:
+            failed.append(_failure(entry_id, error))
+    return {"Successful": successful, "Failed": failed}
+
+
+def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
+    handle = _handle(entry)
+    timeout = int_param(entry, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS)
+    if timeout is None:
+        raise SqsError(
+            "MissingParameter", "The request must contain the parameter VisibilityTimeout."
+        )
+    topic = active_topic(call, queue)
+    seconds = timeout
+    if topic.message_type is not MessageType.FIFO:
+        seconds = max(limits.MIN_INVISIBLE_SECONDS, timeout)
+    try:
+        call.broker.consume.change_invisible(
+            queue.group, handle, seconds, _may_consume(call, queue)
+        )
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+
+
+def change_message_visibility(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = _consumer(call, params)
+    _change(call, queue, params)
+    return {}
+
+
+def change_message_visibility_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = _consumer(call, params)
+    entries = _entries(params)
+    successful, failed = [], []
+    for entry in entries:
+        try:
+            _change(call, queue, entry)
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+        else:
+            successful.append({"Id": entry["Id"]})
+    return {"Successful": successful, "Failed": failed}

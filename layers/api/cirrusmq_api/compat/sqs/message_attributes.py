@@ -1,0 +1,144 @@
+"""SQS message attributes ↔ a CirrusMQ message's tag, keys and properties.
+
+- ``cirrusmq.tag`` (String) is the message's tag; ``cirrusmq.keys`` (String) its keys,
+  separated by spaces.
+- Every other attribute is a property of the same name whose value is the attribute's
+  ``StringValue`` (``BinaryValue``: its base64 text). An attribute whose data type is not
+  plain ``String`` (``Number``, ``Binary``, ``String.x``, ...) records its type in the one
+  property ``sqs.types`` (a JSON object name → data type), so a receive through SQS gives it
+  back as sent; a property of a message sent another way is a ``String`` attribute.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from cirrusmq_broker.model import StoredMessage
+
+from .errors import invalid_parameter
+
+TAG_ATTRIBUTE = "cirrusmq.tag"
+KEYS_ATTRIBUTE = "cirrusmq.keys"
+TYPES_PROPERTY = "sqs.types"
+HIDDEN_PROPERTIES = frozenset({"sqs.source"})
+"""Properties the adapter writes for itself (a dead letter's source queue), not attributes."""
+MAX_ATTRIBUTES = 10
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
+
+
+def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
+    """Validated message attributes (the JSON request shape)."""
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, dict):
+        raise invalid_parameter("MessageAttributes must be a map.")
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise invalid_parameter(
+            f"Number of message attributes [{len(attributes)}] exceeds the allowed maximum "
+            f"[{MAX_ATTRIBUTES}]."
+        )
+    checked: dict[str, dict[str, Any]] = {}
+    for name, value in attributes.items():
+        if (
+            not _NAME.fullmatch(name)
+            or name.lower().startswith(("aws.", "amazon."))
+            or ".." in name
+            or name.startswith(".")
+            or name.endswith(".")
+            or name == TYPES_PROPERTY
+        ):
+            raise invalid_parameter(f"The message attribute name '{name[:256]}' is invalid.")
+        if not isinstance(value, dict):
+            raise invalid_parameter(f"The message attribute '{name}' must have a value.")
+        data_type = value.get("DataType")
+        if not isinstance(data_type, str) or not _TYPE.fullmatch(data_type):
+            raise invalid_parameter(
+                f"The message attribute '{name}' has an invalid message attribute type."
+            )
+        base = data_type.split(".", 1)[0]
+        if base == "Binary":
+            raw = value.get("BinaryValue")
+            try:
+                if not isinstance(raw, str) or not raw:
+                    raise ValueError
+                base64.b64decode(raw, validate=True)
+            except (ValueError, binascii.Error):
+                raise invalid_parameter(
+                    f"The message attribute '{name}' with type 'Binary' must use field 'Binary'."
+                ) from None
+            checked[name] = {"DataType": data_type, "BinaryValue": raw}
+            continue
+        text = value.get("StringValue")
+        if not isinstance(text, str) or not text:
+            raise invalid_parameter(
+                f"The message attribute '{name}' with type '{base}' must use field 'String'."
+            )
+        if base == "Number":
+            try:
+                Decimal(text)
+            except InvalidOperation:
+                raise invalid_parameter(
+                    f"Can't cast the value of message (user) attribute '{name}' to a number."
+                ) from None
+        checked[name] = {"DataType": data_type, "StringValue": text}
+    return checked
+
+
+def to_message_fields(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The MessageInput fields (tag, keys, properties) the attributes become."""
+    tag, keys, properties, types = None, (), {}, {}
+    for name, value in attributes.items():
+        text = value.get("StringValue")
+        if name == TAG_ATTRIBUTE and value["DataType"] == "String":
+            tag = text
+        elif name == KEYS_ATTRIBUTE and value["DataType"] == "String":
+            keys = tuple(k for k in str(text).split(" ") if k)
+        else:
+            properties[name] = text if text is not None else value["BinaryValue"]
+            if value["DataType"] != "String":
+                types[name] = value["DataType"]
+    if types:
+        properties[TYPES_PROPERTY] = json.dumps(types, separators=(",", ":"), sort_keys=True)
+    return {"tag": tag, "keys": keys, "properties": properties}
+
+
+def from_message(message: StoredMessage) -> dict[str, dict[str, Any]]:
+    """A stored message's attributes as SQS gives them."""
+    properties = {k: v for k, v in message.properties.items() if k not in HIDDEN_PROPERTIES}
+    try:
+        types = json.loads(properties.pop(TYPES_PROPERTY, "{}"))
+    except ValueError:
+        types = {}
+    if not isinstance(types, dict):
+        types = {}
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, value in properties.items():
+        data_type = str(types.get(name, "String"))
+        field = "BinaryValue" if data_type.startswith("Binary") else "StringValue"
+        attributes[name] = {"DataType": data_type, field: value}
+    if message.tag:
+        attributes[TAG_ATTRIBUTE] = {"DataType": "String", "StringValue": message.tag}
+    if message.keys:
+        attributes[KEYS_ATTRIBUTE] = {"DataType": "String", "StringValue": " ".join(message.keys)}
+    return attributes
+
+
+def select(
+    attributes: dict[str, dict[str, Any]], names: list[str] | None
+) -> dict[str, dict[str, Any]]:
+    """The attributes a receive asked for (``All``, ``.*``, ``prefix.*`` or names)."""
+    if not names:
+        return {}
+    if "All" in names or ".*" in names:
+        return attributes
+    prefixes = tuple(n[:-1] for n in names if n.endswith(".*"))
+    return {
+        k: v for k, v in attributes.items() if k in names or (prefixes and k.startswith(prefixes))
+    }

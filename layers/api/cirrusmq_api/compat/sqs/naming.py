@@ -1,0 +1,90 @@
+"""Queue names, URLs and ARNs ↔ CirrusMQ topics and consumer groups.
+
+A queue ``q`` is the topic ``q`` consumed by the group ``sqs-q``; a FIFO queue ``q.fifo`` is
+the FIFO topic ``q_fifo`` (topic names have no ``.``) and the group ``sqs-q_fifo``. Queue URLs
+are ``{endpoint}/{ACCOUNT_ID}/{queue}``, ARNs ``arn:aws:sqs:{region}:{ACCOUNT_ID}:{queue}``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .errors import SqsError, invalid_parameter, queue_does_not_exist
+
+ACCOUNT_ID = "000000000000"
+"""The fixed pseudo account id of every queue URL and ARN."""
+GROUP_PREFIX = "sqs-"
+FIFO_SUFFIX = ".fifo"
+TOPIC_FIFO_SUFFIX = "_fifo"
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+@dataclass(frozen=True)
+class QueueName:
+    name: str
+
+    @property
+    def fifo(self) -> bool:
+        return self.name.endswith(FIFO_SUFFIX)
+
+    @property
+    def topic(self) -> str:
+        if self.fifo:
+            return self.name[: -len(FIFO_SUFFIX)] + TOPIC_FIFO_SUFFIX
+        return self.name
+
+    @property
+    def group(self) -> str:
+        return GROUP_PREFIX + self.topic
+
+    def url(self, endpoint: str) -> str:
+        return f"{endpoint.rstrip('/')}/{ACCOUNT_ID}/{self.name}"
+
+    def arn(self, region: str) -> str:
+        return f"arn:aws:sqs:{region}:{ACCOUNT_ID}:{self.name}"
+
+
+def queue_name(name: object) -> QueueName:
+    """A valid queue name (InvalidParameterValue otherwise)."""
+    if not isinstance(name, str):
+        raise invalid_parameter("QueueName must be a string.")
+    base = name[: -len(FIFO_SUFFIX)] if name.endswith(FIFO_SUFFIX) else name
+    if len(name) > 80 or not _NAME.fullmatch(base):
+        raise invalid_parameter(
+            "Can only include alphanumeric characters, hyphens, or underscores. "
+            "1 to 80 in length (a FIFO queue's name ends in .fifo)."
+        )
+    return QueueName(name)
+
+
+def from_url(url: object) -> QueueName:
+    """The queue a queue URL names (its last path segment)."""
+    if not isinstance(url, str) or not url:
+        raise SqsError("MissingParameter", "The request must contain the parameter QueueUrl.")
+    path = urlsplit(url).path if "://" in url else url
+    try:
+        return queue_name(path.rstrip("/").rsplit("/", 1)[-1])
+    except SqsError:
+        raise queue_does_not_exist() from None
+
+
+def from_arn(arn: object) -> QueueName:
+    """The queue an SQS ARN names."""
+    if not isinstance(arn, str) or not arn.startswith("arn:") or arn.count(":") != 5:
+        raise invalid_parameter(f"Value {str(arn)[:200]} is not a valid queue ARN.")
+    return queue_name(arn.rsplit(":", 1)[1])
+
+
+def from_topic(topic: str) -> QueueName | None:
+    """The queue a topic is served as (None: the topic's name is no queue name)."""
+    name = (
+        topic[: -len(TOPIC_FIFO_SUFFIX)] + FIFO_SUFFIX
+        if topic.endswith(TOPIC_FIFO_SUFFIX)
+        else topic
+    )
+    try:
+        return queue_name(name)
+    except SqsError:
+        return None

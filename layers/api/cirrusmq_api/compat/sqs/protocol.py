@@ -1,0 +1,227 @@
+"""The two wire protocols: AWS JSON 1.0 and the query protocol (form in, XML out).
+
+Both are read into one request shape (the JSON protocol's: ``{"QueueUrl": ..., "Entries":
+[...]}``) and an action's result, in the same shape, is written back in the protocol the
+request came in. The query protocol's flattened lists (``AttributeName.1``,
+``MessageAttribute.1.Value.StringValue``) are mapped by :data:`QUERY_LISTS`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+from .errors import SqsError
+
+JSON = "json"
+QUERY = "query"
+TARGET_PREFIX = "AmazonSQS."
+XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
+
+QUERY_LISTS: dict[str, tuple[str, str]] = {
+    # query name -> (JSON name, kind): "list" of scalars/structures, "map" of Name/Value
+    "Attribute": ("Attributes", "map"),
+    "AttributeName": ("AttributeNames", "list"),
+    "MessageAttribute": ("MessageAttributes", "map"),
+    "MessageAttributeName": ("MessageAttributeNames", "list"),
+    "MessageSystemAttributeName": ("MessageSystemAttributeNames", "list"),
+    "MessageSystemAttribute": ("MessageSystemAttributes", "map"),
+    "SendMessageBatchRequestEntry": ("Entries", "list"),
+    "DeleteMessageBatchRequestEntry": ("Entries", "list"),
+    "ChangeMessageVisibilityBatchRequestEntry": ("Entries", "list"),
+    "Tag": ("tags", "map"),
+    "TagKey": ("TagKeys", "list"),
+    "AWSAccountId": ("AWSAccountIds", "list"),
+    "ActionName": ("Actions", "list"),
+}
+"""Flattened query lists and maps → their JSON request names."""
+
+XML_LIST_ITEMS: dict[str, str] = {
+    # JSON result name -> the flattened element each item is written as
+    "QueueUrls": "QueueUrl",
+    "queueUrls": "QueueUrl",
+    "Messages": "Message",
+    "Successful": "",  # <Action>ResultEntry, filled in per action
+    "Failed": "BatchResultErrorEntry",
+    "Results": "Result",
+}
+XML_MAPS: dict[str, str] = {
+    "Attributes": "Attribute",
+    "MessageAttributes": "MessageAttribute",
+    "Tags": "Tag",
+}
+
+
+@dataclass(frozen=True)
+class SqsRequest:
+    protocol: str
+    action: str
+    params: dict[str, Any]
+
+
+def detect(headers: Mapping[str, str], body: bytes) -> str:
+    """The request's protocol: JSON when it names its action in ``X-Amz-Target``."""
+    target = headers.get("x-amz-target", "")
+    return JSON if target.startswith(TARGET_PREFIX) else QUERY
+
+
+def parse(protocol: str, headers: Mapping[str, str], body: bytes, raw_query: str) -> SqsRequest:
+    if protocol == JSON:
+        action = headers.get("x-amz-target", "")[len(TARGET_PREFIX) :]
+        try:
+            params = json.loads(body.decode("utf-8")) if body.strip() else {}
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise SqsError("SerializationException", "The request body is not JSON.") from None
+        if not isinstance(params, dict):
+            raise SqsError("SerializationException", "The request body is not a JSON object.")
+        return SqsRequest(JSON, action, params)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SqsError("MalformedQueryString", "The request body is not UTF-8.") from None
+    pairs = parse_qsl(raw_query, keep_blank_values=True) + parse_qsl(text, keep_blank_values=True)
+    fields = dict(pairs)
+    action = fields.pop("Action", "")
+    fields.pop("Version", None)
+    if not action:
+        raise SqsError("MissingAction", "The request must contain the parameter Action.")
+    return SqsRequest(QUERY, action, query_params(fields))
+
+
+def query_params(fields: Mapping[str, str]) -> dict[str, Any]:
+    """Flattened query fields as the JSON request shape."""
+    tree: dict[str, Any] = {}
+    for name, value in fields.items():
+        node = tree
+        parts = name.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SqsError("MalformedQueryString", f"Parameter {name} is malformed.")
+        if isinstance(node.get(parts[-1]), dict):
+            raise SqsError("MalformedQueryString", f"Parameter {name} is malformed.")
+        node[parts[-1]] = value
+    return _translate(tree)
+
+
+def _translate(tree: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in tree.items():
+        if name in QUERY_LISTS and isinstance(value, dict):
+            json_name, kind = QUERY_LISTS[name]
+            items = [value[k] for k in sorted(value, key=_position)]
+            if kind == "map":
+                out[json_name] = {
+                    _get(item, "Name", "Key"): _map_value(_get(item, "Value"))
+                    for item in items
+                    if isinstance(item, dict)
+                }
+            else:
+                out[json_name] = [_translate(i) if isinstance(i, dict) else i for i in items]
+        elif isinstance(value, dict):
+            out[name] = _translate(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _position(key: str) -> int:
+    try:
+        return int(key)
+    except ValueError:
+        raise SqsError("MalformedQueryString", f"List position {key!r} is not a number.") from None
+
+
+def _get(item: Any, *names: str) -> Any:
+    if isinstance(item, dict):
+        for name in names:
+            if name in item:
+                return item[name]
+    raise SqsError("MalformedQueryString", f"A list entry is missing {names[0]}.")
+
+
+def _map_value(value: Any) -> Any:
+    return _translate(value) if isinstance(value, dict) else value
+
+
+# --------------------------------------------------------------------------- answers
+def request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def answer(protocol: str, action: str, result: dict[str, Any]) -> dict[str, Any]:
+    """An API Gateway (v2) response carrying ``result``."""
+    rid = request_id()
+    if protocol == JSON:
+        return _response(200, "application/x-amz-json-1.0", json.dumps(result), rid)
+    body = (
+        f'<{action}Response xmlns="{XML_NAMESPACE}">'
+        + (f"<{action}Result>{_xml(result, action)}</{action}Result>" if result else "")
+        + f"<ResponseMetadata><RequestId>{rid}</RequestId></ResponseMetadata>"
+        + f"</{action}Response>"
+    )
+    return _response(200, "text/xml", body, rid)
+
+
+def error_answer(protocol: str, error: SqsError) -> dict[str, Any]:
+    rid = request_id()
+    fault = "Sender" if error.sender else "Receiver"
+    if protocol == JSON:
+        body = json.dumps({"__type": f"com.amazonaws.sqs#{error.code}", "message": error.message})
+        headers = {"x-amzn-query-error": f"{error.query_code};{fault}"}
+        return _response(error.status, "application/x-amz-json-1.0", body, rid, headers)
+    body = (
+        f'<ErrorResponse xmlns="{XML_NAMESPACE}"><Error><Type>{fault}</Type>'
+        f"<Code>{escape(error.query_code)}</Code><Message>{escape(error.message)}</Message>"
+        f"<Detail/></Error><RequestId>{rid}</RequestId></ErrorResponse>"
+    )
+    return _response(error.status, "text/xml", body, rid)
+
+
+def _response(
+    status: int, content_type: str, body: str, rid: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": content_type, "x-amzn-RequestId": rid, **(headers or {})},
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def _xml(value: Any, action: str) -> str:
+    parts: list[str] = []
+    for name, item in value.items():
+        if name in XML_MAPS and isinstance(item, dict):
+            element = XML_MAPS[name]
+            key_name = "Key" if element == "Tag" else "Name"
+            for key, entry in item.items():
+                inner = _xml(entry, action) if isinstance(entry, dict) else _scalar(entry)
+                parts.append(
+                    f"<{element}><{key_name}>{escape(str(key))}</{key_name}>"
+                    f"<Value>{inner}</Value></{element}>"
+                )
+        elif isinstance(item, list):
+            element = XML_LIST_ITEMS.get(name, name) or f"{action}ResultEntry"
+            for entry in item:
+                inner = _xml(entry, action) if isinstance(entry, dict) else _scalar(entry)
+                parts.append(f"<{element}>{inner}</{element}>")
+        elif isinstance(item, dict):
+            parts.append(f"<{name}>{_xml(item, action)}</{name}>")
+        elif item is not None:
+            parts.append(f"<{name}>{_scalar(item)}</{name}>")
+    return "".join(parts)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return escape(str(value))

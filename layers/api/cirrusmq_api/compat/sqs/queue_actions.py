@@ -1,0 +1,254 @@
+"""Queue actions: CreateQueue, GetQueueUrl, ListQueues, Get/SetQueueAttributes, DeleteQueue,
+PurgeQueue — over the admin (topics), consume (group status) and offset-reset services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cirrusmq_broker import limits
+from cirrusmq_broker.errors import BrokerError, TopicAlreadyExists, TopicNotFound
+from cirrusmq_broker.model import MessageType, Topic
+from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
+
+from . import dead_letters, naming, queue_attributes
+from .context import Call, int_param, list_param, str_param
+from .errors import SqsError, from_broker, invalid_parameter, queue_does_not_exist
+from .naming import QueueName
+
+MAX_LIST_RESULTS = 1000
+
+
+def active_topic(call: Call, queue: QueueName) -> Topic:
+    """The queue's topic (QueueDoesNotExist when there is none of the queue's kind)."""
+    try:
+        topic = call.broker.catalog.active(queue.topic)
+    except TopicNotFound:
+        raise queue_does_not_exist(queue.name) from None
+    if (topic.message_type is MessageType.FIFO) != queue.fifo:
+        raise queue_does_not_exist(queue.name)
+    return topic
+
+
+def attributes_of(call: Call, queue: QueueName) -> dict[str, str]:
+    return queue_attributes.effective(call.broker.sqs_queues.get(queue.group), fifo=queue.fifo)
+
+
+def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.queue_name(str_param(params, "QueueName"))
+    call.require_admin(f"create queue {queue.name}")
+    wanted = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=True)
+    _check_redrive(call, queue, wanted)
+    now = call.broker.clock()
+    stored = {**wanted, "CreatedTimestamp": str(now // 1000)}
+    try:
+        call.broker.admin.create_topic(
+            queue.topic,
+            queues=limits.DEFAULT_QUEUES,
+            message_type=(MessageType.FIFO if queue.fifo else MessageType.NORMAL).value,
+            retention_hours=queue_attributes.retention_hours(
+                queue_attributes.effective(wanted, fifo=queue.fifo)
+            ),
+        )
+    except TopicAlreadyExists:
+        topic = call.broker.catalog.active(queue.topic)
+        if (topic.message_type is MessageType.FIFO) != queue.fifo:
+            raise _exists(queue) from None
+        existing = call.broker.sqs_queues.get(queue.group)
+        if existing is not None:
+            current = queue_attributes.effective(existing, fifo=queue.fifo)
+            if queue_attributes.conflicts(queue_attributes.shown(current), wanted):
+                raise _exists(queue) from None
+            return {"QueueUrl": queue.url(call.endpoint)}
+        stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
+    stored["LastModifiedTimestamp"] = stored["CreatedTimestamp"]
+    call.broker.sqs_queues.put(queue.group, stored)
+    _apply_redrive(call, queue, stored)
+    return {"QueueUrl": queue.url(call.endpoint)}
+
+
+def _exists(queue: QueueName) -> SqsError:
+    return SqsError(
+        "QueueNameExists",
+        f"A queue already exists with the same name ({queue.name}) and a different value "
+        "for an attribute.",
+        query_code="QueueAlreadyExists",
+    )
+
+
+def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+    """The RedrivePolicy's dead-letter queue must exist and be of the queue's kind."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is None:
+        return
+    target = naming.from_arn(policy[0])
+    if target.fifo != queue.fifo or target.name == queue.name:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue must "
+            "be another queue of the same type (standard or FIFO).",
+        )
+    try:
+        active_topic(call, target)
+    except SqsError:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Dead letter target does "
+            "not exist.",
+        ) from None
+
+
+def _apply_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+    """RedrivePolicy: maxReceiveCount is the group's delivery attempts before its dead-letter
+    topic, which the dead-letter queue named by the ARN serves (it records its sources)."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is not None:
+        target = naming.from_arn(policy[0])
+        stored = call.broker.sqs_queues.get(target.group) or {}
+        names = queue_attributes.sources(stored)
+        if queue.name not in names:
+            stored = {**stored, queue_attributes.SOURCES: " ".join([*names, queue.name])}
+            call.broker.sqs_queues.put(target.group, stored)
+        attempts = min(max(policy[1], MIN_MAX_DELIVERY_ATTEMPTS), MAX_MAX_DELIVERY_ATTEMPTS)
+        call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
+
+
+def get_queue_url(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.queue_name(str_param(params, "QueueName"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    active_topic(call, queue)
+    return {"QueueUrl": queue.url(call.endpoint)}
+
+
+def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    prefix = str_param(params, "QueueNamePrefix", required=False) or ""
+    most = int_param(params, "MaxResults", 1, MAX_LIST_RESULTS) or MAX_LIST_RESULTS
+    after = str_param(params, "NextToken", required=False) or ""
+    permissions = call.principal.permissions
+    names = []
+    for topic in call.broker.admin.list_topics():
+        queue = naming.from_topic(topic.name)
+        if queue is None or queue.fifo != (topic.message_type is MessageType.FIFO):
+            continue
+        visible = permissions.may_see_topic(topic.name)
+        if visible and queue.name.startswith(prefix) and queue.name > after:
+            names.append(queue)
+    names.sort(key=lambda q: q.name)
+    page = names[:most]
+    result: dict[str, Any] = {"QueueUrls": [q.url(call.endpoint) for q in page]}
+    if len(names) > most and "MaxResults" in params:
+        result["NextToken"] = page[-1].name
+    return result
+
+
+def get_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    wanted = list_param(params, "AttributeNames")
+    topic = active_topic(call, queue)
+    every = "All" in wanted
+    known = set(queue_attributes.DEFAULTS) | set(queue_attributes.READ_ONLY)
+    for name in wanted:
+        if name != "All" and name not in known and name not in _OPTIONAL:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+    values = attributes_of(call, queue)
+    values.setdefault("CreatedTimestamp", str(topic.created_timestamp // 1000))
+    values.setdefault("LastModifiedTimestamp", values["CreatedTimestamp"])
+    values["QueueArn"] = queue.arn(call.region)
+    if every or any(n.startswith("ApproximateNumberOfMessages") for n in wanted):
+        values.update(_counts(call, queue, topic))
+    chosen = {k: v for k, v in queue_attributes.shown(values).items() if every or k in wanted}
+    return {"Attributes": chosen} if chosen else {}
+
+
+_OPTIONAL = frozenset(
+    ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "FifoQueue", "ContentBasedDeduplication")
+    + ("KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled")
+    + ("DeduplicationScope", "FifoThroughputLimit")
+)
+
+
+def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
+    """The approximate counts: unread and in-flight messages of the queue's group."""
+    description = call.broker.admin.describe_topic(topic.name)
+    status = call.broker.consume.describe_group(queue.group, topic.name)
+    by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
+    visible = inflight = 0
+    for offsets in description.queue_offsets:
+        state = by_queue.get(offsets.queue)
+        if state is None:
+            visible += max(0, offsets.max_offset - offsets.min_offset)
+            continue
+        inflight += state.inflight
+        start = max(state.committed_offset, offsets.min_offset)
+        visible += max(0, offsets.max_offset - start - state.inflight)
+    return {
+        "ApproximateNumberOfMessages": str(visible),
+        "ApproximateNumberOfMessagesNotVisible": str(inflight),
+        "ApproximateNumberOfMessagesDelayed": "0",
+    }
+
+
+def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"set attributes of queue {queue.name}")
+    if params.get("Attributes") is None:
+        raise SqsError("MissingParameter", "The request must contain the parameter Attributes.")
+    changes = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=False)
+    active_topic(call, queue)
+    _check_redrive(call, queue, changes)
+    stored = call.broker.sqs_queues.get(queue.group) or {}
+    stored = {**stored, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    call.broker.sqs_queues.put(queue.group, stored)
+    _apply_redrive(call, queue, stored)
+    return {}
+
+
+def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"delete queue {queue.name}")
+    active_topic(call, queue)
+    try:
+        call.broker.admin.delete_topic(queue.topic)
+    except TopicNotFound:
+        raise queue_does_not_exist(queue.name) from None
+    call.broker.sqs_queues.delete(queue.group)
+    return {}
+
+
+def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    """Moves the queue's group to the end of its topic: what was sent before is skipped."""
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(
+        call.principal.permissions.may_subscribe(queue.group, queue.topic),
+        f"purge queue {queue.name}",
+    )
+    active_topic(call, queue)
+    call.broker.offset_reset.reset(queue.group, queue.topic, "latest")
+    return {}
+
+
+def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    active_topic(call, queue)
+    names = queue_attributes.sources(attributes_of(call, queue))
+    return {"queueUrls": [naming.queue_name(n).url(call.endpoint) for n in sorted(names)]}
+
+
+def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    """Redrive the dead letters a dead-letter queue holds back to their source queues."""
+    queue = naming.from_arn(params.get("SourceArn"))
+    call.require_admin(f"move messages of queue {queue.name}")
+    active_topic(call, queue)
+    if params.get("DestinationArn") is not None:
+        raise SqsError(
+            "UnsupportedOperation",
+            "Messages are moved back to their source queues only (no DestinationArn).",
+        )
+    if not queue_attributes.sources(attributes_of(call, queue)):
+        raise invalid_parameter(f"Queue {queue.name} is not a dead-letter queue.")
+    try:
+        moved = dead_letters.move_back(call, queue)
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+    return {"TaskHandle": f"{queue.name}:{call.broker.clock()}:{moved}"}

@@ -1,0 +1,139 @@
+"""SQS queue attributes: which may be set, their ranges and defaults."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from cirrusmq_broker import limits
+
+from .errors import SqsError, invalid_parameter
+
+DEFAULTS: dict[str, str] = {
+    "VisibilityTimeout": "30",
+    "DelaySeconds": "0",
+    "MessageRetentionPeriod": "345600",
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "MaximumMessageSize": "262144",
+}
+FIFO_DEFAULTS = {"FifoQueue": "true", "ContentBasedDeduplication": "false"}
+_RANGES: dict[str, tuple[int, int]] = {
+    "VisibilityTimeout": (0, limits.MAX_INVISIBLE_SECONDS),
+    "DelaySeconds": (0, 900),
+    "MessageRetentionPeriod": (60, 1_209_600),
+    "ReceiveMessageWaitTimeSeconds": (0, limits.MAX_WAIT_SECONDS),
+    "MaximumMessageSize": (1024, 1_048_576),
+}
+_BOOLEANS = ("FifoQueue", "ContentBasedDeduplication", "SqsManagedSseEnabled")
+_KEPT = (
+    "Policy",
+    "RedrivePolicy",
+    "RedriveAllowPolicy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "DeduplicationScope",
+    "FifoThroughputLimit",
+)
+"""Accepted and given back as set (the ones CirrusMQ acts on are read where they matter)."""
+SOURCES = "cirrusmq:DeadLetterSources"
+"""Kept in a dead-letter queue's item: the source queues whose RedrivePolicy names it
+(space-separated); never shown as an attribute (names with ``:`` are internal)."""
+READ_ONLY = (
+    "QueueArn",
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+    "CreatedTimestamp",
+    "LastModifiedTimestamp",
+)
+
+
+def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
+    """Validated settable attributes, as SQS's strings."""
+    attributes = {} if attributes is None else attributes
+    if not isinstance(attributes, dict):
+        raise invalid_parameter("Attributes must be a map of names to values.")
+    checked: dict[str, str] = {}
+    for name, value in attributes.items():
+        text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+        if text is None:
+            raise invalid_parameter(f"Invalid value for the parameter {name}.")
+        if name in _RANGES:
+            low, high = _RANGES[name]
+            try:
+                number = int(text)
+            except ValueError:
+                number = low - 1
+            if not low <= number <= high:
+                raise invalid_parameter(
+                    f"Invalid value for the parameter {name}. Reason: must be {low}-{high}."
+                )
+            checked[name] = str(number)
+        elif name in _BOOLEANS:
+            if text.lower() not in ("true", "false"):
+                raise invalid_parameter(f"Invalid value for the parameter {name}.")
+            checked[name] = text.lower()
+        elif name in _KEPT:
+            checked[name] = text
+        else:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+    default = "false" if fifo and creating else ("true" if fifo else "false")
+    if checked.get("FifoQueue", default) != ("true" if fifo else "false"):
+        raise invalid_parameter(
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
+            "underscores, must end with .fifo suffix."
+        )
+    if "FifoQueue" in checked and not creating:
+        raise invalid_parameter("FifoQueue cannot be changed after the queue is created.")
+    if "ContentBasedDeduplication" in checked and not fifo:
+        raise SqsError("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication.")
+    if "RedrivePolicy" in checked:
+        redrive_policy(checked["RedrivePolicy"])
+    return checked
+
+
+def redrive_policy(text: str) -> tuple[str, int] | None:
+    """The dead-letter queue ARN and maxReceiveCount of a RedrivePolicy ("" clears it)."""
+    if not text:
+        return None
+    try:
+        policy = json.loads(text)
+        arn = policy["deadLetterTargetArn"]
+        count = int(policy["maxReceiveCount"])
+    except (ValueError, KeyError, TypeError):
+        raise invalid_parameter(
+            "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a "
+            "valid JSON map with deadLetterTargetArn and maxReceiveCount."
+        ) from None
+    if not isinstance(arn, str) or not 1 <= count <= 1000:
+        raise invalid_parameter(
+            "Value for parameter RedrivePolicy is invalid. Reason: maxReceiveCount must be 1-1000."
+        )
+    return arn, count
+
+
+def effective(stored: Mapping[str, str] | None, *, fifo: bool) -> dict[str, str]:
+    """The queue's attributes: the stored ones over the defaults."""
+    return {**DEFAULTS, **(FIFO_DEFAULTS if fifo else {}), **(stored or {})}
+
+
+def shown(attributes: Mapping[str, str]) -> dict[str, str]:
+    """The attributes a client sees (no internal ones)."""
+    return {k: v for k, v in attributes.items() if ":" not in k}
+
+
+def sources(attributes: Mapping[str, str]) -> list[str]:
+    """The source queues of a dead-letter queue."""
+    return [name for name in attributes.get(SOURCES, "").split(" ") if name]
+
+
+def retention_hours(attributes: Mapping[str, str]) -> int:
+    seconds = int(attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"]))
+    return max(limits.MIN_RETENTION_HOURS, math.ceil(seconds / 3600))
+
+
+def conflicts(stored: Mapping[str, Any], wanted: Mapping[str, str]) -> list[str]:
+    """Attributes a repeated CreateQueue asks with another value than the queue has."""
+    return [name for name, value in wanted.items() if stored.get(name) != value]

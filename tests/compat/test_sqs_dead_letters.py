@@ -1,0 +1,59 @@
+"""SQS dead-letter queues: RedrivePolicy maxReceiveCount moves a message to the queue its
+deadLetterTargetArn names (receivable there with the same MessageId and body),
+ListDeadLetterSourceQueues, and StartMessageMoveTask back to the source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
+
+
+def _receive_until_dead(stack, sqs, url: str, times: int) -> str:  # noqa: F811
+    """Receive the one message ``times`` times without deleting it; its MessageId."""
+    message_id = None
+    for _ in range(times):
+        (message,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=10)["Messages"]
+        message_id = message["MessageId"]
+        stack.advance_time(11)
+        assert "Messages" not in sqs.receive_message(QueueUrl=url)  # the lease expires
+        stack.advance_time(31)  # past the retry backoff (10 s, then 30 s)
+    assert message_id is not None
+    return message_id
+
+
+def test_redrive_policy_moves_to_the_named_queue_and_back(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq_url)["queueUrls"] == [url]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert _receive_until_dead(cirrusmq_stack, sqs, url, 2) == sent["MessageId"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    (dead,) = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=2)["Messages"]
+    assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")
+    sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=dead["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=dlq_url)
+
+    again = sqs.send_message(QueueUrl=url, MessageBody="poison again")
+    assert _receive_until_dead(cirrusmq_stack, sqs, url, 2) == again["MessageId"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert "Messages" not in sqs.receive_message(QueueUrl=dlq_url)
+    (back,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"]
+    assert (back["MessageId"], back["Body"]) == (again["MessageId"], "poison again")
+
+
+def test_redrive_policy_needs_an_existing_queue(sqs, queue_name) -> None:  # noqa: F811
+    policy = json.dumps(
+        {"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:nope", "maxReceiveCount": 2}
+    )
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})
+    assert error_code(caught.value) == "InvalidParameterValue"
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.get_queue_url(QueueName=queue_name)
