@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from cirrusmq import Message, Producer, SimpleConsumer
-from sqs_helpers import moto_attribute_md5, queue_name, sqs  # noqa: F401 - fixtures
+
+from .sqs_helpers import moto_attribute_md5, queue_name, sqs  # noqa: F401 - fixtures
 
 
 def test_sqs_to_sdk(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
+
+from .sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
 
 
 def _receive_until_dead(stack, sqs, url: str, times: int) -> str:  # noqa: F811

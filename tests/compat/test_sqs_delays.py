@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from cirrusmq.testing import LocalStack
-from sqs_helpers import sqs_client
+
+from .sqs_helpers import sqs_client
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ id and by content, and a group held while a message of it is in flight."""
 from __future__ import annotations
 
 import pytest
-from sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
+
+from .sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
 
 
 def _counts(sqs, url: str) -> str:  # noqa: F811

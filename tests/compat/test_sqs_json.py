@@ -11,7 +11,8 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as AwsCredentials
-from sqs_helpers import (  # noqa: F401 - fixtures
+
+from .sqs_helpers import (  # noqa: F401 - fixtures
     REGION,
     error_code,
     moto_attribute_md5,

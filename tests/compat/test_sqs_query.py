@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sqs_helpers import moto_attribute_md5, queue_name  # noqa: F401 - fixtures
+
+from .sqs_helpers import moto_attribute_md5, queue_name  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("CIRRUSMQ_SQS_QUERY_VENV", ROOT / ".venv-sqs-query"))
