@@ -191,8 +191,10 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/topics"): _any_key,
     ("GET", "/v1/topics/{topic}"): _see_topic,
     ("DELETE", "/v1/topics/{topic}"): _admin("delete topic {topic}"),
+    ("PATCH", "/v1/topics/{topic}"): _admin("update topic {topic}"),
     ("POST", "/v1/topics/{topic}/messages"): _publish,
     ("GET", "/v1/topics/{topic}/messages/{message_id}"): _read_topic,
+    ("GET", "/v1/topics/{topic}/messages/{message_id}/trace"): _read_topic,  # as a lookup
     ("POST", "/v1/groups/{group}/receive"): _receive,
     ("PUT", "/v1/groups/{group}/subscriptions/{topic}"): _consume,
     ("POST", "/v1/groups/{group}/ack"): _as_group,  # + per handle: ack_permission()

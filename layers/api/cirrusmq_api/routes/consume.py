@@ -18,6 +18,7 @@ from ..schemas import (
     ReceiveResponse,
     SubscriptionBody,
     SubscriptionRequest,
+    TraceBody,
 )
 
 router = APIGatewayHttpRouter()
@@ -27,6 +28,16 @@ router = APIGatewayHttpRouter()
 def lookup_message(topic: str, message_id: str) -> MessageBody:
     caller = current_principal().access_key
     return message_body(current_broker().lookup.lookup(topic, message_id, access_key=caller))
+
+
+@router.get(
+    "/v1/topics/<topic>/messages/<message_id>/trace",
+    summary="A message's trace events, in time order (topics with trace on)",
+)
+def trace_message(topic: str, message_id: str) -> TraceBody:
+    caller = current_principal().access_key
+    events = current_broker().trace_reader.trace_message(topic, message_id, access_key=caller)
+    return TraceBody(topic=topic, message_id=message_id, events=events)
 
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
