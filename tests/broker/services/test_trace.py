@@ -7,14 +7,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from broker_helpers import object_keys
 from cirrusmq_broker.clock import wall_ms
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import MessageNotFound
 from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.trace_objects import TRACE_PREFIX, may_concern, object_key
-
-from broker_helpers import object_keys
 
 
 @pytest.fixture(autouse=True)
