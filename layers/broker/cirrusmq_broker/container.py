@@ -200,6 +200,7 @@ class Broker:
             topics=self.catalog,
             writer=self.writer,
             clock=self.clock,
+            trace=lambda: self.trace,
         )
 
     @functools.cached_property

@@ -3,15 +3,18 @@ message's events read back in time order."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import boto3
 import pytest
 from broker_helpers import object_keys
 from cirrusmq_broker.clock import wall_ms
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import MessageNotFound
 from cirrusmq_broker.model import MessageInput
+from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.trace_objects import TRACE_PREFIX, may_concern, object_key
 
@@ -161,3 +164,37 @@ def test_object_names_let_a_lookup_skip_other_topics() -> None:
     assert may_concern(key, "a") and may_concern(key, "b") and not may_concern(key, "c")
     many = object_key("01J0000000000000000000000", 0, [f"t{i}" for i in range(9)])
     assert ".all.parquet" in many and may_concern(many, "anything")
+
+
+def test_an_expired_lease_is_traced_as_expired_then_moved_to_retry(broker: Broker, clock) -> None:  # noqa: ANN001
+    broker.admin.create_topic("orders", queues=1, trace=True)
+    [receipt] = send(broker, "orders", 1)
+    in_request(broker, lambda: broker.consume.receive("g", "orders", invisible_seconds=10))
+    clock.advance(11)
+    with trace_puts() as puts:  # this receive expires the lease and moves the message on
+        in_request(broker, lambda: broker.consume.receive("g", "orders"))
+    assert len(puts) == 1
+    kinds = [e["kind"] for e in broker.trace_reader.trace_message("orders", receipt.message_id)]
+    assert kinds == ["sent", "delivered", "expired", "moved_to_retry"]
+
+
+def test_a_delayed_message_is_traced_scheduled_then_released(
+    settings,
+    clock,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    monkeypatch.setattr(release, "MOVE_WORKERS", 1)  # in-process moto is not thread-safe
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    table = next(t for t in ddb.list_tables()["TableNames"] if "TimersTable" in t)
+    broker = Broker(dataclasses.replace(settings, timers_table=table), clock)
+    broker.admin.create_topic("orders", queues=1, trace=True)
+    later = [MessageInput(f"m{i}".encode(), delay_level=1) for i in range(5)]
+    receipts = in_request(broker, lambda: broker.produce.send("orders", later)).receipts
+    clock.advance(2)
+    with trace_puts() as puts:
+        assert broker.delay_release.tick().moved == 5
+    assert len(puts) == 1  # one move of five messages: one trace write
+    events = broker.trace_reader.trace_message("orders", receipts[3].message_id)
+    assert [e["kind"] for e in events] == ["scheduled", "released"]
+    assert events[0]["delivery_timestamp"] == receipts[3].delivery_timestamp
+    assert events[1]["offset"] == 3

@@ -36,7 +36,7 @@ from ulid import ULID
 from ..errors import MessageNotFound
 from ..model import NewMessage, ReceivedMessage, SendReceipt, StoredMessage, Topic
 from ..rules.receipts import ReceiptHandle
-from ..rules.retries import retry_origin
+from ..rules.retries import deliveries, retry_origin
 from ..storage.trace_objects import TraceObjectStore, encode, may_concern, object_key
 from ..telemetry import MetricUnit, emit_metrics
 from ..validation import check_message_id
@@ -261,7 +261,7 @@ def record_moved(
             {
                 "message_id": m.message_id,
                 "group": group,
-                "attempt": a,
+                "attempt": deliveries(m, a),
                 "target_topic": target_topic,
                 "reason": reason,
                 "born_timestamp": m.born_timestamp,
@@ -271,17 +271,60 @@ def record_moved(
     )
 
 
-def record_moved_in(
-    topic: Topic | None, kind: str, messages: Sequence[StoredMessage | NewMessage], **fields: Any
+def record_expired(
+    topics: TopicCatalog,
+    group: str,
+    topic: Topic,
+    messages: Sequence[StoredMessage],
+    attempt: int,
 ) -> None:
-    """Messages a move brought into ``topic`` (``released``, ``committed``, ``redriven``,
-    ``rolled_back``)."""
+    """The lease of ``messages`` (delivered ``attempt`` times) ran out unacked."""
+    if not tracing() or not messages:
+        return
+    origin = _traced_topic(topics, retry_origin(group, topic.name) or topic.name)
+    _record(
+        origin,
+        "expired",
+        (
+            {
+                "message_id": m.message_id,
+                "group": group,
+                "attempt": deliveries(m, attempt),
+                "lease_topic": topic.name,
+                "queue": m.queue,
+                "offset": m.offset,
+                "born_timestamp": m.born_timestamp,
+            }
+            for m in messages
+        ),
+    )
+
+
+def record_placed(
+    topic: Topic | None,
+    kind: str,
+    messages: Sequence[StoredMessage | NewMessage],
+    queue: int | None,
+    base_offset: int | None,
+    **fields: Any,
+) -> None:
+    """A move stored ``messages`` in ``topic`` (queue ``queue`` from ``base_offset``):
+    ``released`` (a delayed message due), ``committed``, ``redriven``; or settled them
+    without storing (``rolled_back``: no queue)."""
+    if topic is None or not topic.trace:
+        return
     _record(
         topic,
         kind,
         (
-            {"message_id": m.message_id, "born_timestamp": m.born_timestamp, **fields}
-            for m in messages
+            {
+                "message_id": m.message_id,
+                "born_timestamp": m.born_timestamp,
+                "queue": queue,
+                "offset": None if base_offset is None else base_offset + i,
+                **fields,
+            }
+            for i, m in enumerate(messages)
         ),
     )
 

@@ -125,6 +125,11 @@ class RetryTopic:
             target.number
         )
 
+    @property
+    def topics(self) -> TopicCatalog:
+        """The user topics' catalog (message trace asks it whether a topic is traced)."""
+        return self._topics
+
     def resolve(self, name: str) -> Topic:
         """A topic a receipt handle names: a user topic, or an internal one (retry, DLQ)."""
         if is_internal(name):
