@@ -14,9 +14,11 @@ from cirrusmq_broker.clock import wall_ms
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import MessageNotFound
 from cirrusmq_broker.model import MessageInput
+from cirrusmq_broker.rules.transaction_state import Resolution
 from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.trace_objects import TRACE_PREFIX, may_concern, object_key
+from ulid import ULID
 
 
 @pytest.fixture(autouse=True)
@@ -198,3 +200,43 @@ def test_a_delayed_message_is_traced_scheduled_then_released(
     assert [e["kind"] for e in events] == ["scheduled", "released"]
     assert events[0]["delivery_timestamp"] == receipts[3].delivery_timestamp
     assert events[1]["offset"] == 3
+
+
+@pytest.fixture
+def txn_broker(settings, clock) -> Broker:  # noqa: ANN001
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    table = next(t for t in ddb.list_tables()["TableNames"] if "TransactionsTable" in t)
+    broker = Broker(dataclasses.replace(settings, transactions_table=table), clock)
+    broker.admin.create_topic("pay", queues=2, message_type="TRANSACTION", trace=True)
+    broker.transactions.register("pg", "p1")
+    return broker
+
+
+def half_send(broker: Broker, txid: str, *message_ids: str) -> None:
+    inputs = [MessageInput(b"x", message_id=m) for m in message_ids]
+    in_request(
+        broker,
+        lambda: broker.transactions.send(
+            "pg", txid, transactional_id="p1", epoch=1, topic_name="pay", inputs=inputs
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("resolution", "kind"), [(Resolution.COMMIT, "committed"), (Resolution.ROLLBACK, "rolled_back")]
+)
+def test_a_transaction_s_end_is_traced_for_each_of_its_messages(
+    txn_broker: Broker, resolution: Resolution, kind: str
+) -> None:
+    ids = [str(ULID()) for _ in range(3)]
+    half_send(txn_broker, "tx1", *ids)
+    with trace_puts() as puts:
+        in_request(
+            txn_broker,
+            lambda: txn_broker.transactions.end("pg", "tx1", resolution, producer=("p1", 1)),
+        )
+    assert len(puts) == 1
+    for message_id in ids:
+        events = txn_broker.trace_reader.trace_message("pay", message_id)
+        assert [e["kind"] for e in events] == ["sent", kind]
+        assert {e["transaction_id"] for e in events} == {"tx1"}

@@ -21,6 +21,7 @@ function details(message) {
       ["Properties", Object.entries(message.properties || {}).map(([k, v]) => `${k}=${v}`).join(", ") || "–"],
     ]),
     bodyViewer(bytes),
+    h("p", {}, h("a", { href: `#/trace/${encodeURIComponent(message.topic)}/${encodeURIComponent(message.message_id)}` }, "Message trace")),
   );
 }
 

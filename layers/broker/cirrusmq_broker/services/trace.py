@@ -300,6 +300,41 @@ def record_expired(
     )
 
 
+def record_half_sent(
+    topic: Topic,
+    messages: Sequence[NewMessage],
+    queues: Sequence[int],
+    transaction_id: str,
+    producer_id: str,
+) -> None:
+    """Half messages of a transaction were stored (``sent``, invisible until committed)."""
+    _record(
+        topic,
+        "sent",
+        (
+            {
+                "message_id": m.message_id,
+                "queue": q,
+                "producer_id": producer_id,
+                "transaction_id": transaction_id,
+                "born_timestamp": m.born_timestamp,
+            }
+            for m, q in zip(messages, queues, strict=True)
+        ),
+    )
+
+
+def record_transaction(
+    topics: TopicCatalog, topic_name: str, kind: str, transaction_id: str, reason: str | None = None
+) -> None:
+    """A transaction was ``committed`` or ``rolled_back``: one event for all its messages
+    (a lookup joins it to a message through the transaction id of its ``sent`` event)."""
+    if not tracing():
+        return
+    topic = _traced_topic(topics, topic_name)
+    _record(topic, kind, [{"transaction_id": transaction_id, "reason": reason}])
+
+
 def record_placed(
     topic: Topic | None,
     kind: str,
@@ -428,10 +463,17 @@ def _events_of(rows: list[dict[str, Any]], message_id: str) -> list[dict[str, An
     (a lease of the retry topic counts its own attempts)."""
     own = [r for r in rows if r.get("message_id") == message_id]
     attempts = {_place(r): r.get("attempt") for r in own if r["kind"] == "delivered"}
+    transactions = {r["transaction_id"] for r in own if r.get("transaction_id")}
     joined = [
         {**r, "attempt": attempts[_place(r)]}
         for r in rows
         if r.get("message_id") is None and _place(r) in attempts
+    ] + [
+        r
+        for r in rows
+        if r.get("message_id") is None
+        and r["kind"] in ("committed", "rolled_back")
+        and r.get("transaction_id") in transactions
     ]
     order = {kind: i for i, kind in enumerate(KIND_ORDER)}
     events = [
