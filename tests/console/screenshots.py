@@ -84,11 +84,11 @@ def seed_trace(stack: LocalStack) -> str:
         ).raise_for_status()
     with Producer(endpoint, credentials) as producer:
         message_id = producer.send(Message("shipments", b'{"parcel": 4711}')).message_id
-    with SimpleConsumer(endpoint, credentials, "labels", ["shipments"], await_duration=0) as consumer:
-        [first] = consumer.receive(1, 60)
-        consumer.nack(first)
+    with SimpleConsumer(endpoint, credentials, "labels", ["shipments"], await_duration=0) as c:
+        [first] = c.receive(1, 60)
+        c.nack(first)
         stack.advance_time(11)  # the first retry level (10 s)
-        consumer.ack_batch(consumer.receive(1, 60))
+        c.ack_batch(c.receive(1, 60))
     return message_id
 
 

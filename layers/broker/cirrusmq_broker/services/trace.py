@@ -75,6 +75,9 @@ class _Scope:
     events: list[dict[str, Any]] = field(default_factory=list)
     retention_hours: int = 0
     topics: set[str] = field(default_factory=set)
+    time: int | None = None
+    """The request's time: every event of one request carries it (a request's events
+    then sort by :data:`KIND_ORDER`, not by which service call recorded first)."""
 
 
 _scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
@@ -135,7 +138,9 @@ def _record(topic: Topic | None, kind: str, rows: Iterable[dict[str, Any]]) -> N
     scope = _scope.get()
     if scope is None or topic is None or not topic.trace:
         return
-    now = scope.recorder().now()
+    if scope.time is None:
+        scope.time = scope.recorder().now()
+    now = scope.time
     added = False
     for row in rows:
         scope.events.append({"time": now, **row, "kind": kind, "topic": topic.name})
