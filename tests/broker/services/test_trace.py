@@ -16,8 +16,14 @@ from cirrusmq_broker.errors import MessageNotFound
 from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.rules.transaction_state import Resolution
 from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.services.trace import TraceRecorder, request_scope
 from cirrusmq_broker.storage.clients import observe_calls
-from cirrusmq_broker.storage.trace_objects import TRACE_PREFIX, may_concern, object_key
+from cirrusmq_broker.storage.trace_objects import (
+    TRACE_PREFIX,
+    TraceObjectStore,
+    may_concern,
+    object_key,
+)
 from ulid import ULID
 
 
@@ -126,6 +132,26 @@ def test_a_nack_and_a_redelivery_are_traced_to_the_ack(broker: Broker, clock) ->
         ("acked", 2),
     ]
     assert [e["time"] for e in events] == sorted(e["time"] for e in events)
+
+
+def test_the_events_of_one_request_share_its_time_and_sort_by_kind(
+    broker: Broker,
+    clock,  # noqa: ANN001
+) -> None:
+    """A nack records ``moved_to_retry`` (during the move) before ``nacked`` (after it): the
+    clock moving between the two must not put the move before the nack."""
+    broker.admin.create_topic("orders", queues=1, trace=True)
+    [receipt] = send(broker, "orders", 1)
+    [first] = in_request(broker, lambda: broker.consume.receive("g", "orders"))
+    ticks = iter(range(clock.now, clock.now + 1000))
+    ticking = TraceRecorder(
+        TraceObjectStore(boto3.client("s3"), broker.settings.bucket), lambda: next(ticks)
+    )
+    with request_scope(lambda: ticking):
+        broker.retries.nack("g", [first.receipt_handle], 0)
+    events = broker.trace_reader.trace_message("orders", receipt.message_id)
+    assert [e["kind"] for e in events] == ["sent", "delivered", "nacked", "moved_to_retry"]
+    assert events[2]["time"] == events[3]["time"]
 
 
 def test_a_failed_trace_write_never_fails_the_request(
