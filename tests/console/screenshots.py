@@ -78,10 +78,8 @@ def seed(stack: LocalStack) -> dict[str, str]:
 def seed_trace(stack: LocalStack) -> str:
     """A traced topic and one message's life through a nack and a redelivery to its ack."""
     endpoint, credentials = stack.endpoint, stack.credentials
-    with httpx.Client(base_url=endpoint, auth=signing.CirrusAuth(credentials)) as client:
-        client.post(
-            "/v1/topics", json={"name": "shipments", "queues": 2, "trace": True}
-        ).raise_for_status()
+    with Admin(endpoint, credentials) as admin:
+        admin.create_topic("shipments", queues=2, trace=True)
     with Producer(endpoint, credentials) as producer:
         message_id = producer.send(Message("shipments", b'{"parcel": 4711}')).message_id
     with SimpleConsumer(endpoint, credentials, "labels", ["shipments"], await_duration=0) as c:

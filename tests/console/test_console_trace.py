@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
-from cirrusmq import Message, Producer, SimpleConsumer, signing
+from cirrusmq import Message, Producer, SimpleConsumer
 from playwright.sync_api import expect
 
 from .conftest import console_url, sign_in
@@ -12,13 +11,10 @@ NACK_BACKOFF_S = 10
 """The first retry level: a nacked message is delivered again this long after the nack."""
 
 
-def create_traced_topic(stack, name: str) -> None:
-    with httpx.Client(base_url=stack.endpoint, auth=signing.CirrusAuth(stack.credentials)) as c:
-        c.post("/v1/topics", json={"name": name, "queues": 1, "trace": True}).raise_for_status()
-
-
-def test_trace_a_message_through_a_nack_and_a_redelivery_to_its_ack(page, cirrusmq_stack, name):
-    create_traced_topic(cirrusmq_stack, name)
+def test_trace_a_message_through_a_nack_and_a_redelivery_to_its_ack(
+    page, cirrusmq_stack, admin, name
+):
+    admin.create_topic(name, queues=1, trace=True)
     endpoint, credentials = cirrusmq_stack.endpoint, cirrusmq_stack.credentials
     with Producer(endpoint, credentials) as producer:
         message_id = producer.send(Message(name, "<b>not bold</b>")).message_id
@@ -58,8 +54,8 @@ def test_trace_a_message_through_a_nack_and_a_redelivery_to_its_ack(page, cirrus
     expect(page.locator("b")).to_have_count(0)  # nothing of the message renders as HTML
 
 
-def test_the_trace_page_takes_a_topic_and_a_message_id(page, cirrusmq_stack, name):
-    create_traced_topic(cirrusmq_stack, name)
+def test_the_trace_page_takes_a_topic_and_a_message_id(page, cirrusmq_stack, admin, name):
+    admin.create_topic(name, queues=1, trace=True)
     with Producer(cirrusmq_stack.endpoint, cirrusmq_stack.credentials) as producer:
         message_id = producer.send(Message(name, "hello")).message_id
     sign_in(page, cirrusmq_stack)
@@ -73,8 +69,8 @@ def test_the_trace_page_takes_a_topic_and_a_message_id(page, cirrusmq_stack, nam
     expect(timeline.locator(".kind")).to_have_text(["Sent"])
 
 
-def test_a_message_without_a_trace_is_an_error_not_an_empty_page(page, cirrusmq_stack, name):
-    create_traced_topic(cirrusmq_stack, name)
+def test_a_message_without_a_trace_is_an_error_not_an_empty_page(page, cirrusmq_stack, admin, name):
+    admin.create_topic(name, queues=1, trace=True)
     sign_in(page, cirrusmq_stack)
     page.goto(console_url(cirrusmq_stack, f"#/trace/{name}/01JAAAAAAAAAAAAAAAAAAAAAAA"))
     expect(page.get_by_role("alert", name="Error")).to_contain_text("MessageNotFound")
