@@ -74,3 +74,16 @@ def test_a_message_without_a_trace_is_an_error_not_an_empty_page(page, cirrusmq_
     sign_in(page, cirrusmq_stack)
     page.goto(console_url(cirrusmq_stack, f"#/trace/{name}/01JAAAAAAAAAAAAAAAAAAAAAAA"))
     expect(page.get_by_role("alert", name="Error")).to_contain_text("MessageNotFound")
+
+
+def test_a_topic_created_with_trace_shows_it_on(page, cirrusmq_stack, admin, name):
+    sign_in(page, cirrusmq_stack)
+    form = page.get_by_role("form", name="Create topic")
+    form.get_by_label("Name").fill(name)
+    form.get_by_label("Message trace").check()
+    form.get_by_role("button", name="Create topic").click()
+    row = page.get_by_role("table", name="Topics this key may see").get_by_role("row")
+    expect(row.filter(has_text=name).get_by_role("cell").nth(7)).to_have_text("on")
+    assert admin.describe_topic(name).topic.trace is True
+    page.get_by_role("link", name=name).click()
+    expect(page.get_by_role("definition").filter(has_text="on")).to_have_count(1)

@@ -119,6 +119,7 @@ export async function render(view, args, ctx) {
       ["Type", described.message_type],
       ["Queues", String(described.queues)],
       ["Retention", `${described.retention_hours} h`],
+      ["Message trace", described.trace ? "on" : "off"],
       ["Created", time(described.created_timestamp)],
     ]),
     table(
