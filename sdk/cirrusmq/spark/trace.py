@@ -30,8 +30,25 @@ TRACE_SCHEMA_DDL = (
 )
 """The columns of a trace read (Spark DDL), in order: those of the objects."""
 COLUMNS = tuple(
-    "time kind topic message_id queue offset lease_topic group client_id producer_id attempt "
-    "invisible_until delivery_timestamp born_timestamp target_topic reason transaction_id".split()
+    [
+        "time",
+        "kind",
+        "topic",
+        "message_id",
+        "queue",
+        "offset",
+        "lease_topic",
+        "group",
+        "client_id",
+        "producer_id",
+        "attempt",
+        "invisible_until",
+        "delivery_timestamp",
+        "born_timestamp",
+        "target_topic",
+        "reason",
+        "transaction_id",
+    ]
 )
 
 
