@@ -238,6 +238,28 @@ def may_consume(group: str) -> Callable[[str], bool]:
     return allowed
 
 
+PUBLISHER_TRACE_FIELDS = ("producer_id", "transaction_id")
+"""Trace event fields only a key that may publish to the topic sees (the API shows a
+producer's and a transaction's ids to producers, not to consumers)."""
+
+
+def visible_trace_events(topic: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The part of a message's trace the caller could read through the API: events of a
+    group it may not consume ``topic`` as are left out (describing a group needs that
+    permission), producer and transaction ids are left out unless it may publish to it."""
+    permissions = current_principal().permissions
+    publisher = permissions.may_publish(topic)
+    visible = []
+    for event in events:
+        group = event.get("group")
+        if group is not None and not permissions.may_subscribe(group, topic):
+            continue
+        if not publisher:
+            event = {k: v for k, v in event.items() if k not in PUBLISHER_TRACE_FIELDS}
+        visible.append(event)
+    return visible
+
+
 # -------------------------------------------------------------------------- middleware
 def authenticate_event(event: Mapping[str, Any]) -> None:
     """Verify the raw API Gateway event's signature (before the route is resolved); the

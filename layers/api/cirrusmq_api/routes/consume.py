@@ -5,7 +5,13 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
-from ..access import acting_key, claim_request, current_principal, may_consume
+from ..access import (
+    acting_key,
+    claim_request,
+    current_principal,
+    may_consume,
+    visible_trace_events,
+)
 from ..convert import ack_result_body, message_body, received_body
 from ..observability import count_messages
 from ..schemas import (
@@ -37,7 +43,7 @@ def lookup_message(topic: str, message_id: str) -> MessageBody:
 def trace_message(topic: str, message_id: str) -> TraceBody:
     caller = current_principal().access_key
     events = current_broker().trace_reader.trace_message(topic, message_id, access_key=caller)
-    return TraceBody(topic=topic, message_id=message_id, events=events)
+    return TraceBody(topic=topic, message_id=message_id, events=visible_trace_events(topic, events))
 
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
