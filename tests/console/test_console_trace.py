@@ -87,3 +87,15 @@ def test_a_topic_created_with_trace_shows_it_on(page, cirrusmq_stack, admin, nam
     assert admin.describe_topic(name).topic.trace is True
     page.get_by_role("link", name=name).click()
     expect(page.get_by_role("definition").filter(has_text="on")).to_have_count(1)
+
+
+def test_a_message_of_an_untraced_topic_offers_no_trace(page, cirrusmq_stack, admin, name):
+    admin.create_topic(name, queues=1)
+    with Producer(cirrusmq_stack.endpoint, cirrusmq_stack.credentials) as producer:
+        message_id = producer.send(Message(name, "plain")).message_id
+    sign_in(page, cirrusmq_stack)
+    page.goto(console_url(cirrusmq_stack, f"#/topics/{name}"))
+    page.get_by_role("button", name=f"Inspect message {message_id}").click()
+    details = page.get_by_role("region", name="Message details")
+    expect(details).to_contain_text(message_id)
+    expect(details.get_by_role("link", name="Message trace")).to_have_count(0)
