@@ -88,6 +88,8 @@ export async function render(view, args, ctx) {
   const trace = await call("GET", path("v1", "topics", topic, "messages", messageId, "trace"));
   view.append(
     h("h3", {}, "Message ", trace.message_id, " of ", h("a", { href: `#/topics/${encodeURIComponent(trace.topic)}` }, trace.topic)),
-    timeline(trace.message_id, trace.events),
+    trace.events.length
+      ? timeline(trace.message_id, trace.events)
+      : h("p", { class: "muted" }, "No events of this message that this key may see."),
   );
 }
