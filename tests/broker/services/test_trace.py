@@ -266,3 +266,30 @@ def test_a_transaction_s_end_is_traced_for_each_of_its_messages(
         events = txn_broker.trace_reader.trace_message("pay", message_id)
         assert [e["kind"] for e in events] == ["sent", kind]
         assert {e["transaction_id"] for e in events} == {"tx1"}
+
+
+def test_an_ack_of_an_untraced_topic_costs_the_same_calls_with_a_trace_scope_open(
+    broker: Broker,
+) -> None:
+    """An ack never reads the topic; the trace does not make it (the flag comes from the
+    topic cached by the request that read it, never from a read of its own)."""
+    broker.admin.create_topic("plain", queues=1)
+    send(broker, "plain", 2)
+    first, second = (broker.consume.receive("g", "plain", max_messages=1) for _ in range(2))
+    seen: list[list[str]] = []
+    for batch, scoped in ((first, False), (second, True)):
+        broker.catalog.forget("plain")  # as in a container that did not serve the receive
+        handle = batch[0].receipt_handle
+        calls: list[str] = []
+        remove = observe_calls(
+            lambda service, operation, params, into=calls: into.append(operation)
+        )
+        try:
+            if scoped:
+                in_request(broker, lambda h=handle: broker.consume.ack("g", [h]))
+            else:
+                broker.consume.ack("g", [handle])
+        finally:
+            remove()
+        seen.append(sorted(calls))
+    assert seen[0] == seen[1] and "GetItem" not in seen[1]

@@ -407,13 +407,12 @@ def traced_settles(
 
 
 def _traced_topic(topics: TopicCatalog, name: str) -> Topic | None:
-    """The active user topic ``name`` (cached), None if it is gone or internal."""
+    """The user topic ``name`` as this process has it cached (the request read it, or one
+    did within the cache's 30 s); None if it is not cached, internal or gone. Never a read:
+    a request of an untraced topic makes no call for the trace."""
     if "." in name:
         return None
-    try:
-        return topics.active(name)
-    except Exception:  # a deleted topic traces nothing
-        return None
+    return topics.cached(name)
 
 
 # ------------------------------------------------------------------ reading a trace
