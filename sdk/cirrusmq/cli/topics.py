@@ -73,12 +73,13 @@ def topic_list(connection: Connection, as_json: AsJson = False) -> None:
     if as_json:
         print_json([vars(t) for t in topics])
         return
+    traced = any(t.trace for t in topics)  # the trace column only when a topic has it on
     fields = [
         Field("topic", "id"),
         Field("type"),
         Field("queues"),
         Field("retention"),
-        Field("trace"),
+        *([Field("trace")] if traced else []),
         Field("created", optional=True),
     ]
     rows = [
@@ -87,7 +88,7 @@ def topic_list(connection: Connection, as_json: AsJson = False) -> None:
             t.message_type,
             str(t.queues),
             f"{t.retention_hours} h",
-            "on" if t.trace else "off",
+            *(["on" if t.trace else "off"] if traced else []),
             when(t.created_timestamp),
         ]
         for t in topics

@@ -112,6 +112,9 @@ def test_cli_prints_a_trace_as_a_timeline(
     topic = unique("clitrace")
     assert "traced" in cli("topic", "create", topic, "--queues", "1", "--trace")
     assert "trace on" in cli("topic", "describe", topic)
+    listed = json.loads(cli("topic", "list", "--json"))
+    assert next(t for t in listed if t["name"] == topic)["trace"] is True
+    assert "trace" in cli("topic", "list").splitlines()[1]  # the column, as a topic has it on
     message_id = nack_then_ack(cirrusmq_stack, endpoint, credentials, topic, group)
     timeline = cli("message", "trace", topic, message_id)
     rows = [line.split("│") for line in timeline.splitlines() if line.startswith("│")]
