@@ -293,3 +293,25 @@ def test_an_ack_of_an_untraced_topic_costs_the_same_calls_with_a_trace_scope_ope
             remove()
         seen.append(sorted(calls))
     assert seen[0] == seen[1] and "GetItem" not in seen[1]
+
+
+def test_a_dead_letter_and_its_redrive_are_traced(broker: Broker, clock) -> None:  # noqa: ANN001
+    broker.admin.create_topic("orders", queues=1, trace=True)
+    broker.retries.set_max_delivery_attempts("g", 1)
+    [receipt] = send(broker, "orders", 1)
+    [got] = in_request(broker, lambda: broker.consume.receive("g", "orders"))
+    in_request(broker, lambda: broker.retries.nack("g", [got.receipt_handle]))
+    clock.advance(1)
+    with trace_puts() as puts:
+        redrive = in_request(broker, lambda: broker.dead_letters.redrive("g"))
+    assert redrive.redriven == 1 and len(puts) == 1
+    events = broker.trace_reader.trace_message("orders", receipt.message_id)
+    assert [e["kind"] for e in events] == [
+        "sent",
+        "delivered",
+        "nacked",
+        "dead_lettered",
+        "redriven",
+    ]
+    assert events[3]["target_topic"] == "dlq.g" and "negatively acknowledged" in events[3]["reason"]
+    assert events[4]["group"] == "g" and events[4]["queue"] == 0
