@@ -15,6 +15,7 @@ from dataclasses import asdict
 
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.services.trace import request_scope
 from cirrusmq_broker.services.transactions.checks import CheckReport
 from cirrusmq_broker.telemetry import scheduled
 
@@ -36,7 +37,9 @@ def lambda_handler(event: dict, context: object) -> dict:
     if not service.any_undecided():
         return asdict(CheckReport())
     while True:
-        for name, value in asdict(service.run_checks()).items():
+        with request_scope(lambda: current_broker().trace):  # a pass: one trace write at most
+            report = service.run_checks()
+        for name, value in asdict(report).items():
             totals[name] = totals.get(name, 0) + value
         left = end - time.monotonic()
         if left <= 0 or clock.offset_ms():

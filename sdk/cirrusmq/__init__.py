@@ -33,6 +33,7 @@ from .admin import (
     Subscription,
     Topic,
     TopicDescription,
+    TraceEvent,
 )
 from .consumer import (
     AckResult,
@@ -137,6 +138,7 @@ __all__ = [
     "ThrottledError",
     "Topic",
     "TopicDescription",
+    "TraceEvent",
     "TransportError",
     "UnauthorizedError",
     "UnsupportedFeatureError",

@@ -75,6 +75,21 @@ def seed(stack: LocalStack) -> dict[str, str]:
     return {"dead": poison.message_id, "producer": producer}  # type: ignore[dict-item]
 
 
+def seed_trace(stack: LocalStack) -> str:
+    """A traced topic and one message's life through a nack and a redelivery to its ack."""
+    endpoint, credentials = stack.endpoint, stack.credentials
+    with Admin(endpoint, credentials) as admin:
+        admin.create_topic("shipments", queues=2, trace=True)
+    with Producer(endpoint, credentials) as producer:
+        message_id = producer.send(Message("shipments", b'{"parcel": 4711}')).message_id
+    with SimpleConsumer(endpoint, credentials, "labels", ["shipments"], await_duration=0) as c:
+        [first] = c.receive(1, 60)
+        c.nack(first)
+        stack.advance_time(11)  # the first retry level (10 s)
+        c.ack_batch(c.receive(1, 60))
+    return message_id
+
+
 def shoot(page: Page, out: Path, name: str) -> None:
     page.wait_for_load_state("networkidle")
     path = out / f"{name}.png"
@@ -119,6 +134,10 @@ def main() -> None:
             page.goto(base + "#/keys")
             expect(page.get_by_role("table", name="Access keys")).to_be_visible()
             shoot(page, out, "access-keys")
+            traced = seed_trace(stack)
+            page.goto(base + f"#/trace/shipments/{traced}")
+            expect(page.get_by_role("list", name=f"Trace of message {traced}")).to_be_visible()
+            shoot(page, out, "trace")
             browser.close()
         seeded["producer"].close()  # type: ignore[attr-defined]
 

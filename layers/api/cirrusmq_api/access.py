@@ -191,8 +191,10 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/v1/topics"): _any_key,
     ("GET", "/v1/topics/{topic}"): _see_topic,
     ("DELETE", "/v1/topics/{topic}"): _admin("delete topic {topic}"),
+    ("PATCH", "/v1/topics/{topic}"): _admin("update topic {topic}"),
     ("POST", "/v1/topics/{topic}/messages"): _publish,
     ("GET", "/v1/topics/{topic}/messages/{message_id}"): _read_topic,
+    ("GET", "/v1/topics/{topic}/messages/{message_id}/trace"): _read_topic,  # as a lookup
     ("POST", "/v1/groups/{group}/receive"): _receive,
     ("PUT", "/v1/groups/{group}/subscriptions/{topic}"): _consume,
     ("POST", "/v1/groups/{group}/ack"): _as_group,  # + per handle: ack_permission()
@@ -234,6 +236,28 @@ def may_consume(group: str) -> Callable[[str], bool]:
         return permissions.may_subscribe(group, topic if origin is None else origin)
 
     return allowed
+
+
+PUBLISHER_TRACE_FIELDS = ("producer_id", "transaction_id")
+"""Trace event fields only a key that may publish to the topic sees (the API shows a
+producer's and a transaction's ids to producers, not to consumers)."""
+
+
+def visible_trace_events(topic: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The part of a message's trace the caller could read through the API: events of a
+    group it may not consume ``topic`` as are left out (describing a group needs that
+    permission), producer and transaction ids are left out unless it may publish to it."""
+    permissions = current_principal().permissions
+    publisher = permissions.may_publish(topic)
+    visible = []
+    for event in events:
+        group = event.get("group")
+        if group is not None and not permissions.may_subscribe(group, topic):
+            continue
+        if not publisher:
+            event = {k: v for k, v in event.items() if k not in PUBLISHER_TRACE_FIELDS}
+        visible.append(event)
+    return visible
 
 
 # -------------------------------------------------------------------------- middleware

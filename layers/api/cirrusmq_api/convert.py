@@ -40,6 +40,7 @@ def topic_body(topic: Topic) -> dict:
         message_type=topic.message_type.value,
         retention_hours=topic.retention_hours,
         created_timestamp=topic.created_timestamp,
+        trace=topic.trace,
     ).model_dump()
 
 

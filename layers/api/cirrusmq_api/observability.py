@@ -30,6 +30,8 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/topics": "CreateTopic",
     "GET /v1/topics": "ListTopics",
     "GET /v1/topics/{topic}": "DescribeTopic",
+    "PATCH /v1/topics/{topic}": "UpdateTopic",
+    "GET /v1/topics/{topic}/messages/{message_id}/trace": "TraceMessage",
     "DELETE /v1/topics/{topic}": "DeleteTopic",
     "GET /v1/groups/{group}": "DescribeGroup",
     "GET /v1/health": "Health",

@@ -41,6 +41,11 @@ class CreateTopicRequest(Strict):
         ge=limits.MIN_RETENTION_HOURS,
         le=limits.MAX_RETENTION_HOURS,
     )
+    trace: bool = Field(False, description="Record message trace events (one write per request).")
+
+
+class UpdateTopicRequest(Strict):
+    trace: bool | None = Field(None, description="Turn message trace on or off.")
 
 
 class TopicBody(BaseModel):
@@ -49,6 +54,7 @@ class TopicBody(BaseModel):
     message_type: str
     retention_hours: int
     created_timestamp: int
+    trace: bool = False
 
 
 class QueueOffsetsBody(BaseModel):
@@ -116,6 +122,25 @@ class MessageBody(BaseModel):
     message_group: str | None
     born_timestamp: int
     stored_timestamp: int
+
+
+class TraceEventBody(BaseModel):
+    """One thing that happened to a message (null fields are left out)."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str = Field(
+        description="sent, scheduled, released, committed, rolled_back, delivered, nacked, "
+        "expired, moved_to_retry, dead_lettered, redriven or acked."
+    )
+    time: int = Field(description="Milliseconds since the epoch.")
+    topic: str
+    message_id: str
+
+
+class TraceBody(BaseModel):
+    topic: str
+    message_id: str
+    events: list[TraceEventBody]
 
 
 class ReceivedMessageBody(MessageBody):

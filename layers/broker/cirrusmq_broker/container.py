@@ -34,6 +34,7 @@ from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.retries import RetryService
 from .services.topic_catalog import TopicCatalog
+from .services.trace import TraceReader, TraceRecorder
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
@@ -57,6 +58,7 @@ from .storage.queue_heads import QueueHeads
 from .storage.redrive_claims import RedriveClaimStore
 from .storage.sqs_queues import SqsQueueStore
 from .storage.topics import TopicStore
+from .storage.trace_objects import TraceObjectStore
 
 if TYPE_CHECKING:
     from .services.transactions import TransactionService
@@ -157,6 +159,23 @@ class Broker:
             topics=self.catalog, index=self.index, reader=self.reader, producers=self.producers
         )
 
+    # ------------------------------------------------------------ message trace
+    @functools.cached_property
+    def trace(self) -> TraceRecorder:
+        """Opens a request's trace scope (``with broker.trace.request():``) and writes
+        its events of traced topics as one object at its end (services/trace.py)."""
+        return TraceRecorder(TraceObjectStore(self._s3, self.settings.bucket), self.clock)
+
+    @functools.cached_property
+    def trace_reader(self) -> TraceReader:
+        """A message's trace events, by topic and id."""
+        return TraceReader(
+            topics=self.catalog,
+            store=TraceObjectStore(self._s3, self.settings.bucket),
+            lookup=self.lookup,
+            clock=self.clock,
+        )
+
     # ------------------------------------------------------------ delayed messages
     @functools.cached_property
     def delay_items(self) -> DelayItemStore:
@@ -182,6 +201,7 @@ class Broker:
             topics=self.catalog,
             writer=self.writer,
             clock=self.clock,
+            trace=lambda: self.trace,
         )
 
     @functools.cached_property

@@ -36,6 +36,8 @@ class Topic:
     status: TopicStatus = TopicStatus.ACTIVE
     deleted_timestamp: int | None = None
     """When the topic was deleted (its data is purged a while later)."""
+    trace: bool = False
+    """Whether requests touching its messages record message trace events."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from .models import (
     Subscription,
     Topic,
     TopicDescription,
+    TraceEvent,
 )
 from .offsets import OffsetReset, QueueOffsetInfo, QueueReset
 
@@ -41,4 +42,5 @@ __all__ = [
     "Subscription",
     "Topic",
     "TopicDescription",
+    "TraceEvent",
 ]

@@ -34,6 +34,8 @@ class Topic:
     retention_hours: int
     created_timestamp: int
     """ms since the epoch."""
+    trace: bool = False
+    """Whether requests touching its messages record message trace events."""
 
     @classmethod
     def from_wire(cls, data: Any) -> Topic:
@@ -44,6 +46,55 @@ class Topic:
             read_str(data, "message_type"),
             read_int(data, "retention_hours"),
             read_int(data, "created_timestamp"),
+            data.get("trace") is True,
+        )
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One thing that happened to a message (``Admin.trace_message``).
+
+    ``kind`` is one of ``sent``, ``scheduled``, ``released``, ``committed``,
+    ``rolled_back``, ``delivered``, ``nacked``, ``expired``, ``moved_to_retry``,
+    ``dead_lettered``, ``redriven``, ``acked``; the other fields are set where they apply
+    (None otherwise); times are ms since the epoch."""
+
+    kind: str
+    time: int
+    topic: str
+    message_id: str
+    queue: int | None = None
+    offset: int | None = None
+    group: str | None = None
+    client_id: str | None = None
+    """The consumer's client id (``delivered``)."""
+    producer_id: str | None = None
+    attempt: int | None = None
+    """Delivery attempt (1 for the first delivery)."""
+    invisible_until: int | None = None
+    delivery_timestamp: int | None = None
+    """When a ``scheduled`` message is due."""
+    target_topic: str | None = None
+    """The retry or dead-letter topic a message moved to."""
+    reason: str | None = None
+    transaction_id: str | None = None
+    lease_topic: str | None = None
+    """The topic the lease was on (a retry topic for a redelivery)."""
+    born_timestamp: int | None = None
+
+    @classmethod
+    def from_wire(cls, data: Any) -> TraceEvent:
+        """An event from its JSON form (``TransportError`` if malformed)."""
+        known = {f for f in cls.__dataclass_fields__}  # newer fields are ignored
+        extra = {k: v for k, v in data.items() if k in known} if isinstance(data, dict) else {}
+        return cls(
+            **{
+                **extra,
+                "kind": read_str(data, "kind"),
+                "time": read_int(data, "time"),
+                "topic": read_str(data, "topic"),
+                "message_id": read_str(data, "message_id"),
+            }
         )
 
 

@@ -3,15 +3,27 @@
 ``connection`` declares the connection options once (before the command they go to the root
 callback, which keeps them in typer's context; after it :func:`~.connection.connected` adds
 them) and opens the clients; ``output`` prints; ``topics``, ``groups``, ``keys``, ``outbox``,
-``send``, ``consume``, ``offsets``, ``dlq``, ``transactions`` and ``dev`` are the commands;
-``cirrusmq spark`` comes from :mod:`cirrusmq.spark.cli`.
+``send``, ``consume``, ``offsets``, ``messages``, ``dlq``, ``transactions`` and ``dev`` are
+the commands; ``cirrusmq spark`` comes from :mod:`cirrusmq.spark.cli`.
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import consume, dev, dlq, groups, keys, offsets, outbox, send, topics, transactions
+from . import (
+    consume,
+    dev,
+    dlq,
+    groups,
+    keys,
+    messages,
+    offsets,
+    outbox,
+    send,
+    topics,
+    transactions,
+)
 from .connection import AccessKey, Endpoint, Profile, SecretKey, root_connection
 from .dev import write_local_profile
 
@@ -58,6 +70,7 @@ app.command("consume")(consume.consume)
 app.add_typer(dlq.app, name="dlq")
 app.add_typer(transactions.app, name="txn")
 app.add_typer(offsets.app, name="offsets")
+app.add_typer(messages.app, name="message")
 app.command("read")(offsets.read)
 
 from ..spark.cli import spark_app  # noqa: E402  (typer only; pyspark loads when a job runs)

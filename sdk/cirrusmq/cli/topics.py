@@ -1,4 +1,4 @@
-"""``cirrusmq topic create|list|describe|delete``."""
+"""``cirrusmq topic create|update|list|describe|delete``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from .connection import Connection, connected
 from .output import AsJson, Yes, out, print_json, print_table, when
 from .tables import Field
 
-app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+app = typer.Typer(help="Create, update, list, describe and delete topics.", no_args_is_help=True)
+Trace = Annotated[
+    bool,
+    typer.Option(
+        "--trace/--no-trace",
+        help="Record message trace events (cirrusmq message trace; one write per request).",
+    ),
+]
 
 
 @app.command("create")
@@ -24,6 +31,7 @@ def topic_create(
         str, typer.Option("--type", help="NORMAL, FIFO, DELAY or TRANSACTION.")
     ] = "NORMAL",
     retention_hours: Annotated[int, typer.Option(help="How long messages are kept.")] = 72,
+    trace: Trace = False,
 ) -> None:
     """Create a topic."""
     with connection.admin() as admin:
@@ -32,11 +40,28 @@ def topic_create(
             queues=queues,
             message_type=message_type.upper(),
             retention_hours=retention_hours,
+            trace=trace,
         )
     out.print(
         f"created topic {topic.name}: {topic.queues} queues, {topic.message_type}, "
-        f"retention {topic.retention_hours} h"
+        f"retention {topic.retention_hours} h{', traced' if topic.trace else ''}"
     )
+
+
+@app.command("update")
+@connected
+def topic_update(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    connection: Connection,
+    trace: Annotated[
+        bool | None,
+        typer.Option("--trace/--no-trace", help="Turn message trace on or off."),
+    ] = None,
+) -> None:
+    """Change a topic (message trace on or off)."""
+    with connection.admin() as admin:
+        topic = admin.update_topic(name, trace=trace)
+    out.print(f"topic {topic.name}: trace {'on' if topic.trace else 'off'}")
 
 
 @app.command("list")
@@ -48,11 +73,13 @@ def topic_list(connection: Connection, as_json: AsJson = False) -> None:
     if as_json:
         print_json([vars(t) for t in topics])
         return
+    traced = any(t.trace for t in topics)  # the trace column only when a topic has it on
     fields = [
         Field("topic", "id"),
         Field("type"),
         Field("queues"),
         Field("retention"),
+        *([Field("trace")] if traced else []),
         Field("created", optional=True),
     ]
     rows = [
@@ -61,6 +88,7 @@ def topic_list(connection: Connection, as_json: AsJson = False) -> None:
             t.message_type,
             str(t.queues),
             f"{t.retention_hours} h",
+            *(["on" if t.trace else "off"] if traced else []),
             when(t.created_timestamp),
         ]
         for t in topics
@@ -85,7 +113,8 @@ def topic_describe(
         return
     out.print(
         f"topic {topic.name}: {topic.message_type}, {topic.queues} queues, retention "
-        f"{topic.retention_hours} h, created {when(topic.created_timestamp)}"
+        f"{topic.retention_hours} h, trace {'on' if topic.trace else 'off'}, created "
+        f"{when(topic.created_timestamp)}"
     )
     table = Table("queue", "min offset", "max offset", "messages")
     for q in description.queue_offsets:

@@ -4,7 +4,8 @@ Semantics follow Spark's Kafka source: ``startingOffsets`` / ``endingOffsets`` a
 ``earliest``, ``latest`` or JSON offsets per queue (``{"<topic>": {"0": 12, "1": -2}}``, -2
 earliest, -1 latest), ``startingTimestamp`` / ``endingTimestamp`` (ms) pick offsets by the
 time batches were stored. Streaming offsets are ``{"<queue>": next offset}``;
-``maxOffsetsPerTrigger`` bounds a micro-batch. See docs/spark.md.
+``maxOffsetsPerTrigger`` bounds a micro-batch. With ``trace`` = ``true`` it reads the
+message trace events instead (trace.py). See docs/spark.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pyspark.sql.types import StructType
 from .options import LATEST, ReadOptions, StackOptions
 from .planning import QueueLog, Slice, limit_offsets
 from .schema import SCHEMA_DDL
+from .trace import TRACE_SCHEMA_DDL, TraceBatchReader, TraceQuery, wants_trace
 
 FORMAT = "cirrusmq"
 HEADS_REUSE_SECONDS = 1.0
@@ -52,9 +54,13 @@ class CirrusMQDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        return TRACE_SCHEMA_DDL if wants_trace(self.options) else SCHEMA_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if wants_trace(self.options):  # message trace events (trace.py), not a topic
+            return TraceBatchReader(
+                StackOptions.parse(self.options), TraceQuery.parse(self.options)
+            )
         return CirrusMQBatchReader(
             StackOptions.parse(self.options), ReadOptions.parse(self.options)
         )

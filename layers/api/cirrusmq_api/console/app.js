@@ -6,6 +6,7 @@ import * as groups from "./page-groups.js";
 import * as keys from "./page-keys.js";
 import * as messages from "./page-messages.js";
 import * as topics from "./page-topics.js";
+import * as trace from "./page-trace.js";
 import * as transactions from "./page-transactions.js";
 
 const PAGES = [
@@ -13,6 +14,7 @@ const PAGES = [
   { id: "groups", title: "Groups", module: groups },
   { id: "dead-letters", title: "Dead letters", module: deadLetters },
   { id: "transactions", title: "Transactions", module: transactions },
+  { id: "trace", title: "Message trace", module: trace },
   { id: "keys", title: "Access keys", module: keys },
 ];
 

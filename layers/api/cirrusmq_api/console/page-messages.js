@@ -3,7 +3,7 @@
 import { call, path } from "./api.js";
 import { base64ToBytes, bodyLine, bodyViewer, facts, field, fill, h, num, table, time, utcInputMs } from "./dom.js";
 
-function details(message) {
+function details(message, traced) {
   const bytes = base64ToBytes(message.body);
   return h(
     "section",
@@ -21,6 +21,7 @@ function details(message) {
       ["Properties", Object.entries(message.properties || {}).map(([k, v]) => `${k}=${v}`).join(", ") || "–"],
     ]),
     bodyViewer(bytes),
+    traced && h("p", {}, h("a", { href: `#/trace/${encodeURIComponent(message.topic)}/${encodeURIComponent(message.message_id)}` }, "Message trace")),
   );
 }
 
@@ -31,7 +32,7 @@ export async function render(view, args, ctx) {
   const detail = h("div");
   const results = h("div");
 
-  const show = (message) => fill(detail, details(message));
+  const show = (message) => fill(detail, details(message, described.trace));
 
   const queue = h("select", { name: "queue" }, queues.map((q) => h("option", { value: q.queue }, String(q.queue))));
   const firstFull = queues.find((q) => q.max_offset > q.min_offset) || queues[0];
@@ -118,6 +119,7 @@ export async function render(view, args, ctx) {
       ["Type", described.message_type],
       ["Queues", String(described.queues)],
       ["Retention", `${described.retention_hours} h`],
+      ["Message trace", described.trace ? "on" : "off"],
       ["Created", time(described.created_timestamp)],
     ]),
     table(

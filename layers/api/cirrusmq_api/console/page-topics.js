@@ -1,6 +1,7 @@
-// Topics: the ones this key may see, with queues, offsets, retention and type; create, delete.
+// Topics: the ones this key may see, with queues, offsets, retention, type and message trace
+// (on or off); create, delete.
 import { call, path } from "./api.js";
-import { field, h, num, table, time } from "./dom.js";
+import { checkbox, field, h, num, table, time } from "./dom.js";
 
 const TYPES = ["NORMAL", "FIFO", "DELAY", "TRANSACTION"];
 
@@ -16,6 +17,7 @@ function createForm(ctx) {
   const queues = h("input", { name: "queues", type: "number", min: 1, placeholder: "default" });
   const type = h("select", { name: "message_type" }, TYPES.map((t) => h("option", { value: t }, t)));
   const retention = h("input", { name: "retention_hours", type: "number", min: 1, placeholder: "default" });
+  const traced = checkbox("Message trace", { name: "trace" });
   const form = h(
     "form",
     { class: "inline", "aria-label": "Create topic" },
@@ -23,6 +25,7 @@ function createForm(ctx) {
     field("Queues", queues),
     field("Type", type),
     field("Retention (hours)", retention),
+    traced,
     h("button", { type: "submit", class: "primary" }, "Create topic"),
   );
   form.addEventListener("submit", async (event) => {
@@ -30,6 +33,7 @@ function createForm(ctx) {
     const body = { name: name.value.trim(), message_type: type.value };
     if (queues.value) body.queues = Number(queues.value);
     if (retention.value) body.retention_hours = Number(retention.value);
+    if (traced.querySelector("input").checked) body.trace = true;
     try {
       await call("POST", "/v1/topics", { body });
       ctx.go("#/topics");
@@ -67,6 +71,7 @@ export async function render(view, _args, ctx) {
       num(offsets.kept),
       `${t.retention_hours} h`,
       time(t.created_timestamp),
+      t.trace ? "on" : "off",
       h(
         "button",
         { type: "button", class: "danger", "aria-label": `Delete topic ${t.name}`, onclick: () => remove(t.name, ctx) },
@@ -79,7 +84,7 @@ export async function render(view, _args, ctx) {
     createForm(ctx),
     table(
       "Topics this key may see",
-      ["Topic", "Type", "Queues", "Messages written", "Messages retained", "Retention", "Created", ""],
+      ["Topic", "Type", "Queues", "Messages written", "Messages retained", "Retention", "Created", "Trace", ""],
       rows,
       { empty: "No topics this key may see." },
     ),

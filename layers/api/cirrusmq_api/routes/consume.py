@@ -5,7 +5,13 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 
-from ..access import acting_key, claim_request, current_principal, may_consume
+from ..access import (
+    acting_key,
+    claim_request,
+    current_principal,
+    may_consume,
+    visible_trace_events,
+)
 from ..convert import ack_result_body, message_body, received_body
 from ..observability import count_messages
 from ..schemas import (
@@ -18,6 +24,7 @@ from ..schemas import (
     ReceiveResponse,
     SubscriptionBody,
     SubscriptionRequest,
+    TraceBody,
 )
 
 router = APIGatewayHttpRouter()
@@ -27,6 +34,16 @@ router = APIGatewayHttpRouter()
 def lookup_message(topic: str, message_id: str) -> MessageBody:
     caller = current_principal().access_key
     return message_body(current_broker().lookup.lookup(topic, message_id, access_key=caller))
+
+
+@router.get(
+    "/v1/topics/<topic>/messages/<message_id>/trace",
+    summary="A message's trace events, in time order (topics with trace on)",
+)
+def trace_message(topic: str, message_id: str) -> TraceBody:
+    caller = current_principal().access_key
+    events = current_broker().trace_reader.trace_message(topic, message_id, access_key=caller)
+    return TraceBody(topic=topic, message_id=message_id, events=visible_trace_events(topic, events))
 
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")

@@ -8,7 +8,13 @@ from cirrusmq_broker.container import current_broker
 
 from ..access import current_principal
 from ..convert import topic_body
-from ..schemas import CreateTopicRequest, TopicBody, TopicDescriptionBody, TopicListBody
+from ..schemas import (
+    CreateTopicRequest,
+    TopicBody,
+    TopicDescriptionBody,
+    TopicListBody,
+    UpdateTopicRequest,
+)
 
 router = APIGatewayHttpRouter()
 
@@ -20,6 +26,7 @@ def create_topic(request: CreateTopicRequest) -> Response[TopicBody]:
         queues=request.queues,
         message_type=request.message_type,
         retention_hours=request.retention_hours,
+        trace=request.trace,
     )
     return Response(201, "application/json", body=topic_body(topic))
 
@@ -38,6 +45,11 @@ def describe_topic(topic: str) -> TopicDescriptionBody:
         **topic_body(description.topic),
         queue_offsets=[vars(o) for o in description.queue_offsets],
     )
+
+
+@router.patch("/v1/topics/<topic>", summary="Update a topic (message trace on or off)")
+def update_topic(topic: str, request: UpdateTopicRequest) -> TopicBody:
+    return TopicBody(**topic_body(current_broker().admin.update_topic(topic, trace=request.trace)))
 
 
 @router.delete("/v1/topics/<topic>", summary="Delete a topic (its data is purged later)")

@@ -1,4 +1,4 @@
-"""Admin: topics (create, list, describe, delete)."""
+"""Admin: topics (create, update, list, describe, delete)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class AdminService:
         queues: int = limits.DEFAULT_QUEUES,
         message_type: str = MessageType.NORMAL.value,
         retention_hours: int = limits.DEFAULT_RETENTION_HOURS,
+        trace: bool = False,
     ) -> Topic:
         check_topic_name(name)
         if not limits.MIN_QUEUES <= queues <= limits.MAX_QUEUES:
@@ -57,8 +58,21 @@ class AdminService:
         except ValueError as exc:
             allowed = ", ".join(t.value for t in MessageType)
             raise InvalidRequest(f"message_type must be one of {allowed}") from exc
-        topic = Topic(name, queues, kind, retention_hours, self._clock())
+        topic = Topic(name, queues, kind, retention_hours, self._clock(), trace=bool(trace))
         self._store.create(topic, heads=self._heads)
+        return topic
+
+    def update_topic(self, name: str, *, trace: bool | None = None) -> Topic:
+        """Change what may change of an active topic (message trace on or off)."""
+        check_topic_name(name)
+        if "." in name:
+            raise TopicNotFound(f"topic {name!r} does not exist")  # internal topics
+        if trace is None:
+            return self._active(name)
+        topic = self._store.set_trace(name, bool(trace))
+        if topic is None:
+            raise TopicNotFound(f"topic {name!r} does not exist")
+        self._catalog.forget(name)
         return topic
 
     def list_topics(self) -> list[Topic]:

@@ -35,6 +35,7 @@ from ..validation import check_group_name, check_message_id, check_topic_name
 from .batch_reader import BatchReader
 from .moves import MoveAppender
 from .topic_catalog import TopicCatalog
+from .trace import record_placed
 
 PREVIEW_BYTES = 256
 MAX_LIST = 1000
@@ -313,6 +314,8 @@ class DeadLetterService:
             record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
             fence=extra,
         )
+        if outcome is None:
+            record_placed(topic, "redriven", letters, queue % topic.queues, None, group=group)
         return outcome is None
 
     def _redrive_ids(

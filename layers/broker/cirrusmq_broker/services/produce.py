@@ -36,6 +36,7 @@ from .delays.schedule import DelayWriter, delayed_receipt, due_times
 from .delays.wake import ReleaseWake
 from .message_validation import validate_messages
 from .topic_catalog import TopicCatalog
+from .trace import record_sent
 
 MAX_APPEND_ITEMS = 100
 """DynamoDB TransactWriteItems' limit: one send is one append."""
@@ -192,6 +193,7 @@ class ProduceService:
                 self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
             raise
         result = SendResult(receipts_for(bases, now if delayed else None), duplicate=False)
+        record_sent(topic, messages, result.receipts, stamp.producer_id if stamp else None)
         self._due(result.receipts)
         return result
 

@@ -34,6 +34,12 @@ class TopicCatalog:
                 self._cache[name] = topic
         return topic
 
+    def cached(self, name: str) -> Topic | None:
+        """The active topic ``name`` if this process has it cached, else None: no read
+        (message trace asks it, so an untraced topic never costs a call)."""
+        with self._lock:
+            return self._cache.get(name)
+
     def forget(self, name: str) -> None:
         with self._lock:
             self._cache.pop(name, None)

@@ -82,6 +82,27 @@ class TopicStore:
             topics.extend(_from_values(from_item(item)) for item in page["Items"])
         return sorted(topics, key=lambda t: t.name)
 
+    def set_trace(self, name: str, trace: bool) -> Topic | None:
+        """Turn message trace on or off for the active topic ``name``; the topic as it is
+        now, or None if there is no active topic of that name."""
+        try:
+            item = self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"topic": name}),
+                UpdateExpression="SET #trace = :trace",
+                ConditionExpression=still_active,
+                ExpressionAttributeNames={"#status": "status", "#trace": "trace"},
+                ExpressionAttributeValues=to_item(
+                    {":trace": trace, ":active": TopicStatus.ACTIVE.value}
+                ),
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return None
+        return _from_values(from_item(item))
+
     def retire(self, name: str, *, now: int, heads: QueueHeads) -> bool:
         """Mark an active topic deleting and close its queues' heads, atomically.
 
@@ -149,6 +170,7 @@ def _to_values(topic: Topic) -> dict[str, Any]:
         "created_timestamp": topic.created_timestamp,
         "status": topic.status.value,
         "deleted_timestamp": topic.deleted_timestamp,
+        "trace": topic.trace,
     }
 
 
@@ -161,4 +183,5 @@ def _from_values(values: dict[str, Any]) -> Topic:
         created_timestamp=values["created_timestamp"],
         status=TopicStatus(values.get("status", TopicStatus.ACTIVE.value)),
         deleted_timestamp=values.get("deleted_timestamp"),
+        trace=bool(values.get("trace", False)),
     )

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from cachetools import LRUCache
@@ -45,6 +46,7 @@ from ...storage.delays.objects import DelayObjectStore
 from ...storage.producers import ProducerRecord
 from ..batch_writer import BatchWriter, WrittenBatch, content_named, encode
 from ..topic_catalog import TopicCatalog
+from ..trace import TraceRecorder, record_placed, request_scope, tracing
 from .wake import LEASE_MARGIN_MS
 
 log = logging.getLogger(__name__)
@@ -100,7 +102,10 @@ class DelayRelease:
         topics: TopicCatalog,
         writer: BatchWriter,
         clock: Callable[[], int],
+        trace: Callable[[], TraceRecorder] | None = None,
     ) -> None:
+        self._trace = trace
+        """Each move (one append) is one request of message trace: one write at most."""
         self._items = items
         self._objects = objects
         self._topics = topics
@@ -254,12 +259,19 @@ class DelayRelease:
         # Target queues move in parallel (each its own append); a crash anywhere is safe.
         outcomes = list(
             self._pool.map(
-                lambda c: self._move_chunk(c[0], c[1], c[2], now, result, sleep_until), chunks
+                lambda c: self._traced_move(c[0], c[1], c[2], now, result, sleep_until), chunks
             )
         )
         done = [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if ok for e in c]
         self._after_move(done)  # once every queue's move of this tick is committed
         return [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if not ok for e in c]
+
+    def _traced_move(self, *args: Any) -> bool:
+        """:meth:`_move_chunk` as one request of message trace (its own thread's scope)."""
+        if self._trace is None:
+            return self._move_chunk(*args)
+        with request_scope(self._trace):
+            return self._move_chunk(*args)
 
     def _move_chunk(
         self,
@@ -293,7 +305,7 @@ class DelayRelease:
         if due_at > self._clock() and sleep_until is not None:
             sleep_until(due_at)  # prepared ahead: committed (visible) when due, not before
         try:
-            self._writer.append(
+            bases = self._writer.append(
                 [batch],
                 stamp=None,
                 build_record=lambda bases: ProducerRecord("", bases),
@@ -312,6 +324,8 @@ class DelayRelease:
         with self._lock:
             result.moved += len(messages)
             result.items += len(chunk)
+        if tracing() and target in bases:
+            record_placed(topic, "released", messages, target, bases[target])
         return True
 
     def _appender_free_delete(self, chunk: list[DelayItem]) -> None:

@@ -17,6 +17,7 @@ from ..offset_lookup import OffsetLookup
 from ..receipt_handles import ReceiptHandles
 from ..retries import RetryService
 from ..topic_catalog import TopicCatalog
+from ..trace import traced_deliveries, traced_settles
 from .ack import Acks
 from .invisible import InvisibleTime
 from .queue_plan import QueuePlanner
@@ -65,8 +66,8 @@ class ConsumeService:
         )
         status = GroupStatus(states=states, heads=heads)
         # the operations, as their modules define them
-        self.receive = receiver.receive
+        self.receive = traced_deliveries(receiver.receive, topics, signer.decode)
         self.subscribe = receiver.subscribe
-        self.ack = acks.ack
+        self.ack = traced_settles("acked", acks.ack, topics, signer.decode)
         self.change_invisible = invisible.change_invisible
         self.describe_group = status.describe_group

@@ -47,6 +47,7 @@ from .. import optimistic
 from ..batch_reader import BatchReader
 from ..moves import is_move_batch
 from ..offset_lookup import OffsetLookup
+from ..trace import record_expired
 from .retry_topic import RetryTopic
 from .settings import RetrySettings
 
@@ -185,6 +186,13 @@ class LeaseExpiry:
             if not self._states.settle(state, current, after):
                 return False
             state.after_move(after)
+        record_expired(
+            self._retry_topic.topics,
+            state.group,
+            topic,
+            list(found.messages.values()),
+            lease.attempt,
+        )
         return True
 
     def moved_offsets(

@@ -38,6 +38,7 @@ from ...storage.group_views import GroupView, GroupViewReader
 from ...storage.log_index import LogIndex
 from ..moves import MoveAppender
 from ..topic_catalog import TopicCatalog
+from ..trace import record_moved
 
 RETRY_CHECK_SECONDS = 5
 """An idle consumer reads its retry topic's queues at most this often per container."""
@@ -104,6 +105,10 @@ class RetryTopic:
         ]
         stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
         recorded = self._moves.append(destination, queue, copies, stamp, digest, fence=fence)
+        record_moved(
+            self._topics, group, topic, messages, attempts,
+            target_topic=destination.name, dead=target.dead, reason=target.reason,
+        )  # fmt: skip
         if not target.dead:  # this container looks at the retry topic when it is due
             key = (group, retry_origin(group, topic.name) or topic.name)
             due = visible_at(self._clock(), target.number)
@@ -119,6 +124,11 @@ class RetryTopic:
         return self._moves.ensure(retry_topic(group, origin), RETRY_QUEUES, retention), (
             target.number
         )
+
+    @property
+    def topics(self) -> TopicCatalog:
+        """The user topics' catalog (message trace asks it whether a topic is traced)."""
+        return self._topics
 
     def resolve(self, name: str) -> Topic:
         """A topic a receipt handle names: a user topic, or an internal one (retry, DLQ)."""

@@ -16,6 +16,7 @@ from ..moves import MoveAppender
 from ..offset_lookup import OffsetLookup
 from ..receipt_handles import ReceiptHandles
 from ..topic_catalog import TopicCatalog
+from ..trace import traced_settles
 from .lease_expiry import LeaseExpiry
 from .nack import Nacks
 from .retry_topic import RetryTopic
@@ -61,6 +62,6 @@ class RetryService:
             clock=clock,
         )
         # the operations, as their modules define them
-        self.nack = nacks.nack
+        self.nack = traced_settles("nacked", nacks.nack, topics, lambda h: signer().decode(h))
         self.max_delivery_attempts = self.settings.max_delivery_attempts
         self.set_max_delivery_attempts = self.settings.set_max_delivery_attempts

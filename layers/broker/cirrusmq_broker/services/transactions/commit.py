@@ -33,6 +33,7 @@ from ...storage.producers import ProducerRecord, ProducerRecords
 from ...storage.transactions import FenceFailed, StateChanged, TransactionStore
 from ..batch_writer import BatchWriter, EncodedBatch, WrittenBatch, encode, fixed_name, rows_named
 from ..topic_catalog import TopicCatalog
+from ..trace import record_transaction
 from .outcomes import EndResult, already_ended, changed_since, existing
 from .registration import Registrations
 from .rollback import Rollbacks
@@ -186,6 +187,7 @@ class Commits:
             if current.state is not TxnState.COMMITTED:
                 raise
         self._rollbacks.cleanup(txn)
+        record_transaction(self._topics, topic.name, "committed", txn.transaction_id)
         return EndResult(txn.transaction_id, TxnState.COMMITTED, changed=True)
 
     def _commit_batch(

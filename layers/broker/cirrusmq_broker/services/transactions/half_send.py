@@ -41,6 +41,7 @@ from ...storage.transactions import FenceFailed, StateChanged, TransactionStore,
 from ...validation import check_group_name
 from ..message_validation import validate_messages
 from ..topic_catalog import TopicCatalog
+from ..trace import record_half_sent
 from .outcomes import HalfReceipt, HalfSendResult
 from .registration import Registrations
 
@@ -140,6 +141,7 @@ class HalfSends:
                 (transactional_id, epoch),
                 access_key,
             )
+        record_half_sent(topic, messages, queues, transaction_id, transactional_id)
         return HalfSendResult(transaction_id, _receipts(half), duplicate=False)
 
     def _check_ids_unused(

@@ -10,6 +10,8 @@ from ...errors import Conflict
 from ...rules.transaction_state import ENDED_KEEP_SECONDS, Resolution, Transaction, TxnState
 from ...storage.half_objects import HalfObjectStore
 from ...storage.transactions import FenceFailed, StateChanged, TransactionStore
+from ..topic_catalog import TopicCatalog
+from ..trace import record_transaction
 from .outcomes import EndResult, already_ended, changed_since, existing
 from .registration import Registrations
 
@@ -31,7 +33,10 @@ class Rollbacks:
         halves: HalfObjectStore,
         registrations: Registrations,
         clock: Callable[[], int],
+        topics: TopicCatalog | None = None,
     ) -> None:
+        self._topics = topics
+        """Asked whether the transaction's topic is traced (message trace)."""
         self._store = store
         self._halves = halves
         self._registrations = registrations
@@ -96,6 +101,8 @@ class Rollbacks:
                 )
             raise already_ended(current, Resolution.ROLLBACK) from None
         self.cleanup(txn)
+        if self._topics is not None:
+            record_transaction(self._topics, txn.topic, "rolled_back", txn.transaction_id, reason)
         log.info(
             "transaction %s/%s rolled back: %s", txn.producer_group, txn.transaction_id, reason
         )

@@ -59,7 +59,11 @@ class TransactionService:
         self._writer = writer
         self._registrations = Registrations(store=store, clock=clock)
         self._rollbacks = Rollbacks(
-            store=store, halves=halves, registrations=self._registrations, clock=clock
+            store=store,
+            halves=halves,
+            registrations=self._registrations,
+            clock=clock,
+            topics=topics,
         )
         self._commits = Commits(
             store=store,
