@@ -37,7 +37,7 @@ EXPECTED = {
     "docs/transactions.md": {"run": 1},
     "docs/spark.md": {"spark": 1, "skip": 3},
     "docs/deploy.md": {"skip": 1},
-    "docs/compat.md": {"skip": 2},
+    "docs/compat.md": {"skip": 3},
 }
 """Snippets per page and kind: a snippet added, removed or marked differently shows here."""
 
