@@ -47,9 +47,10 @@ from ..errors import (
 from ..message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
 from ..transport import RetryPolicy, Transport
 from .acks import handles_of, log_unacked
+from .channel import channel_for
 from .membership import Heartbeater, new_client_id
 from .orderly import BatchLease, QueueSerializer, by_queue, run_orderly_batch
-from .pacing import PollPacer
+from .pacing import IdleWait, PollPacer
 from .pending_acks import AckRetrier, make_retrier
 from .simple import SimpleConsumer
 
@@ -137,8 +138,11 @@ class PushConsumer:
         heartbeat_interval_s: float | None = 10.0,
         heartbeat_timeout_s: int = 120,
         suspend_s: float = 1.0,
+        notifications: bool = True,
     ) -> None:
-        """``orderly``: per-queue sequential processing (FIFO topics); a failing listener
+        """``notifications``: once idle, wait on the service's notification channel instead
+        of polling (docs/notifications.md; False: always poll).
+        ``orderly``: per-queue sequential processing (FIFO topics); a failing listener
         suspends its queue ``suspend_s`` and the same message comes back (attempt + 1).
         ``client_id`` names this instance in its group (default: host@pid@random); it
         heartbeats every ``heartbeat_interval_s`` (None: never registers) and is removed
@@ -191,7 +195,14 @@ class PushConsumer:
         self.suspend_s = suspend_s
         self._consumer.client_id = self.client_id
         self._wake = threading.Event()
-        """Set when an orderly queue finished a batch: the fetcher polls again at once."""
+        """Set when an orderly queue finished a batch or a notification came: the fetcher
+        polls again at once."""
+        self._idle = IdleWait(
+            self._wake,
+            channel=(lambda: channel_for(self._transport)) if notifications else None,
+            group=group,
+            topics=lambda: list(self._consumer.subscriptions),
+        )
         self._heartbeater = (
             Heartbeater(
                 self._transport,
@@ -285,6 +296,7 @@ class PushConsumer:
         deadline = time.monotonic() + timeout_s
         self._stopping.set()
         self._wake.set()
+        self._idle.close()  # no more registrations: the shared channel may close
         with self._cond:
             while self._cached or self._sweeping:
                 if not self._cond.wait(max(0.0, deadline - time.monotonic())):
@@ -396,7 +408,7 @@ class PushConsumer:
             failures = 0
             delay = self._pacer.after_receive(len(messages))
             self._dispatch(messages, fetched_at + self.invisible_duration_s)
-            if delay and self._wake.wait(delay):  # idle: a shutdown ends the wait at once
+            if delay and self._idle.wait(delay):  # idle: a shutdown ends the wait at once
                 self._wake.clear()  # an orderly queue is free again: poll now
                 self._pacer.reset()
 
