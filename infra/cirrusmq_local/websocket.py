@@ -20,6 +20,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -54,7 +55,13 @@ class WebSocketGateway:
         self._open: dict[str, ServerConnection] = {}
         self._ids: dict[int, str] = {}
         self.connections_opened = 0
-        """Upgrades accepted since the start (benchmarks count connection time with it)."""
+        """Upgrades accepted since the start."""
+        self.frames_in = 0
+        """Messages received from clients (API Gateway bills them, 32 KB units)."""
+        self.frames_out = 0
+        """Messages sent to clients: route responses and posts."""
+        self._closed_seconds = 0.0
+        self._opened_at: dict[str, float] = {}
 
     @property
     def url(self) -> str:
@@ -72,6 +79,11 @@ class WebSocketGateway:
     @property
     def open_connections(self) -> int:
         return len(self._open)
+
+    def connection_seconds(self) -> float:
+        """Connection time so far, closed and open connections (billed per minute on AWS)."""
+        now = time.monotonic()
+        return self._closed_seconds + sum(now - t for t in list(self._opened_at.values()))
 
     def start(self) -> WebSocketGateway:
         ready = threading.Event()
@@ -169,9 +181,11 @@ class WebSocketGateway:
     async def _serve(self, connection: ServerConnection) -> None:
         connection_id = self._ids.pop(id(connection))
         self._open[connection_id] = connection
+        self._opened_at[connection_id] = time.monotonic()
         self.connections_opened += 1
         try:
             async for frame in connection:
+                self.frames_in += 1
                 text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
                 route = _route_of(text, self._routes)
                 event = self._event(route, "MESSAGE", connection_id, body=text)
@@ -182,11 +196,13 @@ class WebSocketGateway:
                     result = {"body": '{"message": "Internal server error"}'}
                 body = (result or {}).get("body") if isinstance(result, dict) else None
                 if body:
+                    self.frames_out += 1
                     await connection.send(body)
         except ConnectionClosed:
             pass
         finally:
             self._open.pop(connection_id, None)
+            self._closed_seconds += time.monotonic() - self._opened_at.pop(connection_id)
             event = self._event("$disconnect", "DISCONNECT", connection_id)
             try:
                 await self._invoke("$disconnect", event)
@@ -200,6 +216,7 @@ class WebSocketGateway:
         if connection is None or loop is None:
             return False
         text = data.decode("utf-8", "replace")
+        self.frames_out += 1
         try:
             asyncio.run_coroutine_threadsafe(connection.send(text), loop).result(10)
         except Exception:  # noqa: BLE001 - closed meanwhile
