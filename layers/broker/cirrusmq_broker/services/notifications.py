@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,8 @@ stage's URL: the signature covers the same text on AWS and locally."""
 CONNECTION_TTL_S = 2 * 3600 + 600
 """API Gateway closes every WebSocket after 2 hours: items live a little longer, then TTL."""
 MAX_WAIT_TOPICS = 100
+POST_CONCURRENCY = 32
+"""Posts in flight at once in one fan-out."""
 
 
 def look_now(waiters: Iterable[Waiter]) -> bytes:
@@ -155,17 +158,27 @@ class Notifier:
         # removed before the post: a connection re-registering after it was told stays
         # registered (a delete after the post could remove that new registration)
         self._connections.delete_waiters(waiters)
-        gone = 0
-        for connection_id, waits in by_connection.items():
-            try:
-                delivered = self._poster.post(connection_id, look_now(waits))
-            except Exception:  # one broken connection must not keep the others waiting
-                log.warning("post to connection %s failed", connection_id, exc_info=True)
-                continue
-            if not delivered:
-                gone += 1
-                self._connections.delete_connection(connection_id)
-        return FanOut(len(topics), len(by_connection) - gone, gone)
+        if not by_connection:
+            return FanOut(len(topics), 0, 0)
+        # posts in parallel: a fan-out to many connections takes a few round trips, not one
+        # round trip per connection
+        workers = min(POST_CONCURRENCY, len(by_connection))
+        with ThreadPoolExecutor(workers, thread_name_prefix="notify") as pool:
+            results = list(pool.map(self._post, by_connection.items()))
+        gone = [connection_id for connection_id, delivered in results if delivered is False]
+        for connection_id in gone:
+            self._connections.delete_connection(connection_id)
+        notified = sum(1 for _, delivered in results if delivered)
+        return FanOut(len(topics), notified, len(gone))
+
+    def _post(self, entry: tuple[str, list[Waiter]]) -> tuple[str, bool | None]:
+        """(connection, True: told / False: gone / None: failed)."""
+        connection_id, waits = entry
+        try:
+            return connection_id, self._poster.post(connection_id, look_now(waits))
+        except Exception:  # one broken connection must not keep the others waiting
+            log.warning("post to connection %s failed", connection_id, exc_info=True)
+            return connection_id, None
 
 
 def touched_topics(records: Iterable[Mapping[str, Any]]) -> set[str]:
