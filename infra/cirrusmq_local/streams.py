@@ -21,7 +21,7 @@ __all__ = ["StreamPoller", "StreamSource", "matches_pattern"]
 
 log = logging.getLogger(__name__)
 
-POLL_INTERVAL_S = 0.05
+POLL_INTERVAL_S = 0.1
 
 
 @dataclass(frozen=True)

@@ -160,3 +160,31 @@ def test_a_consumer_whose_key_may_not_wait_polls_instead(cirrusmq_stack):
         waiter.close()
     finally:
         transport.close()
+
+
+def test_a_simple_consumer_receive_waits_on_the_channel(cirrusmq_stack, topic):
+    from cirrusmq import SimpleConsumer
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = SimpleConsumer(
+        cirrusmq_stack.endpoint,
+        cirrusmq_stack.credentials,
+        group,
+        [topic],
+        await_duration=20,
+        notifications=True,
+    )
+    result: list = []
+    try:
+        receiver = threading.Thread(target=lambda: result.extend(consumer.receive(10)))
+        receiver.start()
+        assert eventually(lambda: consumer._idle.channel_waits > 0)
+        channel = consumer._idle._channel
+        notifications = channel.notifications
+        send_one(cirrusmq_stack, topic)
+        receiver.join(60)
+        assert [m.body for m in result] == [b"wake up"]
+        assert channel.notifications > notifications  # woken by the channel
+        consumer.ack_batch(result)
+    finally:
+        consumer.close()

@@ -97,6 +97,11 @@ class NotificationChannel:
         """``look_now`` frames received."""
 
     @property
+    def healthy(self) -> bool:
+        """The last attempt to connect did not fail."""
+        return self._failures == 0
+
+    @property
     def available(self) -> bool:
         """A socket is open now."""
         return self._socket is not None

@@ -85,7 +85,14 @@ class IdleWait:
     def waiter(self) -> Any:
         return self._waiter
 
-    def wait(self, delay: float) -> bool:
+    def usable(self) -> bool:
+        """Whether the channel can be waited on now (a waiter not refused, a channel that
+        did not just fail to connect)."""
+        waiter = self._current_waiter()
+        return waiter is not None and waiter.refused is None and waiter.channel.healthy
+
+    def wait(self, delay: float, *, max_s: float | None = None) -> bool:
+        """``max_s``: the longest wait on the channel (default: the safety poll)."""
         waiter = self._current_waiter() if delay >= CHANNEL_AFTER_S else None
         if waiter is None or waiter.refused is not None:
             return bool(self.event.wait(delay))
@@ -96,7 +103,8 @@ class IdleWait:
         self.channel_waits += 1
         from .channel import SAFETY_POLL_S
 
-        return bool(self.event.wait(SAFETY_POLL_S)) or not waiter.registered
+        limit = SAFETY_POLL_S if max_s is None else min(SAFETY_POLL_S, max_s)
+        return bool(self.event.wait(limit)) or not waiter.registered
 
     def _current_waiter(self) -> Any:
         if self._channel is None and self._channel_factory is not None:
