@@ -54,6 +54,7 @@ class WebSocketGateway:
         self._callbacks: ThreadingHTTPServer | None = None
         self._open: dict[str, ServerConnection] = {}
         self._ids: dict[int, str] = {}
+        self._stopping = False
         self.connections_opened = 0
         """Upgrades accepted since the start."""
         self.frames_in = 0
@@ -126,6 +127,7 @@ class WebSocketGateway:
         loop, self._loop = self._loop, None
         if loop is None:
             return
+        self._stopping = True  # the stack is going away: no $disconnect runs
 
         async def close() -> None:
             if self._server is not None:
@@ -203,11 +205,15 @@ class WebSocketGateway:
         finally:
             self._open.pop(connection_id, None)
             self._closed_seconds += time.monotonic() - self._opened_at.pop(connection_id)
-            event = self._event("$disconnect", "DISCONNECT", connection_id)
-            try:
-                await self._invoke("$disconnect", event)
-            except Exception:  # noqa: BLE001 - best effort, as on AWS
-                log.exception("$disconnect failed")
+            if not self._stopping:
+                await self._disconnect(connection_id)
+
+    async def _disconnect(self, connection_id: str) -> None:
+        event = self._event("$disconnect", "DISCONNECT", connection_id)
+        try:
+            await self._invoke("$disconnect", event)
+        except Exception:  # noqa: BLE001 - best effort, as on AWS
+            log.exception("$disconnect failed")
 
     # --------------------------------------------------------- management API
     def post(self, connection_id: str, data: bytes) -> bool:

@@ -12,6 +12,7 @@ the consumer is woken by a "look now" and polls only every few minutes meanwhile
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,10 @@ CHANNEL_AFTER_S = 1.0
 1.5 s of empty receives): a consumer that is only briefly idle does not register."""
 
 
+DUE_SLACK_S = 1.0
+"""A wait for something due (:meth:`IdleWait.expect_at`) ends this long after it."""
+
+
 class IdleWait:
     """The idle wait of a consumer: ``wait(delay)`` returns True when ``event`` is set (a
     notification, an orderly queue freed, a shutdown), False when the time is up.
@@ -78,12 +83,19 @@ class IdleWait:
         self._group = group
         self._topics = topics or (lambda: [])
         self._waiter: Any = None
+        self._due: float | None = None
         self.channel_waits = 0
         """Waits spent on the channel (tests: the consumer slept there, not polling)."""
 
     @property
     def waiter(self) -> Any:
         return self._waiter
+
+    def expect_at(self, when: float) -> None:
+        """Something no notification announces is due at ``when`` (``time.monotonic()``):
+        a message this consumer gave back comes back after its backoff (a nack appends it
+        to the retry topic at once, due later). A channel wait ends by then."""
+        self._due = when if self._due is None else min(self._due, when)
 
     def usable(self) -> bool:
         """Whether the channel can be waited on now (a waiter not refused, a channel that
@@ -104,7 +116,13 @@ class IdleWait:
         from .channel import SAFETY_POLL_S
 
         limit = SAFETY_POLL_S if max_s is None else min(SAFETY_POLL_S, max_s)
-        return bool(self.event.wait(limit)) or not waiter.registered
+        due = self._due
+        if due is not None:
+            limit = min(limit, max(0.0, due + DUE_SLACK_S - time.monotonic()))
+        woken = bool(self.event.wait(limit))
+        if due is not None and time.monotonic() >= due + DUE_SLACK_S and self._due == due:
+            self._due = None
+        return woken or not waiter.registered
 
     def _current_waiter(self) -> Any:
         if self._channel is None and self._channel_factory is not None:

@@ -82,6 +82,12 @@ after it."""
 _INITIAL_POLL_INTERVAL_S = 0.05
 
 
+def _backoff_s(message: MessageView) -> int:
+    """How long a failed message stays away (by its delivery attempt)."""
+    attempt = max(1, message.delivery_attempt)
+    return RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
+
+
 @dataclass(frozen=True)
 class _Nack:
     """A failed message queued for the acker's next nack request."""
@@ -537,6 +543,8 @@ class PushConsumer:
 
     def _retry_later(self, message: MessageView) -> None:
         """A failed message goes back with the acks' batches (one nack request for many)."""
+        # it comes back after its backoff, which no notification announces
+        self._idle.expect_at(time.monotonic() + _backoff_s(message))
         with self._cond:
             late = self._acks_closed
             if not late:
@@ -555,10 +563,8 @@ class PushConsumer:
         log_unacked(results, self.group, what="nack")
 
     def _reschedule(self, message: MessageView) -> None:
-        attempt = max(1, message.delivery_attempt)
-        delay = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
         try:
-            self._consumer.change_invisible_duration(message, delay)
+            self._consumer.change_invisible_duration(message, _backoff_s(message))
         except Exception as error:  # it comes back anyway when its invisible time ends
             log.info("could not reschedule message %s: %s", message.message_id, error)
 
