@@ -188,3 +188,35 @@ def test_a_simple_consumer_receive_waits_on_the_channel(cirrusmq_stack, topic):
         consumer.ack_batch(result)
     finally:
         consumer.close()
+
+
+def test_an_async_receive_waits_on_the_channel(cirrusmq_stack, topic):
+    import asyncio
+
+    from cirrusmq.aio import AsyncSimpleConsumer
+
+    async def scenario() -> tuple[list, int, int]:
+        consumer = AsyncSimpleConsumer(
+            cirrusmq_stack.endpoint,
+            cirrusmq_stack.credentials,
+            f"g-{uuid.uuid4().hex[:8]}",
+            [topic],
+            await_duration=20,
+            notifications=True,
+        )
+        try:
+            receiving = asyncio.create_task(consumer.receive(10))
+            while not consumer._idle.channel_waits:
+                await asyncio.sleep(0.05)
+            channel = consumer._idle._channel
+            before = channel.notifications
+            await asyncio.to_thread(send_one, cirrusmq_stack, topic)
+            messages = await asyncio.wait_for(receiving, 60)
+            await consumer.ack_batch(messages)
+            return messages, before, channel.notifications
+        finally:
+            await consumer.close()
+
+    messages, before, after = asyncio.run(scenario())
+    assert [m.body for m in messages] == [b"wake up"]
+    assert after > before
