@@ -24,8 +24,10 @@ from cirrusmq_local.moto import DUMMY_CREDENTIALS, REGION, MotoServer
 from cirrusmq_local.resolver import Resolver, generate_secret, resolve_parameters
 from cirrusmq_local.resources import create_resources
 from cirrusmq_local.schedules import ScheduledJob, ScheduleRunner
+from cirrusmq_local.streams import StreamPoller, StreamSource
 from cirrusmq_local.telemetry import LocalTelemetry
 from cirrusmq_local.template import Function, Template, TemplateError, load_template
+from cirrusmq_local.websocket import WebSocketGateway
 
 __all__ = ["BOOTSTRAP_ACCESS_KEY", "LocalStack", "TemplateError", "default_template_path"]
 
@@ -40,6 +42,8 @@ ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
 SECRET_KEY_VAR = "CIRRUSMQ_SECRET_KEY"
 ENDPOINT_VAR = "CIRRUSMQ_AWS_ENDPOINT_URL"
 REGION_VAR = "CIRRUSMQ_AWS_REGION"
+WEBSOCKET_URL_VAR = "CIRRUSMQ_WEBSOCKET_URL"
+CALLBACK_URL_VAR = "CIRRUSMQ_WEBSOCKET_CALLBACK_URL"
 LOCAL_VARIABLES = {"POWERTOOLS_TRACE_DISABLED": "true"}
 """Set for every function locally: no X-Ray daemon here (Powertools' Tracer also turns itself
 off outside Lambda; this says so explicitly)."""
@@ -56,6 +60,10 @@ def default_template_path() -> Path:
     if checkout.is_file() and (checkout.parent / "functions").is_dir():
         return checkout
     return here / "stack" / "template.yaml"
+
+
+def _loopback(host: str) -> str:
+    return {"0.0.0.0": "127.0.0.1", "::": "127.0.0.1", "": "127.0.0.1"}.get(host, host)
 
 
 def bootstrap_credentials() -> Credentials:
@@ -138,6 +146,8 @@ class LocalStack:
         self._resources: dict[str, str] = {}
         self._parameters: dict[str, str] = {}
         self._unregister: list[Callable[[], None]] = []
+        self._websocket: WebSocketGateway | None = None
+        self._streams: StreamPoller | None = None
 
     # ------------------------------------------------------------------- state
     @property
@@ -160,6 +170,18 @@ class LocalStack:
         self._require()
         assert self._gateway is not None
         return self._gateway.url
+
+    @property
+    def ws_endpoint(self) -> str | None:
+        """The notification channel's WebSocket URL (``ws://127.0.0.1:<port>``), None if the
+        template has no WebSocket API; ``GET /v1/health`` states it as ``ws_endpoint``."""
+        self._require()
+        return self._websocket.url if self._websocket is not None else None
+
+    @property
+    def websocket(self) -> WebSocketGateway | None:
+        """The local WebSocket API (its counters: connections opened, open now)."""
+        return self._websocket
 
     @property
     def aws_endpoint(self) -> str:
@@ -240,6 +262,10 @@ class LocalStack:
         )
         self._bootstrap_key()
         values = self._environment(functions, resolver)
+        if template.websocket_routes:
+            self._websocket = self._start_websocket(template, runtimes)
+            values[WEBSOCKET_URL_VAR] = self._websocket.url
+            values[CALLBACK_URL_VAR] = self._websocket.callback_url
         for runtime in runtimes.values():
             runtime.environment = values
         self._env = EnvironmentPatch(values)
@@ -261,6 +287,22 @@ class LocalStack:
             port=self._requested_port,
             local_routes=LocalRoutes(self.telemetry),
         ).start()
+        sources = [
+            StreamSource(
+                f"{fn.logical_id}.{event.event_name}",
+                self._resources[event.table],
+                runtimes[fn.logical_id].invoke,
+                event.batch_size,
+                event.patterns,
+            )
+            for fn in functions
+            for event in fn.streams
+            if event.table in self._resources
+        ]
+        if sources:
+            self._streams = StreamPoller(
+                self.boto3_client("dynamodb"), self.boto3_client("dynamodbstreams"), sources
+            ).start()
         self._expiry = self._make_expiry(template)
         if self.expire_interval is not None:
             self._expiry.start(self.expire_interval)
@@ -275,6 +317,16 @@ class LocalStack:
                             functools.partial(runner.fire_soon, logical_id),
                         )
                     )
+
+    def _start_websocket(
+        self, template: Template, runtimes: Mapping[str, FunctionRuntime]
+    ) -> WebSocketGateway:
+        routes = {
+            key: (lambda _route, event, runtime=runtimes[fn]: runtime.invoke(event))
+            for key, fn in template.websocket_routes.items()
+            if fn in runtimes
+        }
+        return WebSocketGateway(routes, host=_loopback(self.host)).start()
 
     def _bootstrap_key(self) -> None:
         """Store :attr:`credentials` as an admin access key (replacing one of that id)."""
@@ -343,6 +395,10 @@ class LocalStack:
         with self._lock:
             for undo in self._unregister:
                 undo()
+            if self._streams is not None:
+                self._streams.stop()
+            if self._websocket is not None:
+                self._websocket.stop()
             if self._runner is not None:
                 self._runner.stop()
             if self._expiry is not None:

@@ -6,6 +6,7 @@ turned into local values by :class:`cirrusmq_local.resolver.Resolver`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ __all__ = [
     "HttpRoute",
     "Parameter",
     "ScheduleEvent",
+    "StreamEvent",
     "Table",
     "Template",
     "TemplateError",
@@ -151,6 +153,17 @@ class ScheduleEvent:
 
 
 @dataclass(frozen=True)
+class StreamEvent:
+    """A ``DynamoDB`` event: the function runs on the stream of ``table`` (a logical id)."""
+
+    event_name: str
+    table: str
+    batch_size: int = 100
+    patterns: tuple[Mapping[str, Any], ...] = ()
+    """``FilterCriteria`` patterns (a record passes if one matches; none: all pass)."""
+
+
+@dataclass(frozen=True)
 class Function:
     """An ``AWS::Serverless::Function`` with ``Globals.Function`` merged in."""
 
@@ -163,6 +176,7 @@ class Function:
     environment: Mapping[str, Any]
     http_routes: tuple[HttpRoute, ...] = ()
     schedules: tuple[ScheduleEvent, ...] = ()
+    streams: tuple[StreamEvent, ...] = ()
     function_name: Any = None
     condition: str | None = None
 
@@ -179,6 +193,9 @@ class Template:
     resources: Mapping[str, Mapping[str, Any]]
     conditions: Mapping[str, Any] = field(default_factory=dict)
     mappings: Mapping[str, Any] = field(default_factory=dict)
+    websocket_routes: Mapping[str, str] = field(default_factory=dict)
+    """Route key (``$connect``, ``wait``, ...) → the logical id of the function behind it,
+    for the template's WebSocket API (``AWS::ApiGatewayV2`` resources)."""
 
     def resource_type(self, logical_id: str) -> str | None:
         """The ``Type`` of a resource, or ``None`` if there is no such resource."""
@@ -309,9 +326,10 @@ _ANY_METHODS = {"ANY", "*", "X-AMAZON-APIGATEWAY-ANY-METHOD"}
 
 def _parse_events(
     logical_id: str, events: Mapping[str, Any]
-) -> tuple[list[HttpRoute], list[ScheduleEvent]]:
+) -> tuple[list[HttpRoute], list[ScheduleEvent], list[StreamEvent]]:
     routes: list[HttpRoute] = []
     schedules: list[ScheduleEvent] = []
+    streams: list[StreamEvent] = []
     for name, event in (events or {}).items():
         kind = event.get("Type")
         props = event.get("Properties") or {}
@@ -339,8 +357,56 @@ def _parse_events(
                     name=props.get("Name"),
                 )
             )
+        elif kind == "DynamoDB":
+            table = _get_att_resource(props.get("Stream"))
+            if table is None:
+                raise TemplateError(
+                    f"{logical_id}.{name}: Stream must be !GetAtt <table>.StreamArn"
+                )
+            size = _int(props.get("BatchSize", 100), f"{logical_id}.{name} BatchSize")
+            filters = (props.get("FilterCriteria") or {}).get("Filters") or []
+            patterns = tuple(json.loads(f["Pattern"]) for f in filters if "Pattern" in f)
+            streams.append(StreamEvent(name, table, size, patterns))
         # Other event sources (SQS, S3, ...) are not emulated: they are simply not wired.
-    return routes, schedules
+    return routes, schedules, streams
+
+
+def _get_att_resource(value: Any) -> str | None:
+    """The logical id in ``!GetAtt Resource.Attribute`` (either spelling), else None."""
+    if not isinstance(value, Mapping) or "Fn::GetAtt" not in value:
+        return None
+    target = value["Fn::GetAtt"]
+    if isinstance(target, str):
+        target = target.split(".", 1)
+    return str(target[0]) if isinstance(target, list) and target else None
+
+
+def _sub_text(value: Any) -> str:
+    if isinstance(value, Mapping) and "Fn::Sub" in value:
+        sub = value["Fn::Sub"]
+        return sub if isinstance(sub, str) else str(sub[0])
+    return value if isinstance(value, str) else ""
+
+
+def _parse_websocket_routes(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Route key → function, following Route.Target (``integrations/${Integration}``) to
+    the integration's ``IntegrationUri`` (``...${Function.Arn}/invocations``)."""
+    import re
+
+    routes: dict[str, str] = {}
+    for resource in resources.values():
+        if resource.get("Type") != "AWS::ApiGatewayV2::Route":
+            continue
+        props = resource.get("Properties") or {}
+        target = re.search(r"\$\{(\w+)\}", _sub_text(props.get("Target")))
+        integration = resources.get(target.group(1)) if target else None
+        if integration is None:
+            continue
+        uri = _sub_text((integration.get("Properties") or {}).get("IntegrationUri"))
+        function = re.search(r"\$\{(\w+)\.Arn\}", uri)
+        if function and isinstance(props.get("RouteKey"), str):
+            routes[props["RouteKey"]] = function.group(1)
+    return routes
 
 
 def _parse_function(
@@ -354,7 +420,7 @@ def _parse_function(
     if not isinstance(handler, str) or "." not in handler:
         raise TemplateError(f"function {logical_id}: Handler must look like 'module.function'")
     environment = (props.get("Environment") or {}).get("Variables") or {}
-    routes, schedules = _parse_events(logical_id, props.get("Events") or {})
+    routes, schedules, streams = _parse_events(logical_id, props.get("Events") or {})
     return Function(
         logical_id=logical_id,
         code_uri=(root / code_uri).resolve(),
@@ -365,6 +431,7 @@ def _parse_function(
         environment=dict(environment),
         http_routes=tuple(routes),
         schedules=tuple(schedules),
+        streams=tuple(streams),
         function_name=props.get("FunctionName"),
         condition=resource.get("Condition"),
     )
@@ -400,6 +467,7 @@ def parse_template(data: Mapping[str, Any], path: Path) -> Template:
         resources=resources,
         conditions=dict(data.get("Conditions") or {}),
         mappings=dict(data.get("Mappings") or {}),
+        websocket_routes=_parse_websocket_routes(resources),
     )
 
 

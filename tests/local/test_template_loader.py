@@ -81,6 +81,7 @@ def test_tables(template) -> None:
         "NoncesTable",
         "TransactionsTable",
         "TimersTable",  # delayed messages (issue 9)
+        "ConnectionsTable",  # the notification channel's connections and waiters
     }
     log_index = template.tables["LogIndexTable"]
     assert [k["AttributeName"] for k in log_index.key_schema] == ["stream", "base_offset"]
@@ -90,6 +91,18 @@ def test_tables(template) -> None:
     groups = template.tables["GroupsTable"]
     assert [index["IndexName"] for index in groups.global_secondary_indexes] == ["by_topic"]
     assert template.tables["TopicsTable"].time_to_live is None
+
+
+def test_websocket_routes_and_stream_events(template) -> None:
+    assert template.websocket_routes == {
+        "$connect": "NotifyFunction",
+        "$disconnect": "NotifyFunction",
+        "wait": "NotifyFunction",
+        "$default": "NotifyFunction",
+    }
+    (stream,) = template.functions["NotifyFunction"].streams
+    assert stream.table == "QueueHeadsTable"
+    assert stream.patterns and "dynamodb" in stream.patterns[0]
 
 
 def test_bucket(template) -> None:
@@ -116,6 +129,7 @@ def test_functions_merge_globals(template) -> None:
         "GroupMetricsFunction",
         "MqHttpFunction",  # RocketMQ HTTP protocol (docs/compat.md)
         "SqsFunction",  # the SQS API (docs/compat.md)
+        "NotifyFunction",  # the notification channel
     }
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"

@@ -301,6 +301,8 @@ class GroupBody(BaseModel):
 class HealthBody(BaseModel):
     status: str
     version: str
+    ws_endpoint: str | None = None
+    """The notification channel's WebSocket URL (idle consumers wait there); None: none."""
 
 
 PERMISSION_PATTERN = r"^(?:[A-Za-z0-9_-]{1,127}|[A-Za-z0-9_-]{0,126}\*)$"

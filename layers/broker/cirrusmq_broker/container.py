@@ -30,6 +30,7 @@ from .services.log_reader import LogReader
 from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
 from .services.moves import MoveAppender
+from .services.notifications import ChannelService, Notifier
 from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.retries import RetryService
@@ -40,6 +41,8 @@ from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
 from .storage.batch_objects import BatchObjectStore
 from .storage.clients import aws_client
+from .storage.connection_posts import ConnectionPoster, management_client
+from .storage.connections import ConnectionStore
 from .storage.consumer_registry import ConsumerRegistry
 from .storage.delays.invoke import FunctionStarter
 from .storage.delays.items import DelayItemStore
@@ -373,6 +376,28 @@ class Broker:
             cipher=self._cipher,
             clock=self.clock,
             on_change=self.auth.forget,
+        )
+
+    # ------------------------------------------------------------ notification channel
+    @functools.cached_property
+    def _connections(self) -> ConnectionStore:
+        return ConnectionStore(self._dynamodb, self.settings.connections_table)
+
+    @functools.cached_property
+    def channel(self) -> ChannelService:
+        """The WebSocket routes: connect, wait, disconnect."""
+        return ChannelService(auth=self.auth, connections=self._connections, clock=self.clock)
+
+    @functools.cached_property
+    def notifier(self) -> Notifier:
+        """Posts "look now" to the connections waiting on topics whose heads moved."""
+        client = management_client(
+            self.settings.websocket_callback_url,
+            self.settings.aws_region,
+            local=bool(self.settings.aws_endpoint_url),
+        )
+        return Notifier(
+            connections=self._connections, poster=ConnectionPoster(client), clock=self.clock
         )
 
     # ------------------------------------------------------------ housekeeping

@@ -78,6 +78,13 @@ class Settings:
     # -- transactions
     transactions_table: str = ""
     """DynamoDB table of transactions, producer registrations and check inboxes."""
+    # -- notification channel (docs/notifications.md)
+    connections_table: str = ""
+    """DynamoDB table of WebSocket connections and what they wait on. Empty: no channel."""
+    websocket_url: str = ""
+    """The channel's WebSocket URL clients connect to (``/v1/health`` states it)."""
+    websocket_callback_url: str = ""
+    """The management API endpoint that posts to the channel's connections."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -108,6 +115,9 @@ class Settings:
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,
             transactions_table=get("TRANSACTIONS_TABLE", ""),
+            connections_table=get("CONNECTIONS_TABLE", ""),
+            websocket_url=get("WEBSOCKET_URL", ""),
+            websocket_callback_url=get("WEBSOCKET_CALLBACK_URL", ""),
         )
 
 

@@ -7,6 +7,8 @@ on the event loop with ``httpx.AsyncClient``.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
@@ -21,7 +23,9 @@ from ..message import (
 from ..transport import AsyncTransport, RetryPolicy, Transport
 from .acks import AckReply, AckResult
 from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .channel import NotificationChannel, channel_for
 from .nacks import nack_requests, nack_results
+from .pacing import CHANNEL_AFTER_S, IdleWait
 from .paths import group_path
 from .pending_acks import make_retrier
 
@@ -47,7 +51,10 @@ class AsyncSimpleConsumer(ConsumerBase):
         max_attempts: int = 3,
         outbox_path: str | PathLike[str] | None = None,
         transport: AsyncTransport | None = None,
+        notifications: bool = False,
     ) -> None:
+        """``notifications``: a ``receive`` that waits does so on the service's notification
+        channel instead of a server-side long poll (as ``SimpleConsumer``'s option)."""
         super().__init__(endpoint, credentials, group, subscriptions, await_duration)
         retry = RetryPolicy(max_attempts=max_attempts)
         self._own_transport = transport is None
@@ -60,6 +67,22 @@ class AsyncSimpleConsumer(ConsumerBase):
             )
             self._retrier = make_retrier(retry_transport, outbox_path)
             self._retry_transport = retry_transport
+        self._idle: IdleWait | None = None
+        if notifications:
+
+            def channel() -> NotificationChannel | None:
+                probe = Transport(endpoint, credentials, request_timeout_s=request_timeout_s)
+                try:  # the channel's URL comes from GET /v1/health (a blocking call)
+                    return channel_for(probe)
+                finally:
+                    probe.close()
+
+            self._idle = IdleWait(
+                threading.Event(),
+                channel=channel,
+                group=group,
+                topics=lambda: list(self.subscriptions),
+            )
 
     async def __aenter__(self) -> AsyncSimpleConsumer:
         return self
@@ -71,7 +94,28 @@ class AsyncSimpleConsumer(ConsumerBase):
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages, waiting up to ``await_duration``."""
-        steps = self._receive_plan(max_message_num, invisible_duration)
+        idle = self._idle
+        if idle is None or self.await_duration_s <= 0:
+            return await self._receive_once(max_message_num, invisible_duration, None)
+        deadline = time.monotonic() + self.await_duration_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if not await asyncio.to_thread(idle.usable):  # no channel: the server waits
+                return await self._receive_once(
+                    max_message_num, invisible_duration, max(0, remaining)
+                )
+            messages = await self._receive_once(max_message_num, invisible_duration, 0)
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return messages
+            delay = max(CHANNEL_AFTER_S, remaining)
+            if await asyncio.to_thread(idle.wait, delay, max_s=remaining):
+                idle.event.clear()  # told: receive now
+
+    async def _receive_once(
+        self, max_message_num: int, invisible_duration: float | timedelta, await_s: float | None
+    ) -> list[MessageView]:
+        steps = self._receive_plan(max_message_num, invisible_duration, await_s)
         try:
             _, body, wait_s = next(steps)
             while True:
@@ -152,5 +196,8 @@ class AsyncSimpleConsumer(ConsumerBase):
         if self._retrier is not None:
             await asyncio.to_thread(self._retrier.close)
             self._retry_transport.close()
+        if self._idle is not None:
+            self._idle.event.set()  # a receive waiting on the channel returns
+            self._idle.close()
         if self._own_transport:
             await self._transport.close()

@@ -152,15 +152,19 @@ class ConsumerBase:
             raise ClientClosedError("the consumer is closed")
 
     def _receive_plan(
-        self, max_message_num: int, invisible_duration: float | timedelta
+        self,
+        max_message_num: int,
+        invisible_duration: float | timedelta,
+        await_s: float | None = None,
     ) -> Generator[ReceiveRequest, list[MessageView], list[MessageView]]:
+        """``await_s``: this receive's server wait (default ``await_duration``)."""
         self._check_open()
         return receive_steps(
             self._subscriptions,
             start=next(self._rotation),
             max_messages=max_message_num,
             invisible_s=int(seconds(invisible_duration)),
-            await_s=self.await_duration_s,
+            await_s=self.await_duration_s if await_s is None else await_s,
             client_id=self.client_id,
         )
 

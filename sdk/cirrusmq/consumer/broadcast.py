@@ -30,7 +30,8 @@ from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError
 from ..message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
 from ..transport import Transport
-from .pacing import PollPacer
+from .channel import channel_for
+from .pacing import IdleWait, PollPacer
 from .pull import PullConsumer, default_instance_id
 from .push import MessageModel, PushConsumer
 
@@ -89,6 +90,7 @@ class BroadcastConsumer(PushConsumer, message_model=MessageModel.BROADCASTING):
         transport: Transport | None = None,
         client_id: str | None = None,
         receive_batch_size: int | None = None,
+        notifications: bool = True,
         **push_options: Any,
     ) -> None:
         if MessageModel(message_model) is not MessageModel.BROADCASTING:
@@ -127,6 +129,14 @@ class BroadcastConsumer(PushConsumer, message_model=MessageModel.BROADCASTING):
             for topic, expression in subs.items()
         }
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        """Set by a notification or a shutdown: the loop reads again at once."""
+        self._idle = IdleWait(
+            self._wake,
+            channel=(lambda: channel_for(self._transport)) if notifications else None,
+            group=group,
+            topics=lambda: list(self._pullers),
+        )
         self._thread: threading.Thread | None = None
         self._state = "new"
         self._lock = threading.Lock()
@@ -182,6 +192,8 @@ class BroadcastConsumer(PushConsumer, message_model=MessageModel.BROADCASTING):
                 return
             running, self._state = self._state == "running", "stopped"
         self._stop.set()
+        self._wake.set()
+        self._idle.close()
         if running and self._thread is not None:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
@@ -230,8 +242,9 @@ class BroadcastConsumer(PushConsumer, message_model=MessageModel.BROADCASTING):
                     continue
                 failures = 0
             delay = self._pacer.after_receive(int(busy))
-            if delay:
-                self._stop.wait(delay)  # idle: the wait doubles up to max_poll_interval_s
+            if delay and self._idle.wait(delay):  # idle: doubles up to max_poll_interval_s,
+                self._wake.clear()  # then on the notification channel: woken, read now
+                self._pacer.reset()
 
     def _consume(self, message: MessageView) -> None:
         try:

@@ -47,9 +47,10 @@ from ..errors import (
 from ..message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
 from ..transport import RetryPolicy, Transport
 from .acks import handles_of, log_unacked
+from .channel import channel_for
 from .membership import Heartbeater, new_client_id
 from .orderly import BatchLease, QueueSerializer, by_queue, run_orderly_batch
-from .pacing import PollPacer
+from .pacing import IdleWait, PollPacer
 from .pending_acks import AckRetrier, make_retrier
 from .simple import SimpleConsumer
 
@@ -79,6 +80,12 @@ _RELEASE_INVISIBLE_S = 10
 """The shortest invisible duration the service takes: a message fetched too late comes back
 after it."""
 _INITIAL_POLL_INTERVAL_S = 0.05
+
+
+def _backoff_s(message: MessageView) -> int:
+    """How long a failed message stays away (by its delivery attempt)."""
+    attempt = max(1, message.delivery_attempt)
+    return RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,11 @@ class PushConsumer:
         heartbeat_interval_s: float | None = 10.0,
         heartbeat_timeout_s: int = 120,
         suspend_s: float = 1.0,
+        notifications: bool = True,
     ) -> None:
-        """``orderly``: per-queue sequential processing (FIFO topics); a failing listener
+        """``notifications``: once idle, wait on the service's notification channel instead
+        of polling (docs/notifications.md; False: always poll).
+        ``orderly``: per-queue sequential processing (FIFO topics); a failing listener
         suspends its queue ``suspend_s`` and the same message comes back (attempt + 1).
         ``client_id`` names this instance in its group (default: host@pid@random); it
         heartbeats every ``heartbeat_interval_s`` (None: never registers) and is removed
@@ -191,7 +201,14 @@ class PushConsumer:
         self.suspend_s = suspend_s
         self._consumer.client_id = self.client_id
         self._wake = threading.Event()
-        """Set when an orderly queue finished a batch: the fetcher polls again at once."""
+        """Set when an orderly queue finished a batch or a notification came: the fetcher
+        polls again at once."""
+        self._idle = IdleWait(
+            self._wake,
+            channel=(lambda: channel_for(self._transport)) if notifications else None,
+            group=group,
+            topics=lambda: list(self._consumer.subscriptions),
+        )
         self._heartbeater = (
             Heartbeater(
                 self._transport,
@@ -285,6 +302,7 @@ class PushConsumer:
         deadline = time.monotonic() + timeout_s
         self._stopping.set()
         self._wake.set()
+        self._idle.close()  # no more registrations: the shared channel may close
         with self._cond:
             while self._cached or self._sweeping:
                 if not self._cond.wait(max(0.0, deadline - time.monotonic())):
@@ -396,7 +414,7 @@ class PushConsumer:
             failures = 0
             delay = self._pacer.after_receive(len(messages))
             self._dispatch(messages, fetched_at + self.invisible_duration_s)
-            if delay and self._wake.wait(delay):  # idle: a shutdown ends the wait at once
+            if delay and self._idle.wait(delay):  # idle: a shutdown ends the wait at once
                 self._wake.clear()  # an orderly queue is free again: poll now
                 self._pacer.reset()
 
@@ -525,6 +543,8 @@ class PushConsumer:
 
     def _retry_later(self, message: MessageView) -> None:
         """A failed message goes back with the acks' batches (one nack request for many)."""
+        # it comes back after its backoff, which no notification announces
+        self._idle.expect_at(time.monotonic() + _backoff_s(message))
         with self._cond:
             late = self._acks_closed
             if not late:
@@ -543,10 +563,8 @@ class PushConsumer:
         log_unacked(results, self.group, what="nack")
 
     def _reschedule(self, message: MessageView) -> None:
-        attempt = max(1, message.delivery_attempt)
-        delay = RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1]
         try:
-            self._consumer.change_invisible_duration(message, delay)
+            self._consumer.change_invisible_duration(message, _backoff_s(message))
         except Exception as error:  # it comes back anyway when its invisible time ends
             log.info("could not reschedule message %s: %s", message.message_id, error)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from os import PathLike
@@ -21,7 +23,9 @@ from .acks import (
     AckResult,
 )
 from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .channel import channel_for
 from .nacks import nack_requests, nack_results
+from .pacing import CHANNEL_AFTER_S, IdleWait
 from .paths import group_path
 from .pending_acks import make_retrier
 
@@ -52,10 +56,24 @@ class SimpleConsumer(ConsumerBase):
         max_attempts: int = 3,
         outbox_path: str | PathLike[str] | None = None,
         transport: Transport | None = None,
+        notifications: bool = False,
     ) -> None:
+        """``notifications``: a ``receive`` that waits (``await_duration`` > 0) waits on the
+        service's notification channel instead of a server-side long poll, which keeps a
+        Lambda running for the wait (docs/notifications.md); without a channel it long-polls."""
         super().__init__(endpoint, credentials, group, subscriptions, await_duration)
         self._transport, self._own_transport = client_transport(
             transport, endpoint, credentials, request_timeout_s, max_attempts
+        )
+        self._idle = (
+            IdleWait(
+                threading.Event(),
+                channel=lambda: channel_for(self._transport),
+                group=group,
+                topics=lambda: list(self.subscriptions),
+            )
+            if notifications
+            else None
         )
         self._retrier = make_retrier(self._transport, outbox_path) if outbox_path else None
 
@@ -69,7 +87,24 @@ class SimpleConsumer(ConsumerBase):
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages (1-1000), waiting up to ``await_duration``."""
-        steps = self._receive_plan(max_message_num, invisible_duration)
+        if self._idle is None or self.await_duration_s <= 0:
+            return self._receive_once(max_message_num, invisible_duration, None)
+        deadline = time.monotonic() + self.await_duration_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if not self._idle.usable():  # no channel: the server waits
+                return self._receive_once(max_message_num, invisible_duration, max(0, remaining))
+            messages = self._receive_once(max_message_num, invisible_duration, 0)
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return messages
+            if self._idle.wait(max(CHANNEL_AFTER_S, remaining), max_s=remaining):
+                self._idle.event.clear()  # told: receive now
+
+    def _receive_once(
+        self, max_message_num: int, invisible_duration: float | timedelta, await_s: float | None
+    ) -> list[MessageView]:
+        steps = self._receive_plan(max_message_num, invisible_duration, await_s)
         try:
             _, body, wait_s = next(steps)
             while True:
@@ -162,5 +197,7 @@ class SimpleConsumer(ConsumerBase):
         self._closed = True
         if self._retrier is not None:
             self._retrier.close()
+        if self._idle is not None:
+            self._idle.close()
         if self._own_transport:
             self._transport.close()

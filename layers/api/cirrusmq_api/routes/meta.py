@@ -8,6 +8,7 @@ import json
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import __version__
+from cirrusmq_broker.settings import ENV_PREFIX, environment
 
 from ..openapi import describe
 from ..schemas import HealthBody
@@ -17,7 +18,8 @@ router = APIGatewayHttpRouter()
 
 @router.get("/v1/health", summary="Liveness")
 def health() -> HealthBody:
-    return HealthBody(status="ok", version=__version__)
+    websocket_url = environment().get(ENV_PREFIX + "WEBSOCKET_URL") or None
+    return HealthBody(status="ok", version=__version__, ws_endpoint=websocket_url)
 
 
 @router.get("/v1/openapi.json", summary="This API's OpenAPI document", include_in_schema=False)

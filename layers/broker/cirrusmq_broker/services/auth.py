@@ -189,6 +189,12 @@ class Authenticator:
             return None
         return key.secret, key.permissions
 
+    def permissions_of(self, access_key: str) -> Permissions | None:
+        """The permissions of an active key (cached as for requests), or None if the key is
+        unknown, disabled or deleted: a connection signed earlier acts with them."""
+        key = self._key(access_key, self._clock())
+        return key.permissions if key is not None else None
+
     def claim(self, principal: Principal) -> None:
         """Record the nonce of the principal's request (one conditional put); raise
         ``ReplayedRequest`` if the key used it within the last ``NONCE_TTL_SECONDS``."""

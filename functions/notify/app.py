@@ -1,0 +1,45 @@
+"""NotifyFunction: the notification channel's WebSocket routes ($connect, wait,
+$disconnect) and its notifier (the queue heads table's DynamoDB stream)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.errors import BrokerError
+from cirrusmq_broker.telemetry import traced
+
+log = logging.getLogger("cirrusmq.notify")
+
+
+def _error(error: BrokerError) -> dict:
+    body = {"type": "error", "code": error.code, "message": error.message}
+    return {"statusCode": error.http_status, "body": json.dumps(body)}
+
+
+@traced
+def lambda_handler(event: dict, context: object) -> dict:
+    broker = current_broker()
+    if "Records" in event:  # the DynamoDB stream of the queue heads table
+        fan_out = broker.notifier.on_records(event["Records"])
+        return {"topics": fan_out.topics, "notified": fan_out.notified, "gone": fan_out.gone}
+    request = event.get("requestContext") or {}
+    route, connection_id = request.get("routeKey"), request.get("connectionId", "")
+    try:
+        if route == "$connect":
+            broker.channel.connect(connection_id, event.get("headers") or {})
+            return {"statusCode": 200}
+        if route == "$disconnect":
+            broker.channel.disconnect(connection_id)
+            return {"statusCode": 200}
+        try:
+            body = json.loads(event.get("body") or "")
+        except ValueError:
+            body = None
+        reply = broker.channel.wait(connection_id, body)
+        return {"statusCode": 200, "body": json.dumps(reply)}
+    except BrokerError as error:
+        if error.http_status >= 500:
+            raise
+        return _error(error)

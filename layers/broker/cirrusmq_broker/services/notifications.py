@@ -1,0 +1,199 @@
+"""The notification channel: WebSocket connections that wait on (group, topics), told
+"look now" when one of those topics gets data (docs/notifications.md).
+
+:class:`ChannelService` serves the WebSocket routes: ``$connect`` (signed like any request,
+with the same access keys), ``wait`` (register the connection as waiting: the key must be
+allowed to consume each topic as that group, as a receive checks) and ``$disconnect``.
+:class:`Notifier` runs on the queue heads table's stream: a head moves on every append
+(produce, delayed release, retry moves, transaction commits, redrive), so it reads the
+touched topics' waiters (one Query per topic per stream batch, never per message), removes
+them and posts "look now" to each connection once. Nothing else goes over the socket: a
+lost notification costs latency (the SDK's safety poll finds the data), never a message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import AccessDenied, InvalidRequest
+from ..storage.connection_posts import ConnectionPoster
+from ..storage.connections import ConnectionStore, Waiter
+from ..validation import check_group_name, check_topic_name
+from .auth import Authenticator, SignedRequest
+
+__all__ = [
+    "CONNECT_PATH",
+    "CONNECTION_TTL_S",
+    "MAX_WAIT_TOPICS",
+    "ChannelService",
+    "Notifier",
+    "look_now",
+    "touched_topics",
+]
+
+log = logging.getLogger(__name__)
+
+CONNECT_PATH = "/v1/notifications"
+"""The path a client signs for the upgrade request (method GET, empty body), whatever the
+stage's URL: the signature covers the same text on AWS and locally."""
+CONNECTION_TTL_S = 2 * 3600 + 600
+"""API Gateway closes every WebSocket after 2 hours: items live a little longer, then TTL."""
+MAX_WAIT_TOPICS = 100
+POST_CONCURRENCY = 32
+"""Posts in flight at once in one fan-out."""
+
+
+def look_now(waiters: Iterable[Waiter]) -> bytes:
+    """The one frame the notifier sends: which (group, topics) have data. No message data."""
+    groups: dict[str, set[str]] = {}
+    for waiter in waiters:
+        groups.setdefault(waiter.group, set()).add(waiter.topic)
+    body = {
+        "type": "look_now",
+        "waits": [{"group": g, "topics": sorted(t)} for g, t in groups.items()],
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class ChannelService:
+    """Connect, wait, disconnect: the WebSocket routes."""
+
+    def __init__(
+        self, *, auth: Authenticator, connections: ConnectionStore, clock: Callable[[], int]
+    ) -> None:
+        self._auth = auth
+        self._connections = connections
+        self._clock = clock
+
+    def connect(self, connection_id: str, headers: Mapping[str, str]) -> str:
+        """Check the upgrade request's signature (``GET`` :data:`CONNECT_PATH`, empty body;
+        the nonce is claimed) and record the connection; return the access key."""
+        request = SignedRequest(
+            method="GET",
+            path=CONNECT_PATH,
+            raw_query="",
+            headers={k.lower(): v for k, v in headers.items()},
+            body=b"",
+        )
+        principal = self._auth.authenticate(request)
+        now_s = self._clock() // 1000
+        self._connections.put_connection(
+            connection_id, principal.access_key, expires_at=now_s + CONNECTION_TTL_S
+        )
+        return principal.access_key
+
+    def wait(self, connection_id: str, body: Any) -> dict[str, Any]:
+        """Register ``{"action": "wait", "group": g, "topics": [...]}``; returns the reply
+        frame. Raises InvalidRequest (a bad message), AccessDenied (a topic the key may not
+        consume as that group) or InvalidSignature (the connection is unknown or its key
+        disabled); nothing is stored then."""
+        if not isinstance(body, Mapping):
+            raise InvalidRequest("a wait message is a JSON object")
+        group, topics = body.get("group"), body.get("topics")
+        if not isinstance(group, str) or not isinstance(topics, list) or not topics:
+            raise InvalidRequest('a wait message needs "group" (text) and "topics" (a list)')
+        if len(topics) > MAX_WAIT_TOPICS or not all(isinstance(t, str) for t in topics):
+            raise InvalidRequest(f'"topics" is a list of at most {MAX_WAIT_TOPICS} topic names')
+        check_group_name(group)
+        for topic in topics:
+            check_topic_name(topic)
+        access_key = self._connections.access_key_of(connection_id)
+        permissions = self._auth.permissions_of(access_key) if access_key else None
+        if permissions is None:
+            from ..errors import InvalidSignature
+
+            raise InvalidSignature("this connection's access key is unknown or disabled")
+        denied = [t for t in topics if not permissions.may_subscribe(group, t)]
+        if denied:
+            raise AccessDenied(
+                f"access denied: this access key may not consume topic {denied[0]} as group {group}"
+            )
+        now_s = self._clock() // 1000
+        unique = sorted(set(topics))
+        self._connections.put_waiters(
+            connection_id, group, unique, expires_at=now_s + CONNECTION_TTL_S
+        )
+        return {"type": "waiting", "group": group, "topics": unique}
+
+    def disconnect(self, connection_id: str) -> None:
+        self._connections.delete_connection(connection_id)
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """What one stream batch caused."""
+
+    topics: int
+    notified: int
+    gone: int
+
+
+class Notifier:
+    """Tells the connections waiting on the topics a stream batch touched to look now."""
+
+    def __init__(
+        self,
+        *,
+        connections: ConnectionStore,
+        poster: ConnectionPoster,
+        clock: Callable[[], int],
+    ) -> None:
+        self._connections = connections
+        self._poster = poster
+        self._clock = clock
+
+    def on_records(self, records: list[Mapping[str, Any]]) -> FanOut:
+        topics = touched_topics(records)
+        now_s = self._clock() // 1000
+        by_connection: dict[str, list[Waiter]] = {}
+        for topic in sorted(topics):
+            for waiter in self._connections.waiters(topic, now_s=now_s):
+                by_connection.setdefault(waiter.connection_id, []).append(waiter)
+        waiters = [w for ws in by_connection.values() for w in ws]
+        # removed before the post: a connection re-registering after it was told stays
+        # registered (a delete after the post could remove that new registration)
+        self._connections.delete_waiters(waiters)
+        if not by_connection:
+            return FanOut(len(topics), 0, 0)
+        # posts in parallel: a fan-out to many connections takes a few round trips, not one
+        # round trip per connection
+        workers = min(POST_CONCURRENCY, len(by_connection))
+        with ThreadPoolExecutor(workers, thread_name_prefix="notify") as pool:
+            results = list(pool.map(self._post, by_connection.items()))
+        gone = [connection_id for connection_id, delivered in results if delivered is False]
+        for connection_id in gone:
+            self._connections.delete_connection(connection_id)
+        notified = sum(1 for _, delivered in results if delivered)
+        return FanOut(len(topics), notified, len(gone))
+
+    def _post(self, entry: tuple[str, list[Waiter]]) -> tuple[str, bool | None]:
+        """(connection, True: told / False: gone / None: failed)."""
+        connection_id, waits = entry
+        try:
+            return connection_id, self._poster.post(connection_id, look_now(waits))
+        except Exception:  # one broken connection must not keep the others waiting
+            log.warning("post to connection %s failed", connection_id, exc_info=True)
+            return connection_id, None
+
+
+def touched_topics(records: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The topics whose queue heads advanced in these DynamoDB stream records (other items
+    of the table, e.g. sweep checkpoints, and heads closed or reopened are left out)."""
+    topics: set[str] = set()
+    for record in records:
+        change = record.get("dynamodb") or {}
+        new = change.get("NewImage") or {}
+        old = change.get("OldImage") or {}
+        stream = ((change.get("Keys") or {}).get("stream") or {}).get("S", "")
+        name, _, queue = stream.rpartition("#")
+        if not name or not queue.isdigit() or "next_offset" not in new:
+            continue
+        before = int((old.get("next_offset") or {}).get("N", "0"))
+        if int(new["next_offset"]["N"]) > before:
+            topics.add(name)
+    return topics

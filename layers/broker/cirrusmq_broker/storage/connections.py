@@ -1,0 +1,113 @@
+"""Notification connections (ConnectionsTable): who is connected and who waits on what.
+
+Two kinds of items, both with a TTL (``expires_at``, seconds):
+
+- ``pk = "c#<connection id>"``, ``sk = "c"``: an open WebSocket and the access key that
+  signed its upgrade request (read back by every wait message: the permission check);
+- ``pk = "t#<topic>"``, ``sk = "<connection id>#<group>"``: the connection waits for data on
+  that topic for that group. The notifier reads a topic's waiters with one Query and deletes
+  them before it posts "look now": a notified connection no longer waits until it says so
+  again (it goes idle again), so a busy topic costs no notifications.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .dynamo import BATCH_WRITE_LIMIT, batch_write, from_item, to_item
+
+__all__ = ["ConnectionStore", "Waiter"]
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """One (connection, group) waiting on a topic."""
+
+    connection_id: str
+    group: str
+    topic: str
+
+
+def _connection_key(connection_id: str) -> dict[str, Any]:
+    return {"pk": f"c#{connection_id}", "sk": "c"}
+
+
+def _waiter_key(connection_id: str, group: str, topic: str) -> dict[str, Any]:
+    return {"pk": f"t#{topic}", "sk": f"{connection_id}#{group}"}
+
+
+class ConnectionStore:
+    """Reads and writes the connections table."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self.table = table
+
+    def put_connection(self, connection_id: str, access_key: str, *, expires_at: int) -> None:
+        item = {**_connection_key(connection_id), "access_key": access_key}
+        item["expires_at"] = expires_at
+        self._client.put_item(TableName=self.table, Item=to_item(item))
+
+    def access_key_of(self, connection_id: str) -> str | None:
+        """The access key that opened the connection, or None (unknown or gone)."""
+        item = self._client.get_item(
+            TableName=self.table, Key=to_item(_connection_key(connection_id))
+        ).get("Item")
+        return str(from_item(item)["access_key"]) if item else None
+
+    def delete_connection(self, connection_id: str) -> None:
+        """Forget the connection (its waiters are removed when a post finds it gone, or by
+        their TTL)."""
+        self._client.delete_item(TableName=self.table, Key=to_item(_connection_key(connection_id)))
+
+    def put_waiters(
+        self, connection_id: str, group: str, topics: Iterable[str], *, expires_at: int
+    ) -> None:
+        """Register (or refresh) the connection as waiting on each topic for ``group``."""
+        requests = [
+            {
+                "PutRequest": {
+                    "Item": to_item(
+                        {
+                            **_waiter_key(connection_id, group, topic),
+                            "connection_id": connection_id,
+                            "group": group,
+                            "expires_at": expires_at,
+                        }
+                    )
+                }
+            }
+            for topic in topics
+        ]
+        self._write(requests)
+
+    def waiters(self, topic: str, *, now_s: int) -> list[Waiter]:
+        """The connections waiting on ``topic`` (one Query, paged; expired ones left out)."""
+        found: list[Waiter] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": to_item({":pk": f"t#{topic}"}),
+        }
+        while True:
+            page = self._client.query(**kwargs)
+            for item in page.get("Items", []):
+                values = from_item(item)
+                if int(values.get("expires_at", 0)) > now_s:
+                    found.append(Waiter(values["connection_id"], values["group"], topic))
+            if "LastEvaluatedKey" not in page:
+                return found
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def delete_waiters(self, waiters: Iterable[Waiter]) -> None:
+        requests = [
+            {"DeleteRequest": {"Key": to_item(_waiter_key(w.connection_id, w.group, w.topic))}}
+            for w in waiters
+        ]
+        self._write(requests)
+
+    def _write(self, requests: list[dict[str, Any]]) -> None:
+        for start in range(0, len(requests), BATCH_WRITE_LIMIT):
+            batch_write(self._client, self.table, requests[start : start + BATCH_WRITE_LIMIT])

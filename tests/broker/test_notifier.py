@@ -1,0 +1,119 @@
+"""The notifier: only waiting connections are told, once; gone connections are removed; one
+Query per touched topic per stream batch, never per message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from cirrusmq_broker.services.notifications import Notifier, touched_topics
+from cirrusmq_broker.storage.clients import aws_client, observe_calls
+from cirrusmq_broker.storage.connections import ConnectionStore
+from cirrusmq_local.in_process import broker_settings
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+class FakePoster:
+    """Records posts; connections in ``gone`` answer 410."""
+
+    def __init__(self, gone: set[str] | None = None) -> None:
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.gone = gone or set()
+
+    def post(self, connection_id: str, data: bytes) -> bool:
+        if connection_id in self.gone:
+            return False
+        self.posts.append((connection_id, json.loads(data)))
+        return True
+
+
+def head_record(topic: str, queue: int, old: int | None, new: int) -> dict[str, Any]:
+    image = {"stream": {"S": f"{topic}#{queue}"}, "next_offset": {"N": str(new)}}
+    change: dict[str, Any] = {"Keys": {"stream": {"S": f"{topic}#{queue}"}}, "NewImage": image}
+    if old is not None:
+        change["OldImage"] = {**image, "next_offset": {"N": str(old)}}
+    return {"eventName": "MODIFY" if old is not None else "INSERT", "dynamodb": change}
+
+
+@pytest.fixture
+def store(aws: None) -> ConnectionStore:
+    settings = broker_settings(TEMPLATE)
+    names = boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"]
+    table = next(t for t in names if "Connections" in t)
+    return ConnectionStore(aws_client("dynamodb", settings), table)
+
+
+def notifier(store: ConnectionStore, poster: FakePoster, clock: Any) -> Notifier:
+    return Notifier(connections=store, poster=poster, clock=clock)  # type: ignore[arg-type]
+
+
+def test_only_waiting_connections_are_told_and_only_once(store, clock) -> None:
+    now_s = clock() // 1000
+    store.put_waiters("c1", "billing", ["orders", "refunds"], expires_at=now_s + 600)
+    store.put_waiters("c2", "audit", ["refunds"], expires_at=now_s + 600)
+    poster = FakePoster()
+    fan_out = notifier(store, poster, clock).on_records([head_record("orders", 0, 3, 4)])
+    assert fan_out.notified == 1
+    assert poster.posts == [
+        ("c1", {"type": "look_now", "waits": [{"group": "billing", "topics": ["orders"]}]})
+    ]
+    # told once: c1 no longer waits on orders (it registers again when idle again)
+    notifier(store, poster, clock).on_records([head_record("orders", 1, 0, 1)])
+    assert len(poster.posts) == 1
+    assert {w.connection_id for w in store.waiters("refunds", now_s=now_s)} == {"c1", "c2"}
+
+
+def test_a_gone_connection_is_deleted(store, clock) -> None:
+    now_s = clock() // 1000
+    store.put_connection("gone", "key", expires_at=now_s + 600)
+    store.put_waiters("gone", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("alive", "billing", ["orders"], expires_at=now_s + 600)
+    poster = FakePoster(gone={"gone"})
+    fan_out = notifier(store, poster, clock).on_records([head_record("orders", 0, 0, 1)])
+    assert (fan_out.notified, fan_out.gone) == (1, 1)
+    assert store.access_key_of("gone") is None
+    assert store.waiters("orders", now_s=now_s) == []
+
+
+def test_expired_waiters_are_not_told(store, clock) -> None:
+    now_s = clock() // 1000
+    store.put_waiters("old", "billing", ["orders"], expires_at=now_s - 1)
+    poster = FakePoster()
+    notifier(store, poster, clock).on_records([head_record("orders", 0, 0, 1)])
+    assert poster.posts == []
+
+
+def test_one_query_per_touched_topic_not_per_message(store, clock) -> None:
+    now_s = clock() // 1000
+    for i in range(30):
+        store.put_waiters(f"c{i}", "billing", ["orders"], expires_at=now_s + 600)
+    records = [head_record("orders", q, n, n + 1) for q in range(8) for n in range(20)]
+    records += [head_record("refunds", 0, n, n + 1) for n in range(50)]
+    calls: list[str] = []
+    remove = observe_calls(lambda service, op, _: calls.append(op))
+    try:
+        poster = FakePoster()
+        notifier(store, poster, clock).on_records(records)
+    finally:
+        remove()
+    assert calls.count("Query") == 2  # orders and refunds, for 210 appends
+    assert len(poster.posts) == 30  # one post per connection
+
+
+def test_only_moved_heads_count_as_appends() -> None:
+    records = [
+        head_record("orders", 0, 5, 6),
+        head_record("closed", 0, 5, 5),  # closed or reopened: the offset did not move
+        {
+            "eventName": "MODIFY",
+            "dynamodb": {
+                "Keys": {"stream": {"S": "orders#0#sweep"}},
+                "NewImage": {"next_offset": {"N": "1"}},
+            },
+        },
+    ]
+    assert touched_topics(records) == {"orders"}
