@@ -170,9 +170,10 @@ def _number(request: MqRequest, name: str, low: int, high: int, default: int) ->
     value = request.parameter(name)
     if value is None:
         return default
-    if not value.isdigit() or not low <= int(value) <= high:
+    number = wire.whole_number(value, 9)
+    if number is None or not low <= number <= high:
         raise invalid_argument(f"{name} must be {low}-{high}, not {value[:32]!r}")
-    return int(value)
+    return number
 
 
 def _require(allowed: bool, action: str) -> None:

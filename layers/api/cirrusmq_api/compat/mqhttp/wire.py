@@ -18,6 +18,7 @@ DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
 PROPERTY_FORBIDDEN = re.compile(r"[:|\"&'<>]")
 """Characters the client refuses in a property name or value (its string format's)."""
 _NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_DIGITS = re.compile("[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,14 @@ class PublishedMessage:
 
 
 # ------------------------------------------------------------------------ requests
+def whole_number(text: str, max_digits: int) -> int | None:
+    """``text`` as a whole number of at most ``max_digits`` ASCII digits, else None (not
+    ``str.isdigit``: it accepts digits such as ``"\u00b2"`` that ``int`` refuses)."""
+    if len(text) > max_digits or not _DIGITS.fullmatch(text):
+        return None
+    return int(text)
+
+
 def _parse(body: bytes, root_name: str) -> ET.Element:
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
         raise malformed_xml("a document type declaration is not accepted")
