@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import http.client
+import time
+from urllib.parse import urlsplit
+
 import pytest
 
 from .mqhttp_helpers import mq_client
@@ -47,4 +51,57 @@ def test_a_number_in_non_ascii_digits_is_invalid_argument(
     status, _, answer = _raw(cirrusmq_stack, method, f"/topics/{topic}/messages{query}", body)
     assert status == 400
     assert _error_code(answer) == "InvalidArgument"
+    _assert_nothing_stored(client, topic)
+
+
+def _raw_bytes(stack, target: str, body: bytes) -> tuple[int, str]:
+    """A signed POST whose body is sent as these bytes."""
+    signer = mq_client(stack)
+    headers = {
+        "x-mq-version": "2015-06-06",
+        "date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()),
+        "content-type": "text/xml;charset=UTF-16",
+    }
+    headers["Authorization"] = signer.get_signature("POST", headers, target)
+    url = urlsplit(stack.endpoint)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("POST", target, body, headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+        signer.close_connection()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_document_type_declaration_is_refused_in_any_encoding(
+    cirrusmq_stack, client, make_topic, encoding: str
+) -> None:
+    topic = make_topic()
+    document = (
+        f'<?xml version="1.0" encoding="{encoding.upper()}"?>'
+        '<!DOCTYPE Message [<!ENTITY e "expanded">]>'
+        f"<Message {NS}><MessageBody>&e;</MessageBody></Message>"
+    )
+    status, answer = _raw_bytes(
+        cirrusmq_stack, f"/topics/{topic}/messages", document.encode(encoding)
+    )
+    assert status == 400
+    assert _error_code(answer) == "MalformedXML"
+    _assert_nothing_stored(client, topic)
+
+
+@pytest.mark.parametrize("declared", ["EUC-JP", "UTF-16-LE", "no-such-encoding"])
+def test_an_unsupported_declared_encoding_is_malformed_xml(
+    cirrusmq_stack, client, make_topic, declared: str
+) -> None:
+    topic = make_topic()
+    document = (
+        f'<?xml version="1.0" encoding="{declared}"?>'
+        f"<Message {NS}><MessageBody>x</MessageBody></Message>"
+    )
+    status, answer = _raw_bytes(cirrusmq_stack, f"/topics/{topic}/messages", document.encode())
+    assert status == 400
+    assert _error_code(answer) == "MalformedXML"
     _assert_nothing_stored(client, topic)

@@ -10,6 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from xml.parsers import expat
 
 from .errors import MqHttpError, malformed_xml
 
@@ -39,16 +40,44 @@ def whole_number(text: str, max_digits: int) -> int | None:
     return int(text)
 
 
+class _DocumentTypeDeclared(Exception):
+    pass
+
+
+def _refuse_document_type(*_: object) -> None:
+    raise _DocumentTypeDeclared
+
+
 def _parse(body: bytes, root_name: str) -> ET.Element:
-    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
-        raise malformed_xml("a document type declaration is not accepted")
+    """The body's root element. A document type declaration (the door to entity expansion
+    and external entities) is refused by the parser itself, before any entity is declared,
+    so the refusal holds in every encoding it reads (UTF-16 as well as UTF-8); an encoding
+    it cannot read is MalformedXML."""
+    builder = ET.TreeBuilder()
+    parser = expat.ParserCreate(namespace_separator="}")
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _refuse_document_type
+    parser.EntityDeclHandler = _refuse_document_type
+    parser.ExternalEntityRefHandler = _refuse_document_type
+    parser.StartElementHandler = lambda tag, attributes: builder.start(_clark(tag), attributes)
+    parser.EndElementHandler = lambda tag: builder.end(_clark(tag))
+    parser.CharacterDataHandler = builder.data
+    parser.buffer_text = True
     try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
+        parser.Parse(body, True)
+        root = builder.close()
+    except _DocumentTypeDeclared:
+        raise malformed_xml("a document type declaration is not accepted") from None
+    except (expat.ExpatError, ValueError, LookupError) as exc:
         raise malformed_xml(f"the body is not well-formed XML: {exc}") from None
     if _local(root.tag) != root_name:
         raise malformed_xml(f"the root element must be <{root_name}>")
     return root
+
+
+def _clark(tag: str) -> str:
+    """expat's ``namespace}local`` as ElementTree's ``{namespace}local``."""
+    return "{" + tag if "}" in tag else tag
 
 
 def _local(tag: str) -> str:
