@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.client
 import time
 from urllib.parse import urlsplit
@@ -105,3 +107,55 @@ def test_an_unsupported_declared_encoding_is_malformed_xml(
     assert status == 400
     assert _error_code(answer) == "MalformedXML"
     _assert_nothing_stored(client, topic)
+
+
+def _signed_post(stack, target: str, body: bytes, content_md5: str) -> tuple[int, str]:
+    """A POST whose signature covers ``content_md5`` (the client signs the header if sent)."""
+    signer = mq_client(stack)
+    headers = {
+        "x-mq-version": "2015-06-06",
+        "date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()),
+        "content-type": "text/xml;charset=UTF-8",
+        "content-md5": content_md5,
+    }
+    headers["Authorization"] = signer.get_signature("POST", headers, target)
+    url = urlsplit(stack.endpoint)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("POST", target, body, headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+        signer.close_connection()
+
+
+def _message(text: str) -> bytes:
+    return f"<Message {NS}><MessageBody>{text}</MessageBody></Message>".encode()
+
+
+def test_a_body_other_than_the_signed_content_md5_is_refused(
+    cirrusmq_stack, client, make_topic
+) -> None:
+    topic = make_topic()
+    signed_for = base64.b64encode(hashlib.md5(_message("pay 1")).digest()).decode()
+    status, answer = _signed_post(
+        cirrusmq_stack, f"/topics/{topic}/messages", _message("pay 1000"), signed_for
+    )
+    assert status == 400
+    assert _error_code(answer) == "InvalidDigest"
+    _assert_nothing_stored(client, topic)
+
+
+def test_a_body_matching_its_signed_content_md5_is_published(
+    cirrusmq_stack, client, make_topic
+) -> None:
+    topic = make_topic()
+    body = _message("pay 1")
+    status, _ = _signed_post(
+        cirrusmq_stack,
+        f"/topics/{topic}/messages",
+        body,
+        base64.b64encode(hashlib.md5(body).digest()).decode(),
+    )
+    assert status == 201

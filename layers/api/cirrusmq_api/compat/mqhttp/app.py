@@ -120,6 +120,7 @@ def _read(event: Mapping[str, Any], headers: Mapping[str, str]) -> MqRequest:
     body = _body(event)
     if len(body) > limits.MAX_REQUEST_BYTES:
         raise invalid_argument(f"the request body is over {limits.MAX_REQUEST_BYTES} bytes")
+    signature.check_content_md5(headers, body)
     return MqRequest(method, topic, _query(method, raw_query), headers, body, principal)
 
 

@@ -87,5 +87,18 @@ def check_date(headers: Mapping[str, str], clocks_ms: Iterable[int]) -> None:
         )
 
 
+def check_content_md5(headers: Mapping[str, str], body: bytes) -> None:
+    """A signed ``Content-MD5`` header vouches for the body: the body must be the one it
+    names (RFC 1864 base64 of the MD5 digest, or its hex), else the signature, which covers
+    only the header, would cover any body. InvalidDigest (400) otherwise."""
+    given = headers.get("content-md5")
+    if given is None:
+        return
+    given = given.strip()
+    digest = hashlib.md5(body, usedforsecurity=False).digest()
+    if given != base64.b64encode(digest).decode("ascii") and given.lower() != digest.hex():
+        raise MqHttpError(400, "InvalidDigest", "the body does not match its Content-MD5")
+
+
 def matches(secret: str, text: str, given: str) -> bool:
     return hmac.compare_digest(signature(secret, text), given)
