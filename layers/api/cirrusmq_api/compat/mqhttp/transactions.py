@@ -79,6 +79,7 @@ def _register(topic: str, principal: Principal) -> tuple[str, int]:
 def send_half(topic: str, message: MessageInput, immunity: int, principal: Principal) -> HalfSent:
     """Open a transaction of one half message; its handle commits or rolls it back."""
     timings = CheckTimings(immunity_seconds=immunity)
+    current_broker().transactions.check_send(topic, [message])  # refused: nothing registered
     producer = _register(topic, principal)
     transaction_id = uuid.uuid4().hex
     result = current_broker().transactions.send(

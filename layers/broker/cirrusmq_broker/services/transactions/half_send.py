@@ -61,6 +61,22 @@ class HalfSends:
         self._registrations = registrations
         self._clock = clock
 
+    def check(self, topic_name: str, inputs: Sequence[MessageInput]) -> None:
+        """Raise what :meth:`send` would raise for the topic and the messages themselves,
+        storing nothing: a caller that registers a producer just for one send checks first,
+        so a refused send leaves no registration (the topic is read from the cache)."""
+        topic = self._transactional_topic(topic_name)
+        validate_half_messages(topic, inputs, self._clock(), "check", 0)
+
+    def _transactional_topic(self, topic_name: str) -> Topic:
+        topic = self._topics.active(topic_name)
+        if topic.message_type is not MessageType.TRANSACTION:
+            raise NotTransactional(
+                f"topic {topic.name!r} is {topic.message_type.value}, not TRANSACTION; "
+                "send without a transaction"
+            )
+        return topic
+
     def send(
         self,
         producer_group: str,
@@ -80,12 +96,7 @@ class HalfSends:
         check_id(transaction_id, "transaction id")
         check_id(transactional_id, "transactional id")
         check_part(part)
-        topic = self._topics.active(topic_name)
-        if topic.message_type is not MessageType.TRANSACTION:
-            raise NotTransactional(
-                f"topic {topic.name!r} is {topic.message_type.value}, not TRANSACTION; "
-                "send without a transaction"
-            )
+        topic = self._transactional_topic(topic_name)
         now = self._clock()
         messages = validate_half_messages(topic, inputs, now, transaction_id, part)
         digest = input_digest(topic.name, inputs)
