@@ -159,3 +159,23 @@ def test_a_body_matching_its_signed_content_md5_is_published(
         base64.b64encode(hashlib.md5(body).digest()).decode(),
     )
     assert status == 201
+
+
+@pytest.mark.parametrize(
+    "inner",
+    [
+        "<MessageBody>kept<b>lost</b>tail</MessageBody>",
+        "<MessageBody>x</MessageBody><MessageTag>a<b/>c</MessageTag>",
+        "<MessageBody>x</MessageBody><Properties>k:v|<b/>k2:v2|</Properties>",
+    ],
+)
+def test_markup_inside_a_field_is_malformed_xml_not_truncated(
+    cirrusmq_stack, client, make_topic, inner: str
+) -> None:
+    topic = make_topic()
+    status, answer = _raw_bytes(
+        cirrusmq_stack, f"/topics/{topic}/messages", f"<Message {NS}>{inner}</Message>".encode()
+    )
+    assert status == 400
+    assert _error_code(answer) == "MalformedXML"
+    _assert_nothing_stored(client, topic)

@@ -85,13 +85,21 @@ def _local(tag: str) -> str:
 
 
 def _children(root: ET.Element) -> dict[str, str]:
+    """Each child element's text; a child holding markup is refused (its text would be cut
+    at the first inner element)."""
     found: dict[str, str] = {}
     for child in root:
         name = _local(child.tag)
         if name in found:
             raise malformed_xml(f"<{name}> appears twice")
-        found[name] = child.text or ""
+        found[name] = _text_only(child)
     return found
+
+
+def _text_only(element: ET.Element) -> str:
+    if len(element):
+        raise malformed_xml(f"<{_local(element.tag)}> holds an element; escape markup as text")
+    return element.text or ""
 
 
 def parse_message(body: bytes) -> PublishedMessage:
@@ -116,7 +124,7 @@ def parse_receipt_handles(body: bytes) -> list[str]:
     for child in _parse(body, "ReceiptHandles"):
         if _local(child.tag) != "ReceiptHandle":
             raise malformed_xml(f"unknown element <{_local(child.tag)}> in <ReceiptHandles>")
-        handle = (child.text or "").strip()
+        handle = _text_only(child).strip()
         if not handle:
             raise MqHttpError(400, "InvalidArgument", "a ReceiptHandle is empty")
         handles.append(handle)
