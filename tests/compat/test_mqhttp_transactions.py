@@ -109,3 +109,15 @@ def test_a_refused_half_message_stores_no_producer(
         producer.publish_message(message)
     assert refused.value.type not in ("InternalError", "")
     assert _items_of_group(cirrusmq_stack, f"MQHTTP-{topic}") == []
+
+
+@pytest.mark.parametrize("message_type", ["NORMAL", None])
+def test_a_back_check_poll_of_a_topic_without_transactions_stores_no_producer(
+    cirrusmq_stack, client, make_topic, message_type: str | None
+) -> None:
+    topic = make_topic(message_type=message_type) if message_type else unique("nope")
+    poller = client.get_trans_producer(INSTANCE, topic, "GID_producer")
+    with pytest.raises(MQExceptionBase) as refused:
+        poller.consume_half_message(1, 0)
+    assert refused.value.type not in ("InternalError", "")
+    assert _items_of_group(cirrusmq_stack, f"MQHTTP-{topic}") == []

@@ -102,6 +102,7 @@ def pop_checks(topic: str, group: str, batch: int, wait: int, principal: Princip
     if not permissions.may_publish(topic):
         raise MqHttpError(403, "AccessDenied", f"this access key may not publish to topic {topic}")
     broker = current_broker()
+    broker.transactions.transactional_topic(topic)  # refused: nothing registered
     producer = _register(topic, principal)
     checks = broker.transactions.poll_checks(
         producer_group(topic),

@@ -65,10 +65,12 @@ class HalfSends:
         """Raise what :meth:`send` would raise for the topic and the messages themselves,
         storing nothing: a caller that registers a producer just for one send checks first,
         so a refused send leaves no registration (the topic is read from the cache)."""
-        topic = self._transactional_topic(topic_name)
+        topic = self.transactional_topic(topic_name)
         validate_half_messages(topic, inputs, self._clock(), "check", 0)
 
-    def _transactional_topic(self, topic_name: str) -> Topic:
+    def transactional_topic(self, topic_name: str) -> Topic:
+        """The active TRANSACTION topic ``topic_name`` (from the catalog's cache);
+        TopicNotFound or NotTransactional otherwise."""
         topic = self._topics.active(topic_name)
         if topic.message_type is not MessageType.TRANSACTION:
             raise NotTransactional(
@@ -96,7 +98,7 @@ class HalfSends:
         check_id(transaction_id, "transaction id")
         check_id(transactional_id, "transactional id")
         check_part(part)
-        topic = self._transactional_topic(topic_name)
+        topic = self.transactional_topic(topic_name)
         now = self._clock()
         messages = validate_half_messages(topic, inputs, now, transaction_id, part)
         digest = input_digest(topic.name, inputs)
