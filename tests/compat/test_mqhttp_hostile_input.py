@@ -179,3 +179,25 @@ def test_markup_inside_a_field_is_malformed_xml_not_truncated(
     assert status == 400
     assert _error_code(answer) == "MalformedXML"
     _assert_nothing_stored(client, topic)
+
+
+def test_a_non_ascii_signature_is_signature_does_not_match(
+    cirrusmq_stack, credentials, make_topic
+) -> None:
+    topic = make_topic()
+    target = f"/topics/{topic}/messages?consumer=GID_a&numOfMessages=1"
+    headers = {
+        "x-mq-version": "2015-06-06",
+        "date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()),
+        "Authorization": f"MQ {credentials.access_key}:sign\u00e9".encode().decode("latin-1"),
+    }
+    url = urlsplit(cirrusmq_stack.endpoint)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("GET", target, headers=headers)
+        response = connection.getresponse()
+        status, answer = response.status, response.read().decode()
+    finally:
+        connection.close()
+    assert status == 403
+    assert _error_code(answer) == "SignatureDoesNotMatch"

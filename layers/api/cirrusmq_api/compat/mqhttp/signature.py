@@ -101,4 +101,7 @@ def check_content_md5(headers: Mapping[str, str], body: bytes) -> None:
 
 
 def matches(secret: str, text: str, given: str) -> bool:
-    return hmac.compare_digest(signature(secret, text), given)
+    """Whether ``given`` is the signature of ``text``, compared as bytes in constant time
+    (``compare_digest`` refuses a str with non-ASCII characters with a TypeError)."""
+    expected = signature(secret, text).encode("ascii")
+    return hmac.compare_digest(expected, given.encode("utf-8", "surrogatepass"))
