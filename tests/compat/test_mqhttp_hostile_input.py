@@ -201,3 +201,27 @@ def test_a_non_ascii_signature_is_signature_does_not_match(
         connection.close()
     assert status == 403
     assert _error_code(answer) == "SignatureDoesNotMatch"
+
+
+@pytest.mark.parametrize(
+    "date", ["Mon, 01 Jan 99999999999999999999 00:00:00 GMT", "Mon, 01 Jan 99999 00:00:00 GMT"]
+)
+def test_a_date_with_an_absurd_year_is_invalid_date_header(
+    cirrusmq_stack, credentials, make_topic, date: str
+) -> None:
+    topic = make_topic()
+    signer = mq_client(cirrusmq_stack)
+    target = f"/topics/{topic}/messages?consumer=GID_a&numOfMessages=1"
+    headers = {"x-mq-version": "2015-06-06", "date": date}
+    headers["Authorization"] = signer.get_signature("GET", headers, target)
+    signer.close_connection()
+    url = urlsplit(cirrusmq_stack.endpoint)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        connection.request("GET", target, headers=headers)
+        response = connection.getresponse()
+        status, answer = response.status, response.read().decode()
+    finally:
+        connection.close()
+    assert status == 400
+    assert _error_code(answer) == "InvalidDateHeader"

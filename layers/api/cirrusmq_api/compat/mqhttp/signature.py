@@ -74,7 +74,7 @@ def check_date(headers: Mapping[str, str], clocks_ms: Iterable[int]) -> None:
         raise MqHttpError(403, "MissingDateHeader", "the Date header is missing")
     try:
         signed_at: datetime = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # OverflowError: a huge year
         raise MqHttpError(400, "InvalidDateHeader", "Date is not an RFC 1123 date") from None
     if signed_at.tzinfo is None:
         raise MqHttpError(400, "InvalidDateHeader", "Date has no time zone (use GMT)")
