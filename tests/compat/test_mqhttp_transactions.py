@@ -3,6 +3,8 @@ rolled back, and back-checked through ``consume_half_message``."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from mq_http_sdk.mq_exception import MQExceptionBase
 from mq_http_sdk.mq_producer import TopicMessage
@@ -83,3 +85,39 @@ def test_a_back_check_answered_with_rollback_discards_the_message(
     [check] = producer.consume_half_message(1, 1)
     producer.rollback(check.receipt_handle)
     assert consume_all(consumer, 1, wait_seconds=0) == []
+
+
+def _items_of_group(stack, producer_group: str) -> list[dict]:
+    ddb = stack.boto3_client("dynamodb")
+    return ddb.query(
+        TableName=stack.resources["TransactionsTable"],
+        KeyConditionExpression="producer_group = :g",
+        ExpressionAttributeValues={":g": {"S": producer_group}},
+    )["Items"]
+
+
+@pytest.mark.parametrize("message_type", ["TRANSACTION", "NORMAL"])
+def test_a_refused_half_message_stores_no_producer(
+    cirrusmq_stack, client, make_topic, message_type: str
+) -> None:
+    topic = make_topic(message_type=message_type)
+    producer = client.get_trans_producer(INSTANCE, topic, "GID_producer")
+    message = _half("refused")
+    if message_type == "TRANSACTION":  # a transactional message cannot be delayed
+        message.set_start_deliver_time(int(time.time() * 1000) + 60_000)
+    with pytest.raises(MQExceptionBase) as refused:
+        producer.publish_message(message)
+    assert refused.value.type not in ("InternalError", "")
+    assert _items_of_group(cirrusmq_stack, f"MQHTTP-{topic}") == []
+
+
+@pytest.mark.parametrize("message_type", ["NORMAL", None])
+def test_a_back_check_poll_of_a_topic_without_transactions_stores_no_producer(
+    cirrusmq_stack, client, make_topic, message_type: str | None
+) -> None:
+    topic = make_topic(message_type=message_type) if message_type else unique("nope")
+    poller = client.get_trans_producer(INSTANCE, topic, "GID_producer")
+    with pytest.raises(MQExceptionBase) as refused:
+        poller.consume_half_message(1, 0)
+    assert refused.value.type not in ("InternalError", "")
+    assert _items_of_group(cirrusmq_stack, f"MQHTTP-{topic}") == []

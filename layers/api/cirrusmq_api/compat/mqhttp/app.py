@@ -120,6 +120,7 @@ def _read(event: Mapping[str, Any], headers: Mapping[str, str]) -> MqRequest:
     body = _body(event)
     if len(body) > limits.MAX_REQUEST_BYTES:
         raise invalid_argument(f"the request body is over {limits.MAX_REQUEST_BYTES} bytes")
+    signature.check_content_md5(headers, body)
     return MqRequest(method, topic, _query(method, raw_query), headers, body, principal)
 
 
@@ -170,9 +171,10 @@ def _number(request: MqRequest, name: str, low: int, high: int, default: int) ->
     value = request.parameter(name)
     if value is None:
         return default
-    if not value.isdigit() or not low <= int(value) <= high:
+    number = wire.whole_number(value, 9)
+    if number is None or not low <= number <= high:
         raise invalid_argument(f"{name} must be {low}-{high}, not {value[:32]!r}")
-    return int(value)
+    return number
 
 
 def _require(allowed: bool, action: str) -> None:

@@ -15,7 +15,13 @@ import hashlib
 from cirrusmq_broker.model import MessageInput, ReceivedMessage
 
 from .errors import invalid_argument
-from .wire import PublishedMessage, consumed_message, format_properties, is_xml_text
+from .wire import (
+    PublishedMessage,
+    consumed_message,
+    format_properties,
+    is_xml_text,
+    whole_number,
+)
 
 KEYS = "KEYS"
 SHARDING_KEY = "__SHARDINGKEY"
@@ -53,17 +59,19 @@ def transaction_immunity_seconds(message: PublishedMessage) -> int | None:
     value = message.properties.get(TRANS_CHECK_IMMUNITY)
     if value is None:
         return None
-    if not value.isdigit() or len(value) > 9:
+    seconds = whole_number(value, 9)
+    if seconds is None:
         raise invalid_argument(f"{TRANS_CHECK_IMMUNITY} must be whole seconds, not {value[:32]!r}")
-    return int(value)
+    return seconds
 
 
 def _epoch_ms(value: str) -> int:
-    if not value.isdigit() or len(value) > 15:
+    ms = whole_number(value, 15)
+    if ms is None:
         raise invalid_argument(
             f"{START_DELIVER_TIME} must be a time in ms since the epoch, not {value[:32]!r}"
         )
-    return int(value)
+    return ms
 
 
 def consumed(received: ReceivedMessage, invisible_seconds: int) -> str:

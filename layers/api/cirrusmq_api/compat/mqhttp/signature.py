@@ -74,7 +74,7 @@ def check_date(headers: Mapping[str, str], clocks_ms: Iterable[int]) -> None:
         raise MqHttpError(403, "MissingDateHeader", "the Date header is missing")
     try:
         signed_at: datetime = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # OverflowError: a huge year
         raise MqHttpError(400, "InvalidDateHeader", "Date is not an RFC 1123 date") from None
     if signed_at.tzinfo is None:
         raise MqHttpError(400, "InvalidDateHeader", "Date has no time zone (use GMT)")
@@ -87,5 +87,21 @@ def check_date(headers: Mapping[str, str], clocks_ms: Iterable[int]) -> None:
         )
 
 
+def check_content_md5(headers: Mapping[str, str], body: bytes) -> None:
+    """A signed ``Content-MD5`` header vouches for the body: the body must be the one it
+    names (RFC 1864 base64 of the MD5 digest, or its hex), else the signature, which covers
+    only the header, would cover any body. InvalidDigest (400) otherwise."""
+    given = headers.get("content-md5")
+    if given is None:
+        return
+    given = given.strip()
+    digest = hashlib.md5(body, usedforsecurity=False).digest()
+    if given != base64.b64encode(digest).decode("ascii") and given.lower() != digest.hex():
+        raise MqHttpError(400, "InvalidDigest", "the body does not match its Content-MD5")
+
+
 def matches(secret: str, text: str, given: str) -> bool:
-    return hmac.compare_digest(signature(secret, text), given)
+    """Whether ``given`` is the signature of ``text``, compared as bytes in constant time
+    (``compare_digest`` refuses a str with non-ASCII characters with a TypeError)."""
+    expected = signature(secret, text).encode("ascii")
+    return hmac.compare_digest(expected, given.encode("utf-8", "surrogatepass"))

@@ -79,6 +79,7 @@ def _register(topic: str, principal: Principal) -> tuple[str, int]:
 def send_half(topic: str, message: MessageInput, immunity: int, principal: Principal) -> HalfSent:
     """Open a transaction of one half message; its handle commits or rolls it back."""
     timings = CheckTimings(immunity_seconds=immunity)
+    current_broker().transactions.check_send(topic, [message])  # refused: nothing registered
     producer = _register(topic, principal)
     transaction_id = uuid.uuid4().hex
     result = current_broker().transactions.send(
@@ -101,6 +102,7 @@ def pop_checks(topic: str, group: str, batch: int, wait: int, principal: Princip
     if not permissions.may_publish(topic):
         raise MqHttpError(403, "AccessDenied", f"this access key may not publish to topic {topic}")
     broker = current_broker()
+    broker.transactions.transactional_topic(topic)  # refused: nothing registered
     producer = _register(topic, principal)
     checks = broker.transactions.poll_checks(
         producer_group(topic),

@@ -10,6 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from xml.parsers import expat
 
 from .errors import MqHttpError, malformed_xml
 
@@ -18,6 +19,7 @@ DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>'
 PROPERTY_FORBIDDEN = re.compile(r"[:|\"&'<>]")
 """Characters the client refuses in a property name or value (its string format's)."""
 _NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_DIGITS = re.compile("[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -30,16 +32,52 @@ class PublishedMessage:
 
 
 # ------------------------------------------------------------------------ requests
+def whole_number(text: str, max_digits: int) -> int | None:
+    """``text`` as a whole number of at most ``max_digits`` ASCII digits, else None (not
+    ``str.isdigit``: it accepts digits such as ``"\u00b2"`` that ``int`` refuses)."""
+    if len(text) > max_digits or not _DIGITS.fullmatch(text):
+        return None
+    return int(text)
+
+
+class _DocumentTypeDeclared(Exception):
+    pass
+
+
+def _refuse_document_type(*_: object) -> None:
+    raise _DocumentTypeDeclared
+
+
 def _parse(body: bytes, root_name: str) -> ET.Element:
-    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
-        raise malformed_xml("a document type declaration is not accepted")
+    """The body's root element. A document type declaration (the door to entity expansion
+    and external entities) is refused by the parser itself, before any entity is declared,
+    so the refusal holds in every encoding it reads (UTF-16 as well as UTF-8); an encoding
+    it cannot read is MalformedXML."""
+    builder = ET.TreeBuilder()
+    parser = expat.ParserCreate(namespace_separator="}")
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _refuse_document_type
+    parser.EntityDeclHandler = _refuse_document_type
+    parser.ExternalEntityRefHandler = _refuse_document_type
+    parser.StartElementHandler = lambda tag, attributes: builder.start(_clark(tag), attributes)
+    parser.EndElementHandler = lambda tag: builder.end(_clark(tag))
+    parser.CharacterDataHandler = builder.data
+    parser.buffer_text = True
     try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
+        parser.Parse(body, True)
+        root = builder.close()
+    except _DocumentTypeDeclared:
+        raise malformed_xml("a document type declaration is not accepted") from None
+    except (expat.ExpatError, ValueError, LookupError) as exc:
         raise malformed_xml(f"the body is not well-formed XML: {exc}") from None
     if _local(root.tag) != root_name:
         raise malformed_xml(f"the root element must be <{root_name}>")
     return root
+
+
+def _clark(tag: str) -> str:
+    """expat's ``namespace}local`` as ElementTree's ``{namespace}local``."""
+    return "{" + tag if "}" in tag else tag
 
 
 def _local(tag: str) -> str:
@@ -47,13 +85,21 @@ def _local(tag: str) -> str:
 
 
 def _children(root: ET.Element) -> dict[str, str]:
+    """Each child element's text; a child holding markup is refused (its text would be cut
+    at the first inner element)."""
     found: dict[str, str] = {}
     for child in root:
         name = _local(child.tag)
         if name in found:
             raise malformed_xml(f"<{name}> appears twice")
-        found[name] = child.text or ""
+        found[name] = _text_only(child)
     return found
+
+
+def _text_only(element: ET.Element) -> str:
+    if len(element):
+        raise malformed_xml(f"<{_local(element.tag)}> holds an element; escape markup as text")
+    return element.text or ""
 
 
 def parse_message(body: bytes) -> PublishedMessage:
@@ -78,7 +124,7 @@ def parse_receipt_handles(body: bytes) -> list[str]:
     for child in _parse(body, "ReceiptHandles"):
         if _local(child.tag) != "ReceiptHandle":
             raise malformed_xml(f"unknown element <{_local(child.tag)}> in <ReceiptHandles>")
-        handle = (child.text or "").strip()
+        handle = _text_only(child).strip()
         if not handle:
             raise MqHttpError(400, "InvalidArgument", "a ReceiptHandle is empty")
         handles.append(handle)

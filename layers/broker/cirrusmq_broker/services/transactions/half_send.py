@@ -62,6 +62,24 @@ class HalfSends:
         self._registrations = registrations
         self._clock = clock
 
+    def check(self, topic_name: str, inputs: Sequence[MessageInput]) -> None:
+        """Raise what :meth:`send` would raise for the topic and the messages themselves,
+        storing nothing: a caller that registers a producer just for one send checks first,
+        so a refused send leaves no registration (the topic is read from the cache)."""
+        topic = self.transactional_topic(topic_name)
+        validate_half_messages(topic, inputs, self._clock(), "check", 0)
+
+    def transactional_topic(self, topic_name: str) -> Topic:
+        """The active TRANSACTION topic ``topic_name`` (from the catalog's cache);
+        TopicNotFound or NotTransactional otherwise."""
+        topic = self._topics.active(topic_name)
+        if topic.message_type is not MessageType.TRANSACTION:
+            raise NotTransactional(
+                f"topic {topic.name!r} is {topic.message_type.value}, not TRANSACTION; "
+                "send without a transaction"
+            )
+        return topic
+
     def send(
         self,
         producer_group: str,
@@ -81,12 +99,7 @@ class HalfSends:
         check_id(transaction_id, "transaction id")
         check_id(transactional_id, "transactional id")
         check_part(part)
-        topic = self._topics.active(topic_name)
-        if topic.message_type is not MessageType.TRANSACTION:
-            raise NotTransactional(
-                f"topic {topic.name!r} is {topic.message_type.value}, not TRANSACTION; "
-                "send without a transaction"
-            )
+        topic = self.transactional_topic(topic_name)
         now = self._clock()
         messages = validate_half_messages(topic, inputs, now, transaction_id, part)
         digest = input_digest(topic.name, inputs)

@@ -95,6 +95,8 @@ class TransactionService:
         # The steps' own methods are the service's: one signature and docstring each.
         self.register = self._registrations.register
         self.send = self._half_sends.send
+        self.check_send = self._half_sends.check
+        self.transactional_topic = self._half_sends.transactional_topic
         self.run_checks = self._checks.run_checks
         self.any_undecided = self._checks.any_undecided
         self.next_due_in = self._checks.next_due_in
