@@ -443,6 +443,8 @@ class TraceReader:
         if born is None:
             born = self._lookup.lookup(topic.name, message_id, access_key=access_key).born_timestamp
         now = self._clock()
+        if born - CLOCK_SKEW_MS > now:  # an id of a time to come: nothing was recorded yet
+            raise MessageNotFound(f"no trace of message {message_id!r} in topic {topic.name!r}")
         start = born - CLOCK_SKEW_MS
         lifetime_end = born + (topic.retention_hours + LATE_EVENTS_HOURS) * 3_600_000
         end = min(max(now, born + CLOCK_SKEW_MS), lifetime_end)
