@@ -28,7 +28,7 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ulid import ULID
@@ -228,8 +228,11 @@ def record_settled(
     if not tracing():
         return
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    marked: set[str] = set()
     for h in handles:
         user_topic = retry_origin(h.group, h.topic) or h.topic
+        if h.traced:
+            marked.add(user_topic)
         by_topic.setdefault(user_topic, []).append(
             {
                 "queue": h.queue,
@@ -241,7 +244,10 @@ def record_settled(
             }
         )
     for name, rows in by_topic.items():
-        _record(_traced_topic(topics, name), kind, rows)
+        topic = _traced_topic(topics, name)
+        if topic is None and name in marked:
+            topic = _read_topic(topics, name)
+        _record(topic, kind, rows)
 
 
 def record_moved(
@@ -373,15 +379,22 @@ def traced_deliveries(
     receive: Callable[..., list[ReceivedMessage]],
     topics: TopicCatalog,
     decode: Callable[[str], ReceiptHandle],
+    mark: Callable[[str], str],
 ) -> Callable[..., list[ReceivedMessage]]:
-    """``receive`` recording ``delivered`` events of a traced topic."""
+    """``receive`` recording ``delivered`` events of a traced topic, its handles marked
+    (``mark``) as of a traced topic: their ack is traced on any instance, also one that has
+    not the topic cached (an ack does not read its topic)."""
 
     def traced(group: str, topic_name: str, **options: Any) -> list[ReceivedMessage]:
         received = receive(group, topic_name, **options)
-        if received and tracing():
-            topic = _traced_topic(topics, topic_name)  # cached: the receive just read it
-            if topic is not None:
-                record_delivered(topic, group, options.get("client_id"), received, decode)
+        if not received:
+            return received
+        topic = _traced_topic(topics, topic_name)  # cached: the receive just read it
+        if topic is None or not topic.trace:
+            return received
+        received = [replace(r, receipt_handle=mark(r.receipt_handle)) for r in received]
+        if tracing():
+            record_delivered(topic, group, options.get("client_id"), received, decode)
         return received
 
     return traced
@@ -404,6 +417,18 @@ def traced_settles(
         return outcomes
 
     return traced
+
+
+def _read_topic(topics: TopicCatalog, name: str) -> Topic | None:
+    """The user topic ``name`` read (then cached): only for a handle marked as of a traced
+    topic that this instance has not cached, so at most one read per topic and request."""
+    if "." in name:
+        return None
+    try:
+        return topics.active(name)
+    except Exception:  # gone or unreadable: the trace never fails the settle
+        log.warning("trace: topic %r not readable for a settle", name, exc_info=True)
+        return None
 
 
 def _traced_topic(topics: TopicCatalog, name: str) -> Topic | None:
