@@ -50,3 +50,26 @@ def test_a_handle_renewed_by_a_change_of_invisible_time_still_traces_its_ack(
     in_request(broker, lambda: broker.consume.ack("g", [renewed.receipt_handle]))
     kinds = [e["kind"] for e in broker.trace_reader.trace_message("orders", receipt.message_id)]
     assert kinds == ["sent", "delivered", "acked"]
+
+
+def test_a_nack_of_a_fifo_message_redelivered_in_place_keeps_its_own_attempt(
+    broker: Broker, clock
+) -> None:  # noqa: ANN001
+    """A FIFO message is redelivered at the same place: each ack / nack joined to it keeps
+    the attempt of the delivery it settled, not the place's latest one."""
+    broker.admin.create_topic("orders", queues=1, message_type="FIFO", trace=True)
+    message = MessageInput(b"m", message_group="g1")
+    (receipt,) = in_request(broker, lambda: broker.produce.send("orders", [message])).receipts
+    (first,) = in_request(
+        broker, lambda: broker.consume.receive("g", "orders", max_messages=1, client_id="a")
+    )
+    in_request(broker, lambda: broker.retries.nack("g", [first.receipt_handle]))
+    clock.advance(3600)
+    (second,) = in_request(
+        broker, lambda: broker.consume.receive("g", "orders", max_messages=1, client_id="a")
+    )
+    assert second.delivery_attempt == 2
+    in_request(broker, lambda: broker.consume.ack("g", [second.receipt_handle]))
+    events = broker.trace_reader.trace_message("orders", receipt.message_id)
+    settled = [(e["kind"], e["attempt"]) for e in events if e["kind"] in ("nacked", "acked")]
+    assert settled == [("nacked", 1), ("acked", 2)]

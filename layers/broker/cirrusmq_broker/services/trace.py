@@ -490,13 +490,16 @@ class TraceReader:
 
 def _events_of(rows: list[dict[str, Any]], message_id: str) -> list[dict[str, Any]]:
     """The rows about ``message_id``: its own, and acks / nacks of the leases it was
-    delivered under (group, lease topic, queue, offset), with the attempt of that delivery
-    (a lease of the retry topic counts its own attempts)."""
+    delivered under (group, lease topic, queue, offset), with the attempt of the delivery
+    they settled (a lease of the retry topic counts its own attempts)."""
     own = [r for r in rows if r.get("message_id") == message_id]
-    attempts = {_place(r): r.get("attempt") for r in own if r["kind"] == "delivered"}
+    attempts: dict[tuple[Any, ...], list[Any]] = {}  # place → its deliveries' attempts
+    for r in sorted(own, key=lambda r: (r["time"], r.get("attempt") or 0)):
+        if r["kind"] == "delivered":
+            attempts.setdefault(_place(r), []).append(r.get("attempt"))
     transactions = {r["transaction_id"] for r in own if r.get("transaction_id")}
     joined = [
-        {**r, "attempt": attempts[_place(r)]}
+        {**r, "attempt": _nth(attempts[_place(r)], r.get("attempt"))}
         for r in rows
         if r.get("message_id") is None and _place(r) in attempts
     ] + [
@@ -513,6 +516,14 @@ def _events_of(rows: list[dict[str, Any]], message_id: str) -> list[dict[str, An
     ]
     events.sort(key=lambda e: (e["time"], e.get("attempt", 0), order.get(e["kind"], len(order))))
     return events
+
+
+def _nth(attempts: list[Any], lease_attempt: int | None) -> Any:
+    """The attempt of the delivery a settle of a lease's ``lease_attempt``-th delivery
+    settled: a place is delivered again in place (FIFO) or under its own count (a retry
+    topic's lease), so it is the place's ``lease_attempt``-th delivery, not its latest."""
+    index = (lease_attempt or 1) - 1
+    return attempts[index] if 0 <= index < len(attempts) else attempts[-1]
 
 
 def _place(row: dict[str, Any]) -> tuple[Any, ...]:
