@@ -19,9 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker import limits
-from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import BrokerError, RequestTooLarge, UnsupportedMediaType
-from cirrusmq_broker.services.trace import request_scope
 from cirrusmq_broker.settings import cors_allow_origins
 from cirrusmq_broker.telemetry import logger as log
 
@@ -95,8 +93,7 @@ class SignedApiResolver(APIGatewayHttpResolver):
         authenticate_event(event)
         self.current_event = self._to_proxy_event(event)
         self.lambda_context = context
-        with request_scope(lambda: current_broker().trace):  # one trace write per request
-            return super().resolve(event, context)
+        return super().resolve(event, context)  # inside observe's trace scope
 
 
 def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:

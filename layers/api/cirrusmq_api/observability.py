@@ -5,7 +5,9 @@
 then ``access_key`` once the signature is checked — the key's id, never its secret), logs
 ``request`` with the status, error code and duration, emits the request kind's metrics
 (:data:`REQUEST_METRICS`) and echoes the correlation id in the ``X-Cirrus-Correlation-Id``
-response header. Routes report the messages they handled with :func:`count_messages`.
+response header. The request is one request of message trace (every protocol's: the
+native API, SQS, RocketMQ HTTP): the events of traced topics it records are written as
+one object at its end. Routes report the messages they handled with :func:`count_messages`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cirrusmq_broker import telemetry
+from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.services.trace import request_scope
 from cirrusmq_broker.telemetry import MetricUnit
 
 CORRELATION_HEADER = "X-Cirrus-Correlation-Id"
@@ -148,7 +152,8 @@ def observe(
     telemetry.annotate(request_kind=kind, correlation_id=correlation)
     response: dict[str, Any] | None = None
     try:
-        response = resolve()
+        with request_scope(lambda: current_broker().trace):  # one trace write per request
+            response = resolve()
         return response
     finally:
         status = int((response or {}).get("statusCode") or 500)

@@ -1,13 +1,15 @@
 """Receipt handles: what a consumer gets per delivered message and hands back to ack.
 
 A handle names the group, topic, queue, offset and the lease the message was delivered
-under, and is signed with HMAC-SHA256 so a consumer cannot forge one. Staleness (the lease
+under (and whether its topic was traced then: an ack of it is traced without reading the
+topic), and is signed with HMAC-SHA256 so a consumer cannot forge one. Staleness (the lease
 was replaced by a redelivery) is decided against the group state, not here.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -29,6 +31,8 @@ class ReceiptHandle:
     lease_id: str
     delivery_attempt: int
     invisible_until: int
+    traced: bool = False
+    """The message's topic had message trace on when it was delivered."""
 
 
 class ReceiptSigner:
@@ -40,18 +44,18 @@ class ReceiptSigner:
         self._key = secret.encode()
 
     def encode(self, handle: ReceiptHandle) -> str:
-        payload = json.dumps(
-            [
-                handle.group,
-                handle.topic,
-                handle.queue,
-                handle.offset,
-                handle.lease_id,
-                handle.delivery_attempt,
-                handle.invisible_until,
-            ],
-            separators=(",", ":"),
-        ).encode()
+        fields: list = [
+            handle.group,
+            handle.topic,
+            handle.queue,
+            handle.offset,
+            handle.lease_id,
+            handle.delivery_attempt,
+            handle.invisible_until,
+        ]
+        if handle.traced:  # untraced handles keep their original form
+            fields.append(1)
+        payload = json.dumps(fields, separators=(",", ":")).encode()
         return f"{_b64(payload)}.{_b64(self._sign(payload))}"
 
     def decode(self, text: str) -> ReceiptHandle:
@@ -64,8 +68,14 @@ class ReceiptSigner:
             raise InvalidReceiptHandle("malformed receipt handle") from exc
         if not hmac.compare_digest(signature, self._sign(payload)):
             raise InvalidReceiptHandle("receipt handle signature does not match")
-        group, topic, queue, offset, lease_id, attempt, invisible_until = json.loads(payload)
-        return ReceiptHandle(group, topic, queue, offset, lease_id, attempt, invisible_until)
+        group, topic, queue, offset, lease_id, attempt, invisible_until, *rest = json.loads(payload)
+        return ReceiptHandle(
+            group, topic, queue, offset, lease_id, attempt, invisible_until, bool(rest and rest[0])
+        )
+
+    def mark_traced(self, text: str) -> str:
+        """The handle ``text`` (one this signer made) marked as one of a traced topic."""
+        return self.encode(dataclasses.replace(self.decode(text), traced=True))
 
     def _sign(self, payload: bytes) -> bytes:
         return hmac.new(self._key, payload, hashlib.sha256).digest()[:_SIGNATURE_BYTES]

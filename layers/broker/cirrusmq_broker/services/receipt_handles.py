@@ -110,9 +110,10 @@ class ReceiptHandles:
         return invalid, leases
 
     def received(
-        self, state: GroupQueueState, message: StoredMessage, lease: Lease
+        self, state: GroupQueueState, message: StoredMessage, lease: Lease, *, traced: bool = False
     ) -> ReceivedMessage:
-        """``message`` as delivered under ``lease``, with its signed handle."""
+        """``message`` as delivered under ``lease``, with its signed handle (``traced``: of a
+        topic with message trace on)."""
         handle = ReceiptHandle(
             state.group,
             state.topic,
@@ -121,6 +122,7 @@ class ReceiptHandles:
             lease.lease_id,
             lease.attempt,
             lease.deadline,
+            traced,
         )
         encoded = self.signer().encode(handle)
         return ReceivedMessage(message, encoded, lease.attempt, lease.deadline)

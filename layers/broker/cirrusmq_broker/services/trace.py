@@ -28,7 +28,7 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ulid import ULID
@@ -228,8 +228,11 @@ def record_settled(
     if not tracing():
         return
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    marked: set[str] = set()
     for h in handles:
         user_topic = retry_origin(h.group, h.topic) or h.topic
+        if h.traced:
+            marked.add(user_topic)
         by_topic.setdefault(user_topic, []).append(
             {
                 "queue": h.queue,
@@ -241,7 +244,10 @@ def record_settled(
             }
         )
     for name, rows in by_topic.items():
-        _record(_traced_topic(topics, name), kind, rows)
+        topic = _traced_topic(topics, name)
+        if topic is None and name in marked:
+            topic = _read_topic(topics, name)
+        _record(topic, kind, rows)
 
 
 def record_moved(
@@ -373,15 +379,22 @@ def traced_deliveries(
     receive: Callable[..., list[ReceivedMessage]],
     topics: TopicCatalog,
     decode: Callable[[str], ReceiptHandle],
+    mark: Callable[[str], str],
 ) -> Callable[..., list[ReceivedMessage]]:
-    """``receive`` recording ``delivered`` events of a traced topic."""
+    """``receive`` recording ``delivered`` events of a traced topic, its handles marked
+    (``mark``) as of a traced topic: their ack is traced on any instance, also one that has
+    not the topic cached (an ack does not read its topic)."""
 
     def traced(group: str, topic_name: str, **options: Any) -> list[ReceivedMessage]:
         received = receive(group, topic_name, **options)
-        if received and tracing():
-            topic = _traced_topic(topics, topic_name)  # cached: the receive just read it
-            if topic is not None:
-                record_delivered(topic, group, options.get("client_id"), received, decode)
+        if not received:
+            return received
+        topic = _traced_topic(topics, topic_name)  # cached: the receive just read it
+        if topic is None or not topic.trace:
+            return received
+        received = [replace(r, receipt_handle=mark(r.receipt_handle)) for r in received]
+        if tracing():
+            record_delivered(topic, group, options.get("client_id"), received, decode)
         return received
 
     return traced
@@ -404,6 +417,18 @@ def traced_settles(
         return outcomes
 
     return traced
+
+
+def _read_topic(topics: TopicCatalog, name: str) -> Topic | None:
+    """The user topic ``name`` read (then cached): only for a handle marked as of a traced
+    topic that this instance has not cached, so at most one read per topic and request."""
+    if "." in name:
+        return None
+    try:
+        return topics.active(name)
+    except Exception:  # gone or unreadable: the trace never fails the settle
+        log.warning("trace: topic %r not readable for a settle", name, exc_info=True)
+        return None
 
 
 def _traced_topic(topics: TopicCatalog, name: str) -> Topic | None:
@@ -443,6 +468,8 @@ class TraceReader:
         if born is None:
             born = self._lookup.lookup(topic.name, message_id, access_key=access_key).born_timestamp
         now = self._clock()
+        if born - CLOCK_SKEW_MS > now:  # an id of a time to come: nothing was recorded yet
+            raise MessageNotFound(f"no trace of message {message_id!r} in topic {topic.name!r}")
         start = born - CLOCK_SKEW_MS
         lifetime_end = born + (topic.retention_hours + LATE_EVENTS_HOURS) * 3_600_000
         end = min(max(now, born + CLOCK_SKEW_MS), lifetime_end)
@@ -463,13 +490,16 @@ class TraceReader:
 
 def _events_of(rows: list[dict[str, Any]], message_id: str) -> list[dict[str, Any]]:
     """The rows about ``message_id``: its own, and acks / nacks of the leases it was
-    delivered under (group, lease topic, queue, offset), with the attempt of that delivery
-    (a lease of the retry topic counts its own attempts)."""
+    delivered under (group, lease topic, queue, offset), with the attempt of the delivery
+    they settled (a lease of the retry topic counts its own attempts)."""
     own = [r for r in rows if r.get("message_id") == message_id]
-    attempts = {_place(r): r.get("attempt") for r in own if r["kind"] == "delivered"}
+    attempts: dict[tuple[Any, ...], list[Any]] = {}  # place → its deliveries' attempts
+    for r in sorted(own, key=lambda r: (r["time"], r.get("attempt") or 0)):
+        if r["kind"] == "delivered":
+            attempts.setdefault(_place(r), []).append(r.get("attempt"))
     transactions = {r["transaction_id"] for r in own if r.get("transaction_id")}
     joined = [
-        {**r, "attempt": attempts[_place(r)]}
+        {**r, "attempt": _nth(attempts[_place(r)], r.get("attempt"))}
         for r in rows
         if r.get("message_id") is None and _place(r) in attempts
     ] + [
@@ -486,6 +516,14 @@ def _events_of(rows: list[dict[str, Any]], message_id: str) -> list[dict[str, An
     ]
     events.sort(key=lambda e: (e["time"], e.get("attempt", 0), order.get(e["kind"], len(order))))
     return events
+
+
+def _nth(attempts: list[Any], lease_attempt: int | None) -> Any:
+    """The attempt of the delivery a settle of a lease's ``lease_attempt``-th delivery
+    settled: a place is delivered again in place (FIFO) or under its own count (a retry
+    topic's lease), so it is the place's ``lease_attempt``-th delivery, not its latest."""
+    index = (lease_attempt or 1) - 1
+    return attempts[index] if 0 <= index < len(attempts) else attempts[-1]
 
 
 def _place(row: dict[str, Any]) -> tuple[Any, ...]:

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from ulid import ULID
 
 from .batch_objects import RETENTION_TAG, retention_tier_days
 
@@ -65,6 +66,11 @@ def hour_prefix(time_ms: int) -> str:
     """The key prefix of the trace objects written in the hour holding ``time_ms``."""
     at = dt.datetime.fromtimestamp(time_ms / 1000, tz=dt.UTC)
     return f"{TRACE_PREFIX}dt={at:%Y-%m-%d}/hour={at:%H}/"
+
+
+def _ulid_time(time_ms: int) -> str:
+    """The 10-character time part of a ULID of ``time_ms`` (sorts as the time does)."""
+    return str(ULID.from_timestamp(time_ms / 1000))[:10]
 
 
 def object_key(request_id: str, time_ms: int, topics: Sequence[str]) -> str:
@@ -120,9 +126,13 @@ class TraceObjectStore:
         )
 
     def keys_between(self, start_ms: int, end_ms: int, *, max_pages: int) -> Iterator[str]:
-        """Keys of the objects written in the hours from ``start_ms`` to ``end_ms``, in
-        time order: one LIST per 1,000 keys, at most ``max_pages`` LISTs."""
-        first, last = hour_prefix(start_ms), hour_prefix(end_ms)
+        """Keys of the objects written from ``start_ms`` to ``end_ms`` (to the millisecond:
+        the request ULIDs in the names carry it), in time order: one LIST per 1,000 keys, at
+        most ``max_pages`` LISTs. The listing starts at ``start_ms`` itself, not at the
+        start of its hour, so a busy hour before it costs no LIST and no read."""
+        start_ms, end_ms = max(start_ms, 0), max(end_ms, 0)
+        first = hour_prefix(start_ms) + _ulid_time(start_ms)
+        last_hour, last_time = hour_prefix(end_ms), _ulid_time(end_ms)
         token: str | None = None
         for _ in range(max_pages):
             request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": TRACE_PREFIX}
@@ -133,7 +143,9 @@ class TraceObjectStore:
             page = self._client.list_objects_v2(**request)
             for entry in page.get("Contents", []):
                 key = entry["Key"]
-                if key[: len(last)] > last:
+                hour = key[: len(last_hour)]
+                name = key[len(last_hour) :]
+                if hour > last_hour or (hour == last_hour and name[: len(last_time)] > last_time):
                     return
                 yield key
             token = page.get("NextContinuationToken")

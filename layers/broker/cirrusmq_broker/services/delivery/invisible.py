@@ -87,7 +87,7 @@ class InvisibleTime:
             message = found.messages.get(handle.offset)
             if message is None:
                 raise MessageNotFound("the message is past its retention")
-            received = self._handles.received(state, message, lease)
+            received = self._handles.received(state, message, lease, traced=handle.traced)
             if is_internal(handle.topic):
                 return self._retry_topic.present(received)  # shown as the original
             return received

@@ -66,7 +66,9 @@ class ConsumeService:
         )
         status = GroupStatus(states=states, heads=heads)
         # the operations, as their modules define them
-        self.receive = traced_deliveries(receiver.receive, topics, signer.decode)
+        self.receive = traced_deliveries(
+            receiver.receive, topics, signer.decode, signer.mark_traced
+        )
         self.subscribe = receiver.subscribe
         self.ack = traced_settles("acked", acks.ack, topics, signer.decode)
         self.change_invisible = invisible.change_invisible
