@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .client import Admin
 from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary
+from .groups import GroupMetrics, GroupSummary, MetricPoint, TopicMetrics
 from .models import (
     AccessKey,
     AccessKeySecret,
@@ -30,7 +31,10 @@ __all__ = [
     "DeadLetter",
     "DeadLetterPage",
     "GroupDescription",
+    "GroupMetrics",
     "GroupQueue",
+    "GroupSummary",
+    "MetricPoint",
     "OffsetReset",
     "Permissions",
     "QueueOffsetInfo",
@@ -41,4 +45,5 @@ __all__ = [
     "Subscription",
     "Topic",
     "TopicDescription",
+    "TopicMetrics",
 ]
