@@ -118,6 +118,7 @@ export async function render(view, args, ctx) {
       ["Type", described.message_type],
       ["Queues", String(described.queues)],
       ["Retention", `${described.retention_hours} h`],
+      ["Traced", described.trace ? "yes" : "no"],
       ["Created", time(described.created_timestamp)],
     ]),
     table(

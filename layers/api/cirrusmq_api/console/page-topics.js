@@ -66,6 +66,7 @@ export async function render(view, _args, ctx) {
       num(offsets.written),
       num(offsets.kept),
       `${t.retention_hours} h`,
+      t.trace ? "yes" : "no", // message trace on (absent from the API: off)
       time(t.created_timestamp),
       h(
         "button",
@@ -79,7 +80,7 @@ export async function render(view, _args, ctx) {
     createForm(ctx),
     table(
       "Topics this key may see",
-      ["Topic", "Type", "Queues", "Messages written", "Messages retained", "Retention", "Created", ""],
+      ["Topic", "Type", "Queues", "Messages written", "Messages retained", "Retention", "Traced", "Created", ""],
       rows,
       { empty: "No topics this key may see." },
     ),
