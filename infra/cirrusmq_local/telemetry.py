@@ -218,6 +218,8 @@ class MetricForwarder:
             by_namespace.setdefault(p.namespace, []).append(
                 {
                     "MetricName": p.name,
+                    # sorted by name, the order the API's reader queries them in (moto
+                    # matches dimension lists in order)
                     "Dimensions": [{"Name": k, "Value": v} for k, v in p.dimensions],
                     "Value": float(p.value),
                     "Unit": p.unit,

@@ -3,7 +3,9 @@ every series a request asks for (never one per series or per point).
 
 On AWS CloudWatch extracts the EMF documents the functions log; the local stack forwards the
 same datapoints to moto's CloudWatch (``cirrusmq_local.telemetry``), so this one reader
-serves both.
+serves both. A query names its dimensions sorted by name, the order the forwarder puts them
+in: moto (5.x) matches a query's dimension list only in the order the datapoints were put
+with (CloudWatch itself does not care).
 """
 
 from __future__ import annotations
