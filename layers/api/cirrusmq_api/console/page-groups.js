@@ -23,13 +23,23 @@ function remember(group) {
   sessionStorage.setItem(RECENT_KEY, JSON.stringify(recent));
 }
 
-export function groupPicker(label, button, target, ctx) {
+/** The names the key may see (GET /v1/groups), for a picker's suggestions; [] if refused. */
+export async function listedGroups() {
+  try {
+    return (await call("GET", path("v1", "groups"))).groups.map((g) => g.group);
+  } catch {
+    return [];
+  }
+}
+
+export function groupPicker(label, button, target, ctx, known = []) {
   const name = h("input", { name: "group", required: true, list: "recent-groups" });
+  const suggested = [...new Set([...recentGroups(), ...known])];
   const form = h(
     "form",
     { class: "inline", "aria-label": button },
     field(label, name),
-    h("datalist", { id: "recent-groups" }, recentGroups().map((g) => h("option", { value: g }))),
+    h("datalist", { id: "recent-groups" }, suggested.map((g) => h("option", { value: g }))),
     h("button", { type: "submit", class: "primary" }, button),
   );
   form.addEventListener("submit", (event) => {
@@ -178,7 +188,7 @@ export async function render(view, args, ctx) {
       ]),
       { empty: "No group this key may see has consumed anything or subscribed yet." },
     ),
-    groupPicker("Group name", "Show group", "#/groups", ctx),
+    groupPicker("Group name", "Show group", "#/groups", ctx, listed.groups.map((g) => g.group)),
     h("p", { class: "muted" }, "The list shows the groups with state or a subscription that this key may consume as; open another by name."),
     recent.length
       ? h(
