@@ -219,6 +219,7 @@ def test_the_group_list_shows_only_the_groups_a_narrow_key_may_see(
     expect(groups).to_contain_text(f"g-{name}")
     expect(groups).not_to_contain_text(f"h-{name}")
     expect(groups).not_to_contain_text(hidden)
+    expect(page.get_by_role("main")).not_to_contain_text("null")  # no recent groups yet
     page.get_by_role("link", name=f"Open group g-{name}").click()
     expect(page.get_by_label("Total lag")).to_have_text("0")
     expect(page.get_by_role("table", name="Queues")).to_contain_text(allowed)

@@ -176,7 +176,9 @@ export async function render(view, args, ctx) {
   if (args[0]) return renderGroup(view, args[0], ctx);
   const recent = recentGroups();
   const listed = await call("GET", path("v1", "groups"));
-  view.append(
+  // fill, not view.append: the DOM's append shows a missing (null) section as "null"
+  fill(
+    view,
     h("h2", {}, "Groups"),
     table(
       "Consumer groups",
