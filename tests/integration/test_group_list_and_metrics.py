@@ -94,6 +94,8 @@ def test_the_metrics_route_refuses_bad_minutes_and_other_keys(stack, api):
         refused = api.get("/v1/groups/any-group/metrics", params={"minutes": minutes})
         assert refused.status_code == 400, refused.text
         assert refused.json()["code"] in {"InvalidRequest", "ValidationError"}
+    too_long = api.get("/v1/groups/g/metrics", params={"topic": "t" * 300})
+    assert (too_long.status_code, too_long.json()["code"]) == (400, "InvalidTopicName")
     narrow = new_key(api, {"subscribe": [{"groups": ["gl-*"], "topics": ["gl-*"]}]})
     with signed_client(stack, narrow) as client:
         denied = client.get("/v1/groups/other-group/metrics")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from broker_helpers import send
+from cirrusmq_broker.errors import BrokerError
 from cirrusmq_broker.services.group_history import MAX_TOPICS
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.telemetry import NAMESPACE, SERVICE
@@ -92,7 +93,22 @@ def test_too_many_topics_are_cut_to_one_call(broker, monkeypatch):
     assert [t.topic for t in history.topics] == sorted(names)[:MAX_TOPICS]
 
 
-@pytest.mark.parametrize("minutes", [0, 361])
-def test_the_window_is_bounded(broker, minutes):
-    with pytest.raises(ValueError, match="minutes"):
-        broker.group_history.history("g", minutes)
+@pytest.mark.parametrize(
+    ("group", "minutes", "topic", "code"),
+    [
+        ("g", 0, None, "InvalidRequest"),
+        ("g", 361, None, "InvalidRequest"),
+        ("g" * 300, 60, None, "InvalidGroupName"),
+        ("g", 60, "t" * 300, "InvalidTopicName"),
+    ],
+)
+def test_bad_input_is_refused_before_any_call(broker, group, minutes, topic, code):
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(operation))
+    try:
+        with pytest.raises(BrokerError) as refused:
+            broker.group_history.history(group, minutes, topic=topic)
+    finally:
+        remove()
+    assert (refused.value.code, refused.value.http_status) == (code, 400)
+    assert seen == []

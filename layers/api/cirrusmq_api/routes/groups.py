@@ -9,7 +9,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.errors import AccessDenied, InvalidRequest
+from cirrusmq_broker.errors import AccessDenied
 from cirrusmq_broker.services.group_history import MAX_MINUTES
 
 from ..access import current_principal, may_consume
@@ -47,14 +47,12 @@ def group_metrics(
     minutes: Annotated[int, Query(description=f"The last 1-{MAX_MINUTES} minutes.")] = 60,
     topic: Annotated[str | None, Query(description="Only this topic.")] = None,
 ) -> GroupMetricsBody:
-    if not 1 <= minutes <= MAX_MINUTES:
-        raise InvalidRequest(f"minutes must be between 1 and {MAX_MINUTES}")
+    service = current_broker().group_history
+    service.check(group, minutes, topic)  # 400 before 403
     allowed = may_consume(group)
     if topic is not None and not allowed(topic):
         raise AccessDenied(f"access denied: consume topic {topic} as group {group}")
-    history = current_broker().group_history.history(
-        group, minutes, lambda t: allowed(t) and (topic is None or t == topic)
-    )
+    history = service.history(group, minutes, allowed, topic=topic)
     return GroupMetricsBody(
         group=group,
         start=history.start,

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import InvalidRequest
 from ..storage.group_catalog import GroupCatalog
 from ..storage.metric_series import MetricSeriesReader, SeriesQuery
+from ..validation import check_group_name, check_topic_name
 
 PERIOD_S = 60
 """One point per minute, the GroupMetricsFunction's schedule."""
@@ -77,14 +79,31 @@ class GroupHistoryService:
         """Every group (with state or a subscription) → its topics."""
         return self._catalog.groups()
 
+    @staticmethod
+    def check(group: str, minutes: int, topic: str | None = None) -> None:
+        """Raise a 400 error for a bad group or topic name or a window out of bounds."""
+        check_group_name(group)
+        if topic is not None:
+            check_topic_name(topic)
+        if not 1 <= minutes <= MAX_MINUTES:
+            raise InvalidRequest(f"minutes must be between 1 and {MAX_MINUTES}")
+
     def history(
-        self, group: str, minutes: int, may_read: Callable[[str], bool] = lambda _: True
+        self,
+        group: str,
+        minutes: int,
+        may_read: Callable[[str], bool] = lambda _: True,
+        *,
+        topic: str | None = None,
     ) -> GroupHistory:
         """``group``'s series over the last ``minutes`` (1..:data:`MAX_MINUTES`), on its
-        topics ``may_read`` allows."""
-        if not 1 <= minutes <= MAX_MINUTES:
-            raise ValueError(f"minutes must be between 1 and {MAX_MINUTES}")
-        topics = [t for t in self._catalog.groups().get(group, set()) if may_read(t)]
+        topics ``may_read`` allows (only ``topic``, if given)."""
+        self.check(group, minutes, topic)
+        topics = [
+            t
+            for t in self._catalog.groups().get(group, set())
+            if may_read(t) and (topic is None or t == topic)
+        ]
         period_ms = PERIOD_S * 1000
         now = self._clock()
         end = now - now % period_ms + period_ms  # the current minute included
