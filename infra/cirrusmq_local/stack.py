@@ -25,7 +25,7 @@ from cirrusmq_local.resolver import Resolver, generate_secret, resolve_parameter
 from cirrusmq_local.resources import create_resources
 from cirrusmq_local.schedules import ScheduledJob, ScheduleRunner
 from cirrusmq_local.streams import StreamPoller, StreamSource
-from cirrusmq_local.telemetry import LocalTelemetry
+from cirrusmq_local.telemetry import LocalTelemetry, MetricForwarder
 from cirrusmq_local.template import Function, Template, TemplateError, load_template
 from cirrusmq_local.websocket import WebSocketGateway
 
@@ -253,6 +253,8 @@ class LocalStack:
         }
         self._moto = MotoServer(host="127.0.0.1").start()
         _RUNNING.add(id(self))
+        # the EMF datapoints also go to moto's CloudWatch, where the API reads them back
+        self.telemetry.forwarder = MetricForwarder(self.boto3_client("cloudwatch"))
         self._resources = create_resources(
             self.boto3_client("dynamodb"),
             self.boto3_client("s3"),
@@ -409,6 +411,9 @@ class LocalStack:
                 runtime.unload()
             if self._env is not None:
                 self._env.restore()
+            if self.telemetry.forwarder is not None:
+                self.telemetry.forwarder.stop()
+                self.telemetry.forwarder = None
             if self._moto is not None:
                 self._moto.stop()
                 _RUNNING.discard(id(self))
@@ -446,7 +451,15 @@ class LocalStack:
         if job is None:
             known = ", ".join(f"{f}/{e}" for f, e in sorted(self._jobs))
             raise KeyError(f"no schedule {function}/{event}; known: {known or 'none'}")
-        return job.run()
+        try:
+            return job.run()
+        finally:  # what it emitted can be read back from CloudWatch once this returns
+            self.flush_metrics()
+
+    def flush_metrics(self) -> None:
+        """Wait until the datapoints emitted so far reached moto's CloudWatch."""
+        if self.telemetry.forwarder is not None:
+            self.telemetry.forwarder.flush()
 
     def advance_time(self, seconds: float) -> dict[str, int]:
         """Move the stack's time forward by ``seconds`` and let what is due happen.

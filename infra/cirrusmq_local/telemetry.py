@@ -1,31 +1,41 @@
 """What the functions print, kept by the local stack: their JSON log lines, and the metrics of
-their EMF documents in a small in-memory store to query (the console's lag chart, tests).
+their EMF documents in a small in-memory store to query (``GET /local/metrics``, tests) and
+forwarded to moto's CloudWatch, where the API reads them back like on AWS (the group
+metrics route behind the console's lag chart).
 
 On AWS, CloudWatch Logs receives the lines and extracts the EMF metrics; here every line a
 function writes during an invocation (``cirrusmq_broker.telemetry.write_line``) reaches
 :meth:`LocalTelemetry.write`. Datapoints are stamped with the broker clock (so
 ``LocalStack.advance_time`` moves them as it moves everything else) and kept for
-:data:`KEEP_SECONDS`.
+:data:`KEEP_SECONDS`. The forwarding runs on a thread of its own (:class:`MetricForwarder`:
+a ``PutMetricData`` per batch of up to 1000 datapoints, never on a request's path).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from cirrusmq_broker import clock
 
-__all__ = ["Datapoint", "LocalTelemetry", "LogLine", "MetricStore"]
+__all__ = ["Datapoint", "LocalTelemetry", "LogLine", "MetricForwarder", "MetricStore"]
+
+log = logging.getLogger(__name__)
 
 KEEP_SECONDS = 3 * 3600
 """How long datapoints are kept (the console charts the last hour)."""
 MAX_DATAPOINTS = 200_000
 MAX_LOG_LINES = 5_000
 STATISTICS = ("Sum", "Maximum", "Minimum", "Average", "SampleCount")
+PUT_BATCH = 1000
+"""CloudWatch's limit of datapoints per PutMetricData."""
 QUIET_LEVELS = frozenset({"ERROR", "CRITICAL"})
 """Log levels shown even when the stack does not follow the logs (``cirrusmq dev`` without
 ``--verbose``)."""
@@ -66,12 +76,12 @@ class MetricStore:
         self._points: deque[Datapoint] = deque(maxlen=max_points)
         self._lock = threading.Lock()
 
-    def add_document(self, document: Mapping[str, Any], *, timestamp_ms: int) -> int:
+    def add_document(self, document: Mapping[str, Any], *, timestamp_ms: int) -> list[Datapoint]:
         """Record the datapoints of one EMF document (one per metric value and dimension
-        set); returns how many. A document that is not EMF adds nothing."""
+        set); returns them. A document that is not EMF adds nothing."""
         meta = document.get("_aws")
         if not isinstance(meta, Mapping):
-            return 0
+            return []
         points = []
         for directive in meta.get("CloudWatchMetrics") or []:
             namespace = str(directive.get("Namespace", ""))
@@ -89,7 +99,7 @@ class MetricStore:
         with self._lock:
             self._points.extend(points)
             self._expire(timestamp_ms)
-        return len(points)
+        return points
 
     def _expire(self, now_ms: int) -> None:
         floor = now_ms - self.keep_seconds * 1000
@@ -156,6 +166,70 @@ def _statistic(name: str, values: list[float]) -> float:
     return float(len(values))
 
 
+class MetricForwarder:
+    """Sends datapoints to a CloudWatch client (moto's) from a thread of its own, in
+    ``PutMetricData`` calls of up to :data:`PUT_BATCH` datapoints of one namespace; a failed
+    call is logged and its datapoints dropped (metrics are best effort)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._pending: queue.Queue[Datapoint | None] = queue.Queue()
+        self._thread = threading.Thread(
+            target=self._run, name="cirrusmq-metric-forwarder", daemon=True
+        )
+        self._thread.start()
+
+    def put(self, points: Iterable[Datapoint]) -> None:
+        for point in points:
+            self._pending.put(point)
+
+    def flush(self) -> None:
+        """Return once every datapoint put so far was sent (or dropped)."""
+        self._pending.join()
+
+    def stop(self) -> None:
+        """Send what is pending, then end the thread."""
+        self._pending.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            first = self._pending.get()
+            batch = [first]
+            while len(batch) < PUT_BATCH:
+                try:
+                    batch.append(self._pending.get_nowait())
+                except queue.Empty:
+                    break
+            points = [p for p in batch if p is not None]
+            try:
+                self._send(points)
+            except Exception:  # best effort: a stopped moto, a bad value
+                log.warning("could not forward %d datapoints to CloudWatch", len(points))
+            finally:
+                for _ in batch:
+                    self._pending.task_done()
+            if None in batch:
+                return
+
+    def _send(self, points: list[Datapoint]) -> None:
+        by_namespace: dict[str, list[dict[str, Any]]] = {}
+        for p in points:
+            by_namespace.setdefault(p.namespace, []).append(
+                {
+                    "MetricName": p.name,
+                    # sorted by name, the order the API's reader queries them in (moto
+                    # matches dimension lists in order)
+                    "Dimensions": [{"Name": k, "Value": v} for k, v in p.dimensions],
+                    "Value": float(p.value),
+                    "Unit": p.unit,
+                    "Timestamp": datetime.fromtimestamp(p.timestamp_ms / 1000, UTC),
+                }
+            )
+        for namespace, data in by_namespace.items():
+            self._client.put_metric_data(Namespace=namespace, MetricData=data)
+
+
 class LocalTelemetry:
     """The sink of every function's output: log lines (kept, shown through ``echo`` when
     ``follow`` or when their level is in :data:`QUIET_LEVELS`) and EMF metrics (kept in
@@ -171,6 +245,8 @@ class LocalTelemetry:
         self.echo = echo
         self.follow = follow
         self.metrics = MetricStore()
+        self.forwarder: MetricForwarder | None = None
+        """Where the datapoints also go (set by the stack once moto runs)."""
         self._lines: deque[LogLine] = deque(maxlen=max_lines)
         self._lock = threading.Lock()
 
@@ -183,7 +259,9 @@ class LocalTelemetry:
         now = clock.now_ms()
         document = _json_object(text)
         if document is not None and "_aws" in document:
-            self.metrics.add_document(document, timestamp_ms=now)
+            points = self.metrics.add_document(document, timestamp_ms=now)
+            if self.forwarder is not None:
+                self.forwarder.put(points)
             return
         level = str(document.get("level")) if document and "level" in document else None
         with self._lock:

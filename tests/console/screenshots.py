@@ -1,8 +1,8 @@
 """Screenshots of every console page for docs/console.md (not a test).
 
 Starts a local stack, fills it with a little of everything (topics, messages, a group with
-lag, a dead letter, an open transaction, a narrow access key), then photographs each page
-in headless Chromium::
+lag and a few minutes of its metrics, a dead letter, an open transaction, a narrow access
+key), then photographs each page in headless Chromium::
 
     .venv/bin/python tests/console/screenshots.py            # writes docs/console/*.png
     .venv/bin/python tests/console/screenshots.py --out /tmp/shots
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import time
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,7 @@ from cirrusmq import (
     signing,
 )
 from cirrusmq.testing import LocalStack
+from cirrusmq_broker import clock
 from playwright.sync_api import Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,9 +49,17 @@ def seed(stack: LocalStack) -> dict[str, str]:
             producer.send(Message("orders", "<script>alert(1)</script>", tag="note"))
             producer.send(Message("audit", b"\x00\x01binary\xff", message_group="user-7"))
         with SimpleConsumer(endpoint, credentials, "billing", ["orders"], await_duration=0) as c:
-            c.ack_batch(c.receive(5, 60))
+            c.receive(1, 60)  # the group starts; then a point of its lag chart a minute
+            for batch in (0, 1, 1, 2, 1, 0, 2, 2):
+                stack.run_schedule("GroupMetricsFunction", "EmitGroupMetrics")
+                stack.advance_time(60)
+                if batch:
+                    c.ack_batch(c.receive(batch, 60))
             c.receive(2, 300)  # two left in flight
-        with httpx.Client(base_url=endpoint, auth=signing.CirrusAuth(credentials)) as client:
+            stack.run_schedule("GroupMetricsFunction", "EmitGroupMetrics")
+        auth = signing.CirrusAuth(credentials)
+        auth.clock_offset_s = (clock.now_ms() - time.time() * 1000) / 1000  # the stack's time
+        with httpx.Client(base_url=endpoint, auth=auth) as client:
             client.post(  # a live consumer of billing (what a PushConsumer sends)
                 "/v1/groups/billing/heartbeat",
                 json={"client_id": "billing-worker-1", "subscriptions": {"orders": "*"}},
@@ -122,7 +132,11 @@ def main() -> None:
             page.get_by_role("button", name="Inspect message").first.click()
             page.get_by_label("Body view").select_option("json")
             shoot(page, out, "messages")
+            page.goto(base + "#/groups")
+            expect(page.get_by_role("table", name="Consumer groups")).to_be_visible()
+            shoot(page, out, "groups")
             page.goto(base + "#/groups/billing")
+            expect(page.get_by_role("table", name="Lag per minute")).to_be_visible()
             expect(page.get_by_label("Total lag")).to_be_visible()
             shoot(page, out, "group")
             page.goto(base + "#/dead-letters/shipping")

@@ -154,6 +154,11 @@ def test_a_script_body_shows_as_text(page, cirrusmq_stack, admin, name):
     assert dialogs == []
 
 
+def emit_group_metrics(stack) -> None:
+    """Run the GroupMetricsFunction once (its schedule is off in these tests)."""
+    stack.run_schedule("GroupMetricsFunction", "EmitGroupMetrics")
+
+
 def test_a_groups_lag_falls_as_it_consumes(page, cirrusmq_stack, admin, name):
     admin.create_topic(name, queues=1)  # a group describes the queues it has taken from
     send(cirrusmq_stack, name, *[f"m{i}" for i in range(10)])
@@ -162,22 +167,62 @@ def test_a_groups_lag_falls_as_it_consumes(page, cirrusmq_stack, admin, name):
     with SimpleConsumer(endpoint, credentials, group, [name], await_duration=0) as consumer:
         first = consumer.receive(4, 30)
         consumer.ack_batch(first)
+        emit_group_metrics(cirrusmq_stack)  # a point of the lag chart: 6
         sign_in(page, cirrusmq_stack)
         page.goto(console_url(cirrusmq_stack, f"#/groups/{group}"))
         lag = page.get_by_label("Total lag")
         expect(lag).to_have_text("6")
         assert admin.describe_group(group, name).lag == 6
         expect(page.get_by_role("table", name="Queues")).to_contain_text(name)
+        points = page.get_by_role("table", name="Lag per minute")
+        expect(points.locator("tbody tr")).to_have_count(1)
+        expect(points.locator("tbody tr").nth(0).locator("td").nth(2)).to_have_text("6")
+        cirrusmq_stack.advance_time(60)  # the next minute
         while got := consumer.receive(16, 30):
             consumer.ack_batch(got)
+        emit_group_metrics(cirrusmq_stack)  # the next point: 0
         page.get_by_role("button", name="Refresh").click()
         expect(lag).to_have_text("0")
+        expect(points.locator("tbody tr")).to_have_count(2)
+        lags = points.locator("tbody tr td:nth-child(3)")
+        expect(lags).to_have_text(["6", "0"])
+        chart = page.get_by_role("img", name=re.compile(f"^Lag of group {group}"))
+        expect(chart).to_have_attribute("aria-label", re.compile("from 6 to 0 messages"))
+        assert chart.locator("polyline").count() == 1
     # rewind to the earliest: the lag is back to everything
     page.get_by_label("Rewind to").select_option("earliest")
     page.get_by_role("button", name="Rewind").click()
     status = page.get_by_role("status", name="Status")
     expect(status).to_contain_text(f"Rewound {group} on {name} to earliest")
     expect(lag).to_have_text("10")
+
+
+def test_the_group_list_shows_only_the_groups_a_narrow_key_may_see(
+    page, cirrusmq_stack, admin, name
+):
+    allowed, hidden = f"{name}-allowed", f"{name}-hidden"
+    admin.create_topic(allowed, queues=1)
+    admin.create_topic(hidden, queues=1)
+    send(cirrusmq_stack, allowed, "a")
+    send(cirrusmq_stack, hidden, "b")
+    endpoint, credentials = cirrusmq_stack.endpoint, cirrusmq_stack.credentials
+    for group, topic in ((f"g-{name}", allowed), (f"h-{name}", hidden)):
+        with SimpleConsumer(endpoint, credentials, group, [topic], await_duration=0) as consumer:
+            consumer.ack_batch(consumer.receive(1, 30))
+    narrow = admin.create_access_key(
+        Permissions(subscribe=(SubscribeGrant(groups=("g-*",), topics=(allowed,)),)),
+        description="console narrow group key",
+    )
+    sign_in(page, cirrusmq_stack, narrow.credentials)
+    page.get_by_role("link", name="Groups").click()
+    groups = page.get_by_role("table", name="Consumer groups")
+    expect(groups).to_contain_text(f"g-{name}")
+    expect(groups).not_to_contain_text(f"h-{name}")
+    expect(groups).not_to_contain_text(hidden)
+    expect(page.get_by_role("main")).not_to_contain_text("null")  # no recent groups yet
+    page.get_by_role("link", name=f"Open group g-{name}").click()
+    expect(page.get_by_label("Total lag")).to_have_text("0")
+    expect(page.get_by_role("table", name="Queues")).to_contain_text(allowed)
 
 
 def test_a_dead_letter_is_redriven(page, cirrusmq_stack, admin, name):

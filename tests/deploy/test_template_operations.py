@@ -42,6 +42,21 @@ def test_the_group_metrics_run_every_minute_with_read_only_access(template):
     assert all(next(iter(p)) == "DynamoDBReadPolicy" for p in function["Policies"])
 
 
+def test_the_admin_function_serves_the_group_list_and_reads_the_group_metrics(template):
+    function = template["Resources"]["AdminFunction"]["Properties"]
+    routes = {
+        (e["Properties"]["Method"], e["Properties"]["Path"]) for e in function["Events"].values()
+    }
+    assert {("GET", "/v1/groups"), ("GET", "/v1/groups/{group}/metrics")} <= routes
+    statements = [s for p in function["Policies"] if "Statement" in p for s in p["Statement"]]
+    [read] = [s for s in statements if "cloudwatch:GetMetricData" in str(s["Action"])]
+    assert (read["Effect"], read["Action"], read["Resource"]) == (
+        "Allow",
+        "cloudwatch:GetMetricData",
+        "*",  # GetMetricData takes no resource-level permission
+    )
+
+
 def test_alarms_watch_emitted_metrics_and_notify_the_optional_topic(template):
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     assert set(alarms) == {

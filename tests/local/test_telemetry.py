@@ -8,7 +8,7 @@ import json
 import pytest
 from cirrusmq_broker import clock, telemetry
 from cirrusmq_local.local_routes import LocalRoutes
-from cirrusmq_local.telemetry import LocalTelemetry, MetricStore
+from cirrusmq_local.telemetry import PUT_BATCH, LocalTelemetry, MetricForwarder, MetricStore
 
 
 def emf(**values: float) -> dict:
@@ -96,3 +96,64 @@ def test_only_get_on_known_local_routes():
     assert routes.answer("POST", "/local/metrics", "").status == 405
     assert routes.answer("GET", "/local/other", "").status == 404
     assert routes.answer("GET", "/local/logs", "limit=0").status == 400
+
+
+class RecordingCloudWatch:
+    """Takes PutMetricData calls; fails the first one when asked."""
+
+    def __init__(self, fail_first: bool = False) -> None:
+        self.calls: list[dict] = []
+        self.fail_first = fail_first
+
+    def put_metric_data(self, **request) -> None:
+        if self.fail_first:
+            self.fail_first = False
+            raise RuntimeError("moto is gone")
+        self.calls.append(request)
+
+
+def test_the_datapoints_are_forwarded_in_batches_with_their_dimensions_and_time():
+    client = RecordingCloudWatch()
+    local = LocalTelemetry()
+    local.forwarder = MetricForwarder(client)
+    try:
+        local.write("GroupMetricsFunction", json.dumps(emf(Lag=5, InFlight=2)))
+        local.forwarder.flush()
+        [call] = client.calls
+        assert call["Namespace"] == "CirrusMQ"
+        lag = [d for d in call["MetricData"] if d["MetricName"] == "Lag"]
+        assert [d["Dimensions"] for d in lag] == [
+            [
+                {"Name": "Group", "Value": "g"},
+                {"Name": "Topic", "Value": "t"},
+                {"Name": "service", "Value": "cirrusmq"},
+            ],
+            [{"Name": "service", "Value": "cirrusmq"}],
+        ]
+        assert {d["Value"] for d in lag} == {5.0} and lag[0]["Unit"] == "Count"
+        now = clock.now_ms()
+        assert abs(lag[0]["Timestamp"].timestamp() * 1000 - now) < 60_000
+        many = [
+            p for _ in range(700) for p in local.metrics.add_document(emf(Lag=1), timestamp_ms=now)
+        ]
+        local.forwarder.put(many)  # 1400 datapoints: two calls at most 1000 each
+        local.forwarder.flush()
+        sizes = [len(c["MetricData"]) for c in client.calls[1:]]
+        assert sum(sizes) == 1400 and max(sizes) <= PUT_BATCH
+    finally:
+        local.forwarder.stop()
+
+
+def test_a_failed_forward_drops_its_batch_and_keeps_forwarding():
+    client = RecordingCloudWatch(fail_first=True)
+    forwarder = MetricForwarder(client)
+    try:
+        store = MetricStore()
+        forwarder.put(store.add_document(emf(Lag=1), timestamp_ms=clock.now_ms()))
+        forwarder.flush()
+        assert client.calls == []
+        forwarder.put(store.add_document(emf(Lag=2), timestamp_ms=clock.now_ms()))
+        forwarder.flush()
+        assert [d["Value"] for c in client.calls for d in c["MetricData"]] == [2.0, 2.0]
+    finally:
+        forwarder.stop()

@@ -200,6 +200,8 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", "/v1/groups/{group}/ack"): _as_group,  # + per handle: ack_permission()
     ("POST", "/v1/groups/{group}/invisible"): _as_group,  # + the handle's topic
     ("GET", "/v1/groups/{group}"): _as_group,
+    ("GET", "/v1/groups"): _any_key,  # shows the groups the key may consume as
+    ("GET", "/v1/groups/{group}/metrics"): _as_group,  # + the topic filter in the route
     # consumers: + per subscribed topic in the heartbeat route
     ("POST", "/v1/groups/{group}/heartbeat"): _as_group,
     ("DELETE", "/v1/groups/{group}/consumers/{client_id}"): _as_group,

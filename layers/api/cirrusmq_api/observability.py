@@ -38,6 +38,8 @@ REQUEST_KINDS: dict[str, str] = {
     "GET /v1/topics/{topic}/messages/{message_id}/trace": "TraceMessage",
     "DELETE /v1/topics/{topic}": "DeleteTopic",
     "GET /v1/groups/{group}": "DescribeGroup",
+    "GET /v1/groups": "ListGroups",
+    "GET /v1/groups/{group}/metrics": "GroupMetrics",
     "GET /v1/health": "Health",
     "GET /v1/openapi.json": "OpenApi",
     "GET /console": "ConsoleIndex",

@@ -24,6 +24,7 @@ from .services.batch_writer import BatchWriter
 from .services.dead_letters import DeadLetterService
 from .services.delays import DelayCancel, DelayRelease, DelayWriter, ReleaseWake
 from .services.delivery import ConsumeService
+from .services.group_history import GroupHistoryService
 from .services.group_metrics import GroupMetricsService
 from .services.janitor import JanitorService
 from .services.log_reader import LogReader
@@ -54,6 +55,7 @@ from .storage.group_views import GroupViewReader
 from .storage.groups import GroupStateStore
 from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
+from .storage.metric_series import MetricSeriesReader
 from .storage.move_records import MoveRecords
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
@@ -62,6 +64,7 @@ from .storage.redrive_claims import RedriveClaimStore
 from .storage.sqs_queues import SqsQueueStore
 from .storage.topics import TopicStore
 from .storage.trace_objects import TraceObjectStore
+from .telemetry import NAMESPACE, SERVICE
 
 if TYPE_CHECKING:
     from .services.transactions import TransactionService
@@ -309,13 +312,26 @@ class Broker:
 
     # ------------------------------------------------------------ group metrics
     @functools.cached_property
+    def group_catalog(self) -> GroupCatalog:
+        """Which groups exist and on which topics (the group list, the group metrics)."""
+        return GroupCatalog(self._dynamodb, self.settings.groups_table, self.heads)
+
+    @functools.cached_property
     def group_metrics(self) -> GroupMetricsService:
         return GroupMetricsService(
-            catalog=GroupCatalog(self._dynamodb, self.settings.groups_table, self.heads),
+            catalog=self.group_catalog,
             states=self.states,
             topics=self.topic_store,
             index=self.index,
             clock=self.clock,
+        )
+
+    @functools.cached_property
+    def group_history(self) -> GroupHistoryService:
+        """The group metrics read back from CloudWatch (the console's lag chart)."""
+        reader = MetricSeriesReader(aws_client("cloudwatch", self.settings), NAMESPACE)
+        return GroupHistoryService(
+            catalog=self.group_catalog, reader=reader, service=SERVICE, clock=self.clock
         )
 
     # ------------------------------------------------------------ consumer membership

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .client import Admin
 from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary
+from .groups import GroupMetrics, GroupSummary, MetricPoint, TopicMetrics
 from .models import (
     AccessKey,
     AccessKeySecret,
@@ -31,7 +32,10 @@ __all__ = [
     "DeadLetter",
     "DeadLetterPage",
     "GroupDescription",
+    "GroupMetrics",
     "GroupQueue",
+    "GroupSummary",
+    "MetricPoint",
     "OffsetReset",
     "Permissions",
     "QueueOffsetInfo",
@@ -43,4 +47,5 @@ __all__ = [
     "Topic",
     "TopicDescription",
     "TraceEvent",
+    "TopicMetrics",
 ]

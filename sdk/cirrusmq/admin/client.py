@@ -14,6 +14,7 @@ from ..message import FilterExpression, MessageView
 from ..transport import Transport
 from ..wire import read_int, read_list, read_mapping, read_str
 from . import dead_letters as _dlq
+from .groups import GroupMetrics, GroupSummary, group_metrics, list_groups
 from .models import (
     AccessKey,
     AccessKeySecret,
@@ -111,6 +112,19 @@ class Admin:
     def delete_topic(self, name: str) -> None:
         """Delete a topic at once (its data is purged in the background)."""
         self._transport.request("DELETE", _topic_path(name))
+
+    def list_groups(self) -> list[GroupSummary]:
+        """The consumer groups this key may consume as (with state or a subscription), by
+        name, each with the topics it may consume as it."""
+        return list_groups(self._transport)
+
+    def group_metrics(
+        self, group: str, *, minutes: int = 60, topic: str | None = None
+    ) -> GroupMetrics:
+        """``group``'s lag, oldest unacked age and in flight per topic and its dead letters,
+        one point per minute over the last ``minutes`` (1-360), as the service's
+        GroupMetricsFunction emitted them (read back from CloudWatch)."""
+        return group_metrics(self._transport, group, minutes=minutes, topic=topic)
 
     def describe_group(self, group: str, topic: str | None = None) -> GroupDescription:
         """Offsets, lag and in-flight counts of ``group`` per queue it consumed."""

@@ -1,4 +1,4 @@
-"""``cirrusmq group describe|subscribe|update``."""
+"""``cirrusmq group list|describe|metrics|subscribe|update``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,74 @@ from .tables import Field
 app = typer.Typer(help="Inspect consumer groups, set subscriptions.", no_args_is_help=True)
 
 Group = Annotated[str, typer.Argument(help="Consumer group.")]
+
+
+@app.command("list")
+@connected
+def group_list(connection: Connection, as_json: AsJson = False) -> None:
+    """List the consumer groups this key may see, with their topics."""
+    with connection.admin() as admin:
+        groups = admin.list_groups()
+    if as_json:
+        print_json([{"group": g.group, "topics": list(g.topics)} for g in groups])
+        return
+    print_table(
+        [Field("group", "id"), Field("topics", "text")],
+        [[g.group, ", ".join(g.topics) or "-"] for g in groups],
+    )
+    out.print(f"{len(groups)} group(s)")
+
+
+@app.command("metrics")
+@connected
+def group_metrics(
+    group: Group,
+    connection: Connection,
+    minutes: Annotated[int, typer.Option(min=1, max=360, help="The last N minutes.")] = 60,
+    topic: Annotated[str | None, typer.Option(help="Only this topic.")] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Show a group's lag, oldest unacked age and in flight per minute (the emitted metrics)."""
+    with connection.admin() as admin:
+        metrics = admin.group_metrics(group, minutes=minutes, topic=topic)
+    if as_json:
+        print_json(
+            {
+                "group": metrics.group,
+                "topics": [
+                    {"topic": t.topic, "points": [vars(p) for p in t.points]}
+                    for t in metrics.topics
+                ],
+                "dead_letters": [list(p) for p in metrics.dead_letters],
+            }
+        )
+        return
+
+    def value(v: float | None) -> str:
+        return "-" if v is None else f"{v:g}"
+
+    rows = [
+        [
+            datetime.fromtimestamp(p.timestamp / 1000, UTC).strftime("%Y-%m-%d %H:%M"),
+            t.topic,
+            value(p.lag),
+            value(p.oldest_unacked_age_seconds),
+            value(p.in_flight),
+        ]
+        for t in metrics.topics
+        for p in t.points
+    ]
+    rows.sort()
+    fields = [
+        Field("minute (UTC)"),
+        Field("topic", "id"),
+        Field("lag"),
+        Field("oldest unacked s", optional=True),
+        Field("in flight"),
+    ]
+    print_table(fields, rows)
+    dead = metrics.dead_letters[-1][1] if metrics.dead_letters else None
+    out.print(f"group {metrics.group}: {len(rows)} point(s), dead letters {value(dead)}")
 
 
 @app.command("describe")

@@ -7,6 +7,7 @@ from cirrusmq import (
     Admin,
     BadRequestError,
     ConflictError,
+    GroupSummary,
     Message,
     NotFoundError,
     Producer,
@@ -78,6 +79,28 @@ def test_describe_group_and_get_message(endpoint, credentials, admin, topic, gro
     (queue,) = [q for q in description.queues if q.max_offset]
     assert (queue.topic, queue.max_offset, queue.cursor) == (topic, 4, 3)
     assert admin.describe_group(group, topic=unique("other")).queues == ()
+
+
+def test_list_groups_and_group_metrics(cirrusmq_stack, endpoint, credentials, admin, topic, group):
+    with Producer(endpoint, credentials) as producer:
+        producer.send_batch([Message(topic, f"m{i}") for i in range(3)])
+    with SimpleConsumer(endpoint, credentials, group, [topic], await_duration=1) as consumer:
+        assert len(consumer.receive(1, 300)) == 1  # left in flight
+    assert GroupSummary(group, (topic,)) in admin.list_groups()
+    cirrusmq_stack.run_schedule("GroupMetricsFunction", "EmitGroupMetrics")
+    metrics = admin.group_metrics(group, minutes=5)
+    assert (metrics.group, metrics.period_seconds, metrics.end - metrics.start) == (
+        group,
+        60,
+        300_000,
+    )
+    (series,) = metrics.topics
+    assert series.topic == topic
+    assert (series.points[-1].lag, series.points[-1].in_flight) == (3, 1)
+    assert metrics.lag()[-1][1] == 3
+    assert metrics.dead_letters[-1][1] == 0
+    with pytest.raises(BadRequestError):
+        admin.group_metrics(group, minutes=0)
 
 
 def test_health_and_an_unreachable_endpoint(admin):

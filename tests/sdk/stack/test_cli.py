@@ -61,6 +61,10 @@ def test_send_consume_and_describe_group(cli, topic, group):
     described = json.loads(cli("group", "describe", group, "--topic", topic, "--json").output)
     assert sum(q["inflight"] for q in described["queues"]) == 1
     assert "lag" in cli("group", "describe", group).output
+    listed = json.loads(cli("group", "list", "--json").output)
+    assert {"group": group, "topics": [topic]} in listed
+    assert group in cli("group", "list").output
+    assert f"group {group}:" in cli("group", "metrics", group, "--minutes", "5").output
 
 
 def test_profiles_and_missing_configuration(cli, endpoint, credentials, tmp_path, monkeypatch):

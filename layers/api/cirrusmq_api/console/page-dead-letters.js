@@ -2,7 +2,7 @@
 // all, purge.
 import { call, path } from "./api.js";
 import { base64ToBytes, bodyLine, bodyViewer, facts, fill, h, num, table, time } from "./dom.js";
-import { groupPicker } from "./page-groups.js";
+import { groupPicker, listedGroups } from "./page-groups.js";
 
 const MAX_CALLS = 100; // a redrive is resumable: call until done, within reason
 
@@ -128,5 +128,6 @@ async function renderGroup(view, group, ctx) {
 
 export async function render(view, args, ctx) {
   if (args[0]) return renderGroup(view, args[0], ctx);
-  view.append(h("h2", {}, "Dead letters"), groupPicker("Group name", "Show dead letters", "#/dead-letters", ctx));
+  const known = await listedGroups(); // suggested in the picker
+  view.append(h("h2", {}, "Dead letters"), groupPicker("Group name", "Show dead letters", "#/dead-letters", ctx, known));
 }

@@ -1,8 +1,12 @@
-// Consumer groups: per queue committed offset, lag, in flight, oldest unacked and its
-// attempt; live consumers and their queues; rewind to a time, the earliest or the latest.
-// No route lists groups, so a group is opened by name (recent ones are remembered).
+// Consumer groups: the groups the key may see (GET /v1/groups); per group its lag over the
+// last hour (chart and table), per queue committed offset, lag, in flight, oldest unacked
+// and its attempt; live consumers and their queues; rewind to a time, the earliest or the
+// latest. A group can also be opened by name (recent ones are remembered).
 import { call, path } from "./api.js";
-import { facts, field, fill, h, num, table, time, utcInputMs } from "./dom.js";
+import { lagChart } from "./chart.js";
+import { field, fill, h, num, table, time, utcInputMs } from "./dom.js";
+
+const CHART_MINUTES = 60;
 
 const RECENT_KEY = "cirrusmq.console.recent-groups";
 
@@ -19,13 +23,23 @@ function remember(group) {
   sessionStorage.setItem(RECENT_KEY, JSON.stringify(recent));
 }
 
-export function groupPicker(label, button, target, ctx) {
+/** The names the key may see (GET /v1/groups), for a picker's suggestions; [] if refused. */
+export async function listedGroups() {
+  try {
+    return (await call("GET", path("v1", "groups"))).groups.map((g) => g.group);
+  } catch {
+    return [];
+  }
+}
+
+export function groupPicker(label, button, target, ctx, known = []) {
   const name = h("input", { name: "group", required: true, list: "recent-groups" });
+  const suggested = [...new Set([...recentGroups(), ...known])];
   const form = h(
     "form",
     { class: "inline", "aria-label": button },
     field(label, name),
-    h("datalist", { id: "recent-groups" }, recentGroups().map((g) => h("option", { value: g }))),
+    h("datalist", { id: "recent-groups" }, suggested.map((g) => h("option", { value: g }))),
     h("button", { type: "submit", class: "primary" }, button),
   );
   form.addEventListener("submit", (event) => {
@@ -78,10 +92,20 @@ function consumerQueues(consumer) {
     .join("; ");
 }
 
+async function loadChart(group) {
+  try {
+    const metrics = await call("GET", path("v1", "groups", group, "metrics"), { query: { minutes: CHART_MINUTES } });
+    return lagChart(group, metrics, CHART_MINUTES);
+  } catch (error) {
+    // the rest of the page still shows (e.g. the metrics could not be read)
+    return h("p", { class: "muted", "aria-label": "Lag chart" }, `No lag chart: ${error.message}`);
+  }
+}
+
 async function renderGroup(view, group, ctx) {
   const body = h("div");
   const reload = async () => {
-    const described = await call("GET", path("v1", "groups", group));
+    const [described, chart] = await Promise.all([call("GET", path("v1", "groups", group)), loadChart(group)]);
     const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])];
     // The API lists the queues the group has taken messages from (not yet touched: absent).
     const lag = described.queues.reduce((sum, q) => sum + q.lag, 0);
@@ -95,6 +119,7 @@ async function renderGroup(view, group, ctx) {
         h("output", { class: "big", "aria-label": "Total lag" }, String(lag)),
         h("span", { class: "muted" }, `  ·  in flight ${inflight}  ·  max delivery attempts ${described.max_delivery_attempts ?? "default"}`),
       ),
+      chart,
       table(
         "Queues",
         ["Topic", "Queue", "Committed offset", "Cursor", "Max offset", "Lag", "In flight", "Oldest unacked", "Its attempt"],
@@ -150,10 +175,23 @@ async function renderGroup(view, group, ctx) {
 export async function render(view, args, ctx) {
   if (args[0]) return renderGroup(view, args[0], ctx);
   const recent = recentGroups();
-  view.append(
+  const listed = await call("GET", path("v1", "groups"));
+  // fill, not view.append: the DOM's append shows a missing (null) section as "null"
+  fill(
+    view,
     h("h2", {}, "Groups"),
-    groupPicker("Group name", "Show group", "#/groups", ctx),
-    h("p", { class: "muted" }, "The API has no list of groups: open one by name."),
+    table(
+      "Consumer groups",
+      ["Group", "Topics", ""],
+      listed.groups.map((g) => [
+        g.group,
+        g.topics.join(", ") || "–",
+        h("a", { href: `#/groups/${encodeURIComponent(g.group)}`, "aria-label": `Open group ${g.group}` }, "Open"),
+      ]),
+      { empty: "No group this key may see has consumed anything or subscribed yet." },
+    ),
+    groupPicker("Group name", "Show group", "#/groups", ctx, listed.groups.map((g) => g.group)),
+    h("p", { class: "muted" }, "The list shows the groups with state or a subscription that this key may consume as; open another by name."),
     recent.length
       ? h(
           "section",
