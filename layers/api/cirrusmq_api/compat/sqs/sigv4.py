@@ -1,9 +1,10 @@
 """AWS Signature Version 4, verified with CirrusMQ access keys.
 
 The access key id is a CirrusMQ access key, the secret its secret. The signature is checked
-with the region and service of the request's own credential scope (botocore signs SQS
-requests with service ``sqs`` and the client's region, which may be any), and the date must
-be within :data:`MAX_SKEW_SECONDS` of the broker clock. SigV4 carries no nonce: a captured
+with the region of the request's own credential scope (botocore signs SQS requests with the
+client's region, which may be any); the scope's service must be ``sqs``, the signed headers
+must include ``host`` and ``x-amz-date``, and the date must be within
+:data:`MAX_SKEW_SECONDS` of the broker clock. SigV4 carries no nonce: a captured
 request can be replayed within that window (as with SQS itself).
 """
 
@@ -24,6 +25,10 @@ from .errors import SqsError
 ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW_SECONDS = 900
 """SQS's own window (15 minutes)."""
+SERVICE = "sqs"
+REQUIRED_SIGNED_HEADERS = ("host", "x-amz-date")
+"""Headers every signature must cover, as AWS requires: unsigned, the request could be
+replayed to another host, or with another date for the whole day of its credential scope."""
 
 _AUTHORIZATION = re.compile(
     rf"{ALGORITHM}\s+Credential=(?P<key>[^/\s,]+)/(?P<date>\d{{8}})/(?P<region>[^/\s,]+)/"
@@ -59,6 +64,14 @@ def verify(
             "The request signature does not conform to AWS standards.",
             status=403,
         )
+    signed_headers = match["headers"].split(";")
+    if match["service"] != SERVICE or not set(REQUIRED_SIGNED_HEADERS) <= set(signed_headers):
+        raise SqsError(
+            "SignatureDoesNotMatch",
+            f"The credential scope must name the service {SERVICE} and the signed headers "
+            f"must include {' and '.join(REQUIRED_SIGNED_HEADERS)}.",
+            status=403,
+        )
     amz_date = (headers.get("x-amz-date") or "").strip()
     try:
         signed_at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
@@ -88,7 +101,6 @@ def verify(
             status=403,
         )
     secret, permissions = key
-    signed_headers = match["headers"].split(";")
     canonical = "\n".join(
         [
             method.upper(),
