@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -47,9 +47,13 @@ def verify(
     headers: Mapping[str, str],
     body: bytes,
     lookup: KeyLookup,
-    now_ms: int,
+    now_ms: int | Sequence[int],
 ) -> Principal:
-    """The principal that signed the request; raises the SQS authentication errors."""
+    """The principal that signed the request; raises the SQS authentication errors.
+
+    ``now_ms``: the clock(s) the date may be within :data:`MAX_SKEW_SECONDS` of: the service's
+    and the host's (the same in a deployment; a local stack whose time was advanced keeps
+    accepting clients, which sign with the wall clock)."""
     authorization = (headers.get("authorization") or "").strip()
     if not authorization:
         raise SqsError(
@@ -85,8 +89,10 @@ def verify(
             "The credential scope date is not the request date.",
             status=403,
         )
-    if abs(now_ms - signed_at.timestamp() * 1000) > MAX_SKEW_SECONDS * 1000:
-        now_text = datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y%m%dT%H%M%SZ")
+    clocks = (now_ms,) if isinstance(now_ms, int) else tuple(now_ms)
+    signed_ms = signed_at.timestamp() * 1000
+    if all(abs(now - signed_ms) > MAX_SKEW_SECONDS * 1000 for now in clocks):
+        now_text = datetime.fromtimestamp(clocks[0] / 1000, UTC).strftime("%Y%m%dT%H%M%SZ")
         raise SqsError(
             "SignatureDoesNotMatch",
             f"Signature expired: {amz_date} is now earlier or later than {now_text} "
