@@ -250,8 +250,12 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
     queue = naming.from_url(params.get("QueueUrl"))
     call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
     active_topic(call, queue)
-    names = queue_attributes.sources(attributes_of(call, queue))
-    return {"queueUrls": [naming.queue_name(n).url(call.endpoint) for n in sorted(names)]}
+    permissions = call.principal.permissions
+    sources = [naming.queue_name(n) for n in queue_attributes.sources(attributes_of(call, queue))]
+    visible = sorted(
+        (q for q in sources if permissions.may_see_topic(q.topic)), key=lambda q: q.name
+    )
+    return {"queueUrls": [q.url(call.endpoint) for q in visible]}
 
 
 def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
