@@ -9,6 +9,7 @@ import pytest
 from cirrusmq_api.compat.sqs import protocol
 from cirrusmq_api.compat.sqs.context import int_param
 from cirrusmq_api.compat.sqs.errors import SqsError
+from cirrusmq_api.compat.sqs.queue_attributes import redrive_policy
 
 
 @pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan"), 1e400, 2.5])
@@ -35,8 +36,6 @@ def test_a_query_map_entry_whose_name_is_nested_is_malformed(fields) -> None:
 
 @pytest.mark.parametrize("count", ["Infinity", "-Infinity", "NaN", "1e400", "2.5", "true"])
 def test_a_redrive_policy_whose_count_is_no_integer_is_invalid(count) -> None:
-    from cirrusmq_api.compat.sqs.queue_attributes import redrive_policy
-
     arn = "arn:aws:sqs:us-east-1:000000000000:dlq"
     with pytest.raises(SqsError) as caught:
         redrive_policy(f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": {count}}}')
