@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,18 +36,28 @@ def int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | N
     value = params.get(name)
     if value is None:
         return None
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        number = int(value)
-    except (TypeError, ValueError):
-        raise invalid_parameter(f"Value {value} for parameter {name} is invalid.") from None
+    number = as_integer(value)
+    if number is None:
+        raise invalid_parameter(f"Value {str(value)[:100]} for parameter {name} is invalid.")
     if not low <= number <= high:
         raise invalid_parameter(
             f"Value {value} for parameter {name} is invalid. Reason: must be between "
             f"{low} and {high}."
         )
     return number
+
+
+def as_integer(value: object) -> int | None:
+    """An integer as the JSON protocol (a number) or the query protocol (its text) sends it;
+    None for anything else (a bool, a fraction, infinity, NaN, a structure)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+        return int(value)
+    return None
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 
 
 def str_param(params: dict[str, Any], name: str, *, required: bool = True) -> str | None:

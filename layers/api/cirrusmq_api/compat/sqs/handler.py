@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cirrusmq_broker import limits
+from cirrusmq_broker import clock, limits
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import BrokerError
 from cirrusmq_broker.telemetry import logger as log
@@ -107,7 +107,7 @@ def _handle(
         headers=headers,
         body=body,
         lookup=broker.auth.signing_key,
-        now_ms=broker.clock(),
+        now_ms=(broker.clock(), clock.wall_ms()),
     )
     _signer.set(principal.access_key)
     request = protocol.parse(kind, headers, body, raw_query)

@@ -19,15 +19,22 @@ from . import dead_letters, naming, queue_attributes
 from .context import Call, int_param, list_param
 from .digests import md5_of_attributes, md5_of_body
 from .errors import SqsError, batch_error, from_broker, invalid_parameter, receipt_handle_invalid
-from .message_attributes import check_attributes, from_message, select, to_message_fields
+from .message_attributes import (
+    INVALID_TEXT,
+    check_attributes,
+    from_message,
+    select,
+    to_message_fields,
+)
 from .naming import QueueName
 from .queue_actions import active_topic, attributes_of
 
 MAX_BATCH = 10
 MAX_RECEIVE = 10
-_INVALID_BODY = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _DEDUP_ID = re.compile(r"[!-~]{1,128}")
+_GROUP_ID = _DEDUP_ID
+"""SQS's MessageGroupId: 1-128 printable ASCII characters, like a deduplication id."""
 DEDUP_PRODUCER_PREFIX = "sqs-dedup."
 DEDUP_SCOPE = "sqs"
 """FIFO deduplication stamps are the queue's, whoever sends: one scope for all keys."""
@@ -74,7 +81,7 @@ def _message(
     body = entry.get("MessageBody")
     if not isinstance(body, str) or not body:
         raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
-    if _INVALID_BODY.search(body):
+    if INVALID_TEXT.search(body):
         raise SqsError(
             "InvalidMessageContents",
             "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
@@ -89,6 +96,8 @@ def _message(
     attributes = check_attributes(entry.get("MessageAttributes"))
     delay = int_param(entry, "DelaySeconds", 0, 900)
     group = entry.get("MessageGroupId")
+    if group is not None and not (isinstance(group, str) and _GROUP_ID.fullmatch(group)):
+        raise invalid_parameter("MessageGroupId must be 1-128 printable ASCII characters.")
     if queue.fifo:
         if delay:
             raise invalid_parameter(

@@ -31,6 +31,8 @@ HIDDEN_PROPERTIES = frozenset({"sqs.source"})
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
+INVALID_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters SQS takes in no body or string value (XML 1.0's; a lone surrogate among them)."""
 
 
 def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
@@ -79,6 +81,10 @@ def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
         if not isinstance(text, str) or not text:
             raise invalid_parameter(
                 f"The message attribute '{name}' with type '{base}' must use field 'String'."
+            )
+        if INVALID_TEXT.search(text):
+            raise invalid_parameter(
+                f"The message attribute '{name}' has invalid characters in its value."
             )
         if base == "Number":
             try:

@@ -118,7 +118,7 @@ def _translate(tree: dict[str, Any]) -> dict[str, Any]:
             items = [value[k] for k in sorted(value, key=_position)]
             if kind == "map":
                 out[json_name] = {
-                    _get(item, "Name", "Key"): _map_value(_get(item, "Value"))
+                    _key(item): _map_value(_get(item, "Value"))
                     for item in items
                     if isinstance(item, dict)
                 }
@@ -144,6 +144,14 @@ def _get(item: Any, *names: str) -> Any:
             if name in item:
                 return item[name]
     raise SqsError("MalformedQueryString", f"A list entry is missing {names[0]}.")
+
+
+def _key(item: Any) -> str:
+    """A map entry's name (``Name`` or ``Key``): one field, never a nested structure."""
+    key = _get(item, "Name", "Key")
+    if not isinstance(key, str):
+        raise SqsError("MalformedQueryString", "A map entry's name is not a single field.")
+    return key
 
 
 def _map_value(value: Any) -> Any:

@@ -62,7 +62,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
     stored["LastModifiedTimestamp"] = stored["CreatedTimestamp"]
     call.broker.sqs_queues.put(queue.group, stored)
-    _apply_redrive(call, queue, stored)
+    _apply_redrive(call, queue, stored, {})
     return {"QueueUrl": queue.url(call.endpoint)}
 
 
@@ -97,19 +97,37 @@ def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> 
         ) from None
 
 
-def _apply_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+def _apply_redrive(
+    call: Call, queue: QueueName, attributes: dict[str, str], previous: dict[str, str]
+) -> None:
     """RedrivePolicy: maxReceiveCount is the group's delivery attempts before its dead-letter
-    topic, which the dead-letter queue named by the ARN serves (it records its sources)."""
+    topic, which the dead-letter queue named by the ARN serves (it records its sources).
+    Without a policy SQS redelivers until the retention ends: the group gets the most
+    attempts CirrusMQ allows, and a dead-letter queue it named before forgets it."""
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
-    if policy is not None:
-        target = naming.from_arn(policy[0])
-        stored = call.broker.sqs_queues.get(target.group) or {}
-        names = queue_attributes.sources(stored)
-        if queue.name not in names:
-            stored = {**stored, queue_attributes.SOURCES: " ".join([*names, queue.name])}
-            call.broker.sqs_queues.put(target.group, stored)
-        attempts = min(max(policy[1], MIN_MAX_DELIVERY_ATTEMPTS), MAX_MAX_DELIVERY_ATTEMPTS)
-        call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
+    before = queue_attributes.redrive_policy(previous.get("RedrivePolicy", ""))
+    target = naming.from_arn(policy[0]) if policy is not None else None
+    if before is not None and naming.from_arn(before[0]) != target:
+        _set_source(call, naming.from_arn(before[0]), queue, present=False)
+    if target is not None:
+        _set_source(call, target, queue, present=True)
+    attempts = MAX_MAX_DELIVERY_ATTEMPTS if policy is None else policy[1]
+    attempts = min(max(attempts, MIN_MAX_DELIVERY_ATTEMPTS), MAX_MAX_DELIVERY_ATTEMPTS)
+    call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
+
+
+def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: bool) -> None:
+    """Add the queue to (or remove it from) the source queues a dead-letter queue records."""
+    stored = call.broker.sqs_queues.get(target.group)
+    if stored is None and not present:
+        return
+    names = queue_attributes.sources(stored or {})
+    if (queue.name in names) == present:
+        return
+    names = [*names, queue.name] if present else [n for n in names if n != queue.name]
+    call.broker.sqs_queues.put(
+        target.group, {**(stored or {}), queue_attributes.SOURCES: " ".join(names)}
+    )
 
 
 def get_queue_url(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -196,10 +214,11 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     changes = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=False)
     active_topic(call, queue)
     _check_redrive(call, queue, changes)
-    stored = call.broker.sqs_queues.get(queue.group) or {}
-    stored = {**stored, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    previous = call.broker.sqs_queues.get(queue.group) or {}
+    stored = {**previous, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
     call.broker.sqs_queues.put(queue.group, stored)
-    _apply_redrive(call, queue, stored)
+    if "RedrivePolicy" in changes:
+        _apply_redrive(call, queue, stored, previous)
     return {}
 
 
@@ -231,8 +250,12 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
     queue = naming.from_url(params.get("QueueUrl"))
     call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
     active_topic(call, queue)
-    names = queue_attributes.sources(attributes_of(call, queue))
-    return {"queueUrls": [naming.queue_name(n).url(call.endpoint) for n in sorted(names)]}
+    permissions = call.principal.permissions
+    sources = [naming.queue_name(n) for n in queue_attributes.sources(attributes_of(call, queue))]
+    visible = sorted(
+        (q for q in sources if permissions.may_see_topic(q.topic)), key=lambda q: q.name
+    )
+    return {"queueUrls": [q.url(call.endpoint) for q in visible]}
 
 
 def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from cirrusmq_broker import limits
 
+from .context import as_integer
 from .errors import SqsError, invalid_parameter
 
 DEFAULTS: dict[str, str] = {
@@ -101,7 +102,9 @@ def redrive_policy(text: str) -> tuple[str, int] | None:
     try:
         policy = json.loads(text)
         arn = policy["deadLetterTargetArn"]
-        count = int(policy["maxReceiveCount"])
+        count = as_integer(policy["maxReceiveCount"])
+        if count is None:
+            raise ValueError
     except (ValueError, KeyError, TypeError):
         raise invalid_parameter(
             "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a "

@@ -1,9 +1,10 @@
 """AWS Signature Version 4, verified with CirrusMQ access keys.
 
 The access key id is a CirrusMQ access key, the secret its secret. The signature is checked
-with the region and service of the request's own credential scope (botocore signs SQS
-requests with service ``sqs`` and the client's region, which may be any), and the date must
-be within :data:`MAX_SKEW_SECONDS` of the broker clock. SigV4 carries no nonce: a captured
+with the region of the request's own credential scope (botocore signs SQS requests with the
+client's region, which may be any); the scope's service must be ``sqs``, the signed headers
+must include ``host`` and ``x-amz-date``, and the date must be within
+:data:`MAX_SKEW_SECONDS` of the broker clock. SigV4 carries no nonce: a captured
 request can be replayed within that window (as with SQS itself).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -24,6 +25,10 @@ from .errors import SqsError
 ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_SKEW_SECONDS = 900
 """SQS's own window (15 minutes)."""
+SERVICE = "sqs"
+REQUIRED_SIGNED_HEADERS = ("host", "x-amz-date")
+"""Headers every signature must cover, as AWS requires: unsigned, the request could be
+replayed to another host, or with another date for the whole day of its credential scope."""
 
 _AUTHORIZATION = re.compile(
     rf"{ALGORITHM}\s+Credential=(?P<key>[^/\s,]+)/(?P<date>\d{{8}})/(?P<region>[^/\s,]+)/"
@@ -42,9 +47,13 @@ def verify(
     headers: Mapping[str, str],
     body: bytes,
     lookup: KeyLookup,
-    now_ms: int,
+    now_ms: int | Sequence[int],
 ) -> Principal:
-    """The principal that signed the request; raises the SQS authentication errors."""
+    """The principal that signed the request; raises the SQS authentication errors.
+
+    ``now_ms``: the clock(s) the date may be within :data:`MAX_SKEW_SECONDS` of: the service's
+    and the host's (the same in a deployment; a local stack whose time was advanced keeps
+    accepting clients, which sign with the wall clock)."""
     authorization = (headers.get("authorization") or "").strip()
     if not authorization:
         raise SqsError(
@@ -57,6 +66,14 @@ def verify(
         raise SqsError(
             "IncompleteSignature",
             "The request signature does not conform to AWS standards.",
+            status=403,
+        )
+    signed_headers = match["headers"].split(";")
+    if match["service"] != SERVICE or not set(REQUIRED_SIGNED_HEADERS) <= set(signed_headers):
+        raise SqsError(
+            "SignatureDoesNotMatch",
+            f"The credential scope must name the service {SERVICE} and the signed headers "
+            f"must include {' and '.join(REQUIRED_SIGNED_HEADERS)}.",
             status=403,
         )
     amz_date = (headers.get("x-amz-date") or "").strip()
@@ -72,8 +89,10 @@ def verify(
             "The credential scope date is not the request date.",
             status=403,
         )
-    if abs(now_ms - signed_at.timestamp() * 1000) > MAX_SKEW_SECONDS * 1000:
-        now_text = datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y%m%dT%H%M%SZ")
+    clocks = (now_ms,) if isinstance(now_ms, int) else tuple(now_ms)
+    signed_ms = signed_at.timestamp() * 1000
+    if all(abs(now - signed_ms) > MAX_SKEW_SECONDS * 1000 for now in clocks):
+        now_text = datetime.fromtimestamp(clocks[0] / 1000, UTC).strftime("%Y%m%dT%H%M%SZ")
         raise SqsError(
             "SignatureDoesNotMatch",
             f"Signature expired: {amz_date} is now earlier or later than {now_text} "
@@ -88,7 +107,6 @@ def verify(
             status=403,
         )
     secret, permissions = key
-    signed_headers = match["headers"].split(";")
     canonical = "\n".join(
         [
             method.upper(),

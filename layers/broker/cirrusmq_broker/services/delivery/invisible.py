@@ -18,6 +18,7 @@ from ...errors import (
     TooManyInflight,
 )
 from ...model import MessageType, ReceivedMessage
+from ...rules.group_state import single_lease_id
 from ...rules.retries import is_internal
 from ...storage.groups import GroupStateStore
 from ...validation import check_group_name
@@ -71,10 +72,16 @@ class InvisibleTime:
                     )
             if handle.lease_id not in state.leases:
                 self._states.load_lease(state, handle.lease_id)
+            lease_id = handle.lease_id
+            parent = state.leases.get(lease_id)
+            if parent is not None and handle.offset in parent.moved:
+                # an earlier change moved it to a lease of its own: the first handle still
+                # names it (an ack follows the same way), so a client may keep using it
+                lease_id = single_lease_id(lease_id, handle.offset)
+                if lease_id not in state.leases:
+                    self._states.load_lease(state, lease_id)
             deadline = self._clock() + invisible_seconds * 1000
-            lease = state.change_invisible(
-                handle.lease_id, handle.offset, deadline=deadline, whole=fifo
-            )
+            lease = state.change_invisible(lease_id, handle.offset, deadline=deadline, whole=fifo)
             if lease is None:
                 raise ReceiptHandleExpired(
                     "the receipt handle is stale: the message was acked or redelivered since"
