@@ -35,7 +35,7 @@ def lambda_handler(event: dict, context: object) -> dict:
             return {"statusCode": 200}
         try:
             body = json.loads(event.get("body") or "")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than parsable
             body = None
         reply = broker.channel.wait(connection_id, body)
         return {"statusCode": 200, "body": json.dumps(reply)}
