@@ -237,3 +237,15 @@ def test_a_deeply_nested_frame_is_refused_and_the_connection_stays(cirrusmq_stac
         after = json.loads(socket.recv(timeout=30))
     assert [r.get("code") for r in replies] == ["InvalidRequest", "InvalidRequest"]
     assert after["type"] == "waiting"
+
+
+def test_an_error_frame_names_the_wait_it_refuses(cirrusmq_stack, topic):
+    """A client with several registrations in flight refuses only the one named."""
+    with signed_client(cirrusmq_stack) as admin:
+        narrow = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
+    url = cirrusmq_stack.ws_endpoint
+    with connect(url, additional_headers=signed_headers(narrow), open_timeout=10) as socket:
+        socket.send(json.dumps({"action": "wait", "group": "rv-g", "topics": [topic, topic]}))
+        denied = json.loads(socket.recv(timeout=30))
+    assert denied["code"] == "AccessDenied"
+    assert (denied["group"], denied["topics"]) == ("rv-g", [topic])

@@ -274,7 +274,9 @@ class NotificationChannel:
             self._confirm(str(body.get("group")), tuple(sorted(body.get("topics") or [])), None)
         elif kind == "error":
             log.warning("notification channel refused a wait: %s", body.get("message"))
-            self._refuse(str(body.get("code") or "error"))
+            named = isinstance(body.get("group"), str) and isinstance(body.get("topics"), list)
+            which = (body["group"], tuple(sorted(map(str, body["topics"])))) if named else None
+            self._refuse(str(body.get("code") or "error"), which)
 
     def _notify(self, group: str, topics: set[str]) -> None:
         with self._lock:
@@ -292,10 +294,15 @@ class NotificationChannel:
             waiter.registered = True
             waiter._confirmed.set()
 
-    def _refuse(self, code: str) -> None:
-        """An error frame names no registration: the unconfirmed ones are refused."""
+    def _refuse(self, code: str, which: tuple[str, tuple[str, ...]] | None) -> None:
+        """Refuse the unconfirmed registration(s) of ``which`` (group, topics), the one
+        the error frame names; a frame naming none refuses every unconfirmed one."""
         with self._lock:
-            pending = [w for w in self._wanted if not w._confirmed.is_set()]
+            pending = [
+                w
+                for w in self._wanted
+                if not w._confirmed.is_set() and (which is None or (w.group, w.topics) == which)
+            ]
             for waiter in pending:
                 self._wanted.discard(waiter)
         for waiter in pending:

@@ -113,3 +113,62 @@ def test_a_half_open_socket_is_noticed_and_its_waiters_poll(monkeypatch) -> None
         assert not waiter.registered
     finally:
         channel.close()
+
+
+class AnswersOutOfOrder:
+    """Holds its replies until two waits arrived, then answers the refused group's first:
+    an error frame for group ``denied``, ``waiting`` for the other, as the service does
+    (an error frame names the registration it refuses)."""
+
+    def __init__(self) -> None:
+        self._waits: list[dict[str, Any]] = []
+        self._replies: list[str] = []
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def send(self, text: str) -> None:
+        with self._lock:
+            self._waits.append(json.loads(text))
+            if len(self._waits) == 2:
+                for wait in sorted(self._waits, key=lambda w: w["group"] != "denied"):
+                    names = {"group": wait["group"], "topics": sorted(wait["topics"])}
+                    if wait["group"] == "denied":
+                        reply = {"type": "error", "code": "AccessDenied", "message": "no", **names}
+                    else:
+                        reply = {"type": "waiting", **names}
+                    self._replies.append(json.dumps(reply))
+
+    def recv(self, timeout: float | None = None) -> str:
+        deadline = time.monotonic() + (timeout or 0)
+        while time.monotonic() < deadline and not self.closed:
+            with self._lock:
+                if self._replies:
+                    return self._replies.pop(0)
+            time.sleep(0.01)
+        if self.closed:
+            raise ConnectionError("closed")
+        raise TimeoutError
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_refused_registration_does_not_refuse_another_consumers(monkeypatch) -> None:
+    socket = AnswersOutOfOrder()
+    channel = make_channel(monkeypatch, lambda: socket)
+    try:
+        allowed = channel.waiter("allowed", ["t"], threading.Event())
+        denied = channel.waiter("denied", ["t"], threading.Event())
+        results: dict[str, bool] = {}
+        threads = [
+            threading.Thread(target=lambda w=w: results.__setitem__(w.group, w.register()))
+            for w in (allowed, denied)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert results == {"allowed": True, "denied": False}
+        assert (allowed.refused, denied.refused) == (None, "AccessDenied")
+    finally:
+        channel.close()
