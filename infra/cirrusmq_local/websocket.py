@@ -241,7 +241,7 @@ def _route_of(text: str, routes: Mapping[str, Any]) -> str:
     """``$request.body.action`` if it names a route, else ``$default``."""
     try:
         action = json.loads(text).get("action")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         action = None
     return action if isinstance(action, str) and action in routes else "$default"
 

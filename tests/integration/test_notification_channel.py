@@ -220,3 +220,32 @@ def test_an_async_receive_waits_on_the_channel(cirrusmq_stack, topic):
     messages, before, after = asyncio.run(scenario())
     assert [m.body for m in messages] == [b"wake up"]
     assert after > before
+
+
+def test_a_deeply_nested_frame_is_refused_and_the_connection_stays(cirrusmq_stack, topic):
+    """A frame within API Gateway's size limit whose JSON nests deeper than a parser
+    recurses is bad input: an InvalidRequest frame, the connection keeps working."""
+    url = cirrusmq_stack.ws_endpoint
+    nested = "[" * 60_000 + "]" * 60_000
+    frames = [nested, '{"action": "wait", "group": "g", "topics": ' + nested + "}"]
+    with connect(url, additional_headers=signed_headers(cirrusmq_stack.credentials)) as socket:
+        replies = []
+        for frame in frames:
+            socket.send(frame)
+            replies.append(json.loads(socket.recv(timeout=30)))
+        socket.send(json.dumps({"action": "wait", "group": "g-nest", "topics": [topic]}))
+        after = json.loads(socket.recv(timeout=30))
+    assert [r.get("code") for r in replies] == ["InvalidRequest", "InvalidRequest"]
+    assert after["type"] == "waiting"
+
+
+def test_an_error_frame_names_the_wait_it_refuses(cirrusmq_stack, topic):
+    """A client with several registrations in flight refuses only the one named."""
+    with signed_client(cirrusmq_stack) as admin:
+        narrow = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["rv-*"]}]})
+    url = cirrusmq_stack.ws_endpoint
+    with connect(url, additional_headers=signed_headers(narrow), open_timeout=10) as socket:
+        socket.send(json.dumps({"action": "wait", "group": "rv-g", "topics": [topic, topic]}))
+        denied = json.loads(socket.recv(timeout=30))
+    assert denied["code"] == "AccessDenied"
+    assert (denied["group"], denied["topics"]) == ("rv-g", [topic])

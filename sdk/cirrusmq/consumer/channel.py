@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -180,7 +181,7 @@ class NotificationChannel:
                 socket = self._connect()
             except Exception as error:  # noqa: BLE001 - refused, unreachable: poll meanwhile
                 self._failures += 1
-                delay = min(MAX_BACKOFF_S, 0.5 * 2**self._failures)
+                delay = self._backoff_s()
                 log.info(
                     "notification channel unavailable (%s); polling, retry in %.0f s", error, delay
                 )
@@ -190,25 +191,48 @@ class NotificationChannel:
                         self._demand.clear()  # the next registration asks again
                 time.sleep(delay)
                 continue
-            self._failures = 0
             self.connects += 1
             with self._lock:
                 self._socket = socket
                 wanted = list(self._wanted)
             for waiter in wanted:
                 self._send_wait(socket, waiter)
-            self._read(socket)
+            answered = self._read(socket)
             with self._lock:
                 self._socket = None
-                if not self._wanted:
-                    self._demand.clear()
             self._wake_all()  # registrations may be lost: every waiter polls once
+            with self._lock:
+                if not self._wanted:
+                    self._demand.clear()  # the woken waiters' next registrations ask again
+            if answered:
+                self._failures = 0
+                continue
+            # dropped before the service answered anything: a failure like a refused
+            # connect, so a service that closes every socket at once is not reconnected to
+            # on each registration (the waiters poll meanwhile)
+            self._failures += 1
+            time.sleep(self._backoff_s())
 
-    def _read(self, socket: Any) -> None:
+    def _backoff_s(self) -> float:
+        """The wait before the next connect: doubles per failure up to
+        :data:`MAX_BACKOFF_S`, with jitter so that processes dropped together (a deploy)
+        do not come back together."""
+        return min(MAX_BACKOFF_S, 0.5 * 2**self._failures) * random.uniform(0.5, 1.0)
+
+    def _read(self, socket: Any) -> bool:
+        """Read frames until the socket closes, must be replaced, or stops answering;
+        True if the service sent anything. Every keepalive's registrations are answered
+        (``waiting`` or an error): none within :data:`CONFIRM_TIMEOUT_S` means the socket is
+        dead though no error says so (half-open), and it is replaced."""
         opened = last_sent = time.monotonic()
+        answered = False
+        reply_due: float | None = None
         while True:
             now = time.monotonic()
             if now - opened >= RECONNECT_AFTER_S:
+                break
+            if reply_due is not None and now >= reply_due:
+                log.info("notification channel: no answer to the keepalive; reconnecting")
                 break
             if now - last_sent >= KEEPALIVE_S:
                 with self._lock:
@@ -218,18 +242,23 @@ class NotificationChannel:
                 for waiter in wanted:
                     self._send_wait(socket, waiter)
                 last_sent = now
-            timeout = max(
-                0.1, min(KEEPALIVE_S - (now - last_sent), RECONNECT_AFTER_S - (now - opened))
-            )
+                if reply_due is None:
+                    reply_due = now + CONFIRM_TIMEOUT_S
+            limits = [KEEPALIVE_S - (now - last_sent), RECONNECT_AFTER_S - (now - opened)]
+            if reply_due is not None:
+                limits.append(reply_due - now)
             try:
-                frame = socket.recv(timeout=timeout)
+                frame = socket.recv(timeout=max(0.1, min(limits)))
             except TimeoutError:
                 continue
             except Exception:  # noqa: BLE001 - closed by the service, the network, us
                 break
+            answered = True
+            reply_due = None
             self._on_frame(frame)
         with contextlib.suppress(Exception):
             socket.close()
+        return answered
 
     def _on_frame(self, frame: str | bytes) -> None:
         try:
@@ -245,7 +274,9 @@ class NotificationChannel:
             self._confirm(str(body.get("group")), tuple(sorted(body.get("topics") or [])), None)
         elif kind == "error":
             log.warning("notification channel refused a wait: %s", body.get("message"))
-            self._refuse(str(body.get("code") or "error"))
+            named = isinstance(body.get("group"), str) and isinstance(body.get("topics"), list)
+            which = (body["group"], tuple(sorted(map(str, body["topics"])))) if named else None
+            self._refuse(str(body.get("code") or "error"), which)
 
     def _notify(self, group: str, topics: set[str]) -> None:
         with self._lock:
@@ -263,10 +294,15 @@ class NotificationChannel:
             waiter.registered = True
             waiter._confirmed.set()
 
-    def _refuse(self, code: str) -> None:
-        """An error frame names no registration: the unconfirmed ones are refused."""
+    def _refuse(self, code: str, which: tuple[str, tuple[str, ...]] | None) -> None:
+        """Refuse the unconfirmed registration(s) of ``which`` (group, topics), the one
+        the error frame names; a frame naming none refuses every unconfirmed one."""
         with self._lock:
-            pending = [w for w in self._wanted if not w._confirmed.is_set()]
+            pending = [
+                w
+                for w in self._wanted
+                if not w._confirmed.is_set() and (which is None or (w.group, w.topics) == which)
+            ]
             for waiter in pending:
                 self._wanted.discard(waiter)
         for waiter in pending:

@@ -108,8 +108,13 @@ class Heartbeater:
         orderly: bool,
         interval_s: float,
         timeout_s: int,
+        on_new_queues: Callable[[], None] | None = None,
     ) -> None:
+        """``on_new_queues``: called when a heartbeat allocates this consumer queues it did
+        not have (a member left or was removed): nothing else announces their backlog to an
+        idle consumer."""
         self._transport = transport
+        self._on_new_queues = on_new_queues
         self.group = group
         self.client_id = client_id
         self._subscriptions = subscriptions
@@ -125,7 +130,7 @@ class Heartbeater:
     def beat(self) -> ConsumerInfo | None:
         """One heartbeat now; None (logged) if it failed."""
         try:
-            self.last = heartbeat(
+            info = heartbeat(
                 self._transport,
                 self.group,
                 self.client_id,
@@ -136,8 +141,11 @@ class Heartbeater:
         except Exception as error:  # the next beat tries again; the timeout allows misses
             log.warning("group %s: heartbeat failed: %s", self.group, error)
             return None
-        self._warn_fifo(self.last)
-        return self.last
+        before, self.last = self.last, info
+        self._warn_fifo(info)
+        if before is not None and self._on_new_queues is not None and _gained(before, info):
+            self._on_new_queues()
+        return info
 
     def _warn_fifo(self, info: ConsumerInfo) -> None:
         """Once: a concurrent (not orderly) consumer of a FIFO topic (allocated queues)."""
@@ -174,3 +182,14 @@ class Heartbeater:
                 deregister(self._transport, self.group, self.client_id)
             except Exception as error:  # it expires after its timeout anyway
                 log.warning("group %s: deregistration failed: %s", self.group, error)
+
+
+def _gained(before: ConsumerInfo, after: ConsumerInfo) -> bool:
+    """Whether ``after`` allocates a queue ``before`` did not (per topic; None: every queue)."""
+    for topic, queues in after.queues.items():
+        had = before.queues.get(topic, ())
+        if had is None:
+            continue
+        if queues is None or set(queues) - set(had):
+            return True
+    return False

@@ -218,6 +218,7 @@ class PushConsumer:
                 orderly=orderly,
                 interval_s=heartbeat_interval_s,
                 timeout_s=heartbeat_timeout_s,
+                on_new_queues=self._wake.set,  # their backlog: receive now
             )
             if heartbeat_interval_s is not None
             else None

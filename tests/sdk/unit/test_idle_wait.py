@@ -70,3 +70,33 @@ def test_no_channel_at_all_is_plain_polling() -> None:
     idle = IdleWait(threading.Event(), channel=lambda: None, group="g", topics=lambda: ["t"])
     assert idle.wait(0.01) is False
     assert idle.waiter is None
+
+
+def test_a_rebalance_giving_an_orderly_consumer_new_queues_wakes_its_idle_wait(monkeypatch) -> None:
+    """A member left with a backlog in its queues: no append announces it, so the heartbeat
+    that allocates them to this consumer ends its (channel) wait, and it receives."""
+    from cirrusmq import ConsumeResult, PushConsumer
+    from cirrusmq.consumer import membership
+    from cirrusmq.consumer.membership import ConsumerInfo
+
+    allocations = iter([(0,), (0, 1), (0, 1)])
+
+    def fake_heartbeat(transport, group, client_id, subscriptions, **_):  # noqa: ANN001, ANN202
+        queues = {"t": next(allocations)}
+        return ConsumerInfo(client_id, True, 0, 0, queues, {"t": "*"})
+
+    monkeypatch.setattr(membership, "heartbeat", fake_heartbeat)
+    consumer = PushConsumer(
+        "http://fake", None, "g", ["t"], lambda m: ConsumeResult.SUCCESS, orderly=True
+    )
+    try:
+        beater = consumer._heartbeater
+        beater.beat()  # the first allocation
+        consumer._wake.clear()
+        beater.beat()  # queue 1 is now this consumer's
+        assert consumer._wake.is_set()
+        consumer._wake.clear()
+        beater.beat()  # unchanged: no wake-up
+        assert not consumer._wake.is_set()
+    finally:
+        consumer._idle.close()
