@@ -255,6 +255,14 @@ class ProduceService:
             named.add(entry.object_key)
         return [key for key in keys if key not in named]
 
+    def first_sent_at(self, stamp: ProducerStamp) -> int | None:
+        """When the first send with ``stamp`` was stored (broker ms), if its idempotency
+        record is still kept (one consistent read)."""
+        record = self._producers.get(stamp)
+        if record is None or record.expires_at is None:
+            return None
+        return (record.expires_at - limits.IDEMPOTENCY_WINDOW_SECONDS) * 1000
+
     def _recorded(self, stamp: ProducerStamp, digest: str) -> ProducerRecord:
         """The record of the first request with this stamp (which had this payload)."""
         record = self._producers.get(stamp)

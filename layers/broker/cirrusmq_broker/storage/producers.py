@@ -27,6 +27,8 @@ class ProducerRecord:
     """Queue → base offset the batch got there."""
     scheduled_at: int | None = None
     """For a send with delayed messages: the broker time (ms) their delays count from."""
+    expires_at: int | None = None
+    """When the record expires (epoch seconds, as stored)."""
 
 
 def producer_key(stamp: ProducerStamp) -> str:
@@ -72,4 +74,10 @@ class ProducerRecords:
             return None
         values = from_item(item)
         bases = {int(q): base for q, base in json.loads(values["bases"]).items()}
-        return ProducerRecord(values["digest"], bases, values.get("scheduled_at"))
+        expires_at = values.get("expires_at")
+        return ProducerRecord(
+            values["digest"],
+            bases,
+            values.get("scheduled_at"),
+            None if expires_at is None else int(expires_at),
+        )

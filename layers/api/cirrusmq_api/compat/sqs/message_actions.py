@@ -38,6 +38,9 @@ _GROUP_ID = _DEDUP_ID
 DEDUP_PRODUCER_PREFIX = "sqs-dedup."
 DEDUP_SCOPE = "sqs"
 """FIFO deduplication stamps are the queue's, whoever sends: one scope for all keys."""
+DEDUP_INTERVAL_MS = 5 * 60 * 1000
+"""SQS's deduplication interval: a deduplication id repeated within it of the first
+accepted send is not sent again."""
 
 
 # ------------------------------------------------------------------------------ send
@@ -51,10 +54,16 @@ class Outgoing:
 
 
 def _dedup_stamp(
-    queue: QueueName, entry: dict[str, Any], body: str, content_based: bool
+    call: Call, queue: QueueName, entry: dict[str, Any], body: str, content_based: bool
 ) -> tuple[ProducerStamp, str]:
     """A FIFO message's deduplication id as an idempotent-produce stamp: a repeat of the id
-    on the queue is answered from the first send's record and stores nothing."""
+    on the queue within :data:`DEDUP_INTERVAL_MS` of its first accepted send is answered
+    from that send's record and stores nothing; a later one is a new message.
+
+    The stamp's sequence is the 5-minute interval the first send fell in: a send reuses the
+    previous interval's stamp while that stamp's first send is under 5 minutes old (one
+    consistent read of its record), and takes the current interval's otherwise. Two sends
+    in one interval are always under 5 minutes apart, so they share its stamp."""
     dedup = entry.get("MessageDeduplicationId")
     if dedup is None and content_based:
         dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
@@ -66,8 +75,15 @@ def _dedup_stamp(
     if not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
         raise invalid_parameter("MessageDeduplicationId must be 1-128 printable ASCII characters.")
     key = hashlib.sha256(f"{queue.topic}\n{dedup}".encode()).hexdigest()[:40]
-    message_id = str(uuid.UUID(key[:32]))
-    return ProducerStamp(f"{DEDUP_PRODUCER_PREFIX}{key}", 0, DEDUP_SCOPE), message_id
+    producer = f"{DEDUP_PRODUCER_PREFIX}{key}"
+    now = call.broker.clock()
+    interval = now // DEDUP_INTERVAL_MS
+    previous = ProducerStamp(producer, interval - 1, DEDUP_SCOPE)
+    first = call.broker.produce.first_sent_at(previous)
+    if first is not None and now - first < DEDUP_INTERVAL_MS:
+        interval -= 1
+    message_id = str(uuid.UUID(hashlib.sha256(f"{key}#{interval}".encode()).hexdigest()[:32]))
+    return ProducerStamp(producer, interval, DEDUP_SCOPE), message_id
 
 
 def _message(
@@ -110,7 +126,7 @@ def _message(
             )
     stamp, message_id = None, None
     if queue.fifo:
-        stamp, message_id = _dedup_stamp(queue, entry, body, content_based)
+        stamp, message_id = _dedup_stamp(call, queue, entry, body, content_based)
     delay = default_delay if delay is None else delay
     now = call.broker.clock()
     fields = to_message_fields(attributes)
