@@ -127,7 +127,10 @@ class Router(Generic[T]):
                 continue
             if compiled.route.method in (method, "ANY"):
                 return RouteMatch(compiled.route, compiled.target, params)
-            allowed.append(compiled.route.method)
+            if not _only_parameters(compiled.route.path):
+                # a route of parameters only (the SQS queue URL) matches any path of its
+                # length: it does not make another method's path "exist"
+                allowed.append(compiled.route.method)
         if not allowed and len(parts) > 1 and parts[-1] == "":
             for compiled in self._routes:  # "/x/": the route of "/x" for this method, if any
                 params = compiled.match(parts[:-1])
@@ -138,3 +141,9 @@ class Router(Generic[T]):
         if allowed:
             return RouteMiss(405, tuple(sorted(set(allowed))))
         return RouteMiss(404)
+
+
+def _only_parameters(path: str) -> bool:
+    """Whether every segment of a route path is a ``{parameter}``."""
+    segments = path.strip("/").split("/")
+    return all(seg.startswith("{") and seg.endswith("}") for seg in segments)
