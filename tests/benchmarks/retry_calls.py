@@ -1,4 +1,4 @@
-"""AWS calls of retries (issue 9): one retry publish, an idle poll before/after a retry topic.
+"""AWS calls of retries: one retry publish, an idle poll before/after a retry topic.
 
     python tests/benchmarks/retry_calls.py
 

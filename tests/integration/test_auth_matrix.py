@@ -297,7 +297,7 @@ FORBIDDEN: dict[str, Case] = {
     "consumer-disable-admin": _forbidden("consumer", "POST", "/v1/keys/{a.access_key}/disable"),
     # the auditor may consume as billing, but only the other topic: the handles are not its
     "auditor-invisible-foreign-topic-handle": _invisible("auditor", "billing"),
-    # consumer registration (issue 11): as its own groups and topics only
+    # consumer registration: as its own groups and topics only
     "producer-heartbeat": _forbidden(
         "producer", "POST", "/v1/groups/billing/heartbeat", lambda w: {"client_id": "c1"}
     ),
@@ -479,7 +479,7 @@ def test_what_each_key_may_do_works(world):
             client.close()
 
 
-# ------------------------------------------- transactions review (issue 10 follow-up)
+# ------------------------------------------- transactions
 def test_a_transactional_registration_belongs_to_the_key_that_made_it(world):
     """A key with a publish grant elsewhere cannot fence another key's producer, poll its
     checks (bodies of a topic it may not read), end its transactions or send with it."""

@@ -1,4 +1,4 @@
-"""Retries, dead letters and redrive through a local stack and the SDK (issue 9).
+"""Retries, dead letters and redrive through a local stack and the SDK.
 
 The module runs its own stack: it moves the broker clock by hours (``advance_time``), which
 would make the session stack's other clients' signatures look stale. The SDK signs with

@@ -80,7 +80,7 @@ def test_tables(template) -> None:
         "AccessKeysTable",
         "NoncesTable",
         "TransactionsTable",
-        "TimersTable",  # delayed messages (issue 9)
+        "TimersTable",  # delayed messages
         "ConnectionsTable",  # the notification channel's connections and waiters
     }
     log_index = template.tables["LogIndexTable"]
@@ -107,7 +107,7 @@ def test_websocket_routes_and_stream_events(template) -> None:
 
 def test_bucket(template) -> None:
     bucket = template.buckets["MessageBucket"]
-    assert len(bucket.lifecycle_rules) == 9  # 7 retention tiers + 2 timer tiers (issue 9)
+    assert len(bucket.lifecycle_rules) == 9  # 7 retention tiers + 2 timer tiers
     assert bucket.encryption is not None
     assert bucket.public_access_block == {
         "BlockPublicAcls": True,
@@ -125,7 +125,7 @@ def test_functions_merge_globals(template) -> None:
         "JanitorFunction",
         "TransactionsFunction",
         "TxnCheckerFunction",
-        "SchedulerFunction",  # delayed messages (issue 9)
+        "SchedulerFunction",  # delayed messages
         "GroupMetricsFunction",
         "MqHttpFunction",  # RocketMQ HTTP protocol (docs/compat.md)
         "SqsFunction",  # the SQS API (docs/compat.md)

@@ -114,7 +114,7 @@ def test_unacked_messages_come_back_and_stale_acks_are_reported(
     with SimpleConsumer(endpoint, credentials, group, [topic], await_duration=0) as c:
         first = c.receive(2, 10)
         assert len(first) == 2 and c.receive(2, 10) == []
-        # expired after 10 s, then back from the retry topic after its 10 s backoff (issue 9)
+        # expired after 10 s, then back from the retry topic after its 10 s backoff
         again = wait_until(lambda: c.receive(2, 10), timeout_s=40, step_s=0.5)
         assert {m.delivery_attempt for m in again} == {2}
         old_a = next(m for m in first if m.text == "a")

@@ -31,7 +31,7 @@ def test_wire_form_carries_only_what_is_set():
     }
 
 
-def test_delivery_timestamp_goes_on_the_wire():  # delayed messages (issue 9)
+def test_delivery_timestamp_goes_on_the_wire():
     assert Message("t", b"x", delivery_timestamp=1).to_wire("id", 1)["delivery_timestamp"] == 1
 
 

@@ -1,4 +1,4 @@
-"""Retries with backoff and dead letters, on in-process moto with a fake clock (issue 9)."""
+"""Retries with backoff and dead letters, on in-process moto with a fake clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crash matrix of the retry moves (issue 9): each AWS call of a move fails in turn, then
+"""Crash matrix of the retry moves: each AWS call of a move fails in turn, then
 the move runs again; nothing is lost and nothing is stored twice.
 
 Moves: lease expiry -> retry topic, nack -> retry topic, last attempt -> DLQ, DLQ -> redrive.
