@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from cirrusmq import Admin, Credentials
 
+from .mqhttp_helpers import mq_client
+
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -33,3 +35,13 @@ def make_topic(admin: Admin) -> Callable[..., str]:
 @pytest.fixture(scope="session")
 def credentials(cirrusmq_stack) -> Credentials:
     return cirrusmq_stack.credentials
+
+
+@pytest.fixture
+def client(cirrusmq_stack):
+    """An unmodified mq-http-sdk client on the stack (its connection closed after)."""
+    client = mq_client(cirrusmq_stack)
+    try:
+        yield client
+    finally:
+        client.close_connection()

@@ -21,15 +21,6 @@ XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>'
 NS = 'xmlns="http://mq.aliyuncs.com/doc/v1/"'
 
 
-@pytest.fixture
-def client(cirrusmq_stack):
-    client = mq_client(cirrusmq_stack)
-    try:
-        yield client
-    finally:
-        client.close_connection()
-
-
 def _raw(stack, method: str, target: str, body: str = "") -> tuple[int, dict, str]:
     """A request signed as the client signs it (its own ``get_signature``), sent as given."""
     client = mq_client(stack)

@@ -18,15 +18,6 @@ SUPERSCRIPT_TWO = "\u00b2"
 """A character ``str.isdigit`` accepts and ``int`` refuses."""
 
 
-@pytest.fixture
-def client(cirrusmq_stack):
-    client = mq_client(cirrusmq_stack)
-    try:
-        yield client
-    finally:
-        client.close_connection()
-
-
 @pytest.mark.parametrize(
     ("method", "query", "body"),
     [

@@ -14,15 +14,6 @@ from .mqhttp_helpers import consume_all, mq_client
 INSTANCE = "MQ_INST_local"
 
 
-@pytest.fixture
-def client(cirrusmq_stack):
-    client = mq_client(cirrusmq_stack)
-    try:
-        yield client
-    finally:
-        client.close_connection()
-
-
 def test_publish_with_tag_keys_and_properties_then_consume_and_ack(client, make_topic) -> None:
     topic = make_topic()
     producer = client.get_producer(INSTANCE, topic)

@@ -8,18 +8,9 @@ from mq_http_sdk.mq_exception import MQExceptionBase
 from mq_http_sdk.mq_producer import TopicMessage
 
 from .conftest import unique
-from .mqhttp_helpers import consume_all, mq_client
+from .mqhttp_helpers import consume_all
 
 INSTANCE = "MQ_INST_local"
-
-
-@pytest.fixture
-def client(cirrusmq_stack):
-    client = mq_client(cirrusmq_stack)
-    try:
-        yield client
-    finally:
-        client.close_connection()
 
 
 def _sharded(body: str, key: str) -> TopicMessage:
