@@ -87,6 +87,13 @@ def test_the_lag_falls_on_the_metrics_read_back_from_cloudwatch(stack, api):
     assert body["truncated"] is False
     only = api.get(f"/v1/groups/{group}/metrics", params={"minutes": 1})
     assert [p["lag"] for p in only.json()["topics"][0]["points"]] == [1]
+    # the group's dead letters span all its topics and their list is an admin's to read:
+    # a key that may consume only this topic sees its lag, not the group's dead letters
+    consumer = new_key(api, {"subscribe": [{"groups": [group], "topics": [topic]}]})
+    with signed_client(stack, consumer) as client:
+        narrow = client.get(f"/v1/groups/{group}/metrics", params={"minutes": 60}).json()
+    assert [p["lag"] for p in narrow["topics"][0]["points"]] == [6, 1]
+    assert narrow["dead_letters"] == []
 
 
 def test_the_metrics_route_refuses_bad_minutes_and_other_keys(stack, api):

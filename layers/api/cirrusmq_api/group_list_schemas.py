@@ -37,5 +37,7 @@ class GroupMetricsBody(BaseModel):
     end: int = Field(description="Epoch ms, excluded.")
     period_seconds: int
     topics: list[TopicMetricsBody]
-    dead_letters: list[DeadLetterPointBody]
+    dead_letters: list[DeadLetterPointBody] = Field(
+        description="The group's dead letters per minute (empty unless the key is an admin)."
+    )
     truncated: bool = Field(description="More topics than one answer holds (name `topic`).")

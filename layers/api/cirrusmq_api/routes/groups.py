@@ -73,9 +73,10 @@ def group_metrics(
             )
             for t in history.topics
         ],
-        dead_letters=[
+        dead_letters=[  # the group's, over all its topics: an admin's, like their list
             DeadLetterPointBody(timestamp=stamp, dead_letters=value)
             for stamp, value in history.dead_letters
+            if current_principal().permissions.admin
         ],
         truncated=history.truncated,
     )
