@@ -175,10 +175,10 @@ class Authenticator:
         """The principal of ``access_key`` if ``matches(secret)`` holds: for protocols that
         sign with another scheme (the RocketMQ HTTP adapter's HMAC-SHA1), which check their
         own dates. InvalidSignature for an unknown, disabled key or a mismatch."""
-        key = self._key(access_key, self._clock())
-        if key is None or key.secret is None or not matches(key.secret):
+        found = self.signing_key(access_key)
+        if found is None or not matches(found[0]):
             raise InvalidSignature(_MISMATCH)
-        return Principal(access_key, key.permissions)
+        return Principal(access_key, found[1])
 
     def signing_key(self, access_key: str) -> tuple[str, Permissions] | None:
         """The secret and permissions of an active key (None: unknown, disabled), for a
