@@ -38,25 +38,13 @@ class DroppedAtOnce:
         pass
 
 
-class GoesSilent:
-    """Answers the first registration, then nothing arrives any more and sends raise no
-    error: a half-open TCP connection."""
+class ScriptedSocket:
+    """A socket whose replies the test queues in ``_replies``; a recv waits for one."""
 
     def __init__(self) -> None:
         self._replies: list[str] = []
-        self._answered = False
         self._lock = threading.Lock()
-        self.sent = 0
         self.closed = False
-
-    def send(self, text: str) -> None:
-        frame = json.loads(text)
-        with self._lock:
-            self.sent += 1
-            if not self._answered:
-                self._answered = True
-                reply = {"type": "waiting", "group": frame["group"], "topics": frame["topics"]}
-                self._replies.append(json.dumps(reply))
 
     def recv(self, timeout: float | None = None) -> str:
         deadline = time.monotonic() + (timeout or 0)
@@ -71,6 +59,25 @@ class GoesSilent:
 
     def close(self) -> None:
         self.closed = True
+
+
+class GoesSilent(ScriptedSocket):
+    """Answers the first registration, then nothing arrives any more and sends raise no
+    error: a half-open TCP connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._answered = False
+        self.sent = 0
+
+    def send(self, text: str) -> None:
+        frame = json.loads(text)
+        with self._lock:
+            self.sent += 1
+            if not self._answered:
+                self._answered = True
+                reply = {"type": "waiting", "group": frame["group"], "topics": frame["topics"]}
+                self._replies.append(json.dumps(reply))
 
 
 def make_channel(monkeypatch: pytest.MonkeyPatch, socket: Callable[[], Any]) -> NotificationChannel:
@@ -115,16 +122,14 @@ def test_a_half_open_socket_is_noticed_and_its_waiters_poll(monkeypatch) -> None
         channel.close()
 
 
-class AnswersOutOfOrder:
+class AnswersOutOfOrder(ScriptedSocket):
     """Holds its replies until two waits arrived, then answers the refused group's first:
     an error frame for group ``denied``, ``waiting`` for the other, as the service does
     (an error frame names the registration it refuses)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._waits: list[dict[str, Any]] = []
-        self._replies: list[str] = []
-        self._lock = threading.Lock()
-        self.closed = False
 
     def send(self, text: str) -> None:
         with self._lock:
@@ -137,20 +142,6 @@ class AnswersOutOfOrder:
                     else:
                         reply = {"type": "waiting", **names}
                     self._replies.append(json.dumps(reply))
-
-    def recv(self, timeout: float | None = None) -> str:
-        deadline = time.monotonic() + (timeout or 0)
-        while time.monotonic() < deadline and not self.closed:
-            with self._lock:
-                if self._replies:
-                    return self._replies.pop(0)
-            time.sleep(0.01)
-        if self.closed:
-            raise ConnectionError("closed")
-        raise TimeoutError
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_a_refused_registration_does_not_refuse_another_consumers(monkeypatch) -> None:
