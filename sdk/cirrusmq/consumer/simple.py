@@ -20,7 +20,7 @@ from .acks import (
     AckReply,
     AckResult,
 )
-from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .base import ConsumerBase, _AckCall, raise_unless_acked, with_new_handle
 from .nacks import nack_requests, nack_results
 from .paths import group_path
 from .pending_acks import make_retrier
@@ -69,9 +69,55 @@ class SimpleConsumer(ConsumerBase):
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages (1-1000), waiting up to ``await_duration``."""
+        _, messages = self._receive(max_message_num, invisible_duration, None)
+        return messages
+
+    def receive_and_ack(
+        self,
+        acks: Iterable[MessageView | str],
+        max_message_num: int = 32,
+        invisible_duration: float | timedelta = 60,
+    ) -> tuple[list[AckResult], list[MessageView]]:
+        """Ack ``acks`` and receive, in one request: the receive carries the acks (the
+        service acks them first, exactly as :meth:`ack_batch` would, then receives).
+
+        Returns ``(ack results, messages)``: one result per ack, in order, as
+        :meth:`ack_batch` gives them. More than 1,000 distinct handles go in an ack request
+        of their own first. If the request fails, the acks are sent on their own
+        (:meth:`ack_batch`: kept in the outbox when it has one and the service is
+        unreachable) before the error is raised; acking twice is fine.
+        """
+        messages = list(acks)
+        call = self._riding_plan(messages) if messages else None
+        if call is None:
+            results = self.ack_batch(messages) if messages else []
+            return results, self.receive(max_message_num, invisible_duration)
+        try:
+            results, received = self._receive(max_message_num, invisible_duration, call)
+        except MQError as error:
+            if self._refused_riding(error):
+                return self.receive_and_ack(messages, max_message_num, invisible_duration)
+            self.ack_batch(messages)
+            raise
+        if results is None:  # the service did not ack them
+            results = self.ack_batch(messages)
+        return results, received
+
+    def _receive(
+        self,
+        max_message_num: int,
+        invisible_duration: float | timedelta,
+        riding: _AckCall | None,
+    ) -> tuple[list[AckResult] | None, list[MessageView]]:
+        """The receive plan's requests, the first carrying ``riding``'s handles; their
+        results (None without ``riding``, or if the service did not ack them) and the
+        messages. Raises the first request's error (the acks' fate unknown)."""
         steps = self._receive_plan(max_message_num, invisible_duration)
+        results: list[AckResult] | None = None
         try:
             _, body, wait_s = next(steps)
+            if riding is not None:
+                body = {**body, "ack": riding.handles}
             while True:
                 response = self._transport.request(
                     "POST",
@@ -79,10 +125,13 @@ class SimpleConsumer(ConsumerBase):
                     json_body=body,
                     timeout_s=self._transport.request_timeout_s + wait_s,
                 )
+                if riding is not None:
+                    results = riding.riding_results(response.get("acks"))
+                    riding = None
                 messages = parse_receive_response(response)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
-            return done.value
+            return results, done.value
 
     def ack(self, message: MessageView | str) -> AckResult:
         """Ack one message (or receipt handle).
