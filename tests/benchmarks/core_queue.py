@@ -1,14 +1,19 @@
 """Core queue benchmark: throughput, AWS calls and list-price cost per message, local stack.
 
-    python tests/benchmarks/core_queue.py [--messages 1000] [--inflight 2000]
+    python tests/benchmarks/core_queue.py [--messages 1000] [--inflight 2000] [--s3-express]
+        [--no-piggyback] [--batches 1,10,100,1000]
 
 What it does, all through the HTTP API of one ``LocalStack`` (moto server), one client:
 
 1. For batch sizes 1, 10, 100 and 1,000 it produces N messages of 1 KiB (``--messages``; at
    least two batches, so 2,000 at batch 1,000), stamped with a producer id + sequence and
    client-made message ids as the SDK's ``Producer`` sends them, then receives
-   (``max_messages`` = batch size) and acks them all. The same is done with SQS emulated by the
-   same moto server (batches capped at SQS's 10), for the throughput comparison.
+   (``max_messages`` = batch size) and acks them all, twice on two topics: once with a
+   standalone ack request after each receive (as before acks rode on receives), once with
+   each delivery's acks carried by the next receive (``ack``; the last delivery's by a
+   standalone ack, as a consumer that stops sends it), so before and after come from one
+   run (``--no-piggyback``: the standalone round only). The same is done with SQS emulated
+   by the same moto server (batches capped at SQS's 10), for the throughput comparison.
 2. It holds 2,000 unacked leases (``--inflight``) on one (group, queue), invisible 12 h, and
    measures the group-state item's size and the units of one receive (1,999 -> 2,000 leases)
    and one ack there, next to the same with nothing in flight. The first 1,999 leases come
@@ -57,8 +62,14 @@ units; S3 Standard PUT $0.005 per 1,000, GET $0.0004 per 1,000; SQS standard $0.
 requests, each 64 KB chunk of a payload billed as one request. SQS's best batched cost is
 send + receive + delete in batches of 10: 0.3 requests per message, $0.12 per million.
 
-Targets (the core-hardening issue): at batch 1,000 at most 1/5 of SQS's best ($0.024 per
-million messages), at batch 100 at most SQS's best ($0.12).
+With ``--s3-express`` the cost table also prices the batch objects in an S3 Express One Zone
+directory bucket (the template's ``BatchObjectsStorage=express`` option): PUT $0.00113 and GET
+$0.00003 per 1,000 requests plus $0.0032 per GB uploaded and $0.0006 per GB retrieved (the
+bytes of every PutObject body and GetObject answer are counted), list prices us-east-1 as
+AWS's S3 FAQ gives them (read 2026-11-26). Storage is not counted for either class.
+
+Targets (the cheaper-small-batches issue): at batch 100 at most $0.15 per million messages,
+at batch 1,000 at most $0.0238 (the figure before acks rode on receives).
 
 Throughput figures come from one run on this machine: compare them as ratios.
 """
@@ -110,9 +121,17 @@ PRICE = {
     "lambda_gb_s": 0.0000133334,  # arm64
     "sqs_request": 0.40 / 1_000_000,  # standard queue, per 64 KB chunk
 }
+S3_EXPRESS_PRICE = {
+    "s3_put": 0.00113 / 1000,
+    "s3_get": 0.00003 / 1000,
+    "upload_gb": 0.0032,
+    "retrieval_gb": 0.0006,
+}
+S3_EXPRESS_AS_OF = "S3 Express One Zone list prices, us-east-1, AWS S3 FAQ read 2026-11-26"
+GB = 1024**3
 SQS_CHUNK_BYTES = 64 * 1024
 SQS_BEST_PER_MILLION = 3 / 10 * PRICE["sqs_request"] * 1_000_000  # $0.12
-TARGETS = {1000: SQS_BEST_PER_MILLION / 5, 100: SQS_BEST_PER_MILLION}
+TARGETS = {1000: 0.0238, 100: 0.15}
 MONTH_S = 30 * 86400
 SQS_IDLE_PER_MONTH = MONTH_S / 20 * PRICE["sqs_request"]  # 129,600 long polls
 
@@ -121,6 +140,7 @@ ROUTE_KINDS = {
     "POST /v1/groups/{group}/receive": "receive",
     "POST /v1/groups/{group}/ack": "ack",
 }
+"""A receive that carries acks counts as a receive (its acks' calls included)."""
 KINDS = ("produce", "receive", "ack")
 INDEX_ENTRY_OVERHEAD = 100
 """Bytes AWS adds to a global secondary index entry's projected attributes."""
@@ -304,6 +324,8 @@ class Usage:
     billed_gb_s: float = 0.0
     estimated_writes: int = 0
     failed_writes: int = 0
+    s3_put_bytes: int = 0
+    s3_get_bytes: int = 0
 
     def merge(self, other: Usage) -> Usage:
         self.calls.update(other.calls)
@@ -314,6 +336,8 @@ class Usage:
         self.billed_gb_s += other.billed_gb_s
         self.estimated_writes += other.estimated_writes
         self.failed_writes += other.failed_writes
+        self.s3_put_bytes += other.s3_put_bytes
+        self.s3_get_bytes += other.s3_get_bytes
         return self
 
     @property
@@ -324,11 +348,19 @@ class Usage:
     def wru(self) -> float:
         return sum(self.write_units.values())
 
-    def cost(self) -> dict[str, float]:
-        """Dollars by component."""
+    def cost(self, *, s3_express: bool = False) -> dict[str, float]:
+        """Dollars by component (batch objects in S3 Standard, or S3 Express One Zone)."""
+        if s3_express:
+            put = self.calls["S3 PUT"] * S3_EXPRESS_PRICE["s3_put"]
+            put += self.s3_put_bytes / GB * S3_EXPRESS_PRICE["upload_gb"]
+            get = self.calls["S3 GET"] * S3_EXPRESS_PRICE["s3_get"]
+            get += self.s3_get_bytes / GB * S3_EXPRESS_PRICE["retrieval_gb"]
+        else:
+            put = self.calls["S3 PUT"] * PRICE["s3_put"]
+            get = self.calls["S3 GET"] * PRICE["s3_get"]
         return {
-            "S3 PUT": self.calls["S3 PUT"] * PRICE["s3_put"],
-            "S3 GET": self.calls["S3 GET"] * PRICE["s3_get"],
+            "S3 PUT": put,
+            "S3 GET": get,
             "DDB write": self.wru * PRICE["ddb_write_unit"],
             "DDB read": self.rru * PRICE["ddb_read_unit"],
             "HTTP API": self.requests * PRICE["api_request"],
@@ -370,6 +402,10 @@ class Meter:
         """observe_calls observer: runs before every call of a handler's client."""
         if service == "s3":
             kind = {"PutObject": "S3 PUT", "GetObject": "S3 GET"}.get(operation, "S3 other")
+            if operation == "PutObject":
+                body = params.get("Body", b"")
+                with self._lock:
+                    self._now().s3_put_bytes += len(body) if isinstance(body, bytes) else 0
         elif service == "dynamodb":
             self._local.pending = (operation, params)
             kind = "DynamoDB"  # read / write decided when the answer is in
@@ -393,6 +429,9 @@ class Meter:
                 meter._answered(None, exc)
                 raise
             meter._answered(answer, None)
+            if operation == "GetObject" and client.meta.service_model.service_name == "s3":
+                with meter._lock:
+                    meter._now().s3_get_bytes += int(answer.get("ContentLength") or 0)
             return answer
 
         def invoke(runtime: FunctionRuntime, event: Any) -> Any:
@@ -638,26 +677,39 @@ class Client:
         r.raise_for_status()
 
     def receive(
-        self, group: str, topic: str, count: int, *, wait: float = 0, invisible: int = 60
+        self,
+        group: str,
+        topic: str,
+        count: int,
+        *,
+        wait: float = 0,
+        invisible: int = 60,
+        ack: list[str] | None = None,
     ) -> list[str]:
-        r = self.api.post(
-            f"/v1/groups/{group}/receive",
-            json={
-                "topic": topic,
-                "max_messages": count,
-                "wait_seconds": wait,
-                "invisible_seconds": invisible,
-            },
-        )
+        """The handles received; ``ack``: handles the receive acks first (all must be acked)."""
+        body: dict[str, Any] = {
+            "topic": topic,
+            "max_messages": count,
+            "wait_seconds": wait,
+            "invisible_seconds": invisible,
+        }
+        if ack:
+            body["ack"] = ack
+        r = self.api.post(f"/v1/groups/{group}/receive", json=body)
         r.raise_for_status()
+        if ack:
+            _check_acked(ack, r.json()["acks"])
         return [m["receipt_handle"] for m in r.json()["messages"]]
 
     def ack(self, group: str, handles: list[str]) -> None:
         r = self.api.post(f"/v1/groups/{group}/ack", json={"receipt_handles": handles})
         r.raise_for_status()
-        acked = r.json()["acked"]
-        if acked != len(handles):
-            raise RuntimeError(f"acked {acked} of {len(handles)}: {r.json()['results'][:3]}")
+        _check_acked(handles, r.json())
+
+
+def _check_acked(handles: list[str], answer: dict[str, Any]) -> None:
+    if answer["acked"] != len(handles):
+        raise RuntimeError(f"acked {answer['acked']} of {len(handles)}: {answer['results'][:3]}")
 
 
 def timed(meter: Meter, work: Callable[[list[float]], int]) -> Phase:
@@ -683,17 +735,29 @@ def produce(client: Client, topic: str, total: int, batch: int) -> Callable[[lis
     return work
 
 
-def consume(client: Client, topic: str, total: int, batch: int) -> Callable[[list[float]], int]:
+def consume(
+    client: Client, topic: str, total: int, batch: int, *, piggyback: bool
+) -> Callable[[list[float]], int]:
+    """Receive ``total`` messages ``batch`` at a time and ack them all: each delivery's acks
+    in a request of their own, or (``piggyback``) carried by the next receive, the last
+    delivery's in a standalone ack (a consumer that stops)."""
+
     def work(latencies: list[float]) -> int:
-        got = 0
+        got, pending = 0, []
         while got < total:
             t = time.perf_counter()
-            handles = client.receive("bench", topic, batch, wait=1)
+            handles = client.receive("bench", topic, batch, wait=1, ack=pending)
+            pending = []
             if not handles:
                 break
-            client.ack("bench", handles)
+            if piggyback:
+                pending = handles
+            else:
+                client.ack("bench", handles)
             latencies.append(time.perf_counter() - t)
             got += len(handles)
+        if pending:
+            client.ack("bench", pending)
         return got
 
     return work
@@ -748,8 +812,11 @@ class BatchRun:
     batch: int
     produce: Phase
     consume: Phase
+    """Receive + ack with acks on receives (standalone ones with ``--no-piggyback``)."""
     sqs_send: float
     sqs_recv: float
+    standalone: Phase | None = None
+    """Receive + ack with a standalone ack after each receive (before acks rode on receives)."""
 
     @property
     def messages(self) -> int:
@@ -762,9 +829,20 @@ class BatchRun:
     def total(self) -> Usage:
         return merged([*self.produce.usage.values(), *self.consume.usage.values()])
 
+    def total_standalone(self) -> Usage | None:
+        if self.standalone is None:
+            return None
+        return merged([*self.produce.usage.values(), *self.standalone.usage.values()])
+
 
 def run_batches(
-    client: Client, meter: Meter, sqs: Any, messages: int, batches: tuple[int, ...] = BATCH_SIZES
+    client: Client,
+    meter: Meter,
+    sqs: Any,
+    messages: int,
+    batches: tuple[int, ...] = BATCH_SIZES,
+    *,
+    piggyback: bool = True,
 ) -> list[BatchRun]:
     runs = []
     sqs_rates: dict[int, tuple[float, float]] = {}  # SQS batches are capped at 10: run once
@@ -772,14 +850,22 @@ def run_batches(
         topic, total = f"bench-{batch}", max(messages, 2 * batch)
         client.create_topic(topic, 8)
         p = timed(meter, produce(client, topic, total, batch))
-        c = timed(meter, consume(client, topic, total, batch))
+        standalone = None
+        if piggyback:  # the same again, acking each delivery in a request of its own
+            before = f"bench-{batch}-standalone"
+            client.create_topic(before, 8)
+            timed(meter, produce(client, before, total, batch))
+            standalone = timed(meter, consume(client, before, total, batch, piggyback=False))
+            if standalone.messages != total:
+                raise RuntimeError(f"batch {batch}: received {standalone.messages} of {total}")
+        c = timed(meter, consume(client, topic, total, batch, piggyback=piggyback))
         if c.messages != total:
             raise RuntimeError(f"batch {batch}: received {c.messages} of {total}")
         started = time.perf_counter()
         if min(batch, 10) not in sqs_rates:
             sqs_rates[min(batch, 10)] = sqs_round(sqs, messages, batch)
         sqs_send, sqs_recv = sqs_rates[min(batch, 10)]
-        runs.append(BatchRun(batch, p, c, sqs_send, sqs_recv))
+        runs.append(BatchRun(batch, p, c, sqs_send, sqs_recv, standalone))
         print(
             f"batch {batch:>4}: {total} messages, produce {p.seconds:.0f} s, receive+ack"
             f" {c.seconds:.0f} s, SQS {time.perf_counter() - started:.0f} s",
@@ -976,32 +1062,79 @@ def verdict(batch: int, total: float, without_duration: float) -> str:
     return f"<= ${target:.3f}: NOT met"
 
 
-def print_costs(runs: list[BatchRun]) -> None:
+def per_million_cost(usage: Usage, messages: int, *, s3_express: bool = False) -> dict[str, float]:
+    return {k: v * 1_000_000 / messages for k, v in usage.cost(s3_express=s3_express).items()}
+
+
+def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
     print(
-        f"\n$ per million messages (produce + receive + ack), {PRICES_AS_OF};"
-        " Lambda GB-s = measured handler time here (an upper bound):"
+        f"\n$ per million messages (produce + receive + ack), {PRICES_AS_OF}, acks riding on"
+        " receives; Lambda GB-s = measured handler time here (an upper bound):"
     )
     components = list(Usage().cost())
     print(
         f"{'batch':>5} | "
         + " | ".join(f"{c:>11}" for c in components)
-        + f" | {'total':>8} | {'w/o GB-s':>8} | {'vs SQS $0.12':>12} | target"
+        + f" | {'total':>8} | {'w/o GB-s':>8} | {'SQS same':>8} | {'vs SQS $0.12':>12} | target"
     )
     for run in runs:
-        cost = {k: v * 1_000_000 / run.messages for k, v in run.total().cost().items()}
+        cost = per_million_cost(run.total(), run.messages)
         total = sum(cost.values())
         without = total - cost["Lambda GB-s"]
         print(
             f"{run.batch:>5} | "
             + " | ".join(f"{cost[c]:>11.4f}" for c in components)
-            + f" | {total:>8.4f} | {without:>8.4f} |"
+            + f" | {total:>8.4f} | {without:>8.4f} | {sqs_cost_per_million(run.batch):>8.2f} |"
             f" {total / SQS_BEST_PER_MILLION:>11.2f}x | {verdict(run.batch, total, without)}"
         )
     print(
-        "  SQS standard, same batch (capped at 10; 64 KB chunks): "
-        + ", ".join(f"batch {r.batch}: ${sqs_cost_per_million(r.batch):.2f}" for r in runs)
-        + f"; best (batches of 10): ${SQS_BEST_PER_MILLION:.2f}"
+        "  SQS same = SQS standard, send + receive + delete at the same batch (capped at 10;"
+        f" 64 KB chunks); best (batches of 10): ${SQS_BEST_PER_MILLION:.2f}"
     )
+    if any(run.standalone is not None for run in runs):
+        print(
+            "\nBefore / after in this run: a standalone ack after each receive vs acks carried"
+            " by the next receive ($ per million messages; requests per 1,000 messages):"
+        )
+        print(
+            f"{'batch':>5} | {'standalone':>10} | {'w/o GB-s':>8} | {'requests':>8} |"
+            f" {'on receive':>10} | {'w/o GB-s':>8} | {'requests':>8} | {'after/before':>12}"
+        )
+        for run in runs:
+            before = run.total_standalone()
+            if before is None:
+                continue
+            rows = []
+            for usage in (before, run.total()):
+                cost = per_million_cost(usage, run.messages)
+                total = sum(cost.values())
+                rows.append(
+                    (total, total - cost["Lambda GB-s"], per_1000(usage.requests, run.messages))
+                )
+            (b, bw, br), (a, aw, ar) = rows
+            print(
+                f"{run.batch:>5} | {b:>10.4f} | {bw:>8.4f} | {br:>8.1f} | {a:>10.4f} |"
+                f" {aw:>8.4f} | {ar:>8.1f} | {a / b:>11.2f}x"
+            )
+    if s3_express:
+        print(
+            "\nThe same with the batch objects in S3 Express One Zone (single AZ; "
+            f"{S3_EXPRESS_AS_OF}: PUT $0.00113/1k, GET $0.00003/1k, upload $0.0032/GB,"
+            " retrieval $0.0006/GB; storage not counted), acks riding on receives:"
+        )
+        print(
+            f"{'batch':>5} | {'S3 PUT':>8} | {'S3 GET':>8} | {'total':>8} | {'w/o GB-s':>8} |"
+            f" {'SQS same':>8} | {'vs SQS $0.12':>12} | target"
+        )
+        for run in runs:
+            cost = per_million_cost(run.total(), run.messages, s3_express=True)
+            total = sum(cost.values())
+            without = total - cost["Lambda GB-s"]
+            print(
+                f"{run.batch:>5} | {cost['S3 PUT']:>8.4f} | {cost['S3 GET']:>8.4f} |"
+                f" {total:>8.4f} | {without:>8.4f} | {sqs_cost_per_million(run.batch):>8.2f} |"
+                f" {total / SQS_BEST_PER_MILLION:>11.2f}x | {verdict(run.batch, total, without)}"
+            )
     records = [
         f"batch {r.batch}: ${per_million(r.total().write_units['ProducersTable'], r):.4f}"
         for r in runs
@@ -1117,6 +1250,16 @@ def main(argv: list[str] | None = None) -> int:
         default=BATCH_SIZES,
         help="batch sizes to run, comma-separated (default 1,10,100,1000)",
     )
+    parser.add_argument(
+        "--no-piggyback",
+        action="store_true",
+        help="ack each delivery in a request of its own only (no before/after comparison)",
+    )
+    parser.add_argument(
+        "--s3-express",
+        action="store_true",
+        help="also price the batch objects in an S3 Express One Zone directory bucket",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
@@ -1130,7 +1273,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client = Client(api)
             runs = run_batches(
-                client, meter, stack.boto3_client("sqs"), args.messages, args.batches
+                client,
+                meter,
+                stack.boto3_client("sqs"),
+                args.messages,
+                args.batches,
+                piggyback=not args.no_piggyback,
             )
             cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
             idle = run_idle(client, meter)
@@ -1141,7 +1289,7 @@ def main(argv: list[str] | None = None) -> int:
         memory = {fn.function.memory_size for fn in stack.functions.values()}
     print_throughput(runs, args.messages)
     print_calls(runs)
-    print_costs(runs)
+    print_costs(runs, s3_express=args.s3_express)
     print_inflight(cases, at_limit, setup_s)
     print_idle(idle, max(memory))
     compared, differing, largest = check

@@ -50,6 +50,7 @@ OPS = (
     "resend",
     "receive",
     "ack",
+    "ack_on_receive",
     "nack",
     "change_invisible",
     "cancel",
@@ -69,6 +70,7 @@ RACES = (
     ("receive", "nack"),
     ("nack", "receive"),
     ("ack", "receive"),
+    ("receive", "ack_on_receive"),  # acks riding on a receive inside another's move
     ("tick", "cancel"),  # a cancel inside the scheduler's move
     ("commit", "txn_send"),  # a part send inside its commit
     ("redrive", "redrive_id"),
@@ -386,6 +388,27 @@ class ReliabilityMachine(RuleBasedStateMachine):
             lambda broker: broker.consume.ack(self.n(group), [x.handle for x in chosen]),
             apply,
         )
+
+    def _op_ack_on_receive(self, p: int, q: int) -> Op | None:
+        """A receive carrying acks (the receive route's ``ack``): the ack, then — only if it
+        answered — the receive, as one request; a failure anywhere fails it all."""
+        acking = self._op_ack(p, q)
+        if acking is None:
+            return None
+        group = acking.what.split()[1]
+        topic = GROUPS[group][q % len(GROUPS[group])]
+        receiving = self._receive_op(group, topic, 1 + q % 4, 30)
+
+        def call(broker: Any) -> tuple[Any, Any]:
+            outcomes = acking.call(broker)
+            return outcomes, receiving.call(broker)
+
+        def apply(outcome: str, value: Any) -> None:
+            acking.apply(outcome, value[0] if outcome == "ok" else value)
+            if outcome == "ok":
+                receiving.apply(outcome, value[1])
+
+        return Op(f"{receiving.what} carrying {acking.what}", call, apply)
 
     def _op_nack(self, p: int, q: int) -> Op | None:
         live = self._live(stale_too=False)
@@ -714,6 +737,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
     @rule(b=containers, p=picks, q=picks, fault=faults)
     def ack(self, b: int, p: int, q: int, fault: Fault | None) -> None:
         self._run(b, fault, self._op_ack(p, q))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def ack_on_receive(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_ack_on_receive(p, q))
 
     @rule(b=containers, p=picks, fault=faults)
     def nack(self, b: int, p: int, fault: Fault | None) -> None:

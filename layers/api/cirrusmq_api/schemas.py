@@ -171,10 +171,13 @@ class ReceiveRequest(Strict):
         "takes the queues' locks (orderly consumption); without it only unlocked queues "
         "are served and no lock is taken.",
     )
-
-
-class ReceiveResponse(BaseModel):
-    messages: list[ReceivedMessageBody]
+    ack: list[str] | None = Field(
+        None,
+        description="Receipt handles to ack before receiving (1-1,000, as the ack route takes "
+        "them, with the same per-handle results and permission checks): one request instead "
+        "of an ack and a receive. Their results are in the response's `acks`; a retriable "
+        "failure of the ack fails the whole request before anything is received.",
+    )
 
 
 class AckRequest(Strict):
@@ -194,6 +197,13 @@ class AckResultBody(BaseModel):
 class AckResponse(BaseModel):
     acked: int = Field(description="How many handles are settled (now or before).")
     results: list[AckResultBody] = Field(description="One per handle, in request order.")
+
+
+class ReceiveResponse(BaseModel):
+    messages: list[ReceivedMessageBody]
+    acks: AckResponse | None = Field(
+        None, description="The results of the request's `ack` handles (absent without them)."
+    )
 
 
 class SubscriptionRequest(Strict):

@@ -22,7 +22,7 @@ from ..message import (
 )
 from ..transport import AsyncTransport, RetryPolicy, Transport
 from .acks import AckReply, AckResult
-from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .base import ConsumerBase, _AckCall, raise_unless_acked, with_new_handle
 from .channel import NotificationChannel, channel_for
 from .nacks import nack_requests, nack_results
 from .pacing import CHANNEL_AFTER_S, IdleWait
@@ -94,30 +94,75 @@ class AsyncSimpleConsumer(ConsumerBase):
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages, waiting up to ``await_duration``."""
+        _, messages = await self._receive(max_message_num, invisible_duration, None)
+        return messages
+
+    async def receive_and_ack(
+        self,
+        acks: Iterable[MessageView | str],
+        max_message_num: int = 32,
+        invisible_duration: float | timedelta = 60,
+    ) -> tuple[list[AckResult], list[MessageView]]:
+        """Ack ``acks`` and receive in one request (see
+        :meth:`cirrusmq.SimpleConsumer.receive_and_ack`)."""
+        messages = list(acks)
+        call = self._riding_plan(messages) if messages else None
+        if call is None:
+            results = await self.ack_batch(messages) if messages else []
+            return results, await self.receive(max_message_num, invisible_duration)
+        try:
+            results, received = await self._receive(max_message_num, invisible_duration, call)
+        except MQError as error:
+            if self._refused_riding(error):
+                return await self.receive_and_ack(messages, max_message_num, invisible_duration)
+            await self.ack_batch(messages)
+            raise
+        if results is None:  # the service did not ack them
+            results = await self.ack_batch(messages)
+        return results, received
+
+    async def _receive(
+        self,
+        max_message_num: int,
+        invisible_duration: float | timedelta,
+        riding: _AckCall | None,
+    ) -> tuple[list[AckResult] | None, list[MessageView]]:
+        """As :meth:`cirrusmq.SimpleConsumer._receive`."""
         idle = self._idle
         if idle is None or self.await_duration_s <= 0:
-            return await self._receive_once(max_message_num, invisible_duration, None)
+            return await self._receive_once(max_message_num, invisible_duration, None, riding)
         deadline = time.monotonic() + self.await_duration_s
+        results: list[AckResult] | None = None
         while True:
             remaining = deadline - time.monotonic()
-            if not await asyncio.to_thread(idle.usable):  # no channel: the server waits
-                return await self._receive_once(
-                    max_message_num, invisible_duration, max(0, remaining)
-                )
-            messages = await self._receive_once(max_message_num, invisible_duration, 0)
+            usable = await asyncio.to_thread(idle.usable)  # no channel: the server waits
+            await_s = 0 if usable else max(0, remaining)
+            acked, messages = await self._receive_once(
+                max_message_num, invisible_duration, await_s, riding
+            )
+            if riding is not None:
+                results, riding = acked, None
             remaining = deadline - time.monotonic()
-            if messages or remaining <= 0:
-                return messages
+            if messages or remaining <= 0 or not usable:
+                return results, messages
             delay = max(CHANNEL_AFTER_S, remaining)
             if await asyncio.to_thread(idle.wait, delay, max_s=remaining):
                 idle.event.clear()  # told: receive now
 
     async def _receive_once(
-        self, max_message_num: int, invisible_duration: float | timedelta, await_s: float | None
-    ) -> list[MessageView]:
+        self,
+        max_message_num: int,
+        invisible_duration: float | timedelta,
+        await_s: float | None,
+        riding: _AckCall | None,
+    ) -> tuple[list[AckResult] | None, list[MessageView]]:
+        """The receive plan's requests, the first carrying ``riding``'s handles."""
         steps = self._receive_plan(max_message_num, invisible_duration, await_s)
+        results: list[AckResult] | None = None
         try:
             _, body, wait_s = next(steps)
+            if riding is not None:
+                body = {**body, "ack": riding.handles}
             while True:
                 response = await self._transport.request(
                     "POST",
@@ -125,10 +170,13 @@ class AsyncSimpleConsumer(ConsumerBase):
                     json_body=body,
                     timeout_s=self._transport.request_timeout_s + wait_s,
                 )
+                if riding is not None:
+                    results = riding.riding_results(response.get("acks"))
+                    riding = None
                 messages = parse_receive_response(response)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
-            return done.value
+            return results, done.value
 
     async def ack(self, message: MessageView | str) -> AckResult:
         """Ack one message; raises the typed error if its handle is stale or invalid."""

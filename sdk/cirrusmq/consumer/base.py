@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..credentials import Credentials
-from ..errors import ClientClosedError, MQError
+from ..errors import ClientClosedError, MQError, TransportError
 from ..message import (
     FilterExpression,
     MessageView,
@@ -22,6 +22,7 @@ from ..message import (
 )
 from ..wire import read_optional_int, read_str
 from .acks import (
+    MAX_ACK_HANDLES,
     AckReply,
     AckResult,
     AckStatus,
@@ -123,6 +124,9 @@ class ConsumerBase:
         self._closed = False
         self.client_id: str | None = None
         """Sent with every receive: on FIFO topics it holds the queue locks (orderly)."""
+        self.acks_ride = True
+        """Acks may ride on receives; False once the service refused a receive carrying
+        them (a service before that was possible): acks then go on their own."""
 
     @property
     def subscriptions(self) -> dict[str, FilterExpression]:
@@ -172,6 +176,21 @@ class ConsumerBase:
         self._check_open()
         return _AckCall(list(messages))
 
+    def _riding_plan(self, messages: Iterable[MessageView | str]) -> _AckCall | None:
+        """The ack call of ``messages`` if they can ride on one receive (1 to
+        :data:`MAX_ACK_HANDLES` distinct handles), else None (ack them on their own)."""
+        call = self._ack_plan(messages)
+        return call if self.acks_ride and 1 <= len(call.handles) <= MAX_ACK_HANDLES else None
+
+    def _refused_riding(self, error: MQError) -> bool:
+        """Whether ``error`` answered a receive carrying acks as a service that takes none
+        would (400 InvalidRequest): from then on acks go on their own."""
+        if error.http_status == 400 and error.code == "InvalidRequest" and self.acks_ride:
+            log.info("the service does not take acks on receives (%s): acking on their own", error)
+            self.acks_ride = False
+            return True
+        return False
+
     def _ack_failed(self, error: MQError, chunk: list[str], call: _AckCall) -> AckReply:
         """What to send the ack plan after ``error``; raises the errors it cannot handle. With
         an outbox, acks the service cannot take now are kept for a retry (``PENDING``)."""
@@ -201,10 +220,24 @@ class _AckCall:
     def __init__(self, messages: list[MessageView | str]) -> None:
         pairs = handles_of(messages)
         self.expiry = dict(pairs)
+        self.handles = list(self.expiry)
+        """The distinct handles, in order."""
         self.message_ids = {
             m.receipt_handle: m.message_id for m in messages if isinstance(m, MessageView)
         }
         self.steps = ack_plan([h for h, _ in pairs])
+
+    def riding_results(self, acks: Any) -> list[AckResult] | None:
+        """The results of the handles that rode on a receive, from its response's ``acks``
+        (None if it has none: a service that did not ack them)."""
+        if not isinstance(acks, Mapping):
+            return None
+        chunk = next(self.steps)
+        try:
+            self.steps.send(acks)
+        except StopIteration as done:
+            return self.results(done.value)
+        raise TransportError(f"receive acked {len(chunk)} of {len(self.handles)} handles")
 
     def results(self, results: list[AckResult]) -> list[AckResult]:
         """``results`` with the message ids of the messages acked."""

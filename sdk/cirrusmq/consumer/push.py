@@ -5,7 +5,10 @@ Three parts: a fetcher thread receives from the subscriptions whenever there is 
 server-side long polls: after an empty receive it waits on its own side, longer and longer up
 to ``max_poll_interval_s`` (:class:`~cirrusmq.consumer.pacing.PollPacer`), which keeps an
 idle consumer cheap; a pool of
-``consume_threads`` runs the listener; an acker thread acks successes in batches. A failed
+``consume_threads`` runs the listener; successes ride on the fetcher's next receive (the
+service acks them first: one request instead of two) when it comes within ``_ACK_RIDE_S``,
+else an acker thread acks them in a request of their own (never later: the lease would
+expire and the message come back). A failed
 message (``ConsumeResult.FAILURE`` or an exception) is made visible again after a backoff
 (10 s, 30 s, 1 min, 2 min, ... like RocketMQ's retry levels) and redelivered with
 ``delivery_attempt`` + 1. Acks that cannot reach the service are retried until their receipt
@@ -46,7 +49,7 @@ from ..errors import (
 )
 from ..message import ConsumeResult, FilterExpression, MessageView, normalize_subscriptions
 from ..transport import RetryPolicy, Transport
-from .acks import handles_of, log_unacked
+from .acks import MAX_ACK_HANDLES, handles_of, log_unacked
 from .channel import channel_for
 from .membership import Heartbeater, new_client_id
 from .orderly import BatchLease, QueueSerializer, by_queue, run_orderly_batch
@@ -76,6 +79,11 @@ RETRY_DELAYS_S = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200,
 
 _ACK_BATCH = 256
 _ACK_LINGER_S = 0.05
+_ACK_RIDE_S = 0.5
+"""The longest a success waits for the fetcher's next receive to carry its ack (a fraction
+of the shortest invisible time, 10 s); then the acker sends it on its own."""
+_RIDE = object()
+"""Acker queue marker: successes wait in ``_riding``."""
 _RELEASE_INVISIBLE_S = 10
 """The shortest invisible duration the service takes: a message fetched too late comes back
 after it."""
@@ -232,6 +240,11 @@ class PushConsumer:
         self._acks: queue.SimpleQueue[MessageView | _Nack | None] = queue.SimpleQueue()
         self._acks_closed = False
         """The acker took its stop marker: later successes are acked directly."""
+        self._riding: list[MessageView] = []
+        """Successes waiting to ride on the next receive (the acker takes them after
+        ``_ACK_RIDE_S``)."""
+        self._ride_signalled = False
+        """A ``_RIDE`` marker is queued for the successes in ``_riding``."""
         self._sweeping = False
         """A receive is in progress (shutdown waits for it: it does not wait on the server)."""
         self._fetch_error: MQError | None = None
@@ -380,9 +393,12 @@ class PushConsumer:
                 room = min(self.receive_batch_size, self.max_cached_messages - self._cached)
                 self._sweeping = True
             fetched_at = time.monotonic()  # the delivery's invisible time ends after this
+            riding = self._take_riding()
             try:
-                messages = self._consumer.receive(room, self.invisible_duration_s)
+                messages = self._receive_carrying(riding, room)
             except Exception as error:
+                if riding:  # their fate is unknown: acked again on their own (twice is fine)
+                    self._ack(riding)
                 with self._cond:
                     self._sweeping = False
                     self._cond.notify_all()
@@ -418,6 +434,33 @@ class PushConsumer:
             if delay and self._idle.wait(delay):  # idle: a shutdown ends the wait at once
                 self._wake.clear()  # an orderly queue is free again: poll now
                 self._pacer.reset()
+
+    def _take_riding(self) -> list[MessageView]:
+        """The successes the next receive carries (at most one ack request's worth)."""
+        with self._cond:
+            riding, self._riding = self._riding[:MAX_ACK_HANDLES], self._riding[MAX_ACK_HANDLES:]
+            if not self._riding:
+                self._ride_signalled = False  # a later success queues a marker again
+            return riding
+
+    def _receive_carrying(self, riding: list[MessageView], room: int) -> list[MessageView]:
+        """Receive up to ``room`` messages, the receive acking ``riding`` first; results
+        handled as the acker's (a service that did not ack them: acked on their own)."""
+        if not riding:
+            return self._consumer.receive(room, self.invisible_duration_s)
+        call = self._consumer._riding_plan(riding)
+        try:
+            results, messages = self._consumer._receive(room, self.invisible_duration_s, call)
+        except MQError as error:
+            if not self._consumer._refused_riding(error):
+                raise
+            self._ack(riding)
+            return self._consumer.receive(room, self.invisible_duration_s)
+        if results is None:
+            self._ack(riding)
+        else:
+            log_unacked(results, self.group)
+        return messages
 
     def _dispatch(self, messages: list[MessageView], deadline: float | None = None) -> None:
         with self._cond:
@@ -531,7 +574,10 @@ class PushConsumer:
         with self._cond:
             late = self._acks_closed
             if not late:
-                self._acks.put(message)
+                self._riding.append(message)
+                if not self._ride_signalled:
+                    self._ride_signalled = True
+                    self._acks.put(_RIDE)
         if late:  # the acker is gone (shutdown returned): ack it here
             try:
                 self._consumer.ack_batch([message])
@@ -576,10 +622,13 @@ class PushConsumer:
         while not stop:
             item = self._acks.get()
             batch: list[Any] = []
+            rides = False
             deadline = time.monotonic() + _ACK_LINGER_S
             while True:
                 if item is None:
                     stop = True
+                elif item is _RIDE:
+                    rides = True
                 else:
                     batch.append(item)
                 if stop or len(batch) >= _ACK_BATCH:
@@ -592,6 +641,11 @@ class PushConsumer:
             batch = [item for item in batch if not isinstance(item, _Nack)]
             if nacks:
                 self._nack_now(nacks)
+            if rides or stop:  # what no receive carried within _ACK_RIDE_S goes on its own
+                if rides and not stop:
+                    self._stopping.wait(_ACK_RIDE_S)
+                while left := self._take_riding():
+                    batch += left
             if not batch:
                 continue
             try:

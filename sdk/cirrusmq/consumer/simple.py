@@ -22,7 +22,7 @@ from .acks import (
     AckReply,
     AckResult,
 )
-from .base import ConsumerBase, raise_unless_acked, with_new_handle
+from .base import ConsumerBase, _AckCall, raise_unless_acked, with_new_handle
 from .channel import channel_for
 from .nacks import nack_requests, nack_results
 from .pacing import CHANNEL_AFTER_S, IdleWait
@@ -87,26 +87,84 @@ class SimpleConsumer(ConsumerBase):
         self, max_message_num: int = 32, invisible_duration: float | timedelta = 60
     ) -> list[MessageView]:
         """Up to ``max_message_num`` messages (1-1000), waiting up to ``await_duration``."""
+        _, messages = self._receive(max_message_num, invisible_duration, None)
+        return messages
+
+    def receive_and_ack(
+        self,
+        acks: Iterable[MessageView | str],
+        max_message_num: int = 32,
+        invisible_duration: float | timedelta = 60,
+    ) -> tuple[list[AckResult], list[MessageView]]:
+        """Ack ``acks`` and receive, in one request: the receive carries the acks (the
+        service acks them first, exactly as :meth:`ack_batch` would, then receives).
+
+        Returns ``(ack results, messages)``: one result per ack, in order, as
+        :meth:`ack_batch` gives them. More than 1,000 distinct handles go in an ack request
+        of their own first. If the request fails, the acks are sent on their own
+        (:meth:`ack_batch`: kept in the outbox when it has one and the service is
+        unreachable) before the error is raised; acking twice is fine.
+        """
+        messages = list(acks)
+        call = self._riding_plan(messages) if messages else None
+        if call is None:
+            results = self.ack_batch(messages) if messages else []
+            return results, self.receive(max_message_num, invisible_duration)
+        try:
+            results, received = self._receive(max_message_num, invisible_duration, call)
+        except MQError as error:
+            if self._refused_riding(error):
+                return self.receive_and_ack(messages, max_message_num, invisible_duration)
+            self.ack_batch(messages)
+            raise
+        if results is None:  # the service did not ack them
+            results = self.ack_batch(messages)
+        return results, received
+
+    def _receive(
+        self,
+        max_message_num: int,
+        invisible_duration: float | timedelta,
+        riding: _AckCall | None,
+    ) -> tuple[list[AckResult] | None, list[MessageView]]:
+        """Receive, waiting up to ``await_duration`` on the notification channel when it
+        is on and usable (else the server waits); the first request carries ``riding``'s
+        handles. Returns their results (None without ``riding``, or if the service did
+        not ack them) and the messages."""
         if self._idle is None or self.await_duration_s <= 0:
-            return self._receive_once(max_message_num, invisible_duration, None)
+            return self._receive_once(max_message_num, invisible_duration, None, riding)
         deadline = time.monotonic() + self.await_duration_s
+        results: list[AckResult] | None = None
         while True:
             remaining = deadline - time.monotonic()
-            if not self._idle.usable():  # no channel: the server waits
-                return self._receive_once(max_message_num, invisible_duration, max(0, remaining))
-            messages = self._receive_once(max_message_num, invisible_duration, 0)
+            usable = self._idle.usable()  # no channel: the server waits
+            await_s = 0 if usable else max(0, remaining)
+            acked, messages = self._receive_once(
+                max_message_num, invisible_duration, await_s, riding
+            )
+            if riding is not None:
+                results, riding = acked, None
             remaining = deadline - time.monotonic()
-            if messages or remaining <= 0:
-                return messages
+            if messages or remaining <= 0 or not usable:
+                return results, messages
             if self._idle.wait(max(CHANNEL_AFTER_S, remaining), max_s=remaining):
                 self._idle.event.clear()  # told: receive now
 
     def _receive_once(
-        self, max_message_num: int, invisible_duration: float | timedelta, await_s: float | None
-    ) -> list[MessageView]:
+        self,
+        max_message_num: int,
+        invisible_duration: float | timedelta,
+        await_s: float | None,
+        riding: _AckCall | None,
+    ) -> tuple[list[AckResult] | None, list[MessageView]]:
+        """The receive plan's requests, the first carrying ``riding``'s handles. Raises the
+        first request's error (the acks' fate unknown)."""
         steps = self._receive_plan(max_message_num, invisible_duration, await_s)
+        results: list[AckResult] | None = None
         try:
             _, body, wait_s = next(steps)
+            if riding is not None:
+                body = {**body, "ack": riding.handles}
             while True:
                 response = self._transport.request(
                     "POST",
@@ -114,10 +172,13 @@ class SimpleConsumer(ConsumerBase):
                     json_body=body,
                     timeout_s=self._transport.request_timeout_s + wait_s,
                 )
+                if riding is not None:
+                    results = riding.riding_results(response.get("acks"))
+                    riding = None
                 messages = parse_receive_response(response)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
-            return done.value
+            return results, done.value
 
     def ack(self, message: MessageView | str) -> AckResult:
         """Ack one message (or receipt handle).

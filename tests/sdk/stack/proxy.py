@@ -52,7 +52,7 @@ class TcpProxy:
         self.exchanges: list[Exchange] = []
         self._listener: socket.socket | None = None
         self._drops: list[bytes] = []
-        self._rejects: list[bytes] = []
+        self._rejects: list[tuple[bytes, tuple[bytes, ...]]] = []
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -91,11 +91,14 @@ class TcpProxy:
         with self._lock:
             self._drops.extend([request_prefix] * count)
 
-    def reject_requests(self, count: int, request_prefix: bytes) -> None:
+    def reject_requests(
+        self, count: int, request_prefix: bytes, containing: tuple[bytes, ...] = ()
+    ) -> None:
         """Close the connection of the next ``count`` matching requests without forwarding
-        them (the service never sees them)."""
+        them (the service never sees them): those starting with ``request_prefix`` and, if
+        ``containing`` is given, holding one of those bytes."""
         with self._lock:
-            self._rejects.extend([request_prefix] * count)
+            self._rejects.extend([(request_prefix, containing)] * count)
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -111,7 +114,15 @@ class TcpProxy:
             if not request:
                 return
             with self._lock:
-                reject = next((p for p in self._rejects if request.startswith(p)), None)
+                reject = next(
+                    (
+                        (prefix, containing)
+                        for prefix, containing in self._rejects
+                        if request.startswith(prefix)
+                        and (not containing or any(c in request for c in containing))
+                    ),
+                    None,
+                )
                 if reject is not None:
                     self._rejects.remove(reject)
                     self.exchanges.append(Exchange(request, b"", True))

@@ -41,7 +41,8 @@ def test_async_round_trip(endpoint, credentials, admin, topic, group):
             assert sorted(m.text for m in got) == ["first", "x"]
             later = await consumer.change_invisible_duration(got[0], 60)
             await consumer.ack(later)
-            await consumer.ack_batch(got[1:])
+            results, more = await consumer.receive_and_ack(got[1:], 10, 30)  # one request
+            assert [r.acked for r in results] == [True] and more == []
             assert await consumer.receive(10, 30) == []
             consumer.unsubscribe(topic)
             assert consumer.subscriptions == {}

@@ -147,3 +147,23 @@ def test_acks_wait_in_the_outbox_while_the_service_is_down(
         offline._retrier.retry_now()
         wait_until(lambda: offline.pending_acks == 0, timeout_s=10)
     assert admin.describe_group(group, topic).inflight == 0
+
+
+def test_receive_and_ack_acks_then_receives_in_one_request(
+    endpoint, credentials, admin, topic, group
+):
+    send(endpoint, credentials, [Message(topic, f"m{i}") for i in range(4)])
+    with SimpleConsumer(endpoint, credentials, group, [topic], 1) as c:
+        first = c.receive(2, 30)
+        results, second = c.receive_and_ack([*first, "forged.handle"], 2, 30)
+        assert [r.status for r in results] == [
+            AckStatus.ACKED,
+            AckStatus.ACKED,
+            AckStatus.INVALID,
+        ]
+        assert [r.message_id for r in results[:2]] == [m.message_id for m in first]
+        assert c.acks_ride  # the service took them on the receive
+        assert {m.text for m in first + second} == {f"m{i}" for i in range(4)}
+        results, rest = c.receive_and_ack(second, 2, 30)
+        assert all(r.acked for r in results) and rest == []
+    assert admin.describe_group(group, topic).lag == 0

@@ -3,9 +3,11 @@
 Receives long-poll (they wait up to ``wait_seconds`` for messages to be ``add``-ed; each
 ``wait_seconds`` is recorded); a group's first receive of a topic records its filter and a
 receive with another one is refused (409 ``SubscriptionConflict``). Acks answer one result per
-handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired); with
-``legacy_acks`` they answer the former way: all or nothing, 400 for malformed (not named),
-foreign or stale (named in ``details``) handles. Change-invisible calls are recorded.
+handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired), also those a receive
+carries (``ack``: acked first, results in ``acks``); with ``legacy_acks`` they answer the
+former way: all or nothing, 400 for malformed (not named), foreign or stale (named in
+``details``) handles, and a receive carrying acks is refused (400, an unknown field).
+Change-invisible calls are recorded.
 Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
 With ``down`` set, every connection is refused (the service is unreachable).
 """
@@ -41,6 +43,10 @@ class FakeGroupService:
         """The ``wait_seconds`` of every receive."""
         self.subscriptions: dict[str, str] = {}
         self.ack_requests = 0
+        self.riding_acks: list[str] = []
+        """Handles receives carried (acked by the receive)."""
+        self.fail_receives = 0
+        """The next receives answer 503 Busy (retriable)."""
         self.down = False
         """Refuse every connection (the service is unreachable)."""
         self._offset = 0
@@ -96,6 +102,19 @@ class FakeGroupService:
     def _receive(self, body: dict) -> httpx.Response:
         deadline = time.monotonic() + body["wait_seconds"]
         with self.cond:
+            if self.fail_receives:
+                self.fail_receives -= 1
+                return httpx.Response(503, json={"code": "Busy", "message": "injected"})
+        acks = None
+        if "ack" in body:
+            if self.legacy_acks:
+                return httpx.Response(
+                    400, json={"code": "InvalidRequest", "message": "ack: extra inputs"}
+                )
+            acks = self._ack(body["ack"]).json()
+            with self.cond:
+                self.riding_acks += body["ack"]
+        with self.cond:
             self.receives += 1
             self.waits.append(body["wait_seconds"])
             recorded = self.subscriptions.setdefault(body["topic"], body["filter"])
@@ -119,7 +138,8 @@ class FakeGroupService:
                 self.cond.wait(remaining)
             taken = self.available[: body["max_messages"]]
             del self.available[: len(taken)]
-        return httpx.Response(200, json={"messages": taken})
+        answer = {"messages": taken} if acks is None else {"messages": taken, "acks": acks}
+        return httpx.Response(200, json=answer)
 
     def _crash(self) -> None:
         with self.cond:

@@ -7,6 +7,7 @@ from cirrusmq import (
     AckResult,
     AckStatus,
     BadRequestError,
+    MQError,
     ReceiptHandleExpiredError,
     SimpleConsumer,
 )
@@ -205,3 +206,45 @@ def test_the_retrier_settles_expired_and_invalid_acks_for_good(legacy_acks):
     assert retrier.pending() == 0  # acked, expired, invalid: all done
     assert sorted(set(service.acked)) == ["h1", "h2"]
     retrier.close()
+
+
+@pytest.mark.parametrize("legacy_acks", [False, True], ids=["on-receive", "service-without"])
+def test_receive_and_ack_gives_the_results_ack_batch_gives(legacy_acks):
+    service = FakeGroupService()
+    service.legacy_acks = legacy_acks
+    service.add("h1", "stale-1", "h2", "bad-1")
+    with simple(service) as c:
+        messages = c.receive(10)
+        service.add("h3")
+        results, received = c.receive_and_ack([*messages, messages[0]], 10)
+        assert [(r.receipt_handle, r.status) for r in results] == [
+            ("h1", AckStatus.ACKED),
+            ("stale-1", AckStatus.EXPIRED),
+            ("h2", AckStatus.ACKED),
+            ("bad-1", AckStatus.INVALID),
+            ("h1", AckStatus.ACKED),
+        ]
+        assert [r.message_id for r in results] == [m.message_id for m in [*messages, messages[0]]]
+        assert [m.receipt_handle for m in received] == ["h3"]
+    assert sorted(set(service.acked)) == ["h1", "h2"]
+    if legacy_acks:  # refused once, then acked on their own
+        assert service.riding_acks == [] and service.ack_requests >= 1
+    else:
+        assert service.riding_acks == ["h1", "stale-1", "h2", "bad-1"]
+        assert service.ack_requests == 0
+
+
+def test_acks_of_a_failed_receive_and_ack_are_kept_like_standalone_ones(tmp_path):
+    service = FakeGroupService()
+    service.add("h1")
+    with simple(service, outbox_path=tmp_path / "acks.db") as c:
+        messages = c.receive(1)
+        service.fail_receives = 1
+        with pytest.raises(MQError):
+            c.receive_and_ack(messages, 1)
+        assert service.acked == ["h1"]  # sent on their own before the error was raised
+        service.down = True
+        with pytest.raises(MQError):
+            c.receive_and_ack(messages, 1)
+        assert c.pending_acks == 1  # unreachable: kept in the outbox, as ack_batch keeps it
+        service.down = False

@@ -223,3 +223,81 @@ def test_shutdown_with_acks_the_service_cannot_take_finishes(durable, tmp_path):
             assert store.count() == 1
         finally:
             store.close()
+
+
+# ---------------------------------------------------------------- acks riding on receives
+@pytest.fixture
+def patient_acker(monkeypatch) -> None:
+    """Successes wait (up to 30 s) for a receive to carry them: which path acked is certain."""
+    monkeypatch.setattr(push_module, "_ACK_RIDE_S", 30.0)
+
+
+def test_successes_ride_on_the_next_receive(patient_acker):
+    service = FakeGroupService()
+    service.add("h1", "h2", "h3")
+    listener = Listener()
+    c = consumer(service, listener, max_poll_interval_s=0.05).start()
+    wait_until(lambda: sorted(service.acked) == ["h1", "h2", "h3"], timeout_s=10)
+    c.shutdown()
+    assert sorted(service.riding_acks) == ["h1", "h2", "h3"]
+    assert service.ack_requests == 0  # no request of their own
+    assert c._retrier.pending() == 0
+
+
+def test_expired_and_invalid_acks_that_rode_are_dropped_not_retried(patient_acker):
+    service = FakeGroupService()
+    service.add("h1", "stale-1", "bad-1", "h2")
+    listener = Listener()
+    c = consumer(service, listener, consume_threads=1, max_poll_interval_s=0.05).start()
+    wait_until(lambda: sorted(service.acked) == ["h1", "h2"], timeout_s=10)
+    wait_until(lambda: len(service.riding_acks) == 4, timeout_s=10)
+    c.shutdown()
+    assert c._retrier.pending() == 0  # final: nothing kept for a retry
+    assert service.ack_requests == 0
+
+
+def test_acks_of_a_failed_receive_go_on_their_own_and_none_is_lost(patient_acker):
+    service = FakeGroupService()
+    gate = threading.Event()
+    listener = Listener(gate)
+    c = consumer(service, listener, consume_threads=1, max_poll_interval_s=0.05).start()
+    service.add("h1")
+    assert listener.started.wait(5)
+    service.fail_receives = 100  # every receive fails from now on (two attempts each)
+    gate.set()
+    wait_until(lambda: service.acked == ["h1"], timeout_s=10)
+    assert service.ack_requests >= 1 and service.riding_acks == []
+    service.fail_receives = 0
+    service.add("h2")
+    wait_until(lambda: sorted(service.acked) == ["h1", "h2"], timeout_s=10)
+    c.shutdown()
+    assert c._retrier.pending() == 0
+
+
+def test_a_service_refusing_acks_on_receives_gets_them_on_their_own(patient_acker):
+    service = FakeGroupService()
+    service.legacy_acks = True  # a service before acks rode on receives
+    service.add("h1", "h2")
+    listener = Listener()
+    c = consumer(service, listener, max_poll_interval_s=0.05).start()
+    wait_until(lambda: sorted(service.acked) == ["h1", "h2"], timeout_s=10)
+    service.add("h3")  # fetching goes on (acks no longer ride)
+    wait_until(lambda: sorted(service.acked) == ["h1", "h2", "h3"], timeout_s=10)
+    c.shutdown()
+    assert service.riding_acks == [] and not c._consumer.acks_ride
+
+
+def test_successes_no_receive_carries_are_acked_on_their_own(monkeypatch):
+    """An idle fetcher (an hour between polls) never holds an ack: the acker sends it."""
+    monkeypatch.setattr(push_module, "_INITIAL_POLL_INTERVAL_S", 3600.0)
+    service = FakeGroupService()
+    gate = threading.Event()
+    listener = Listener(gate)
+    service.add("h1")
+    c = consumer(service, listener, max_poll_interval_s=3600).start()
+    assert listener.started.wait(5)
+    wait_until(lambda: service.receives >= 2)  # then idle: the next poll is an hour off
+    gate.set()
+    wait_until(lambda: service.acked == ["h1"], timeout_s=10)
+    c.shutdown()
+    assert service.ack_requests >= 1

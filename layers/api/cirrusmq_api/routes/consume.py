@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
+from cirrusmq_broker.services.delivery.response_size import json_text_bytes
 
 from ..access import (
     acting_key,
@@ -48,6 +49,9 @@ def trace_message(topic: str, message_id: str) -> TraceBody:
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
 def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
+    # The acks go first, through the ack route's own path: an error there (a retriable one
+    # included) fails the request before anything is received, so a retry repeats both.
+    acks = settle(group, request.ack) if request.ack is not None else None
     received = current_broker().consume.receive(
         group,
         request.topic,
@@ -57,15 +61,26 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         wait_seconds=request.wait_seconds,
         client_id=request.client_id,
         access_key=acting_key(),
+        reserved_bytes=0 if acks is None else json_text_bytes(acks.model_dump_json()),
     )
     count_messages(len(received))
-    return ReceiveResponse(messages=[received_body(r) for r in received])
+    return ReceiveResponse(messages=[received_body(r) for r in received], acks=acks)
 
 
 @router.post("/v1/groups/<group>/ack", summary="Ack received messages (a result per handle)")
 def ack(group: str, request: AckRequest) -> AckResponse:
+    return settle(group, request.receipt_handles)
+
+
+def settle(group: str, receipt_handles: list[str]) -> AckResponse:
+    """Ack ``receipt_handles`` as ``group``: what the ack route does, and a receive's ``ack``.
+
+    Per handle: the caller's permission on its topic (``may_consume``), one result in request
+    order. The request's nonce is claimed before anything but a whole-lease delete (a
+    receive's nonce is claimed before its route runs, so there it is claimed already).
+    """
     outcomes = current_broker().consume.ack(
-        group, request.receipt_handles, may_consume(group), before_slow_path=claim_request
+        group, receipt_handles, may_consume(group), before_slow_path=claim_request
     )
     acked = sum(o.status == "acked" for o in outcomes)
     count_messages(acked)

@@ -100,8 +100,12 @@ class Receiver:
         wait_seconds: float = 0,
         client_id: str | None = None,
         access_key: str | None = None,
+        reserved_bytes: int = 0,
     ) -> list[ReceivedMessage]:
         """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
+
+        ``reserved_bytes`` of the response are taken by something else (the results of the
+        acks the receive carried): the messages get the rest of the byte budget.
 
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
@@ -131,11 +135,12 @@ class Receiver:
             due = self._retry_topic.due(group, topic)  # due retry messages of this topic first
             if due is not None:
                 retried = self._pass(
-                    due.view, due.topic, tag_filter, max_messages, invisible_seconds, give_up
-                )
+                    due.view, due.topic, tag_filter, max_messages, invisible_seconds, give_up,
+                    bytes_left=RESPONSE_BYTE_BUDGET - reserved_bytes,
+                )  # fmt: skip
                 received = self._retry_topic.served(due, retried, max_messages)
             if len(received) < max_messages:  # one response: the retry part counts too
-                used = sum(wire_size(r.message) for r in received)
+                used = reserved_bytes + sum(wire_size(r.message) for r in received)
                 received += self._pass(
                     view, topic, tag_filter, max_messages - len(received), invisible_seconds,
                     give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
