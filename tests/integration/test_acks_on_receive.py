@@ -117,3 +117,17 @@ def test_a_retriable_failure_of_the_ack_fails_the_request_before_receiving(api):
     retried = _receive_acking(api, "g", topic, handles, max_messages=2)  # the client retries
     assert retried.json()["acks"]["acked"] == 2
     assert len(retried.json()["messages"]) == 2
+
+
+def test_a_receive_refused_as_bad_input_acks_nothing(api):
+    topic = _topic_with(api, 2)
+    [held] = receive(api, "g", topic, max_messages=1)  # records the filter '*'
+    handles = [held["receipt_handle"]]
+    for bad in (
+        {"topic": f"{topic}-missing"},
+        {"topic": topic, "filter": "TagA"},  # not the group's subscription
+        {"topic": topic, "client_id": "bad id with spaces"},
+    ):
+        response = api.post("/v1/groups/g/receive", json={**bad, "ack": handles})
+        assert 400 <= response.status_code < 500, (bad, response.text)
+    assert _queue(api, "g", topic)["inflight"] == 1

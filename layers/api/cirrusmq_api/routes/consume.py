@@ -49,9 +49,15 @@ def trace_message(topic: str, message_id: str) -> TraceBody:
 
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
 def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
-    # The acks go first, through the ack route's own path: an error there (a retriable one
-    # included) fails the request before anything is received, so a retry repeats both.
-    acks = settle(group, request.ack) if request.ack is not None else None
+    acks: list[AckResponse] = []
+
+    def ack_first() -> int:
+        """The riding handles, acked through the ack route's own path once the receive is
+        checked: an error there (a retriable one included) fails the request before
+        anything is leased, so a retry repeats both. Returns the bytes their results take."""
+        acks.append(settle(group, request.ack))
+        return json_text_bytes(acks[0].model_dump_json())
+
     received = current_broker().consume.receive(
         group,
         request.topic,
@@ -61,15 +67,19 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         wait_seconds=request.wait_seconds,
         client_id=request.client_id,
         access_key=acting_key(),
-        reserved_bytes=0 if acks is None else json_text_bytes(acks.model_dump_json()),
+        before_receive=None if request.ack is None else ack_first,
     )
-    count_messages(len(received))
-    return ReceiveResponse(messages=[received_body(r) for r in received], acks=acks)
+    count_messages(len(received))  # a receive counts what it delivers, not what it acked
+    return ReceiveResponse(
+        messages=[received_body(r) for r in received], acks=acks[0] if acks else None
+    )
 
 
 @router.post("/v1/groups/<group>/ack", summary="Ack received messages (a result per handle)")
 def ack(group: str, request: AckRequest) -> AckResponse:
-    return settle(group, request.receipt_handles)
+    response = settle(group, request.receipt_handles)
+    count_messages(response.acked)
+    return response
 
 
 def settle(group: str, receipt_handles: list[str]) -> AckResponse:
@@ -83,7 +93,6 @@ def settle(group: str, receipt_handles: list[str]) -> AckResponse:
         group, receipt_handles, may_consume(group), before_slow_path=claim_request
     )
     acked = sum(o.status == "acked" for o in outcomes)
-    count_messages(acked)
     return AckResponse(
         acked=acked,
         results=[ack_result_body(o) for o in outcomes],

@@ -100,12 +100,15 @@ class Receiver:
         wait_seconds: float = 0,
         client_id: str | None = None,
         access_key: str | None = None,
-        reserved_bytes: int = 0,
+        before_receive: Callable[[], int] | None = None,
     ) -> list[ReceivedMessage]:
         """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
 
-        ``reserved_bytes`` of the response are taken by something else (the results of the
-        acks the receive carried): the messages get the rest of the byte budget.
+        ``before_receive`` runs once, when the request is checked (its parameters, topic,
+        client id and subscription) and before anything is leased: acks riding on the
+        receive are applied there, so a request refused as bad input acks nothing. It
+        returns the response bytes it takes (the acks' results); the messages get the rest
+        of the byte budget.
 
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
@@ -121,6 +124,7 @@ class Receiver:
         if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
             raise InvalidDuration(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         topic = self._topics.active(topic_name)
+        reserved_bytes = 0
         give_up = time.monotonic() + wait_seconds
         recorded = False
         fifo = topic.message_type is MessageType.FIFO
@@ -131,6 +135,9 @@ class Receiver:
                 view.subscription = tag_filter.expression
             self._check_subscription(group, topic.name, tag_filter, view.subscription)
             recorded = True  # checked on every pass: a changed subscription stops this poll
+            if before_receive is not None:  # its acks change the group's state: read again
+                reserved_bytes, before_receive = before_receive(), None
+                continue
             received: list[ReceivedMessage] = []
             due = self._retry_topic.due(group, topic)  # due retry messages of this topic first
             if due is not None:
