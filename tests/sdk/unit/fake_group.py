@@ -6,7 +6,8 @@ receive with another one is refused (409 ``SubscriptionConflict``). Acks answer 
 handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired), also those a receive
 carries (``ack``: acked first, results in ``acks``); with ``legacy_acks`` they answer the
 former way: all or nothing, 400 for malformed (not named), foreign or stale (named in
-``details``) handles, and a receive carrying acks is refused (400, an unknown field).
+``details``) handles, and a receive carrying acks is refused (400, an unknown field). A
+receive of more than 1,000 messages is refused (400 InvalidRequest) before its acks.
 Change-invisible calls are recorded.
 Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
 With ``down`` set, every connection is refused (the service is unreachable).
@@ -101,6 +102,10 @@ class FakeGroupService:
 
     def _receive(self, body: dict) -> httpx.Response:
         deadline = time.monotonic() + body["wait_seconds"]
+        if not 1 <= body["max_messages"] <= 1000:  # refused before its acks, as the service does
+            return httpx.Response(
+                400, json={"code": "InvalidRequest", "message": "max_messages must be 1-1000"}
+            )
         with self.cond:
             if self.fail_receives:
                 self.fail_receives -= 1

@@ -248,3 +248,18 @@ def test_acks_of_a_failed_receive_and_ack_are_kept_like_standalone_ones(tmp_path
             c.receive_and_ack(messages, 1)
         assert c.pending_acks == 1  # unreachable: kept in the outbox, as ack_batch keeps it
         service.down = False
+
+
+def test_a_receive_refused_for_its_own_mistake_does_not_stop_acks_riding():
+    service = FakeGroupService()
+    service.add("h1", "h2")
+    with simple(service) as c:
+        first = c.receive(1)
+        with pytest.raises(BadRequestError):
+            c.receive_and_ack(first, 5000)  # the receive's mistake, not the service's age
+        assert service.acked == ["h1"]  # acked on their own before the error was raised
+        assert c.acks_ride
+        second = c.receive(1)
+        results, _ = c.receive_and_ack(second, 1)
+        assert [r.status for r in results] == [AckStatus.ACKED]
+        assert service.riding_acks == ["h2"]
