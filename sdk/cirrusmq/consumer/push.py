@@ -452,10 +452,15 @@ class PushConsumer:
         try:
             results, messages = self._consumer._receive(room, self.invisible_duration_s, call)
         except MQError as error:
-            if not self._consumer._refused_riding(error):
+            if not self._consumer._may_refuse_riding(error):
                 raise
-            self._ack(riding)
-            return self._consumer.receive(room, self.invisible_duration_s)
+            # apart, the acks and the receive each meet their own mistake; only if both go
+            # through was it the service refusing acks on receives
+            answered = self._ack(riding)
+            messages = self._consumer.receive(room, self.invisible_duration_s)
+            if answered:
+                self._consumer._stop_riding(error)
+            return messages
         if results is None:
             self._ack(riding)
         else:
@@ -658,16 +663,17 @@ class PushConsumer:
             else:
                 failures = 0
 
-    def _ack(self, batch: list[MessageView]) -> None:
+    def _ack(self, batch: list[MessageView]) -> bool:
         """Ack a batch: acked, expired and invalid handles are done (the last two logged and
-        dropped); a batch the service cannot take now is kept for retry."""
+        dropped); a batch the service cannot take now is kept for retry. Returns whether the
+        service answered the ack."""
         assert self._retrier is not None
         try:
             results = self._consumer.ack_batch(batch)
         except MQError as error:
             if not error.retriable:
                 log.error("ack refused: %s", error)
-                return
+                return False
             log.warning("ack unreachable (%s): %d kept for retry", error, len(batch))
             self._retrier.park(self.group, handles_of(batch))
         except Exception:
@@ -675,3 +681,5 @@ class PushConsumer:
             self._retrier.park(self.group, handles_of(batch))
         else:
             log_unacked(results, self.group)
+            return all(r.final for r in results)  # none kept in the outbox for a retry
+        return False
