@@ -263,3 +263,40 @@ def test_a_receive_refused_for_its_own_mistake_does_not_stop_acks_riding():
         results, _ = c.receive_and_ack(second, 1)
         assert [r.status for r in results] == [AckStatus.ACKED]
         assert service.riding_acks == ["h2"]
+
+
+def test_acks_spanning_more_queues_than_one_request_takes_are_all_acked():
+    service = FakeGroupService()
+    handles = [f"q{n}-m" for n in range(250)]  # 250 queues: over the 100 one ack may span
+    service.add(*handles)
+    with simple(service) as c:
+        messages = c.receive(1000)
+        results = c.ack_batch(messages)
+    assert [r.status for r in results] == [AckStatus.ACKED] * 250
+    assert sorted(service.acked) == sorted(handles)
+
+
+def test_riding_acks_spanning_more_queues_are_all_acked_and_acks_still_ride():
+    service = FakeGroupService()
+    handles = [f"q{n}-m" for n in range(250)]
+    service.add(*handles, "h-next")
+    with simple(service) as c:
+        messages = c.receive(250)
+        results, received = c.receive_and_ack(messages, 10)
+        assert [r.status for r in results] == [AckStatus.ACKED] * 250
+        assert [m.receipt_handle for m in received] == ["h-next"]
+        assert c.acks_ride  # the acks' own mistake: not a service refusing acks on receives
+    assert sorted(service.acked) == sorted(handles)
+
+
+def test_the_retrier_acks_pending_acks_spanning_more_queues_than_one_request_takes():
+    service = FakeGroupService()
+    store = MemoryPendingAcks()
+    transport = Transport("http://fake", service.credentials, http_transport=service.transport())
+    retrier = AckRetrier(store, transport, interval_s=3600)
+    handles = [f"q{n}-m" for n in range(250)]
+    retrier.park("g", [(h, 10**13) for h in handles])
+    retrier.flush_once()
+    assert retrier.pending() == 0
+    assert sorted(service.acked) == sorted(handles)  # acked, not dropped as refused
+    retrier.close()

@@ -301,3 +301,25 @@ def test_successes_no_receive_carries_are_acked_on_their_own(monkeypatch):
     wait_until(lambda: service.acked == ["h1"], timeout_s=10)
     c.shutdown()
     assert service.ack_requests >= 1
+
+
+def test_successes_riding_from_more_queues_than_one_ack_spans_are_all_acked(patient_acker):
+    service = FakeGroupService()
+    handles = [f"q{n}-m" for n in range(250)]  # 250 queues: over the 100 one ack may span
+    service.add(*handles)
+    service.receive_gate, service.receives_before_gate = threading.Event(), 1
+    listener = Listener()
+    c = consumer(
+        service, listener, receive_batch_size=250, max_cached_messages=250,
+        max_poll_interval_s=0.05,
+    ).start()  # fmt: skip
+    try:
+        # the second receive waits while all 250 succeed: it or the third carries >= 125
+        wait_until(lambda: len(listener.seen) == 250 and c.cached_messages == 0, timeout_s=10)
+        service.receive_gate.set()
+        wait_until(lambda: sorted(service.acked) == sorted(handles), timeout_s=10)
+        assert c._consumer.acks_ride  # the acks' own mistake: acks still ride
+    finally:
+        service.receive_gate.set()
+        c.shutdown()
+    assert c._retrier.pending() == 0
