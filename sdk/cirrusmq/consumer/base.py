@@ -29,6 +29,7 @@ from .acks import (
     ack_plan,
     handles_of,
     is_per_handle_error,
+    is_too_wide,
 )
 from .pending_acks import AckRetrier
 
@@ -191,14 +192,17 @@ class ConsumerBase:
 
     def _stop_riding(self, error: MQError) -> None:
         """The service refused acks on a receive that went through without them: from then
-        on acks go on their own."""
+        on acks go on their own (unless the acks spanned too many queues: their own mistake,
+        which acking them apart split)."""
+        if is_too_wide(error):
+            return
         log.info("the service does not take acks on receives (%s): acking on their own", error)
         self.acks_ride = False
 
     def _ack_failed(self, error: MQError, chunk: list[str], call: _AckCall) -> AckReply:
         """What to send the ack plan after ``error``; raises the errors it cannot handle. With
         an outbox, acks the service cannot take now are kept for a retry (``PENDING``)."""
-        if is_per_handle_error(error):
+        if is_per_handle_error(error) or is_too_wide(error):
             return error
         if not (error.retriable and self._retrier is not None):
             raise error

@@ -99,7 +99,10 @@ class Acks:
             raise InvalidRequest(f"ack takes 1-{limits.MAX_ACK_HANDLES} receipt handles")
         invalid, by_lease = self._handles.by_lease(group, receipt_handles, may_consume)
         if len({(topic, queue) for topic, queue, _ in by_lease}) > MAX_ACK_QUEUES:
-            raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
+            raise InvalidRequest(
+                f"one ack spans at most {MAX_ACK_QUEUES} queues",
+                details={"max_queues": MAX_ACK_QUEUES},  # a client splits the request
+            )
         return invalid, by_lease
 
     def _ack_lease(
