@@ -60,6 +60,10 @@ class FakeGroupService:
         for it before answering."""
         self.receives_before_gate = 0
         self._receive_calls = 0
+        self.ride_gate: threading.Event | None = None
+        """When set to an event, receives carrying acks wait for it before answering
+        (``riding_held`` counts them)."""
+        self.riding_held = 0
         self._offset = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -116,6 +120,10 @@ class FakeGroupService:
             held = self._receive_calls > self.receives_before_gate
         if self.receive_gate is not None and held:
             self.receive_gate.wait(10)
+        if self.ride_gate is not None and "ack" in body:
+            with self.cond:
+                self.riding_held += 1
+            self.ride_gate.wait(10)
         deadline = time.monotonic() + body["wait_seconds"]
         if not 1 <= body["max_messages"] <= 1000:  # refused before its acks, as the service does
             return httpx.Response(
