@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import httpx
 import pytest
 from cirrusmq import (
     AckResult,
     AckStatus,
+    AsyncSimpleConsumer,
     BadRequestError,
     MQError,
     ReceiptHandleExpiredError,
@@ -19,7 +23,7 @@ from cirrusmq.consumer.acks import (
 )
 from cirrusmq.consumer.pending_acks import AckRetrier, MemoryPendingAcks
 from cirrusmq.errors import TransportError, error_from_response
-from cirrusmq.transport import RetryPolicy, Transport
+from cirrusmq.transport import AsyncTransport, RetryPolicy, Transport
 
 from .fake_group import FakeGroupService
 
@@ -300,3 +304,31 @@ def test_the_retrier_acks_pending_acks_spanning_more_queues_than_one_request_tak
     assert retrier.pending() == 0
     assert sorted(service.acked) == sorted(handles)  # acked, not dropped as refused
     retrier.close()
+
+
+def test_the_async_consumer_keeps_acks_riding_after_a_receive_refused_for_its_own_mistake():
+    service = FakeGroupService()
+    service.add("h1", "h2", *[f"q{n}-m" for n in range(150)])
+
+    async def scenario() -> None:
+        transport = AsyncTransport(
+            "http://fake",
+            service.credentials,
+            retry=RetryPolicy(max_attempts=1),
+            http_transport=httpx.MockTransport(service.handle),
+        )
+        c = AsyncSimpleConsumer("http://fake", None, "g", ["t"], 0, transport=transport)
+        try:
+            first = await c.receive(1)
+            with pytest.raises(BadRequestError):
+                await c.receive_and_ack(first, 5000)  # the receive's own mistake
+            wide = await c.receive(151)  # h2 and 150 queues: more than one ack may span
+            results, _ = await c.receive_and_ack(wide, 1)
+            assert [r.status for r in results] == [AckStatus.ACKED] * 151
+            assert c.acks_ride
+        finally:
+            await c.close()
+            await transport.close()
+
+    asyncio.run(scenario())
+    assert len(set(service.acked)) == 152
