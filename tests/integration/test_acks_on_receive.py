@@ -131,3 +131,13 @@ def test_a_receive_refused_as_bad_input_acks_nothing(api):
         response = api.post("/v1/groups/g/receive", json={**bad, "ack": handles})
         assert 400 <= response.status_code < 500, (bad, response.text)
     assert _queue(api, "g", topic)["inflight"] == 1
+
+
+def test_a_mistake_in_ack_stores_nothing_on_a_group_never_received_from(api, cirrusmq_stack):
+    topic = _topic_with(api, 2)
+    before = stored_state(cirrusmq_stack)
+    for handles in ([], ["h"] * 1001):
+        response = _receive_acking(api, "fresh", topic, handles, filter="TagA")
+        assert response.status_code == 400, response.text
+        assert response.json()["code"] == "InvalidRequest"
+    assert stored_state(cirrusmq_stack) == before  # not even the group's subscription

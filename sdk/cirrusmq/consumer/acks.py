@@ -29,6 +29,7 @@ __all__ = [
     "ack_plan",
     "handles_of",
     "is_per_handle_error",
+    "is_too_wide",
     "log_unacked",
     "parse_ack_response",
 ]
@@ -120,6 +121,16 @@ def _result(item: Mapping[str, Any], handle: str) -> AckResult:
     return AckResult(handle, status, code, message)
 
 
+def is_too_wide(error: MQError) -> bool:
+    """Whether ``error`` refused a whole ack for spanning more queues than one request may
+    (``details.max_queues``): the handles are sent again in smaller requests."""
+    return (
+        error.http_status == 400
+        and error.code == "InvalidRequest"
+        and "max_queues" in (error.details or {})
+    )
+
+
 def parse_ack_response(handles: Sequence[str], body: Any) -> list[AckResult]:
     """The results of a successful ack request for ``handles``, in their order.
 
@@ -161,7 +172,8 @@ def ack_plan(handles: Sequence[str]) -> Generator[list[str], AckReply, list[AckR
 
     A former-shape refusal is resolved here: the handles it names get their status and the
     others are acked again; when it names none, the request is split in halves until the
-    culprit is alone.
+    culprit is alone. A request refused for spanning too many queues (:func:`is_too_wide`)
+    is split in halves too.
     """
     unique = list(dict.fromkeys(handles))
     work = [unique[i : i + MAX_ACK_HANDLES] for i in range(0, len(unique), MAX_ACK_HANDLES)]
@@ -172,6 +184,11 @@ def ack_plan(handles: Sequence[str]) -> Generator[list[str], AckReply, list[AckR
         reply = yield chunk
         if isinstance(reply, list):
             results.update((r.receipt_handle, r) for r in reply)
+        elif isinstance(reply, MQError) and is_too_wide(reply):
+            if len(chunk) < 2:
+                raise reply
+            middle = len(chunk) // 2  # each half spans fewer queues
+            work += [chunk[middle:], chunk[:middle]]
         elif isinstance(reply, MQError):
             status = _STATUS_OF_CODE[reply.code or ""]
             named = set(reply.details.get("receipt_handles") or ()) & set(chunk)

@@ -113,10 +113,15 @@ class AsyncSimpleConsumer(ConsumerBase):
         try:
             results, received = await self._receive(max_message_num, invisible_duration, call)
         except MQError as error:
-            if self._refused_riding(error):
-                return await self.receive_and_ack(messages, max_message_num, invisible_duration)
-            await self.ack_batch(messages)
-            raise
+            if not self._may_refuse_riding(error):
+                await self.ack_batch(messages)
+                raise
+            # apart, the acks and the receive each raise their own mistake; only if both go
+            # through was it the service refusing acks on receives
+            results = await self.ack_batch(messages)
+            received = await self.receive(max_message_num, invisible_duration)
+            self._stop_riding(error)
+            return results, received
         if results is None:  # the service did not ack them
             results = await self.ack_batch(messages)
         return results, received

@@ -29,6 +29,7 @@ from .acks import (
     ack_plan,
     handles_of,
     is_per_handle_error,
+    is_too_wide,
 )
 from .pending_acks import AckRetrier
 
@@ -182,19 +183,26 @@ class ConsumerBase:
         call = self._ack_plan(messages)
         return call if self.acks_ride and 1 <= len(call.handles) <= MAX_ACK_HANDLES else None
 
-    def _refused_riding(self, error: MQError) -> bool:
-        """Whether ``error`` answered a receive carrying acks as a service that takes none
-        would (400 InvalidRequest): from then on acks go on their own."""
-        if error.http_status == 400 and error.code == "InvalidRequest" and self.acks_ride:
-            log.info("the service does not take acks on receives (%s): acking on their own", error)
-            self.acks_ride = False
-            return True
-        return False
+    def _may_refuse_riding(self, error: MQError) -> bool:
+        """Whether ``error`` (answering a receive carrying acks) may be a service's refusal
+        of acks on receives (400 InvalidRequest, as a service before them answers). It may
+        as well be a mistake of the acks or of the receive: the caller then acks and
+        receives apart, and calls :meth:`_stop_riding` only if both go through."""
+        return self.acks_ride and error.http_status == 400 and error.code == "InvalidRequest"
+
+    def _stop_riding(self, error: MQError) -> None:
+        """The service refused acks on a receive that went through without them: from then
+        on acks go on their own (unless the acks spanned too many queues: their own mistake,
+        which acking them apart split)."""
+        if is_too_wide(error):
+            return
+        log.info("the service does not take acks on receives (%s): acking on their own", error)
+        self.acks_ride = False
 
     def _ack_failed(self, error: MQError, chunk: list[str], call: _AckCall) -> AckReply:
         """What to send the ack plan after ``error``; raises the errors it cannot handle. With
         an outbox, acks the service cannot take now are kept for a retry (``PENDING``)."""
-        if is_per_handle_error(error):
+        if is_per_handle_error(error) or is_too_wide(error):
             return error
         if not (error.retriable and self._retrier is not None):
             raise error

@@ -22,7 +22,7 @@ from typing import ClassVar
 from ..errors import MQError
 from ..sqlite_file import OwnedDatabase
 from ..transport import RetryPolicy, Transport
-from .acks import AckReply, ack_plan, is_per_handle_error, log_unacked
+from .acks import AckReply, ack_plan, is_per_handle_error, is_too_wide, log_unacked
 from .paths import group_path
 
 __all__ = [
@@ -263,8 +263,8 @@ class AckRetrier:
                             retry=_ONE_ATTEMPT,
                         )
                     except MQError as error:
-                        if not is_per_handle_error(error):
-                            raise
+                        if not (is_per_handle_error(error) or is_too_wide(error)):
+                            raise  # else the plan resolves it
                         reply = error
                     chunk = steps.send(reply)
             except StopIteration as done:

@@ -245,6 +245,10 @@ class PushConsumer:
         ``_ACK_RIDE_S``)."""
         self._ride_signalled = False
         """A ``_RIDE`` marker is queued for the successes in ``_riding``."""
+        self._carried: list[MessageView] = []
+        """The successes the receive in progress carries. Whoever takes them from here acks
+        them on their own: the fetcher if the service did not ack them, the acker if it
+        stops (shutdown) before that receive ended."""
         self._sweeping = False
         """A receive is in progress (shutdown waits for it: it does not wait on the server)."""
         self._fetch_error: MQError | None = None
@@ -394,11 +398,12 @@ class PushConsumer:
                 self._sweeping = True
             fetched_at = time.monotonic()  # the delivery's invisible time ends after this
             riding = self._take_riding()
+            with self._cond:
+                self._carried = riding
             try:
                 messages = self._receive_carrying(riding, room)
             except Exception as error:
-                if riding:  # their fate is unknown: acked again on their own (twice is fine)
-                    self._ack(riding)
+                self._ack_carried()  # their fate is unknown: acked on their own (twice is fine)
                 with self._cond:
                     self._sweeping = False
                     self._cond.notify_all()
@@ -452,15 +457,29 @@ class PushConsumer:
         try:
             results, messages = self._consumer._receive(room, self.invisible_duration_s, call)
         except MQError as error:
-            if not self._consumer._refused_riding(error):
+            if not self._consumer._may_refuse_riding(error):
                 raise
-            self._ack(riding)
-            return self._consumer.receive(room, self.invisible_duration_s)
+            # apart, the acks and the receive each meet their own mistake; only if both go
+            # through was it the service refusing acks on receives
+            answered = self._ack_carried()
+            messages = self._consumer.receive(room, self.invisible_duration_s)
+            if answered:
+                self._consumer._stop_riding(error)
+            return messages
         if results is None:
-            self._ack(riding)
+            self._ack_carried()
         else:
+            with self._cond:
+                self._carried = []  # settled by the receive
             log_unacked(results, self.group)
         return messages
+
+    def _ack_carried(self) -> bool:
+        """Ack on their own the successes the receive carried, unless the acker took them
+        (stopping); whether the service answered (:meth:`_ack`; True with none left)."""
+        with self._cond:
+            carried, self._carried = self._carried, []
+        return self._ack(carried) if carried else True
 
     def _dispatch(self, messages: list[MessageView], deadline: float | None = None) -> None:
         with self._cond:
@@ -646,6 +665,10 @@ class PushConsumer:
                     self._stopping.wait(_ACK_RIDE_S)
                 while left := self._take_riding():
                     batch += left
+            if stop:  # a receive shutdown did not wait for: its acks too (twice is fine)
+                with self._cond:
+                    batch += self._carried
+                    self._carried = []
             if not batch:
                 continue
             try:
@@ -658,16 +681,17 @@ class PushConsumer:
             else:
                 failures = 0
 
-    def _ack(self, batch: list[MessageView]) -> None:
+    def _ack(self, batch: list[MessageView]) -> bool:
         """Ack a batch: acked, expired and invalid handles are done (the last two logged and
-        dropped); a batch the service cannot take now is kept for retry."""
+        dropped); a batch the service cannot take now is kept for retry. Returns whether the
+        service answered the ack."""
         assert self._retrier is not None
         try:
             results = self._consumer.ack_batch(batch)
         except MQError as error:
             if not error.retriable:
                 log.error("ack refused: %s", error)
-                return
+                return False
             log.warning("ack unreachable (%s): %d kept for retry", error, len(batch))
             self._retrier.park(self.group, handles_of(batch))
         except Exception:
@@ -675,3 +699,5 @@ class PushConsumer:
             self._retrier.park(self.group, handles_of(batch))
         else:
             log_unacked(results, self.group)
+            return all(r.final for r in results)  # none kept in the outbox for a retry
+        return False

@@ -124,3 +124,24 @@ def test_cli_prints_a_trace_as_a_timeline(
     kinds = [e["kind"] for e in json.loads(cli("message", "trace", topic, message_id, "--json"))]
     assert kinds == ["sent", "delivered", "nacked", "moved_to_retry", "delivered", "acked"]
     assert "trace off" in cli("topic", "update", topic, "--no-trace")
+
+
+def test_an_ack_riding_on_a_receive_is_traced_as_acked(
+    endpoint,
+    credentials,
+    admin: Admin,
+    make_topic,
+    group,  # noqa: ANN001
+) -> None:
+    topic = make_topic("traced-ride", queues=1, trace=True)
+    with Producer(endpoint, credentials) as producer:
+        message_id = producer.send(Message(topic, b"traced")).message_id
+    with SimpleConsumer(endpoint, credentials, group, [topic], await_duration=0) as consumer:
+        (first,) = consumer.receive(10, 30)
+        results, _ = consumer.receive_and_ack([first], 10, 30)
+        assert [r.acked for r in results] == [True]
+    assert [e.kind for e in admin.trace_message(topic, message_id)] == [
+        "sent",
+        "delivered",
+        "acked",
+    ]

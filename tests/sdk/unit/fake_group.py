@@ -6,7 +6,10 @@ receive with another one is refused (409 ``SubscriptionConflict``). Acks answer 
 handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired), also those a receive
 carries (``ack``: acked first, results in ``acks``); with ``legacy_acks`` they answer the
 former way: all or nothing, 400 for malformed (not named), foreign or stale (named in
-``details``) handles, and a receive carrying acks is refused (400, an unknown field).
+``details``) handles, and a receive carrying acks is refused (400, an unknown field). A
+receive of more than 1,000 messages is refused (400 InvalidRequest) before its acks; an ack
+(riding or not) spanning more than 100 queues is refused as a whole (400 InvalidRequest,
+``details.max_queues``), as the service does.
 Change-invisible calls are recorded.
 Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
 With ``down`` set, every connection is refused (the service is unreachable).
@@ -22,6 +25,9 @@ import time
 import httpx
 
 from .signature_check import FAKE_CREDENTIALS, SignatureChecker
+
+MAX_ACK_QUEUES = 100
+"""Queues one ack may span (a handle ``q<N>-…`` is of queue N, any other of queue 0)."""
 
 
 class FakeGroupService:
@@ -49,6 +55,15 @@ class FakeGroupService:
         """The next receives answer 503 Busy (retriable)."""
         self.down = False
         """Refuse every connection (the service is unreachable)."""
+        self.receive_gate: threading.Event | None = None
+        """When set to an event, receives after the first ``receives_before_gate`` wait
+        for it before answering."""
+        self.receives_before_gate = 0
+        self._receive_calls = 0
+        self.ride_gate: threading.Event | None = None
+        """When set to an event, receives carrying acks wait for it before answering
+        (``riding_held`` counts them)."""
+        self.riding_held = 0
         self._offset = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -100,7 +115,20 @@ class FakeGroupService:
         return httpx.Response(404, json={"code": "RouteNotFound", "message": "no"})
 
     def _receive(self, body: dict) -> httpx.Response:
+        with self.cond:
+            self._receive_calls += 1
+            held = self._receive_calls > self.receives_before_gate
+        if self.receive_gate is not None and held:
+            self.receive_gate.wait(10)
+        if self.ride_gate is not None and "ack" in body:
+            with self.cond:
+                self.riding_held += 1
+            self.ride_gate.wait(10)
         deadline = time.monotonic() + body["wait_seconds"]
+        if not 1 <= body["max_messages"] <= 1000:  # refused before its acks, as the service does
+            return httpx.Response(
+                400, json={"code": "InvalidRequest", "message": "max_messages must be 1-1000"}
+            )
         with self.cond:
             if self.fail_receives:
                 self.fail_receives -= 1
@@ -111,7 +139,10 @@ class FakeGroupService:
                 return httpx.Response(
                     400, json={"code": "InvalidRequest", "message": "ack: extra inputs"}
                 )
-            acks = self._ack(body["ack"]).json()
+            answer = self._ack(body["ack"])
+            if answer.status_code != 200:  # refused as a whole: the receive too
+                return answer
+            acks = answer.json()
             with self.cond:
                 self.riding_acks += body["ack"]
         with self.cond:
@@ -149,6 +180,16 @@ class FakeGroupService:
 
     def _ack(self, handles: list[str]) -> httpx.Response:
         self._crash()
+        queues = {h.split("-", 1)[0] for h in handles if h.startswith("q")}
+        if len(queues) > MAX_ACK_QUEUES:
+            return httpx.Response(
+                400,
+                json={
+                    "code": "InvalidRequest",
+                    "message": f"one ack spans at most {MAX_ACK_QUEUES} queues",
+                    "details": {"max_queues": MAX_ACK_QUEUES},
+                },
+            )
         results = []
         with self.cond:
             for h in handles:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import httpx
 import pytest
 from cirrusmq import (
     AckResult,
     AckStatus,
+    AsyncSimpleConsumer,
     BadRequestError,
     MQError,
     ReceiptHandleExpiredError,
@@ -19,7 +23,7 @@ from cirrusmq.consumer.acks import (
 )
 from cirrusmq.consumer.pending_acks import AckRetrier, MemoryPendingAcks
 from cirrusmq.errors import TransportError, error_from_response
-from cirrusmq.transport import RetryPolicy, Transport
+from cirrusmq.transport import AsyncTransport, RetryPolicy, Transport
 
 from .fake_group import FakeGroupService
 
@@ -248,3 +252,83 @@ def test_acks_of_a_failed_receive_and_ack_are_kept_like_standalone_ones(tmp_path
             c.receive_and_ack(messages, 1)
         assert c.pending_acks == 1  # unreachable: kept in the outbox, as ack_batch keeps it
         service.down = False
+
+
+def test_a_receive_refused_for_its_own_mistake_does_not_stop_acks_riding():
+    service = FakeGroupService()
+    service.add("h1", "h2")
+    with simple(service) as c:
+        first = c.receive(1)
+        with pytest.raises(BadRequestError):
+            c.receive_and_ack(first, 5000)  # the receive's mistake, not the service's age
+        assert service.acked == ["h1"]  # acked on their own before the error was raised
+        assert c.acks_ride
+        second = c.receive(1)
+        results, _ = c.receive_and_ack(second, 1)
+        assert [r.status for r in results] == [AckStatus.ACKED]
+        assert service.riding_acks == ["h2"]
+
+
+def test_acks_spanning_more_queues_than_one_request_takes_are_all_acked():
+    service = FakeGroupService()
+    handles = [f"q{n}-m" for n in range(250)]  # 250 queues: over the 100 one ack may span
+    service.add(*handles)
+    with simple(service) as c:
+        messages = c.receive(1000)
+        results = c.ack_batch(messages)
+    assert [r.status for r in results] == [AckStatus.ACKED] * 250
+    assert sorted(service.acked) == sorted(handles)
+
+
+def test_riding_acks_spanning_more_queues_are_all_acked_and_acks_still_ride():
+    service = FakeGroupService()
+    handles = [f"q{n}-m" for n in range(250)]
+    service.add(*handles, "h-next")
+    with simple(service) as c:
+        messages = c.receive(250)
+        results, received = c.receive_and_ack(messages, 10)
+        assert [r.status for r in results] == [AckStatus.ACKED] * 250
+        assert [m.receipt_handle for m in received] == ["h-next"]
+        assert c.acks_ride  # the acks' own mistake: not a service refusing acks on receives
+    assert sorted(service.acked) == sorted(handles)
+
+
+def test_the_retrier_acks_pending_acks_spanning_more_queues_than_one_request_takes():
+    service = FakeGroupService()
+    store = MemoryPendingAcks()
+    transport = Transport("http://fake", service.credentials, http_transport=service.transport())
+    retrier = AckRetrier(store, transport, interval_s=3600)
+    handles = [f"q{n}-m" for n in range(250)]
+    retrier.park("g", [(h, 10**13) for h in handles])
+    retrier.flush_once()
+    assert retrier.pending() == 0
+    assert sorted(service.acked) == sorted(handles)  # acked, not dropped as refused
+    retrier.close()
+
+
+def test_the_async_consumer_keeps_acks_riding_after_a_receive_refused_for_its_own_mistake():
+    service = FakeGroupService()
+    service.add("h1", "h2", *[f"q{n}-m" for n in range(150)])
+
+    async def scenario() -> None:
+        transport = AsyncTransport(
+            "http://fake",
+            service.credentials,
+            retry=RetryPolicy(max_attempts=1),
+            http_transport=httpx.MockTransport(service.handle),
+        )
+        c = AsyncSimpleConsumer("http://fake", None, "g", ["t"], 0, transport=transport)
+        try:
+            first = await c.receive(1)
+            with pytest.raises(BadRequestError):
+                await c.receive_and_ack(first, 5000)  # the receive's own mistake
+            wide = await c.receive(151)  # h2 and 150 queues: more than one ack may span
+            results, _ = await c.receive_and_ack(wide, 1)
+            assert [r.status for r in results] == [AckStatus.ACKED] * 151
+            assert c.acks_ride
+        finally:
+            await c.close()
+            await transport.close()
+
+    asyncio.run(scenario())
+    assert len(set(service.acked)) == 152

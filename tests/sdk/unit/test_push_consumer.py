@@ -301,3 +301,56 @@ def test_successes_no_receive_carries_are_acked_on_their_own(monkeypatch):
     wait_until(lambda: service.acked == ["h1"], timeout_s=10)
     c.shutdown()
     assert service.ack_requests >= 1
+
+
+def test_successes_riding_from_more_queues_than_one_ack_spans_are_all_acked(patient_acker):
+    service = FakeGroupService()
+    handles = [f"q{n}-m" for n in range(250)]  # 250 queues: over the 100 one ack may span
+    service.add(*handles)
+    service.receive_gate, service.receives_before_gate = threading.Event(), 1
+    listener = Listener()
+    c = consumer(
+        service, listener, receive_batch_size=250, max_cached_messages=250,
+        max_poll_interval_s=0.05,
+    ).start()  # fmt: skip
+    try:
+        # the second receive waits while all 250 succeed: it or the third carries >= 125
+        wait_until(lambda: len(listener.seen) == 250 and c.cached_messages == 0, timeout_s=10)
+        service.receive_gate.set()
+        wait_until(lambda: sorted(service.acked) == sorted(handles), timeout_s=10)
+        assert c._consumer.acks_ride  # the acks' own mistake: acks still ride
+    finally:
+        service.receive_gate.set()
+        c.shutdown()
+    assert c._retrier.pending() == 0
+
+
+def test_a_success_riding_on_a_receive_shutdown_did_not_wait_for_is_kept_in_the_outbox(
+    patient_acker, tmp_path
+):
+    """The receive carrying the ack outlives shutdown's timeout, then fails with the service
+    unreachable: the ack is in the durable outbox, as the acker keeps the others."""
+    from cirrusmq.consumer.pending_acks import SqlitePendingAcks
+
+    service = FakeGroupService()
+    service.ride_gate = threading.Event()
+    path = tmp_path / "acks.db"
+    c = consumer(
+        service, Listener(), heartbeat_interval_s=None, outbox_path=path, consume_threads=1,
+        max_poll_interval_s=0.05,
+    ).start()  # fmt: skip
+    try:
+        service.add("h1")
+        wait_until(lambda: service.riding_held == 1, timeout_s=10)  # h1's ack is in flight
+        service.fail_receives = 100  # the receive fails once let through
+        service.down = True  # and so does any ack of its own
+        c.shutdown(timeout_s=0.2)
+    finally:
+        service.ride_gate.set()
+    wait_until(lambda: c._fetcher_done, timeout_s=10)
+    assert service.acked == []
+    store = SqlitePendingAcks(path)
+    try:
+        assert store.count() == 1  # kept for the next run, not lost
+    finally:
+        store.close()

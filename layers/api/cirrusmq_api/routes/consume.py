@@ -58,6 +58,8 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         acks.append(settle(group, request.ack))
         return json_text_bytes(acks[0].model_dump_json())
 
+    if request.ack is not None:  # a mistake in it refuses the receive before it stores anything
+        current_broker().consume.check_ack(group, request.ack, may_consume(group))
     received = current_broker().consume.receive(
         group,
         request.topic,

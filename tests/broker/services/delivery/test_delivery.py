@@ -12,11 +12,13 @@ from cirrusmq_broker.errors import (
     ForeignReceiptHandle,
     InvalidDuration,
     InvalidReceiptHandle,
+    InvalidRequest,
     MessageNotFound,
     ReceiptHandleExpired,
     SubscriptionConflict,
 )
 from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp
+from cirrusmq_broker.rules.receipts import ReceiptHandle, ReceiptSigner
 from cirrusmq_broker.services.delivery.queue_plan import FLOW_RECHECK_SECONDS
 from cirrusmq_broker.storage.groups import GroupStateStore
 
@@ -310,3 +312,17 @@ def test_lookup_never_answers_with_another_message(broker, clock):
     broker.produce.send("t2", [MessageInput(b"two", message_id="same")])
     assert broker.lookup.lookup("t1", "same").body == b"one"
     assert broker.lookup.lookup("t2", "same").body == b"two"
+
+
+def test_an_ack_spanning_more_than_100_queues_is_refused_naming_the_limit(broker):
+    signer = ReceiptSigner(broker.settings.receipt_secret)
+    handles = [
+        signer.encode(ReceiptHandle("g", f"t{q // 64}", q % 64, 0, "lease", 1, 0))
+        for q in range(101)
+    ]
+    with pytest.raises(InvalidRequest) as refused:
+        broker.consume.ack("g", handles)
+    assert refused.value.details == {"max_queues": 100}  # a client splits the request
+    with pytest.raises(InvalidRequest):
+        broker.consume.check_ack("g", handles)  # what a receive carrying them checks first
+    broker.consume.check_ack("g", handles[:100])

@@ -12,7 +12,7 @@ from cirrusmq_api.convert import received_body
 from cirrusmq_api.schemas import ReceiveResponse
 from cirrusmq_broker import limits
 from cirrusmq_broker.model import MessageInput
-from cirrusmq_broker.services.delivery.response_size import wire_size
+from cirrusmq_broker.services.delivery.response_size import RESPONSE_BYTE_BUDGET, wire_size
 
 
 def lambda_response_bytes(received: list) -> int:
@@ -91,3 +91,13 @@ def test_retry_and_topic_deliveries_share_one_response_budget(broker, clock):
     assert len(received) == 1  # the retry delivery; the other waits for the next receive
     assert lambda_response_bytes(received) <= limits.MAX_REQUEST_BYTES
     assert len(broker.consume.receive("g", "t", max_messages=10)) == 1
+
+
+def test_the_first_message_fits_only_beside_what_the_acks_results_take(broker):
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [MessageInput(b"x" * limits.MAX_BODY_BYTES)])  # its whole share
+    reserved = 1024 * 1024  # the results of a receive's riding acks
+    received = broker.consume.receive("g", "t", before_receive=lambda: reserved)
+    taken = reserved + sum(wire_size(r.message) for r in received)
+    assert taken <= RESPONSE_BYTE_BUDGET
+    assert len(broker.consume.receive("g", "t")) == 1  # the next receive, without acks

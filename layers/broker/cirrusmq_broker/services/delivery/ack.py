@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import limits
-from ...errors import InvalidRequest, ReceiptHandleExpired
+from ...errors import BrokerError, InvalidRequest, ReceiptHandleExpired
 from ...rules.group_state import GroupQueueState
 from ...rules.receipts import ReceiptHandle
 from ...storage.groups import GroupStateStore, LeaseAck
@@ -58,16 +58,11 @@ class Acks:
         Acking a message acked before succeeds; a stale or invalid handle does not stop
         the others.
         """
-        check_group_name(group)
-        if not 1 <= len(receipt_handles) <= limits.MAX_ACK_HANDLES:
-            raise InvalidRequest(f"ack takes 1-{limits.MAX_ACK_HANDLES} receipt handles")
-        invalid, by_lease = self._handles.by_lease(group, receipt_handles, may_consume)
+        invalid, by_lease = self._checked(group, receipt_handles, may_consume)
         outcomes = {
             p: AckOutcome(receipt_handles[p], AckStatus.INVALID, error)
             for p, error in invalid.items()
         }
-        if len({(topic, queue) for topic, queue, _ in by_lease}) > MAX_ACK_QUEUES:
-            raise InvalidRequest(f"one ack spans at most {MAX_ACK_QUEUES} queues")
         states: dict[tuple[str, int], GroupQueueState] = {}
         for (topic, queue, lease_id), handles in by_lease.items():
             pending = self._ack_lease(
@@ -80,6 +75,35 @@ class Acks:
                     position, AckOutcome(receipt_handles[position], AckStatus.ACKED)
                 )
         return [outcomes[p] for p in range(len(receipt_handles))]
+
+    def check(
+        self,
+        group: str,
+        receipt_handles: list[str],
+        may_consume: Callable[[str], bool] | None = None,
+    ) -> None:
+        """Raise what :meth:`ack` would refuse the whole request for (InvalidRequest: 0 or
+        more than 1,000 handles, more than 100 queues), reading and writing nothing: a
+        receive carrying acks checks them so before it records or leases anything."""
+        self._checked(group, receipt_handles, may_consume)
+
+    def _checked(
+        self,
+        group: str,
+        receipt_handles: list[str],
+        may_consume: Callable[[str], bool] | None,
+    ) -> tuple[dict[int, BrokerError], dict[LeaseKey, dict[int, ReceiptHandle]]]:
+        """The request-level checks, then the handles decoded (:meth:`ReceiptHandles.by_lease`)."""
+        check_group_name(group)
+        if not 1 <= len(receipt_handles) <= limits.MAX_ACK_HANDLES:
+            raise InvalidRequest(f"ack takes 1-{limits.MAX_ACK_HANDLES} receipt handles")
+        invalid, by_lease = self._handles.by_lease(group, receipt_handles, may_consume)
+        if len({(topic, queue) for topic, queue, _ in by_lease}) > MAX_ACK_QUEUES:
+            raise InvalidRequest(
+                f"one ack spans at most {MAX_ACK_QUEUES} queues",
+                details={"max_queues": MAX_ACK_QUEUES},  # a client splits the request
+            )
+        return invalid, by_lease
 
     def _ack_lease(
         self,

@@ -220,7 +220,10 @@ class Receiver:
                 continue  # contended or unfinished expiry: this queue waits for the next pass
             view.states[q] = expired
             plan = self._planner.plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
-            count, used = fitting(plan.deliverable(), bytes_left, first=not held)
+            # one message always fits a whole budget: only alone in the response (not beside
+            # riding acks' results) may it go over what is left
+            alone = not held and bytes_left >= RESPONSE_BYTE_BUDGET
+            count, used = fitting(plan.deliverable(), bytes_left, first=alone)
             try:
                 taken = self._take(
                     view.states[q],
