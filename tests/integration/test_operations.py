@@ -118,3 +118,27 @@ def test_the_sdk_correlation_id_names_a_failed_call_on_both_sides(stack, caplog)
     assert (line["status"], line["error_code"]) == (404, "TopicNotFound")
     errors = local_metric(stack, name="Errors", ErrorCode="TopicNotFound", stat="Sum")
     assert sum(p["value"] for p in errors) >= 1
+
+
+def test_acks_are_counted_whether_they_ride_on_a_receive_or_go_alone(stack, api):
+    make_topic(api, "acked-count", queues=1)
+    send(api, "acked-count", *[{"body": b64(b"a%d" % i)} for i in range(5)])
+    first = receive(api, "acked-group", "acked-count", max_messages=2)
+    riding = api.post(
+        "/v1/groups/acked-group/receive",
+        json={
+            "topic": "acked-count",
+            "max_messages": 3,
+            "ack": [m["receipt_handle"] for m in first],
+        },
+    )
+    assert riding.status_code == 200 and riding.json()["acks"]["acked"] == 2
+    alone = api.post(
+        "/v1/groups/acked-group/ack",
+        json={"receipt_handles": [m["receipt_handle"] for m in riding.json()["messages"]]},
+    )
+    assert alone.json()["acked"] == 3
+    on_receive = local_metric(stack, name="AckedMessages", RequestKind="Receive", stat="Sum")
+    on_ack = local_metric(stack, name="AckedMessages", RequestKind="Ack", stat="Sum")
+    assert (sum(p["value"] for p in on_receive), sum(p["value"] for p in on_ack)) == (2, 3)
+    assert sum(p["value"] for p in local_metric(stack, name="AckedMessages", stat="Sum")) == 5

@@ -95,6 +95,7 @@ keeps them equal). A route missing here is named by its route key."""
 REQUEST_METRICS = (
     "Requests",
     "Messages",
+    "AckedMessages",
     "RequestBytes",
     "ResponseBytes",
     "Errors",
@@ -108,11 +109,18 @@ REQUEST_METRICS = (
 _XML_CODE = re.compile(r"<(?:Code|ErrorCode)>([A-Za-z0-9.]{1,64})</(?:Code|ErrorCode)>")
 
 _messages: contextvars.ContextVar[int] = contextvars.ContextVar("cirrusmq_messages", default=0)
+_acked: contextvars.ContextVar[int] = contextvars.ContextVar("cirrusmq_acked", default=0)
 
 
 def count_messages(count: int) -> None:
     """Record that this request sent, delivered, acked or nacked ``count`` messages."""
     _messages.set(_messages.get() + count)
+
+
+def count_acked(count: int) -> None:
+    """Record that this request acked ``count`` messages (an ack, or acks riding on a
+    receive)."""
+    _acked.set(_acked.get() + count)
 
 
 def request_kind(route_key: str) -> str:
@@ -143,7 +151,7 @@ def observe(
     correlation = correlation_id(event.get("headers") or {})
     request_context = event.get("requestContext") or {}
     outer_keys = telemetry.current_keys()  # a resolve nested in another's (tests) restores them
-    messages_token = _messages.set(0)
+    messages_token, acked_token = _messages.set(0), _acked.set(0)
     telemetry.bind(
         request_id=request_context.get("requestId"),
         function_request_id=getattr(context, "aws_request_id", None),
@@ -177,6 +185,7 @@ def observe(
         )
         _emit(kind, status, code, event, response, duration_ms)
         _messages.reset(messages_token)
+        _acked.reset(acked_token)
         telemetry.bind(**outer_keys)
 
 
@@ -192,6 +201,7 @@ def _emit(
     values = {
         "Requests": (count, 1),
         "Messages": (count, _messages.get()),
+        "AckedMessages": (count, _acked.get()),
         "RequestBytes": (bytes_, len(str(event.get("body") or ""))),
         "ResponseBytes": (bytes_, len(str((response or {}).get("body") or ""))),
         "Errors": (count, int(status >= 400)),

@@ -14,7 +14,7 @@ from ..access import (
     visible_trace_events,
 )
 from ..convert import ack_result_body, message_body, received_body
-from ..observability import count_messages
+from ..observability import count_acked, count_messages
 from ..schemas import (
     AckRequest,
     AckResponse,
@@ -95,6 +95,7 @@ def settle(group: str, receipt_handles: list[str]) -> AckResponse:
         group, receipt_handles, may_consume(group), before_slow_path=claim_request
     )
     acked = sum(o.status == "acked" for o in outcomes)
+    count_acked(acked)
     return AckResponse(
         acked=acked,
         results=[ack_result_body(o) for o in outcomes],
