@@ -141,3 +141,18 @@ def test_a_mistake_in_ack_stores_nothing_on_a_group_never_received_from(api, cir
         assert response.status_code == 400, response.text
         assert response.json()["code"] == "InvalidRequest"
     assert stored_state(cirrusmq_stack) == before  # not even the group's subscription
+
+
+def test_an_over_long_handle_is_refused_before_anything_is_acked(api):
+    topic = _topic_with(api, 2)
+    [held] = receive(api, "g", topic, max_messages=1)
+    too_long = "x" * 4097  # a real handle is under 1,100 characters; results echo handles
+    for path, body in (
+        ("ack", {"receipt_handles": [held["receipt_handle"], too_long]}),
+        ("nack", {"receipt_handles": [held["receipt_handle"], too_long]}),
+        ("receive", {"topic": topic, "ack": [held["receipt_handle"], too_long]}),
+    ):
+        response = api.post(f"/v1/groups/g/{path}", json=body)
+        assert response.status_code == 400, (path, response.text)
+        assert response.json()["code"] == "InvalidRequest"
+    assert _queue(api, "g", topic)["inflight"] == 1

@@ -16,11 +16,13 @@ from cirrusmq_broker.services.dead_letters import (
 )
 from pydantic import BaseModel, Field, StrictInt
 
-from .schemas import AckResultBody, Strict
+from .schemas import AckResultBody, ReceiptHandleText, Strict
 
 
 class NackRequest(Strict):
-    receipt_handles: list[str] = Field(min_length=1, max_length=limits.MAX_ACK_HANDLES)
+    receipt_handles: list[ReceiptHandleText] = Field(
+        min_length=1, max_length=limits.MAX_ACK_HANDLES
+    )
     delay_seconds: StrictInt | None = Field(
         None,
         ge=0,

@@ -10,6 +10,9 @@ from cirrusmq_broker.services.access_keys import MAX_DESCRIPTION_CHARS
 from cirrusmq_broker.services.membership import ConsumerStatus
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+ReceiptHandleText = Annotated[str, Field(max_length=limits.MAX_RECEIPT_HANDLE_CHARS)]
+"""A receipt handle as a request carries it (a longer text is no handle: the request is 400)."""
+
 
 class Strict(BaseModel):
     """A request body: unknown fields are refused, and values are not coerced (strict
@@ -171,7 +174,7 @@ class ReceiveRequest(Strict):
         "takes the queues' locks (orderly consumption); without it only unlocked queues "
         "are served and no lock is taken.",
     )
-    ack: list[str] | None = Field(
+    ack: list[ReceiptHandleText] | None = Field(
         None,
         description="Receipt handles to ack before receiving (1-1,000, as the ack route takes "
         "them, with the same per-handle results and permission checks): one request instead "
@@ -181,7 +184,7 @@ class ReceiveRequest(Strict):
 
 
 class AckRequest(Strict):
-    receipt_handles: list[str]
+    receipt_handles: list[ReceiptHandleText]
 
 
 class AckResultBody(BaseModel):
@@ -217,7 +220,7 @@ class SubscriptionBody(BaseModel):
 
 
 class ChangeInvisibleRequest(Strict):
-    receipt_handle: str
+    receipt_handle: ReceiptHandleText
     invisible_seconds: int = Field(
         ...,
         description="10-43200; on a FIFO topic 0-43200 and it applies to the message and the "
