@@ -65,7 +65,9 @@ from .topic_catalog import TOPIC_CACHE_SECONDS
 log = logging.getLogger(__name__)
 
 KEY_PATTERN = re.compile(
-    rf"^{TIER_PREFIX_PATTERN}topics/topic=(?P<topic>[^/]+)/queue=(?P<queue>\d+)/dt=(?P<day>\d{4}-\d{2}-\d{2})/[^/]+$"
+    "^"
+    + TIER_PREFIX_PATTERN
+    + r"topics/topic=(?P<topic>[^/]+)/queue=(?P<queue>\d+)/dt=(?P<day>\d{4}-\d{2}-\d{2})/[^/]+$"
 )
 PURGE_DELAY_SECONDS = TOPIC_CACHE_SECONDS + 60
 """Wait this long after a delete, so no handler still appends to the topic."""
