@@ -224,3 +224,12 @@ def test_a_deleted_topic_is_purged_from_every_tier(express, clock, s3_clock):
     assert express.janitor.purge_deleted_topics() == ["t"]
     assert [k for k in keys_in(EXPRESS_BUCKET) if "topic=t/" in k] == []
     assert bodies(express, "other") == [b"stays"]
+
+
+def test_a_listing_position_s3_no_longer_takes_lists_its_tier_again(express, clock):
+    express.admin.create_topic("t", queues=1)
+    send(express, "t", b"a")
+    send(express, "t", b"b")
+    stale = "retention_days=3/\nexpress-token-from-long-ago"
+    page, _, more = express.objects.list_page("topics/topic=t/", position=stale)
+    assert len(page) == 2 and more  # the 3-day tier from its start, then the tiers after it
