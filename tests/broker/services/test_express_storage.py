@@ -9,6 +9,7 @@ bucket. moto stamps LastModified with the FakeClock (``s3_clock``).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterator
 
 import boto3
@@ -22,6 +23,7 @@ from cirrusmq_broker.services import janitor as janitor_module
 from cirrusmq_broker.services.janitor import OVERLAP_MS, PURGE_DELAY_SECONDS
 from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.batch_objects import BatchObjectStore, StandardLayout
+from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_local.directory_buckets import enforce_directory_bucket_rules
 
 EXPRESS_BUCKET = "cirrusmq-batches-local-express"
@@ -233,3 +235,18 @@ def test_a_listing_position_s3_no_longer_takes_lists_its_tier_again(express, clo
     stale = "retention_days=3/\nexpress-token-from-long-ago"
     page, _, more = express.objects.list_page("topics/topic=t/", position=stale)
     assert len(page) == 2 and more  # the 3-day tier from its start, then the tiers after it
+
+
+def test_an_idle_pass_lists_each_queue_once_in_its_topics_tier(express, clock, s3_clock):
+    express.admin.create_topic("t", queues=2)
+    send(express, "t", b"a")
+    clock.advance(GRACE_S + OVERLAP_MS / 1000 + 60)
+    assert express.janitor.sweep_orphans().examined == 1
+    seen: Counter[str] = Counter()
+    remove = observe_calls(lambda _service, operation, _params: seen.update([operation]))
+    try:
+        clock.advance(3600)
+        assert express.janitor.sweep_orphans().examined == 0
+    finally:
+        remove()
+    assert seen["ListObjectsV2"] == 2  # one per queue, not one per tier

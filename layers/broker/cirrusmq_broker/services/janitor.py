@@ -28,12 +28,14 @@ A failed call keeps every object of its batch and the checkpoint where it was.
 Listing goes through the batch object store's positions (storage/batch_objects.py), never
 through key order: in a general purpose bucket a pass starts at the checkpoint's ``dt=`` day
 and resumes at the key it reached; a directory bucket (S3 Express One Zone) lists in no
-order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix (in
-each retention tier) and the write-time filter above picks the objects, and a stopped pass
-resumes at the start of the page it was in. That costs one LIST call per 1,000 objects the
-queue holds per pass (plus one per tier), instead of per 1,000 objects since the
-checkpoint's day. A purge repeats its listing until a whole pass deletes nothing, so no
-listing disturbed by its own deletes leaves an object behind.
+order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix in
+the topic's retention tier (the key's first part; every object the topic writes is filed
+there) and the write-time filter above picks the objects, and a stopped pass resumes at the
+start of the page it was in. That costs one LIST call per 1,000 objects the queue holds per
+pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in another
+tier by an earlier topic of the same name is not swept: its tier's lifecycle rule expires
+it. A purge lists every tier, and repeats its listing until a whole pass deletes nothing,
+so no listing disturbed by its own deletes leaves an object behind.
 """
 
 from __future__ import annotations
@@ -300,7 +302,10 @@ class JanitorService:
         while True:
             page_start = start_after
             page, start_after, more = self._objects.list_page(
-                prefix, position=page_start, max_keys=LIST_PAGE
+                prefix,
+                position=page_start,
+                max_keys=LIST_PAGE,
+                retention_hours=topic.retention_hours,  # every object of it is in its tier
             )
             tally.listed += len(page)
             stopped = False

@@ -88,10 +88,17 @@ class BucketLayout(Protocol):
         ...
 
     def list_page(
-        self, client: Any, bucket: str, prefix: str, position: str, max_keys: int
+        self,
+        client: Any,
+        bucket: str,
+        prefix: str,
+        position: str,
+        max_keys: int,
+        tier_days: int | None,
     ) -> tuple[list[dict[str, Any]], str, bool]:
         """One listing call under logical ``prefix`` from ``position``: the objects, the
-        position after them, and whether more may follow."""
+        position after them, and whether more may follow. ``tier_days``: only objects
+        filed in that tier need be listed (None: every tier)."""
         ...
 
     def day_position(self, prefix: str, day: str | None) -> str:
@@ -118,7 +125,13 @@ class StandardLayout:
         return {"Tagging": urlencode({RETENTION_TAG: tier_days})}
 
     def list_page(
-        self, client: Any, bucket: str, prefix: str, position: str, max_keys: int
+        self,
+        client: Any,
+        bucket: str,
+        prefix: str,
+        position: str,
+        max_keys: int,
+        tier_days: int | None,
     ) -> tuple[list[dict[str, Any]], str, bool]:
         after = {"StartAfter": position} if position else {}
         response = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=max_keys, **after)
@@ -148,11 +161,19 @@ class ExpressLayout:
         return {}
 
     def list_page(
-        self, client: Any, bucket: str, prefix: str, position: str, max_keys: int
+        self,
+        client: Any,
+        bucket: str,
+        prefix: str,
+        position: str,
+        max_keys: int,
+        tier_days: int | None,
     ) -> tuple[list[dict[str, Any]], str, bool]:
-        tiers = [tier_prefix(days) for days in RETENTION_TIERS_DAYS]
+        chosen = RETENTION_TIERS_DAYS if tier_days is None else (tier_days,)
+        tiers = [tier_prefix(days) for days in chosen]
         tier, _, token = position.partition("\n")
-        tier = tier or tiers[0]
+        if tier not in tiers:  # the start, or a position of another tier choice
+            tier, token = tiers[0], ""
         request = {"Bucket": bucket, "Prefix": tier + prefix, "MaxKeys": max_keys}
         try:
             response = client.list_objects_v2(
@@ -275,13 +296,21 @@ class BatchObjectStore:
             yield from page
 
     def list_page(
-        self, prefix: str, *, position: str = "", max_keys: int = 1000
+        self,
+        prefix: str,
+        *,
+        position: str = "",
+        max_keys: int = 1000,
+        retention_hours: int | None = None,
     ) -> tuple[list[StoredObject], str, bool]:
         """One listing call: objects under the logical ``prefix`` (``topics/...``) from
         ``position`` (``""``: the start; see :class:`BucketLayout`), the position after
-        them, and whether more may follow."""
+        them, and whether more may follow. ``retention_hours``: where the key files the
+        retention tier, list only that tier's objects (None: all; a general purpose
+        bucket lists all anyway)."""
+        tier = None if retention_hours is None else retention_tier_days(retention_hours)
         found, after, more = self._layout.list_page(
-            self._client, self._bucket, prefix, position, max_keys
+            self._client, self._bucket, prefix, position, max_keys, tier
         )
         return [StoredObject(o["Key"], o["Size"], o["LastModified"]) for o in found], after, more
 
