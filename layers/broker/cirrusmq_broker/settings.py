@@ -93,6 +93,12 @@ class Settings:
     """Its kind: ``standard`` (general purpose bucket) or ``express`` (S3 Express One Zone
     directory bucket: retention tier in the key, unordered listings)."""
 
+    def __post_init__(self) -> None:
+        # express files the retention tier in the key: the message bucket's lifecycle rules
+        # (by tag) would never expire such objects
+        if self.batch_storage == "express" and not self.batch_bucket:
+            raise ValueError("batch_storage 'express' needs batch_bucket (the directory bucket)")
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         """Read the settings from ``CIRRUSMQ_*`` environment variables."""

@@ -250,3 +250,8 @@ def test_an_idle_pass_lists_each_queue_once_in_its_topics_tier(express, clock, s
     finally:
         remove()
     assert seen["ListObjectsV2"] == 2  # one per queue, not one per tier
+
+
+def test_express_storage_without_its_own_bucket_is_refused(settings):
+    with pytest.raises(ValueError, match="batch_bucket"):
+        dataclasses.replace(settings, batch_storage="express")
