@@ -18,6 +18,7 @@ from typing import Any
 
 from cirrusmq_local.template import (
     BUCKET_TYPE,
+    DIRECTORY_BUCKET_TYPE,
     FUNCTION_TYPE,
     KMS_KEY_TYPE,
     TABLE_TYPE,
@@ -131,7 +132,7 @@ class Resolver:
         )
         if explicit_key and props.get(explicit_key) is not None:
             return self.text(props[explicit_key])
-        if kind == BUCKET_TYPE:
+        if kind in (BUCKET_TYPE, DIRECTORY_BUCKET_TYPE):  # no --x-s3 name: an ordinary moto bucket
             return _bucket_safe(f"{NAME_PREFIX}-{logical_id}-{self.stack_name}")
         if kind == KMS_KEY_TYPE:  # the local key gets this alias; KMS accepts it as a KeyId
             return f"alias/{NAME_PREFIX}-{logical_id}"
@@ -217,6 +218,10 @@ class Resolver:
                 "DomainName": f"{name}.s3.{URL_SUFFIX}",
                 "RegionalDomainName": f"{name}.s3.{self.region}.{URL_SUFFIX}",
                 "WebsiteURL": f"http://{name}.s3-website-{self.region}.{URL_SUFFIX}",
+            }
+        elif kind == DIRECTORY_BUCKET_TYPE:
+            attributes = {
+                "Arn": f"{arn_prefix}:s3express:{self.region}:{self.account_id}:bucket/{name}"
             }
         elif kind == TABLE_TYPE:
             table_arn = f"{arn_prefix}:dynamodb:{self.region}:{self.account_id}:table/{name}"

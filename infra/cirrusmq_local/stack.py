@@ -15,6 +15,7 @@ from cirrusmq.credentials import Credentials
 from cirrusmq_broker import clock
 from cirrusmq_broker.storage.delays.invoke import register_local
 
+from cirrusmq_local.directory_buckets import enforce_directory_bucket_rules
 from cirrusmq_local.env import EnvironmentPatch
 from cirrusmq_local.expiry import Expiry, wall_ms
 from cirrusmq_local.gateway import Gateway
@@ -26,7 +27,13 @@ from cirrusmq_local.resources import create_resources
 from cirrusmq_local.schedules import ScheduledJob, ScheduleRunner
 from cirrusmq_local.streams import StreamPoller, StreamSource
 from cirrusmq_local.telemetry import LocalTelemetry, MetricForwarder
-from cirrusmq_local.template import Function, Template, TemplateError, load_template
+from cirrusmq_local.template import (
+    DIRECTORY_BUCKET_TYPE,
+    Function,
+    Template,
+    TemplateError,
+    load_template,
+)
 from cirrusmq_local.websocket import WebSocketGateway
 
 __all__ = ["BOOTSTRAP_ACCESS_KEY", "LocalStack", "TemplateError", "default_template_path"]
@@ -262,6 +269,14 @@ class LocalStack:
             resolver,
             kms=self.boto3_client("kms"),
         )
+        directory_buckets = [
+            self._resources[b.logical_id]
+            for b in template.buckets.values()
+            if template.resource_type(b.logical_id) == DIRECTORY_BUCKET_TYPE
+            and b.logical_id in self._resources
+        ]
+        if directory_buckets:  # moto has none: S3's rules for them, enforced in this process
+            self._unregister.append(enforce_directory_bucket_rules(*directory_buckets))
         self._bootstrap_key()
         values = self._environment(functions, resolver)
         if template.websocket_routes:

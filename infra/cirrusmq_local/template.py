@@ -31,6 +31,8 @@ __all__ = [
 
 TABLE_TYPE = "AWS::DynamoDB::Table"
 BUCKET_TYPE = "AWS::S3::Bucket"
+DIRECTORY_BUCKET_TYPE = "AWS::S3Express::DirectoryBucket"
+"""Created locally as an ordinary moto bucket with directory_buckets.py's rules enforced."""
 FUNCTION_TYPE = "AWS::Serverless::Function"
 KMS_KEY_TYPE = "AWS::KMS::Key"
 
@@ -451,7 +453,7 @@ def parse_template(data: Mapping[str, Any], path: Path) -> Template:
         kind = resource.get("Type")
         if kind == TABLE_TYPE:
             tables[logical_id] = _parse_table(logical_id, resource)
-        elif kind == BUCKET_TYPE:
+        elif kind in (BUCKET_TYPE, DIRECTORY_BUCKET_TYPE):
             buckets[logical_id] = _parse_bucket(logical_id, resource)
         elif kind == FUNCTION_TYPE:
             functions[logical_id] = _parse_function(logical_id, resource, globals_function, root)

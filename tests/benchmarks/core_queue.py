@@ -62,11 +62,13 @@ units; S3 Standard PUT $0.005 per 1,000, GET $0.0004 per 1,000; SQS standard $0.
 requests, each 64 KB chunk of a payload billed as one request. SQS's best batched cost is
 send + receive + delete in batches of 10: 0.3 requests per message, $0.12 per million.
 
-With ``--s3-express`` the cost table also prices the batch objects in an S3 Express One Zone
-directory bucket (the template's ``BatchObjectsStorage=express`` option): PUT $0.00113 and GET
-$0.00003 per 1,000 requests plus $0.0032 per GB uploaded and $0.0006 per GB retrieved (the
-bytes of every PutObject body and GetObject answer are counted), list prices us-east-1 as
-AWS's S3 FAQ gives them (read 2026-11-26). Storage is not counted for either class.
+With ``--s3-express`` the local stack is deployed with the template's ``BatchStorage=express``
+option (batch objects in its directory bucket, held locally to a directory bucket's rules:
+infra/cirrusmq_local/directory_buckets.py), and the cost table also prices the batch objects
+at S3 Express One Zone rates: PUT $0.00113 and GET $0.00003 per 1,000 requests plus $0.0032
+per GB uploaded and $0.0006 per GB retrieved for the part of each request above 512 KB (so
+nothing for batch objects below that), list prices us-east-1 as AWS's S3 FAQ gives them
+(read 2026-11-26). Storage is not counted for either class.
 
 Targets (the cheaper-small-batches issue): at batch 100 at most $0.15 per million messages,
 at batch 1,000 at most $0.0238 (the figure before acks rode on receives).
@@ -128,6 +130,10 @@ S3_EXPRESS_PRICE = {
     "retrieval_gb": 0.0006,
 }
 S3_EXPRESS_AS_OF = "S3 Express One Zone list prices, us-east-1, AWS S3 FAQ read 2026-11-26"
+S3_EXPRESS_FREE_BYTES = 512 * 1024
+"""S3 Express charges upload / retrieval per GB only for the part of a request above 512 KB."""
+EXPRESS_PARAMETERS = {"BatchStorage": "express", "ExpressZoneId": "use1-az4"}
+"""``--s3-express``: the local stack deployed with the template's directory bucket option."""
 GB = 1024**3
 SQS_CHUNK_BYTES = 64 * 1024
 SQS_BEST_PER_MILLION = 3 / 10 * PRICE["sqs_request"] * 1_000_000  # $0.12
@@ -324,8 +330,10 @@ class Usage:
     billed_gb_s: float = 0.0
     estimated_writes: int = 0
     failed_writes: int = 0
-    s3_put_bytes: int = 0
-    s3_get_bytes: int = 0
+    express_upload_bytes: int = 0
+    """Bytes of PutObject bodies beyond the first 512 KB of each (S3 Express's upload charge)."""
+    express_retrieval_bytes: int = 0
+    """Bytes of GetObject answers beyond the first 512 KB of each (its retrieval charge)."""
 
     def merge(self, other: Usage) -> Usage:
         self.calls.update(other.calls)
@@ -336,8 +344,8 @@ class Usage:
         self.billed_gb_s += other.billed_gb_s
         self.estimated_writes += other.estimated_writes
         self.failed_writes += other.failed_writes
-        self.s3_put_bytes += other.s3_put_bytes
-        self.s3_get_bytes += other.s3_get_bytes
+        self.express_upload_bytes += other.express_upload_bytes
+        self.express_retrieval_bytes += other.express_retrieval_bytes
         return self
 
     @property
@@ -352,9 +360,9 @@ class Usage:
         """Dollars by component (batch objects in S3 Standard, or S3 Express One Zone)."""
         if s3_express:
             put = self.calls["S3 PUT"] * S3_EXPRESS_PRICE["s3_put"]
-            put += self.s3_put_bytes / GB * S3_EXPRESS_PRICE["upload_gb"]
+            put += self.express_upload_bytes / GB * S3_EXPRESS_PRICE["upload_gb"]
             get = self.calls["S3 GET"] * S3_EXPRESS_PRICE["s3_get"]
-            get += self.s3_get_bytes / GB * S3_EXPRESS_PRICE["retrieval_gb"]
+            get += self.express_retrieval_bytes / GB * S3_EXPRESS_PRICE["retrieval_gb"]
         else:
             put = self.calls["S3 PUT"] * PRICE["s3_put"]
             get = self.calls["S3 GET"] * PRICE["s3_get"]
@@ -405,7 +413,8 @@ class Meter:
             if operation == "PutObject":
                 body = params.get("Body", b"")
                 with self._lock:
-                    self._now().s3_put_bytes += len(body) if isinstance(body, bytes) else 0
+                    size = len(body) if isinstance(body, bytes) else 0
+                    self._now().express_upload_bytes += max(0, size - S3_EXPRESS_FREE_BYTES)
         elif service == "dynamodb":
             self._local.pending = (operation, params)
             kind = "DynamoDB"  # read / write decided when the answer is in
@@ -431,7 +440,8 @@ class Meter:
             meter._answered(answer, None)
             if operation == "GetObject" and client.meta.service_model.service_name == "s3":
                 with meter._lock:
-                    meter._now().s3_get_bytes += int(answer.get("ContentLength") or 0)
+                    size = int(answer.get("ContentLength") or 0)
+                    meter._now().express_retrieval_bytes += max(0, size - S3_EXPRESS_FREE_BYTES)
             return answer
 
         def invoke(runtime: FunctionRuntime, event: Any) -> Any:
@@ -1238,6 +1248,25 @@ def print_idle(idle: IdleCosts, memory_mb: int) -> None:
 
 
 # ============================================================== main
+def batch_storage(stack: LocalStack) -> str:
+    """Where this run's batch objects are: the directory bucket or the message bucket."""
+    s3 = stack.boto3_client("s3")
+    for logical_id in ("BatchDirectoryBucket", "MessageBucket"):
+        bucket = stack.resources.get(logical_id)
+        if bucket is None:
+            continue
+        request, count = {"Bucket": bucket}, 0
+        while True:
+            page = s3.list_objects_v2(**request)
+            count += sum("topics/" in o["Key"] for o in page.get("Contents", []))
+            if not page.get("IsTruncated"):
+                break
+            request["ContinuationToken"] = page["NextContinuationToken"]
+        if count:
+            return f"{count} in {logical_id} ({bucket})"
+    return "none"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000, help="messages per batch size")
@@ -1258,13 +1287,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--s3-express",
         action="store_true",
-        help="also price the batch objects in an S3 Express One Zone directory bucket",
+        help="store the batch objects in the template's S3 Express One Zone directory bucket"
+        " (BatchStorage=express) and price them at its rates too",
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
         LocalStack(
-            schedules=False, preload_handlers=True, expire_interval=None, credentials=CREDENTIALS
+            schedules=False,
+            preload_handlers=True,
+            expire_interval=None,
+            credentials=CREDENTIALS,
+            parameters=EXPRESS_PARAMETERS if args.s3_express else None,
         ) as stack,
         httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
@@ -1287,9 +1321,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"checking item sizes ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
         check = meter.check_against(stack.boto3_client("dynamodb"))
         memory = {fn.function.memory_size for fn in stack.functions.values()}
+        stored_in = batch_storage(stack)
     print_throughput(runs, args.messages)
     print_calls(runs)
     print_costs(runs, s3_express=args.s3_express)
+    print(f"  batch objects stored: {stored_in}")
     print_inflight(cases, at_limit, setup_s)
     print_idle(idle, max(memory))
     compared, differing, largest = check

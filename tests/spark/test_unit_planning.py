@@ -88,3 +88,38 @@ _V2_ONLY = {
     "dead_letter_reason",
     "transaction_id",
 }
+
+
+def test_batch_objects_are_read_from_the_batch_bucket_when_one_is_named():
+    """A stack deployed with BatchStorage=express: the index's keys are in its directory
+    bucket (batchBucket), the trace stays in the message bucket (bucket)."""
+    import os
+
+    import boto3
+    from cirrusmq.spark.rows import read_slices
+    from moto import mock_aws
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    messages = [NewMessage(f"m{i}", f"b{i}".encode()) for i in range(3)]
+    data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
+    key = "retention_days=3/topics/topic=t/queue=0/dt=2023-11-14/x.parquet"
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in ("messages", "batches"):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket="batches", Key=key, Body=data)
+        plain = StackOptions.parse(
+            {"bucket": "messages", "logIndexTable": "i", "queueHeadsTable": "h"}
+        )
+        assert plain.batch_objects_bucket == "messages"
+        express = StackOptions.parse(
+            {
+                "bucket": "messages",
+                "batchBucket": "batches",
+                "logIndexTable": "i",
+                "queueHeadsTable": "h",
+                "region": "us-east-1",
+            }
+        )
+        rows = list(read_slices(express, "t", [Slice(0, key, 0, 0, 3, len(data), 3)]))
+    assert [b.column("body").to_pylist() for b in rows] == [[b"b0", b"b1", b"b2"]]

@@ -40,7 +40,7 @@ from .services.trace import TraceReader, TraceRecorder
 from .settings import Settings
 from .storage.access_keys import AccessKeyStore, SecretCipher
 from .storage.appends import BatchAppender
-from .storage.batch_objects import BatchObjectStore
+from .storage.batch_objects import BatchObjectStore, layout_named
 from .storage.clients import aws_client
 from .storage.connection_posts import ConnectionPoster, management_client
 from .storage.connections import ConnectionStore
@@ -111,7 +111,9 @@ class Broker:
 
     @functools.cached_property
     def objects(self) -> BatchObjectStore:
-        return BatchObjectStore(self._s3, self.settings.bucket)
+        """Topics' batch objects: the message bucket, or the directory bucket chosen."""
+        bucket = self.settings.batch_bucket or self.settings.bucket
+        return BatchObjectStore(self._s3, bucket, layout=layout_named(self.settings.batch_storage))
 
     @functools.cached_property
     def reader(self) -> BatchReader:
@@ -231,8 +233,8 @@ class Broker:
     # ------------------------------------------------------------ transactions
     @functools.cached_property
     def transactions(self) -> TransactionService:
-        """Half sends, commit / rollback, back-checks. Its writer reads and reuses objects
-        through the half objects' store (commits copy half objects into the topic)."""
+        """Half sends, commit / rollback, back-checks. A commit copies half objects (in the
+        message bucket) into the topic through the one writer (where batch objects go)."""
         from .services.transactions import TransactionService
         from .storage.half_objects import HalfObjectStore
         from .storage.transactions import TransactionStore
@@ -242,7 +244,7 @@ class Broker:
             store=TransactionStore(self._dynamodb, self.settings.transactions_table),
             halves=halves,
             topics=self.catalog,
-            writer=BatchWriter(halves.batch_objects, self.appender),
+            writer=self.writer,
             clock=self.clock,
             records=self.producers,
         )

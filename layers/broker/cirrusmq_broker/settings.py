@@ -51,7 +51,8 @@ class Settings:
     queue_heads_table: str
     """DynamoDB table: one head per queue (next offset; closed when the topic is deleted)."""
     bucket: str
-    """S3 bucket holding the Parquet batch objects."""
+    """S3 bucket holding the Parquet batch objects (unless ``batch_bucket`` names another),
+    delayed, half and trace objects."""
     receipt_secret: str = ""
     """HMAC key for receipt handles (consume side only)."""
     orphan_grace_seconds: int = 300
@@ -85,6 +86,18 @@ class Settings:
     """The channel's WebSocket URL clients connect to (``/v1/health`` states it)."""
     websocket_callback_url: str = ""
     """The management API endpoint that posts to the channel's connections."""
+    # -- where topics' batch objects go (docs/deploy.md)
+    batch_bucket: str = ""
+    """Bucket of the topics' batch objects; empty: ``bucket``."""
+    batch_storage: str = "standard"
+    """Its kind: ``standard`` (general purpose bucket) or ``express`` (S3 Express One Zone
+    directory bucket: retention tier in the key, unordered listings)."""
+
+    def __post_init__(self) -> None:
+        # express files the retention tier in the key: the message bucket's lifecycle rules
+        # (by tag) would never expire such objects
+        if self.batch_storage == "express" and not self.batch_bucket:
+            raise ValueError("batch_storage 'express' needs batch_bucket (the directory bucket)")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -118,6 +131,8 @@ class Settings:
             connections_table=get("CONNECTIONS_TABLE", ""),
             websocket_url=get("WEBSOCKET_URL", ""),
             websocket_callback_url=get("WEBSOCKET_CALLBACK_URL", ""),
+            batch_bucket=get("BATCH_BUCKET", ""),
+            batch_storage=get("BATCH_STORAGE", "") or "standard",
         )
 
 

@@ -50,6 +50,14 @@ class StackOptions:
     session_token: str | None = None
     clock_offset_ms: int = 0
     """How far the broker's clock is ahead of the wall clock (a local stack's advance_time)."""
+    batch_bucket: str | None = None
+    """Where the topics' batch objects are when not in ``bucket`` (a stack deployed with
+    ``BatchStorage=express``: its ``BatchBucketName`` output)."""
+
+    @property
+    def batch_objects_bucket(self) -> str:
+        """The bucket the index's object keys are in."""
+        return self.batch_bucket or self.bucket
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StackOptions:
@@ -71,6 +79,7 @@ class StackOptions:
             secret_access_key=get(options, "secretAccessKey") or None,
             session_token=get(options, "sessionToken") or None,
             clock_offset_ms=_int(options, "clockOffsetMs", 0),
+            batch_bucket=get(options, "batchBucket") or None,
         )
 
     def now_s(self) -> int:

@@ -82,7 +82,8 @@ def read_slices(
     client = s3_client(stack)
     for piece in slices:
         try:
-            data = client.get_object(Bucket=stack.bucket, Key=piece.object_key)["Body"].read()
+            answer = client.get_object(Bucket=stack.batch_objects_bucket, Key=piece.object_key)
+            data = answer["Body"].read()
         except client.exceptions.NoSuchKey:
             continue
         batch = slice_rows(pq.read_table(io.BytesIO(data)), topic, piece)

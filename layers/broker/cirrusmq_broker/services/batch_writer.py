@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from ..model import NewMessage, ProducerStamp, Topic
 from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder
-from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore, object_key
+from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore
 
 CONTENT_DIGEST_CHARS = 40
 """Hex characters of the SHA-256 of the bytes in a content-addressed name (160 bits)."""
@@ -150,8 +150,10 @@ class BatchWriter:
             if naming.kind == "content":
                 digest = hashlib.sha256(batch.data).hexdigest()[:CONTENT_DIGEST_CHARS]
                 name = f"{naming.name}{digest}"
-            key = object_key(topic.name, batch.queue, batch.stored_timestamp, name)
             hours = topic.retention_hours
+            key = self._objects.key_for(
+                topic.name, batch.queue, batch.stored_timestamp, name, retention_hours=hours
+            )
             if naming.kind == "fixed":
                 written = self._objects.put_or_match(key, batch.data, retention_hours=hours)
             else:
@@ -174,8 +176,11 @@ class BatchWriter:
         )
 
     def _fresh(self, batch: EncodedBatch) -> str:
-        key = object_key(batch.topic.name, batch.queue, batch.stored_timestamp)
-        self._objects.put(key, batch.data, retention_hours=batch.topic.retention_hours)
+        hours = batch.topic.retention_hours
+        key = self._objects.key_for(
+            batch.topic.name, batch.queue, batch.stored_timestamp, retention_hours=hours
+        )
+        self._objects.put(key, batch.data, retention_hours=hours)
         return key
 
     def append(

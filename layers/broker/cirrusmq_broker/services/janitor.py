@@ -24,6 +24,18 @@ deleted, so a clock that disagrees with S3's (the local stack's moved clock) cos
 never data. The GSI is eventually consistent, but only objects older than the grace period
 are asked about, and their index items were written before the object was that old.
 A failed call keeps every object of its batch and the checkpoint where it was.
+
+Listing goes through the batch object store's positions (storage/batch_objects.py), never
+through key order: in a general purpose bucket a pass starts at the checkpoint's ``dt=`` day
+and resumes at the key it reached; a directory bucket (S3 Express One Zone) lists in no
+order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix in
+the topic's retention tier (the key's first part; every object the topic writes is filed
+there) and the write-time filter above picks the objects, and a stopped pass resumes at the
+start of the page it was in. That costs one LIST call per 1,000 objects the queue holds per
+pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in another
+tier by an earlier topic of the same name is not swept: its tier's lifecycle rule expires
+it. A purge lists every tier, and repeats its listing until a whole pass deletes nothing,
+so no listing disturbed by its own deletes leaves an object behind.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from .. import clock as broker_clock
 from ..model import Topic, TopicStatus
 from ..storage.batch_objects import (
     REUSE_EXISTING_OBJECT_SECONDS,
+    TIER_PREFIX_PATTERN,
     BatchObjectStore,
     StoredObject,
     queue_prefix,
@@ -54,7 +67,9 @@ from .topic_catalog import TOPIC_CACHE_SECONDS
 log = logging.getLogger(__name__)
 
 KEY_PATTERN = re.compile(
-    r"^topics/topic=(?P<topic>[^/]+)/queue=(?P<queue>\d+)/dt=(?P<day>\d{4}-\d{2}-\d{2})/[^/]+$"
+    "^"
+    + TIER_PREFIX_PATTERN
+    + r"topics/topic=(?P<topic>[^/]+)/queue=(?P<queue>\d+)/dt=(?P<day>\d{4}-\d{2}-\d{2})/[^/]+$"
 )
 PURGE_DELAY_SECONDS = TOPIC_CACHE_SECONDS + 60
 """Wait this long after a delete, so no handler still appends to the topic."""
@@ -192,14 +207,19 @@ class JanitorService:
                 if time_left() <= 0:
                     return False
         written_before = (topic.deleted_timestamp or 0) + CLOCK_SKEW_MS
-        start_after, more = "", True
-        while more:
-            page, more = self._objects.list_page(topic_prefix(topic.name), start_after=start_after)
-            self._still_purging(topic)
-            self._objects.delete([o.key for o in page if self._written_ms(o) <= written_before])
-            start_after = page[-1].key if page else start_after
-            if time_left() <= 0:
-                return False
+        deleted_in_pass = True
+        while deleted_in_pass:  # until a whole listing finds nothing more to delete
+            deleted_in_pass, position, more = False, "", True
+            while more:
+                page, position, more = self._objects.list_page(
+                    topic_prefix(topic.name), position=position
+                )
+                self._still_purging(topic)
+                doomed = [o.key for o in page if self._written_ms(o) <= written_before]
+                self._objects.delete(doomed)
+                deleted_in_pass = deleted_in_pass or bool(doomed)
+                if time_left() <= 0:
+                    return False
         self._still_purging(topic)
         self._states.delete_topic_states(topic.name)
         # the (closed) heads stay: a topic created again goes on from their offsets
@@ -275,23 +295,29 @@ class JanitorService:
                 return
             start_after = self._listing_start(prefix, point)
         else:
-            cutoff, start_after = point.pass_cutoff, point.start_after or prefix
+            cutoff = point.pass_cutoff
+            start_after = point.start_after or self._objects.day_position(prefix)
         pending: list[tuple[int, str]] = []
         examined = 0
         while True:
-            page, more = self._objects.list_page(
-                prefix, start_after=start_after, max_keys=LIST_PAGE
+            page_start = start_after
+            page, start_after, more = self._objects.list_page(
+                prefix,
+                position=page_start,
+                max_keys=LIST_PAGE,
+                retention_hours=topic.retention_hours,  # every object of it is in its tier
             )
             tally.listed += len(page)
             stopped = False
             for obj in page:
-                start_after = obj.key
                 written = self._written_ms(obj)
                 if since < written <= cutoff and KEY_PATTERN.match(obj.key):
                     pending.append((written, obj.key))
                     budget.objects -= 1
                     if budget.objects <= 0:
                         stopped = obj.key != page[-1].key or more
+                        if obj.key != page[-1].key:
+                            start_after = self._objects.resume_position(page_start, obj.key)
                         break
             done = not stopped and not more
             stopping = stopped or (not done and budget.out_of_time())
@@ -345,11 +371,12 @@ class JanitorService:
         return len(orphans)
 
     def _listing_start(self, prefix: str, point: SweepCheckpoint) -> str:
-        """The key to list after: the ``dt=`` day of the oldest object a pass may name."""
+        """The listing position of a pass: from the ``dt=`` day of the oldest object it
+        may name (where the bucket lists by key)."""
         if not point.swept_until:
-            return prefix
+            return self._objects.day_position(prefix)
         oldest = point.swept_until - OVERLAP_MS - self._grace_ms - CLOCK_SKEW_MS
-        return f"{prefix}dt={_day(oldest)}"
+        return self._objects.day_position(prefix, _day(oldest))
 
     def _written_ms(self, obj: StoredObject) -> int:
         """The object's write time on the janitor's clock."""

@@ -19,18 +19,13 @@ HALF_PREFIX = "half/"
 
 
 class HalfObjectStore:
-    """Writes, reads and deletes half objects (a commit appends their content to the topic
-    through services/batch_writer.py)."""
+    """Writes, reads and deletes half objects in the message bucket (a commit appends their
+    content to the topic through services/batch_writer.py, wherever batch objects go)."""
 
     def __init__(self, client: Any, bucket: str) -> None:
         self._client = client
         self._bucket = bucket
         self._objects = BatchObjectStore(client, bucket)
-
-    @property
-    def batch_objects(self) -> BatchObjectStore:
-        """The bucket's batch objects (a commit writes its topic objects there)."""
-        return self._objects
 
     def put(self, key: str, data: bytes, *, retention_hours: int) -> int:
         """Write the object unless it exists (a retried send); returns its size."""

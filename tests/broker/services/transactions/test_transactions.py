@@ -1012,7 +1012,7 @@ def test_a_late_resume_does_not_index_an_old_unindexed_commit_object(b, clock, m
     appender.append = real
     first = objects_of(b, "pay")
     assert len(first) == 1
-    monkeypatch.setattr(b.transactions._halves._objects, "age_seconds", lambda key: 3600.0)
+    monkeypatch.setattr(b.transactions._writer._objects, "age_seconds", lambda key: 3600.0)
     clock.advance(61)
     assert b.transactions.run_checks().committed == 1
     assert visible(b) == [b"x"]
