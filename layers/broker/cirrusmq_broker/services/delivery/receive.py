@@ -135,9 +135,11 @@ class Receiver:
                 view.subscription = tag_filter.expression
             self._check_subscription(group, topic.name, tag_filter, view.subscription)
             recorded = True  # checked on every pass: a changed subscription stops this poll
-            if before_receive is not None:  # its acks change the group's state: read again
+            if before_receive is not None:
+                # Acks change lease items only, none of the view's items (heads, summaries,
+                # subscription): the view read before them stands, and a lease a concurrent
+                # write changed fails this pass's conditional save as it would anyway.
                 reserved_bytes, before_receive = before_receive(), None
-                continue
             received: list[ReceivedMessage] = []
             due = self._retry_topic.due(group, topic)  # due retry messages of this topic first
             if due is not None:
