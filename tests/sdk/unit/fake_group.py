@@ -7,7 +7,8 @@ handle (``bad-…`` invalid, ``foreign-…`` foreign, ``stale-…`` expired), al
 carries (``ack``: acked first, results in ``acks``); with ``legacy_acks`` they answer the
 former way: all or nothing, 400 for malformed (not named), foreign or stale (named in
 ``details``) handles, and a receive carrying acks is refused (400, an unknown field).
-Change-invisible calls are recorded.
+Change-invisible calls are recorded. An empty receive answers ``next_due`` as its
+``next_due_ms`` (when something not receivable yet is due, as the service tells; None: left out).
 Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
 With ``down`` set, every connection is refused (the service is unreachable).
 """
@@ -49,6 +50,8 @@ class FakeGroupService:
         """The next receives answer 503 Busy (retriable)."""
         self.down = False
         """Refuse every connection (the service is unreachable)."""
+        self.next_due: object = None
+        """``next_due_ms`` of an empty receive's answer (None: not in the answer)."""
         self._offset = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -139,6 +142,8 @@ class FakeGroupService:
             taken = self.available[: body["max_messages"]]
             del self.available[: len(taken)]
         answer = {"messages": taken} if acks is None else {"messages": taken, "acks": acks}
+        if not taken and self.next_due is not None:
+            answer["next_due_ms"] = self.next_due
         return httpx.Response(200, json=answer)
 
     def _crash(self) -> None:
