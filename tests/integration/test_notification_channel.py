@@ -273,3 +273,30 @@ def test_a_message_whose_lease_ended_reaches_a_consumer_idle_on_the_channel(cirr
         assert counted.received.wait(90)
     finally:
         counted.consumer.shutdown(10)
+
+
+def test_a_message_another_consumer_nacked_reaches_a_consumer_idle_on_the_channel(
+    cirrusmq_stack, topic
+):
+    """Consumer A holds a message (for 5 minutes) while B goes idle on the channel, then
+    gives it back (nack). The nack's append to the group's retry topic tells B, whose
+    receive answers when the retry is due: B receives it then, long before A's lease
+    would have ended or B's safety poll."""
+    from cirrusmq import SimpleConsumer
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    send_one(cirrusmq_stack, topic)
+    counted = Counted(cirrusmq_stack, topic, group)
+    with SimpleConsumer(
+        cirrusmq_stack.endpoint, cirrusmq_stack.credentials, group, [topic], await_duration=5
+    ) as other:
+        [held] = other.receive(1, invisible_duration=300)
+        counted.consumer.start()
+        try:
+            assert eventually(counted.waiting_on_channel)
+            notifications = counted.idle._channel.notifications
+            other.nack(held)
+            assert eventually(lambda: counted.idle._channel.notifications > notifications)
+            assert counted.received.wait(90)
+        finally:
+            counted.consumer.shutdown(10)
