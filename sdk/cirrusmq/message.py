@@ -165,6 +165,22 @@ def parse_receive_response(body: Any) -> list[MessageView]:
     return [MessageView.from_wire(m) for m in read_list(body, "messages")]
 
 
+MIN_DUE_S = 1.0
+"""The shortest wait a receive's ``next_due_ms`` asks for (the service floors it too)."""
+
+
+def parse_receive_due(body: Any) -> float | None:
+    """Seconds from now until something of the group the receive could not serve yet (a
+    lease, a retry in its backoff) may become receivable, from a receive response's
+    ``next_due_ms`` (at least :data:`MIN_DUE_S`); None when the service knows of nothing,
+    or gives nothing readable (an older service leaves it out). A hint to look again then,
+    not a promise."""
+    due = body.get("next_due_ms") if isinstance(body, Mapping) else None
+    if isinstance(due, bool) or not isinstance(due, int | float) or not due >= 0:
+        return None
+    return max(MIN_DUE_S, due / 1000)
+
+
 @dataclass(frozen=True)
 class SendReceipt:
     """Where a sent message was stored; ``pending`` when it waits in the outbox instead."""

@@ -117,3 +117,34 @@ def test_only_moved_heads_count_as_appends() -> None:
         },
     ]
     assert touched_topics(records) == {"orders"}
+
+
+def test_a_retry_topic_append_tells_its_groups_waiters_on_the_topic(store, clock) -> None:
+    """A nack (or a lease's expiry) appends to ``retry.<group>.<topic>``: nobody waits on
+    that name, the group's consumers wait on the topic. They are told (and learn from their
+    receive when the retry is due); other groups of the topic are not."""
+    now_s = clock() // 1000
+    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c2", "audit", ["orders"], expires_at=now_s + 600)
+    poster = FakePoster()
+    notifier(store, poster, clock).on_records([head_record("retry.billing.orders", 0, 3, 4)])
+    assert poster.posts == [
+        ("c1", {"type": "look_now", "waits": [{"group": "billing", "topics": ["orders"]}]})
+    ]
+    assert {w.connection_id for w in store.waiters("orders", now_s=now_s)} == {"c2"}
+
+
+def test_one_query_per_topic_also_with_its_retry_topics(store, clock) -> None:
+    now_s = clock() // 1000
+    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c2", "audit", ["orders"], expires_at=now_s + 600)
+    records = [head_record("orders", 0, 1, 2), head_record("retry.billing.orders", 0, 0, 1)]
+    calls: list[str] = []
+    remove = observe_calls(lambda service, op, _: calls.append(op))
+    try:
+        poster = FakePoster()
+        notifier(store, poster, clock).on_records(records)
+    finally:
+        remove()
+    assert calls.count("Query") == 1
+    assert sorted(c for c, _ in poster.posts) == ["c1", "c2"]

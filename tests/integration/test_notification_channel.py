@@ -250,3 +250,53 @@ def test_an_error_frame_names_the_wait_it_refuses(cirrusmq_stack, topic):
         denied = json.loads(socket.recv(timeout=30))
     assert denied["code"] == "AccessDenied"
     assert (denied["group"], denied["topics"]) == ("rv-g", [topic])
+
+
+def test_a_message_whose_lease_ended_reaches_a_consumer_idle_on_the_channel(cirrusmq_stack, topic):
+    """Consumer A receives a message and never acks it (a crashed process). No append
+    announces its return: B, idle on the channel, looks again when A's lease ends (its
+    last receive's ``next_due_ms``), which moves the message to the retry topic, then when
+    the retry's backoff has passed — long before B's safety poll (minutes away)."""
+    from cirrusmq import SimpleConsumer
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    send_one(cirrusmq_stack, topic)
+    with SimpleConsumer(
+        cirrusmq_stack.endpoint, cirrusmq_stack.credentials, group, [topic], await_duration=5
+    ) as crashed:
+        assert [m.body for m in crashed.receive(1, invisible_duration=10)] == [b"wake up"]
+    counted = Counted(cirrusmq_stack, topic, group)
+    counted.consumer.start()
+    try:
+        assert eventually(counted.waiting_on_channel)
+        cirrusmq_stack.advance_time(11)  # A's lease has ended
+        assert counted.received.wait(90)
+    finally:
+        counted.consumer.shutdown(10)
+
+
+def test_a_message_another_consumer_nacked_reaches_a_consumer_idle_on_the_channel(
+    cirrusmq_stack, topic
+):
+    """Consumer A holds a message (for 5 minutes) while B goes idle on the channel, then
+    gives it back (nack). The nack's append to the group's retry topic tells B, whose
+    receive answers when the retry is due: B receives it then, long before A's lease
+    would have ended or B's safety poll."""
+    from cirrusmq import SimpleConsumer
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    send_one(cirrusmq_stack, topic)
+    counted = Counted(cirrusmq_stack, topic, group)
+    with SimpleConsumer(
+        cirrusmq_stack.endpoint, cirrusmq_stack.credentials, group, [topic], await_duration=5
+    ) as other:
+        [held] = other.receive(1, invisible_duration=300)
+        counted.consumer.start()
+        try:
+            assert eventually(counted.waiting_on_channel)
+            notifications = counted.idle._channel.notifications
+            other.nack(held)
+            assert eventually(lambda: counted.idle._channel.notifications > notifications)
+            assert counted.received.wait(90)
+        finally:
+            counted.consumer.shutdown(10)

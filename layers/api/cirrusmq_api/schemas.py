@@ -207,6 +207,13 @@ class ReceiveResponse(BaseModel):
     acks: AckResponse | None = Field(
         None, description="The results of the request's `ack` handles (absent without them)."
     )
+    next_due_ms: int | None = Field(
+        None,
+        description="With no messages: milliseconds until something of the group this receive "
+        "could not serve yet may become receivable (a lease on the topic's queues or its retry "
+        "topic ends, a retry's backoff passes), at least 1000; a hint to receive again then, "
+        "not a promise. Null when none is known.",
+    )
 
 
 class SubscriptionRequest(Strict):

@@ -83,6 +83,7 @@ class AsyncSimpleConsumer(ConsumerBase):
                 group=group,
                 topics=lambda: list(self.subscriptions),
             )
+            self.due_listener = self._idle.expect_at  # a channel wait ends when something is due
 
     async def __aenter__(self) -> AsyncSimpleConsumer:
         return self
@@ -179,6 +180,7 @@ class AsyncSimpleConsumer(ConsumerBase):
                     results = riding.riding_results(response.get("acks"))
                     riding = None
                 messages = parse_receive_response(response)
+                self._heard_due(response, messages)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
             return results, done.value

@@ -9,7 +9,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ from ..message import (
     FilterExpression,
     MessageView,
     normalize_subscriptions,
+    parse_receive_due,
 )
 from ..wire import read_optional_int, read_str
 from .acks import (
@@ -128,6 +129,11 @@ class ConsumerBase:
         self.acks_ride = True
         """Acks may ride on receives; False once the service refused a receive carrying
         them (a service before that was possible): acks then go on their own."""
+        self.due_listener: Callable[[float], None] | None = None
+        """Told when (``time.monotonic()``) something an empty receive could not serve yet
+        may become receivable (another consumer's lease ends, a retry's backoff passes: the
+        response's ``next_due_ms``), which no notification announces: the idle wait on the
+        notification channel (:meth:`~.pacing.IdleWait.expect_at`) ends then."""
 
     @property
     def subscriptions(self) -> dict[str, FilterExpression]:
@@ -172,6 +178,14 @@ class ConsumerBase:
             await_s=self.await_duration_s if await_s is None else await_s,
             client_id=self.client_id,
         )
+
+    def _heard_due(self, response: Any, messages: list[MessageView]) -> None:
+        """Pass an empty receive's ``next_due_ms`` on to :attr:`due_listener`."""
+        if messages or self.due_listener is None:
+            return
+        due_s = parse_receive_due(response)
+        if due_s is not None:
+            self.due_listener(time.monotonic() + due_s)
 
     def _ack_plan(self, messages: Iterable[MessageView | str]) -> _AckCall:
         self._check_open()

@@ -94,7 +94,9 @@ class IdleWait:
     def expect_at(self, when: float) -> None:
         """Something no notification announces is due at ``when`` (``time.monotonic()``):
         a message this consumer gave back comes back after its backoff (a nack appends it
-        to the retry topic at once, due later). A channel wait ends by then."""
+        to the retry topic at once, due later), or what an empty receive's ``next_due_ms``
+        names (another consumer's lease ends, a retry's backoff passes). A channel wait
+        ends by then."""
         self._due = when if self._due is None else min(self._due, when)
 
     def usable(self) -> bool:

@@ -217,6 +217,8 @@ class PushConsumer:
             group=group,
             topics=lambda: list(self._consumer.subscriptions),
         )
+        # an empty receive's hint (another consumer's lease, a retry's backoff) ends the wait
+        self._consumer.due_listener = self._idle.expect_at
         self._heartbeater = (
             Heartbeater(
                 self._transport,

@@ -75,6 +75,8 @@ class SimpleConsumer(ConsumerBase):
             if notifications
             else None
         )
+        if self._idle is not None:  # a channel wait ends when something is due
+            self.due_listener = self._idle.expect_at
         self._retrier = make_retrier(self._transport, outbox_path) if outbox_path else None
 
     def __enter__(self) -> SimpleConsumer:
@@ -181,6 +183,7 @@ class SimpleConsumer(ConsumerBase):
                     results = riding.riding_results(response.get("acks"))
                     riding = None
                 messages = parse_receive_response(response)
+                self._heard_due(response, messages)
                 _, body, wait_s = steps.send(messages)
         except StopIteration as done:
             return results, done.value

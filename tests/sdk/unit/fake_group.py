@@ -10,7 +10,8 @@ former way: all or nothing, 400 for malformed (not named), foreign or stale (nam
 receive of more than 1,000 messages is refused (400 InvalidRequest) before its acks; an ack
 (riding or not) spanning more than 100 queues is refused as a whole (400 InvalidRequest,
 ``details.max_queues``), as the service does.
-Change-invisible calls are recorded.
+Change-invisible calls are recorded. An empty receive answers ``next_due`` as its
+``next_due_ms`` (when something not receivable yet is due, as the service tells; None: left out).
 Every request's signature is checked as the service does (sign with ``FAKE_CREDENTIALS``).
 With ``down`` set, every connection is refused (the service is unreachable).
 """
@@ -64,6 +65,8 @@ class FakeGroupService:
         """When set to an event, receives carrying acks wait for it before answering
         (``riding_held`` counts them)."""
         self.riding_held = 0
+        self.next_due: object = None
+        """``next_due_ms`` of an empty receive's answer (None: not in the answer)."""
         self._offset = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -170,6 +173,8 @@ class FakeGroupService:
             taken = self.available[: body["max_messages"]]
             del self.available[: len(taken)]
         answer = {"messages": taken} if acks is None else {"messages": taken, "acks": acks}
+        if not taken and self.next_due is not None:
+            answer["next_due_ms"] = self.next_due
         return httpx.Response(200, json=answer)
 
     def _crash(self) -> None:

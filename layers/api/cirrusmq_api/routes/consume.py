@@ -50,6 +50,7 @@ def trace_message(topic: str, message_id: str) -> TraceBody:
 @router.post("/v1/groups/<group>/receive", summary="Receive messages as a consumer group")
 def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
     acks: list[AckResponse] = []
+    due: list[int] = []  # when nothing was delivered: when to look again
 
     def ack_first() -> int:
         """The riding handles, acked through the ack route's own path once the receive is
@@ -70,10 +71,13 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         client_id=request.client_id,
         access_key=acting_key(),
         before_receive=None if request.ack is None else ack_first,
+        due_hint=due.append,
     )
     count_messages(len(received))  # a receive counts what it delivers, not what it acked
     return ReceiveResponse(
-        messages=[received_body(r) for r in received], acks=acks[0] if acks else None
+        messages=[received_body(r) for r in received],
+        acks=acks[0] if acks else None,
+        next_due_ms=due[0] if due else None,
     )
 
 

@@ -47,6 +47,14 @@ def is_internal(topic: str) -> bool:
     return "." in topic
 
 
+def retry_parts(topic: str) -> tuple[str, str] | None:
+    """(group, user topic) of a retry topic's name, else None (a group name has no dot)."""
+    if not topic.startswith(RETRY_PREFIX):
+        return None
+    group, dot, origin = topic[len(RETRY_PREFIX) :].partition(".")
+    return (group, origin) if dot and group and origin else None
+
+
 def retry_origin(group: str, topic: str) -> str | None:
     """The user topic ``topic`` is the retry topic of (for ``group``), else None."""
     prefix = f"{RETRY_PREFIX}{group}."

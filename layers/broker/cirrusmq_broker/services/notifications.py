@@ -7,7 +7,9 @@ allowed to consume each topic as that group, as a receive checks) and ``$disconn
 :class:`Notifier` runs on the queue heads table's stream: a head moves on every append
 (produce, delayed release, retry moves, transaction commits, redrive), so it reads the
 touched topics' waiters (one Query per topic per stream batch, never per message), removes
-them and posts "look now" to each connection once. Nothing else goes over the socket: a
+them and posts "look now" to each connection once. An append to a group's retry topic
+(``retry.<group>.<topic>``: a nack, a lease's expiry) tells that group's waiters on the
+topic: their receive answers when the retry is due. Nothing else goes over the socket: a
 lost notification costs latency (the SDK's safety poll finds the data), never a message.
 """
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AccessDenied, InvalidRequest
+from ..rules.retries import retry_parts
 from ..storage.connection_posts import ConnectionPoster
 from ..storage.connections import ConnectionStore, Waiter
 from ..validation import check_group_name, check_topic_name
@@ -148,12 +151,13 @@ class Notifier:
         self._clock = clock
 
     def on_records(self, records: list[Mapping[str, Any]]) -> FanOut:
-        topics = touched_topics(records)
+        topics = waited_topics(touched_topics(records))
         now_s = self._clock() // 1000
         by_connection: dict[str, list[Waiter]] = {}
-        for topic in sorted(topics):
+        for topic, groups in sorted(topics.items()):
             for waiter in self._connections.waiters(topic, now_s=now_s):
-                by_connection.setdefault(waiter.connection_id, []).append(waiter)
+                if groups is None or waiter.group in groups:
+                    by_connection.setdefault(waiter.connection_id, []).append(waiter)
         waiters = [w for ws in by_connection.values() for w in ws]
         # removed before the post: a connection re-registering after it was told stays
         # registered (a delete after the post could remove that new registration)
@@ -179,6 +183,24 @@ class Notifier:
         except Exception:  # one broken connection must not keep the others waiting
             log.warning("post to connection %s failed", connection_id, exc_info=True)
             return connection_id, None
+
+
+def waited_topics(touched: Iterable[str]) -> dict[str, set[str] | None]:
+    """The topics whose waiters the appends to ``touched`` concern → the groups told (None:
+    every group). A group's retry topic concerns that group's waiters on the user topic:
+    one Query per topic, whether its own queues or its retry topics moved."""
+    topics: dict[str, set[str] | None] = {}
+    for name in touched:
+        parts = retry_parts(name)
+        if parts is None:
+            topics[name] = None
+            continue
+        group, origin = parts
+        if origin not in topics:
+            topics[origin] = {group}
+        elif (groups := topics[origin]) is not None:
+            groups.add(group)
+    return topics
 
 
 def touched_topics(records: Iterable[Mapping[str, Any]]) -> set[str]:

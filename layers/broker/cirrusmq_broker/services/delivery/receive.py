@@ -15,7 +15,8 @@ queue's lock, see orderly.py); on other topics their messages move to the retry 
 Then the queue's plan (queue_plan.py) is leased, and the queue's summary and the leases
 created or changed are written in one transaction (small items: the cost does not grow
 with what is in flight). A long poll repeats the batched read about once a second and
-returns within its wait.
+returns within its wait. A receive that delivers nothing tells (``due_hint``) when
+something of the group it could not serve yet may become receivable (rules/next_due.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ...rules import orderly
 from ...rules.filters import TagFilter
 from ...rules.group_state import GroupQueueState, Lease
 from ...rules.membership import ClientIdInUse, Membership, check_client_id
+from ...rules.next_due import next_due_ms
 from ...storage.group_views import GroupView, GroupViewReader
 from ...storage.groups import GroupStateStore
 from ...validation import check_group_name
@@ -101,6 +103,7 @@ class Receiver:
         client_id: str | None = None,
         access_key: str | None = None,
         before_receive: Callable[[], int] | None = None,
+        due_hint: Callable[[int], None] | None = None,
     ) -> list[ReceivedMessage]:
         """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
 
@@ -109,6 +112,11 @@ class Receiver:
         receive are applied there, so a request refused as bad input acks nothing. It
         returns the response bytes it takes (the acks' results); the messages get the rest
         of the byte budget.
+
+        ``due_hint``: when the receive delivers nothing, it is called with the milliseconds
+        until something of the group it could not serve may become receivable (a lease on
+        the topic's queues or its retry topic ends, a retry's backoff passes; at least 1 s),
+        if such a moment is known (rules/next_due.py). No storage call is added for it.
 
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
@@ -157,8 +165,24 @@ class Receiver:
                 )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if received or remaining <= 0:
+                if not received and due_hint is not None:
+                    self._hint(view, group, topic, due_hint)
                 return received
             self._sleep(min(POLL_INTERVAL_SECONDS, remaining))
+
+    def _hint(
+        self, view: GroupView, group: str, topic: Topic, due_hint: Callable[[int], None]
+    ) -> None:
+        """Tell ``due_hint`` when something of the group may become receivable: a lease
+        deadline on the topic's open queues (as this receive last read or changed them), a
+        retry becoming visible or its lease ending (as the retry topic last read it)."""
+        deadlines = [
+            view.states[q].earliest_deadline for q in view.states if not view.heads[q].closed
+        ]
+        retry = self._retry_topic.receivable_at(group, topic.name)
+        hint = next_due_ms([*deadlines, retry], self._clock())
+        if hint is not None:
+            due_hint(hint)
 
     def _check_subscription(
         self, group: str, topic: str, tag_filter: TagFilter, subscribed: str | None
@@ -227,7 +251,7 @@ class Receiver:
             alone = not held and bytes_left >= RESPONSE_BYTE_BUDGET
             count, used = fitting(plan.deliverable(), bytes_left, first=alone)
             try:
-                taken = self._take(
+                taken, view.states[q] = self._take(
                     view.states[q],
                     plan,
                     count,
@@ -266,8 +290,10 @@ class Receiver:
         invisible_ms: int,
         end: int,
         orderly_for: tuple[str | None, Membership, int] | None = None,
-    ) -> list[ReceivedMessage]:
+    ) -> tuple[list[ReceivedMessage], GroupQueueState]:
         """Lease ``share`` messages of the plan and store the state (re-planning on a race).
+        Returns the deliveries and the queue's state as last read or stored (after a lost
+        race, with the winner's leases: their deadlines are the receive's ``due_hint``).
 
         A state that only moved (skipped expired or filtered messages) or whose bounds were
         made exact from its leases is stored too, so that is not redone on the next poll.
@@ -301,11 +327,12 @@ class Receiver:
                 return [self._handles.received(state, m, lease) for m, lease in delivered]
             return optimistic.CONFLICT
 
-        return optimistic.update(
+        taken = optimistic.update(
             lease_and_save,
             backoff=True,
             exhausted=optimistic.busy(f"group {group!r} is contended on queue {queue}; retry"),
         )
+        return taken, state
 
     def _redelivery_traces(self, state: GroupQueueState, plan: QueuePlan) -> list[dict]:
         """Items recording the lease ids this pass redelivered in place (with what they

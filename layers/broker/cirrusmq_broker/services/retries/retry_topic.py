@@ -8,7 +8,9 @@ backoff after it was stored, so a level queue is served only up to its first bat
 visible (the index is immutable, so that bound is cached until it passes). A receive of the
 user topic asks :meth:`RetryTopic.due` what it may serve, serves that part with its own pass
 and hands the deliveries back through :meth:`RetryTopic.served`, which shows them as their
-originals.
+originals. :meth:`RetryTopic.receivable_at` tells a receive that served nothing when
+something of the retry topic becomes receivable (a batch in its backoff, a lease of it),
+as this container last read or moved it.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class DueRetries:
     """The group's view of it, each queue's head cut at the end of what is visible now."""
     next_due: int
     """When (ms) the retry topic is worth reading again if nothing is served now."""
+    receivable_at: int | None = None
+    """When (ms) something not receivable now becomes so (a batch's backoff passes, a lease
+    ends); None if nothing is known."""
 
 
 class RetryTopic:
@@ -75,6 +80,8 @@ class RetryTopic:
         self._clock = clock
         self._next_check: dict[tuple[str, str], int] = {}
         """(group, topic) → when (ms) its retry topic is worth reading again."""
+        self._receivable: dict[tuple[str, str], int] = {}
+        """(group, topic) → when (ms) something of its retry topic becomes receivable."""
         self._visible: dict[str, tuple[int, int]] = {}
         """Retry stream → (offset X, T): the batch at X becomes visible at T (immutable)."""
         self._lock = threading.Lock()
@@ -114,6 +121,7 @@ class RetryTopic:
             due = visible_at(self._clock(), target.number)
             with self._lock:
                 self._next_check[key] = min(self._next_check.get(key, due), due)
+                self._receivable[key] = min(self._receivable.get(key, due), due)
         return recorded
 
     def _destination(self, group: str, topic: Topic, target: Target) -> tuple[Topic, int]:
@@ -150,36 +158,51 @@ class RetryTopic:
                 return None
         retry = self._moves.existing(retry_topic(group, topic.name))
         if retry is None:
-            self._later(key, now + RETRY_CHECK_SECONDS * 1000)
+            self._later(key, now + RETRY_CHECK_SECONDS * 1000, None)
             return None
         view = self._views.read(group, retry.name, retry.queues)
-        next_due = now + RETRY_CHECK_SECONDS * 1000
+        coming: list[int] = []  # batches in their backoff, leases
         for q, head in list(view.heads.items()):
             state = view.states[q]
             end, due = self._visible_end(retry, q, state, head.next_offset, now)
             view.heads[q] = replace(head, next_offset=end)
             if due is not None:
-                next_due = min(next_due, due)
+                coming.append(due)
             if state.earliest_deadline is not None:
-                next_due = min(next_due, state.earliest_deadline)
-        return DueRetries(key, retry, view, next_due)
+                coming.append(state.earliest_deadline)
+        next_due = min([now + RETRY_CHECK_SECONDS * 1000, *coming])
+        ahead = [t for t in coming if t > now]  # a passed deadline: the pass's expiry moves it
+        return DueRetries(key, retry, view, next_due, min(ahead, default=None))
+
+    def receivable_at(self, group: str, topic: str) -> int | None:
+        """When (ms) something of ``group``'s retry topic for ``topic`` becomes receivable,
+        as this container last read it (or moved a message there); None if nothing is
+        known. A receive that served nothing passes it on to its consumer."""
+        with self._lock:
+            return self._receivable.get((group, topic))
 
     def served(
         self, due: DueRetries, received: list[ReceivedMessage], budget: int
     ) -> list[ReceivedMessage]:
         """The deliveries a receive made of ``due`` (asked for ``budget``), as the consumer
         sees them; notes when the retry topic is worth reading again."""
-        next_due = due.next_due
+        next_due, receivable = due.next_due, due.receivable_at
         for r in received:  # their leases may expire: look again then
             next_due = min(next_due, r.invisible_until)
-        self._later(due.key, 0 if len(received) >= budget else next_due)
+            receivable = min(receivable or r.invisible_until, r.invisible_until)
+        self._later(due.key, 0 if len(received) >= budget else next_due, receivable)
         return [self.present(r) for r in received]
 
-    def _later(self, key: tuple[str, str], when: int) -> None:
+    def _later(self, key: tuple[str, str], when: int, receivable: int | None) -> None:
         with self._lock:
             if len(self._next_check) > 10_000:
                 self._next_check.clear()
+                self._receivable.clear()
             self._next_check[key] = when
+            if receivable is None:
+                self._receivable.pop(key, None)
+            else:
+                self._receivable[key] = receivable
 
     def _visible_end(
         self, retry: Topic, queue: int, state: GroupQueueState, head: int, now: int
