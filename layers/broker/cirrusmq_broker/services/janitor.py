@@ -28,14 +28,16 @@ A failed call keeps every object of its batch and the checkpoint where it was.
 Listing goes through the batch object store's positions (storage/batch_objects.py), never
 through key order: in a general purpose bucket a pass starts at the checkpoint's ``dt=`` day
 and resumes at the key it reached; a directory bucket (S3 Express One Zone) lists in no
-order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix in
-the topic's retention tier (the key's first part; every object the topic writes is filed
-there) and the write-time filter above picks the objects, and a stopped pass resumes at the
-start of the page it was in. That costs one LIST call per 1,000 objects the queue holds per
-pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in another
-tier by an earlier topic of the same name is not swept: its tier's lifecycle rule expires
-it. A purge lists every tier, and repeats its listing until a whole pass deletes nothing,
-so no listing disturbed by its own deletes leaves an object behind.
+order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix in the
+topic's retention tier (the key's first part; every object the topic writes is filed there)
+and the write-time filter above picks the objects, and a stopped pass resumes at the start
+of the page it was in; after deleting orphans before its listing is through, it lists again
+from the start (a continuation token need not cover every object after it once objects are
+deleted; a key to list after does). That costs one LIST call per 1,000 objects the queue
+holds per pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in
+another tier by an earlier topic of the same name is not swept: its tier's lifecycle rule
+expires it. A purge lists every tier, and repeats its listing until a whole pass deletes
+nothing, so no listing disturbed by its own deletes leaves an object behind.
 """
 
 from __future__ import annotations
@@ -322,10 +324,14 @@ class JanitorService:
             done = not stopped and not more
             stopping = stopped or (not done and budget.out_of_time())
             if pending and (done or stopping or len(pending) >= DECIDE_BATCH):
-                tally.deleted += self._delete_orphans(topic.name, queue, pending)
+                removed = self._delete_orphans(topic.name, queue, pending)
+                tally.deleted += removed
                 examined += len(pending)
                 tally.examined += len(pending)
                 pending = []
+                if removed and not done and not self._objects.layout.positions_survive_deletes:
+                    # the deletes may have moved objects not listed yet behind the position
+                    start_after = self._objects.day_position(prefix)
                 if not (done or stopping):  # progress survives a crash of this run
                     self._save(
                         topic, queue, replace(point, pass_cutoff=cutoff, start_after=start_after)
