@@ -36,8 +36,8 @@ from the start (a continuation token need not cover every object after it once o
 deleted; a key to list after does). That costs one LIST call per 1,000 objects the queue
 holds per pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in
 another tier by an earlier topic of the same name is not swept: its tier's lifecycle rule
-expires it. A purge lists every tier, and repeats its listing until a whole pass deletes
-nothing, so no listing disturbed by its own deletes leaves an object behind.
+expires it. A purge lists every tier, and there repeats its listing until a whole pass
+deletes nothing, so no listing disturbed by its own deletes leaves an object behind.
 """
 
 from __future__ import annotations
@@ -209,8 +209,11 @@ class JanitorService:
                 if time_left() <= 0:
                     return False
         written_before = (topic.deleted_timestamp or 0) + CLOCK_SKEW_MS
+        # where a position survives the deletes behind it, one listing finds every object;
+        # elsewhere list again until a whole listing finds nothing more to delete
+        relist = not self._objects.layout.positions_survive_deletes
         deleted_in_pass = True
-        while deleted_in_pass:  # until a whole listing finds nothing more to delete
+        while deleted_in_pass:
             deleted_in_pass, position, more = False, "", True
             while more:
                 page, position, more = self._objects.list_page(
@@ -219,7 +222,7 @@ class JanitorService:
                 self._still_purging(topic)
                 doomed = [o.key for o in page if self._written_ms(o) <= written_before]
                 self._objects.delete(doomed)
-                deleted_in_pass = deleted_in_pass or bool(doomed)
+                deleted_in_pass = relist and (deleted_in_pass or bool(doomed))
                 if time_left() <= 0:
                     return False
         self._still_purging(topic)
