@@ -277,3 +277,28 @@ def test_a_pass_whose_own_deletes_disturb_the_listing_still_finds_every_orphan(
     assert not set(lost) & set(keys_in(EXPRESS_BUCKET))
     assert deleted == 24
     assert len(bodies(express)) == 4
+
+
+def test_the_directory_buckets_lifecycle_rules_are_the_key_layouts_tiers():
+    """One expiration rule per tier, by exactly the prefix a key of that tier starts with:
+    a tier without its rule would keep its objects for ever, a prefix off by a character
+    would expire nothing (or another tier's objects)."""
+    from pathlib import Path
+
+    from cirrusmq_broker.storage.batch_objects import (
+        RETENTION_TIERS_DAYS,
+        ExpressLayout,
+        tier_prefix,
+    )
+    from cirrusmq_local.template import load_template
+
+    root = Path(__file__).resolve().parents[3]
+    bucket = load_template(root / "template.yaml").buckets["BatchDirectoryBucket"]
+    rules = {
+        rule["Prefix"]: rule["ExpirationInDays"]
+        for rule in bucket.lifecycle_rules
+        if rule.get("Status") == "Enabled"
+    }
+    assert rules == {tier_prefix(days): days for days in RETENTION_TIERS_DAYS}
+    key = BatchObjectStore(None, "b", layout=ExpressLayout()).key_for("t", 0, 0, retention_hours=30)
+    assert key.startswith(tier_prefix(2) + "topics/topic=t/")
