@@ -123,3 +123,24 @@ def test_batch_objects_are_read_from_the_batch_bucket_when_one_is_named():
         )
         rows = list(read_slices(express, "t", [Slice(0, key, 0, 0, 3, len(data), 3)]))
     assert [b.column("body").to_pylist() for b in rows] == [[b"b0", b"b1", b"b2"]]
+
+
+def test_a_directory_bucket_key_without_batch_bucket_is_an_error_not_an_empty_read():
+    """The index names a key filed under a retention tier (a BatchStorage=express stack)
+    and no batchBucket is given: the message bucket has no such object, so skipping it as
+    expired would read the whole topic as empty."""
+    import os
+
+    import boto3
+    from cirrusmq.spark.rows import read_slices
+    from moto import mock_aws
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    key = "retention_days=3/topics/topic=t/queue=0/dt=2023-11-14/x.parquet"
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="messages")
+        plain = StackOptions.parse(
+            {"bucket": "messages", "logIndexTable": "i", "queueHeadsTable": "h"}
+        )
+        with pytest.raises(OptionError, match="batchBucket"):
+            list(read_slices(plain, "t", [Slice(0, key, 0, 0, 3, 100, 3)]))

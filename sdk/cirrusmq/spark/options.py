@@ -7,6 +7,7 @@ Spark; here they are read through :func:`get`, which accepts any case.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,9 @@ LATEST = -1
 """Kafka's convention in JSON offsets: -1 is the queue's end (the next offset)."""
 
 DEFAULT_OBJECTS_PER_PARTITION = 8
+DIRECTORY_BUCKET_KEY = re.compile(r"retention_days=\d+/topics/")
+"""A batch object key filed under a retention tier: only a directory bucket holds it
+(a stack deployed with ``BatchStorage=express``)."""
 
 
 class OptionError(ValueError):
@@ -58,6 +62,20 @@ class StackOptions:
     def batch_objects_bucket(self) -> str:
         """The bucket the index's object keys are in."""
         return self.batch_bucket or self.bucket
+
+    def bucket_of(self, object_key: str) -> str:
+        """The bucket holding the batch object the index names ``object_key``.
+
+        OptionError for a directory bucket's key without ``batchBucket``: the message
+        bucket never holds it, and reading its absence as an expired object would make
+        every message of the topic silently missing."""
+        if self.batch_bucket is None and DIRECTORY_BUCKET_KEY.match(object_key):
+            raise OptionError(
+                f"the index names {object_key!r}, a key of an S3 Express One Zone directory "
+                "bucket (a stack deployed with BatchStorage=express): set the batchBucket "
+                "option to the stack's BatchBucketName output"
+            )
+        return self.batch_objects_bucket
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StackOptions:

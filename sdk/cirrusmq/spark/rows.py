@@ -82,7 +82,8 @@ def read_slices(
     client = s3_client(stack)
     for piece in slices:
         try:
-            answer = client.get_object(Bucket=stack.batch_objects_bucket, Key=piece.object_key)
+            bucket = stack.bucket_of(piece.object_key)
+            answer = client.get_object(Bucket=bucket, Key=piece.object_key)
             data = answer["Body"].read()
         except client.exceptions.NoSuchKey:
             continue

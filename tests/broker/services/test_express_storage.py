@@ -255,3 +255,50 @@ def test_an_idle_pass_lists_each_queue_once_in_its_topics_tier(express, clock, s
 def test_express_storage_without_its_own_bucket_is_refused(settings):
     with pytest.raises(ValueError, match="batch_bucket"):
         dataclasses.replace(settings, batch_storage="express")
+
+
+def test_a_pass_whose_own_deletes_disturb_the_listing_still_finds_every_orphan(
+    express, clock, s3_clock, monkeypatch
+):
+    """An unordered listing paged by continuation tokens may skip objects when the pass
+    deletes some mid-listing; a pass never examines again what it skipped (its checkpoint
+    moves past their write time), so a skipped orphan would stay until its tier expires."""
+    monkeypatch.setattr(janitor_module, "LIST_PAGE", 2)
+    monkeypatch.setattr(janitor_module, "DECIDE_BATCH", 1)  # deletes after every page
+    express.admin.create_topic("t", queues=1)
+    for n in range(4):
+        send(express, "t", b"m%d" % n)
+    lost = [orphan(express, clock) for _ in range(24)]
+    clock.advance(GRACE_S + 60)
+    deleted = express.janitor.sweep_orphans().deleted
+    for _ in range(3):  # later passes: only what was written since their checkpoint
+        clock.advance(3600)
+        deleted += express.janitor.sweep_orphans().deleted
+    assert not set(lost) & set(keys_in(EXPRESS_BUCKET))
+    assert deleted == 24
+    assert len(bodies(express)) == 4
+
+
+def test_the_directory_buckets_lifecycle_rules_are_the_key_layouts_tiers():
+    """One expiration rule per tier, by exactly the prefix a key of that tier starts with:
+    a tier without its rule would keep its objects for ever, a prefix off by a character
+    would expire nothing (or another tier's objects)."""
+    from pathlib import Path
+
+    from cirrusmq_broker.storage.batch_objects import (
+        RETENTION_TIERS_DAYS,
+        ExpressLayout,
+        tier_prefix,
+    )
+    from cirrusmq_local.template import load_template
+
+    root = Path(__file__).resolve().parents[3]
+    bucket = load_template(root / "template.yaml").buckets["BatchDirectoryBucket"]
+    rules = {
+        rule["Prefix"]: rule["ExpirationInDays"]
+        for rule in bucket.lifecycle_rules
+        if rule.get("Status") == "Enabled"
+    }
+    assert rules == {tier_prefix(days): days for days in RETENTION_TIERS_DAYS}
+    key = BatchObjectStore(None, "b", layout=ExpressLayout()).key_for("t", 0, 0, retention_hours=30)
+    assert key.startswith(tier_prefix(2) + "topics/topic=t/")

@@ -156,3 +156,25 @@ def test_producer_elsewhere_continues_a_recreated_topic_after_the_old_offsets(se
     admin.admin.create_topic("t", queues=1)
     producer.catalog.forget("t")  # its 30 s topic cache expired long before the purge
     assert [r.offset for r in send(producer, "t", b"c")] == [2]  # offsets never repeat
+
+
+def test_a_purge_lists_a_general_purpose_bucket_once(broker, clock, s3_clock):
+    """A listing after a key survives the deletes behind it: one pass finds every object,
+    so a second listing of the topic would be a LIST (and a topic read) per 1,000 objects
+    for nothing."""
+    from collections import Counter
+
+    from cirrusmq_broker.storage.clients import observe_calls
+
+    broker.admin.create_topic("t", queues=2)
+    send(broker, "t", b"a", b"b", b"c")
+    broker.admin.delete_topic("t")
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    seen: Counter[str] = Counter()
+    remove = observe_calls(lambda _service, operation, _params: seen.update([operation]))
+    try:
+        assert broker.janitor.purge_deleted_topics() == ["t"]
+    finally:
+        remove()
+    assert object_keys(broker) == []
+    assert seen["ListObjectsV2"] == 1

@@ -28,14 +28,16 @@ A failed call keeps every object of its batch and the checkpoint where it was.
 Listing goes through the batch object store's positions (storage/batch_objects.py), never
 through key order: in a general purpose bucket a pass starts at the checkpoint's ``dt=`` day
 and resumes at the key it reached; a directory bucket (S3 Express One Zone) lists in no
-order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix in
-the topic's retention tier (the key's first part; every object the topic writes is filed
-there) and the write-time filter above picks the objects, and a stopped pass resumes at the
-start of the page it was in. That costs one LIST call per 1,000 objects the queue holds per
-pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in another
-tier by an earlier topic of the same name is not swept: its tier's lifecycle rule expires
-it. A purge lists every tier, and repeats its listing until a whole pass deletes nothing,
-so no listing disturbed by its own deletes leaves an object behind.
+order and takes no ``StartAfter``, so there every pass lists the queue's whole prefix in the
+topic's retention tier (the key's first part; every object the topic writes is filed there)
+and the write-time filter above picks the objects, and a stopped pass resumes at the start
+of the page it was in; after deleting orphans before its listing is through, it lists again
+from the start (a continuation token need not cover every object after it once objects are
+deleted; a key to list after does). That costs one LIST call per 1,000 objects the queue
+holds per pass, instead of per 1,000 objects since the checkpoint's day. An orphan left in
+another tier by an earlier topic of the same name is not swept: its tier's lifecycle rule
+expires it. A purge lists every tier, and there repeats its listing until a whole pass
+deletes nothing, so no listing disturbed by its own deletes leaves an object behind.
 """
 
 from __future__ import annotations
@@ -207,8 +209,11 @@ class JanitorService:
                 if time_left() <= 0:
                     return False
         written_before = (topic.deleted_timestamp or 0) + CLOCK_SKEW_MS
+        # where a position survives the deletes behind it, one listing finds every object;
+        # elsewhere list again until a whole listing finds nothing more to delete
+        relist = not self._objects.layout.positions_survive_deletes
         deleted_in_pass = True
-        while deleted_in_pass:  # until a whole listing finds nothing more to delete
+        while deleted_in_pass:
             deleted_in_pass, position, more = False, "", True
             while more:
                 page, position, more = self._objects.list_page(
@@ -217,7 +222,7 @@ class JanitorService:
                 self._still_purging(topic)
                 doomed = [o.key for o in page if self._written_ms(o) <= written_before]
                 self._objects.delete(doomed)
-                deleted_in_pass = deleted_in_pass or bool(doomed)
+                deleted_in_pass = relist and (deleted_in_pass or bool(doomed))
                 if time_left() <= 0:
                     return False
         self._still_purging(topic)
@@ -322,10 +327,14 @@ class JanitorService:
             done = not stopped and not more
             stopping = stopped or (not done and budget.out_of_time())
             if pending and (done or stopping or len(pending) >= DECIDE_BATCH):
-                tally.deleted += self._delete_orphans(topic.name, queue, pending)
+                removed = self._delete_orphans(topic.name, queue, pending)
+                tally.deleted += removed
                 examined += len(pending)
                 tally.examined += len(pending)
                 pending = []
+                if removed and not done and not self._objects.layout.positions_survive_deletes:
+                    # the deletes may have moved objects not listed yet behind the position
+                    start_after = self._objects.day_position(prefix)
                 if not (done or stopping):  # progress survives a crash of this run
                     self._save(
                         topic, queue, replace(point, pass_cutoff=cutoff, start_after=start_after)

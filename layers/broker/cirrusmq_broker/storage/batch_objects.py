@@ -78,6 +78,9 @@ class BucketLayout(Protocol):
     """
 
     name: str
+    positions_survive_deletes: bool
+    """Whether a position still covers every object after it once objects are deleted
+    (a key to list after does; a continuation token over an unordered listing need not)."""
 
     def physical_key(self, key: str, tier_days: int) -> str:
         """The key an object named ``key`` (``topics/...``) is stored under."""
@@ -117,6 +120,7 @@ class StandardLayout:
     with ``StartAfter`` (a position is the last key listed)."""
 
     name = "standard"
+    positions_survive_deletes = True
 
     def physical_key(self, key: str, tier_days: int) -> str:
         return key
@@ -153,6 +157,7 @@ class ExpressLayout:
     day is the whole prefix (callers filter by write time)."""
 
     name = "express"
+    positions_survive_deletes = False
 
     def physical_key(self, key: str, tier_days: int) -> str:
         return f"{tier_prefix(tier_days)}{key}"
