@@ -87,12 +87,8 @@ def test_expired_waiters_are_not_told(store, clock) -> None:
     assert poster.posts == []
 
 
-def test_one_query_per_touched_topic_not_per_message(store, clock) -> None:
-    now_s = clock() // 1000
-    for i in range(30):
-        store.put_waiters(f"c{i}", "billing", ["orders"], expires_at=now_s + 600)
-    records = [head_record("orders", q, n, n + 1) for q in range(8) for n in range(20)]
-    records += [head_record("refunds", 0, n, n + 1) for n in range(50)]
+def notified_counting_calls(store, clock, records: list) -> tuple[list[str], FakePoster]:
+    """Run the notifier on ``records``: the AWS operations it called, and its poster."""
     calls: list[str] = []
     remove = observe_calls(lambda service, op, _: calls.append(op))
     try:
@@ -100,6 +96,16 @@ def test_one_query_per_touched_topic_not_per_message(store, clock) -> None:
         notifier(store, poster, clock).on_records(records)
     finally:
         remove()
+    return calls, poster
+
+
+def test_one_query_per_touched_topic_not_per_message(store, clock) -> None:
+    now_s = clock() // 1000
+    for i in range(30):
+        store.put_waiters(f"c{i}", "billing", ["orders"], expires_at=now_s + 600)
+    records = [head_record("orders", q, n, n + 1) for q in range(8) for n in range(20)]
+    records += [head_record("refunds", 0, n, n + 1) for n in range(50)]
+    calls, poster = notified_counting_calls(store, clock, records)
     assert calls.count("Query") == 2  # orders and refunds, for 210 appends
     assert len(poster.posts) == 30  # one post per connection
 
@@ -139,12 +145,6 @@ def test_one_query_per_topic_also_with_its_retry_topics(store, clock) -> None:
     store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
     store.put_waiters("c2", "audit", ["orders"], expires_at=now_s + 600)
     records = [head_record("orders", 0, 1, 2), head_record("retry.billing.orders", 0, 0, 1)]
-    calls: list[str] = []
-    remove = observe_calls(lambda service, op, _: calls.append(op))
-    try:
-        poster = FakePoster()
-        notifier(store, poster, clock).on_records(records)
-    finally:
-        remove()
+    calls, poster = notified_counting_calls(store, clock, records)
     assert calls.count("Query") == 1
     assert sorted(c for c, _ in poster.posts) == ["c1", "c2"]
