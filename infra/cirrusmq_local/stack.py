@@ -517,6 +517,7 @@ class LocalStack:
         self._require()
         names = {
             "bucket": "MessageBucket",
+            "batchBucket": "BatchDirectoryBucket",  # only with BatchStorage=express
             "logIndexTable": "LogIndexTable",
             "queueHeadsTable": "QueueHeadsTable",
             "topicsTable": "TopicsTable",

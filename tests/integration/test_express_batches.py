@@ -102,3 +102,9 @@ def test_the_sweeper_finds_an_orphan_and_the_purge_empties_the_topic(
 def api(cirrusmq_stack) -> Iterator[httpx.Client]:
     with signed_client(cirrusmq_stack) as client:
         yield client
+
+
+def test_the_stacks_spark_options_name_the_directory_bucket(cirrusmq_stack):
+    options = cirrusmq_stack.spark_options()
+    assert options["batchBucket"] == cirrusmq_stack.resources["BatchDirectoryBucket"]
+    assert options["bucket"] == cirrusmq_stack.resources["MessageBucket"]

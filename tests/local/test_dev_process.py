@@ -12,6 +12,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,10 +70,11 @@ def env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def dev(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+def _start_dev(env: dict[str, str], *extra: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """Start ``cirrusmq dev`` and read its banner (the HTTP API and moto endpoints, and its
+    whole text under ``text``)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "cirrusmq.cli", "dev", "--port", "0", "--no-schedules"],
+        [sys.executable, "-m", "cirrusmq.cli", "dev", "--port", "0", "--no-schedules", *extra],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -88,14 +90,42 @@ def dev(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], dict[str, 
             banner[match[1]] = match[2]
         if line.startswith("Press Ctrl-C") or time.monotonic() > deadline:
             break
-    assert "HTTP API" in banner, "".join(lines)
     banner["text"] = "".join(lines)
+    return process, banner
+
+
+@contextmanager
+def running_dev(
+    env: dict[str, str], *extra: str
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    process, banner = _start_dev(env, *extra)
     try:
+        assert "HTTP API" in banner, banner["text"]
         yield process, banner
     finally:
         if process.poll() is None:
             process.kill()
         process.wait(10)
+
+
+@pytest.fixture
+def dev(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], dict[str, str]]]:
+    with running_dev(env) as started:
+        yield started
+
+
+def test_template_parameters_deploy_the_batch_objects_to_a_directory_bucket(env) -> None:
+    express = ("--parameter", "BatchStorage=express", "--parameter", "ExpressZoneId=use1-az4")
+    with running_dev(env, *express) as (_process, banner):
+        assert "BatchDirectoryBucket" in banner["text"]
+        profile = tomllib.loads(Path(env["CIRRUSMQ_CONFIG"]).read_text())["profile"]["local"]
+        assert "batchBucket" in str(profile)
+
+
+def test_a_parameter_without_a_value_is_refused(env) -> None:
+    refused = _cli("dev", "--port", "0", "--parameter", "BatchStorage", env=env)
+    assert refused.returncode == 2
+    assert "KEY=VALUE" in refused.stdout + refused.stderr
 
 
 def test_the_cli_finds_the_local_stack_through_its_profile(dev, env) -> None:

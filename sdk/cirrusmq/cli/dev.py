@@ -11,7 +11,7 @@ from types import FrameType
 
 import typer
 
-__all__ = ["dev", "write_local_profile"]
+__all__ = ["dev", "parameter_overrides", "write_local_profile"]
 
 
 def dev(
@@ -32,8 +32,16 @@ def dev(
         "-v",
         help="Log every request and follow the functions' logs (by default only their errors).",
     ),
+    parameter: list[str] = typer.Option(
+        [],
+        "--parameter",
+        "-p",
+        help="A template parameter as KEY=VALUE (repeat it), as sam deploy's "
+        "--parameter-overrides: e.g. -p BatchStorage=express -p ExpressZoneId=use1-az4.",
+    ),
 ) -> None:
     """Run the whole backend locally (moto + the template's resources, routes and schedules)."""
+    parameters = parameter_overrides(parameter)
     try:
         from cirrusmq_local import LocalStack, TemplateError
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -58,6 +66,7 @@ def dev(
         schedules=schedules,
         function_logs=lambda line: typer.echo(line, err=True),
         follow_logs=verbose,
+        parameters=parameters,
     )
     try:
         try:
@@ -75,6 +84,17 @@ def dev(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     typer.echo("stopped.")
+
+
+def parameter_overrides(values: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` texts as template parameter overrides (BadParameter for any other)."""
+    overrides: dict[str, str] = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"{text!r}: give a template parameter as KEY=VALUE")
+        overrides[key.strip()] = value
+    return overrides
 
 
 def write_local_profile(stack: object) -> Path | None:
