@@ -117,7 +117,9 @@ class Receiver:
         ``due_hint``: when the receive delivers nothing, it is called with the milliseconds
         until something of the group it could not serve may become receivable (a lease on
         the topic's queues or its retry topic ends, a retry's backoff passes; at least 1 s),
-        if such a moment is known (rules/next_due.py). No storage call is added for it.
+        if such a moment is known (rules/next_due.py). An empty receive reads the retry
+        topic once more if this container's view of it was cached (another container's
+        append); nothing else is read for it.
 
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
