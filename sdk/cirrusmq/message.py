@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import math
 import os
 import re
 import time
@@ -176,9 +177,15 @@ def parse_receive_due(body: Any) -> float | None:
     or gives nothing readable (an older service leaves it out). A hint to look again then,
     not a promise."""
     due = body.get("next_due_ms") if isinstance(body, Mapping) else None
-    if isinstance(due, bool) or not isinstance(due, int | float) or not due >= 0:
+    if isinstance(due, bool) or not isinstance(due, int | float):
         return None
-    return max(MIN_DUE_S, due / 1000)
+    try:
+        seconds = due / 1000  # an integer no float holds raises
+    except OverflowError:
+        return None
+    if not 0 <= seconds < math.inf:  # NaN, negative, Infinity: nothing readable
+        return None
+    return max(MIN_DUE_S, seconds)
 
 
 @dataclass(frozen=True)

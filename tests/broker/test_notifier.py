@@ -148,3 +148,11 @@ def test_one_query_per_topic_also_with_its_retry_topics(store, clock) -> None:
     calls, poster = notified_counting_calls(store, clock, records)
     assert calls.count("Query") == 1
     assert sorted(c for c, _ in poster.posts) == ["c1", "c2"]
+
+
+def test_an_append_to_a_topic_nobody_can_wait_on_costs_no_query(store, clock) -> None:
+    """A dead letter appends to ``dlq.<group>``: a waiter's topic has no dot (registration
+    checks the name), so no waiter can be found there and no Query is made for it."""
+    calls, poster = notified_counting_calls(store, clock, [head_record("dlq.billing", 0, 0, 1)])
+    assert calls.count("Query") == 0
+    assert poster.posts == []

@@ -55,6 +55,9 @@ def ends_by_the_due(event: RecordingEvent) -> bool:
         ({"messages": [], "next_due_ms": 2500.0}, 2.5),
         ({"messages": [], "next_due_ms": 10}, 1.0),  # never a tight loop: at least 1 s
         ([], None),
+        ({"messages": [], "next_due_ms": float("nan")}, None),
+        ({"messages": [], "next_due_ms": float("inf")}, None),  # JSON's Infinity
+        ({"messages": [], "next_due_ms": 10**400}, None),  # no float holds it
     ],
 )
 def test_the_due_hint_is_read_tolerantly(body, expected) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import AccessDenied, InvalidRequest
-from ..rules.retries import retry_parts
+from ..rules.retries import is_internal, retry_parts
 from ..storage.connection_posts import ConnectionPoster
 from ..storage.connections import ConnectionStore, Waiter
 from ..validation import check_group_name, check_topic_name
@@ -188,12 +188,14 @@ class Notifier:
 def waited_topics(touched: Iterable[str]) -> dict[str, set[str] | None]:
     """The topics whose waiters the appends to ``touched`` concern → the groups told (None:
     every group). A group's retry topic concerns that group's waiters on the user topic:
-    one Query per topic, whether its own queues or its retry topics moved."""
+    one Query per topic, whether its own queues or its retry topics moved. Other internal
+    topics (a DLQ) concern nobody: a waiter's topic is a user topic's name."""
     topics: dict[str, set[str] | None] = {}
     for name in touched:
         parts = retry_parts(name)
         if parts is None:
-            topics[name] = None
+            if not is_internal(name):
+                topics[name] = None
             continue
         group, origin = parts
         if origin not in topics:

@@ -48,6 +48,7 @@ from ...validation import check_group_name
 from .. import optimistic
 from ..receipt_handles import ReceiptHandles
 from ..retries import LeaseExpiry, RetryTopic
+from ..retries.retry_topic import DueRetries
 from ..topic_catalog import TopicCatalog
 from .invisible import check_invisible
 from .queue_plan import QueuePlan, QueuePlanner
@@ -116,7 +117,9 @@ class Receiver:
         ``due_hint``: when the receive delivers nothing, it is called with the milliseconds
         until something of the group it could not serve may become receivable (a lease on
         the topic's queues or its retry topic ends, a retry's backoff passes; at least 1 s),
-        if such a moment is known (rules/next_due.py). No storage call is added for it.
+        if such a moment is known (rules/next_due.py). An empty receive reads the retry
+        topic once more if this container's view of it was cached (another container's
+        append); nothing else is read for it.
 
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
@@ -151,11 +154,9 @@ class Receiver:
             received: list[ReceivedMessage] = []
             due = self._retry_topic.due(group, topic)  # due retry messages of this topic first
             if due is not None:
-                retried = self._pass(
-                    due.view, due.topic, tag_filter, max_messages, invisible_seconds, give_up,
-                    bytes_left=RESPONSE_BYTE_BUDGET - reserved_bytes,
-                )  # fmt: skip
-                received = self._retry_topic.served(due, retried, max_messages)
+                received = self._serve_retries(
+                    due, tag_filter, max_messages, invisible_seconds, give_up, reserved_bytes
+                )
             if len(received) < max_messages:  # one response: the retry part counts too
                 used = reserved_bytes + sum(wire_size(r.message) for r in received)
                 received += self._pass(
@@ -164,11 +165,37 @@ class Receiver:
                     holding=bool(received),
                 )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
+            if not received and remaining <= 0 and due is None and due_hint is not None:
+                # This container's view of the retry topic may predate another container's
+                # append (a nack, whose append woke this consumer): an empty answer reads it
+                # once, so it serves what is due or names when it is (not a stale hint).
+                due = self._retry_topic.due(group, topic, fresh=True)
+                if due is not None:
+                    received = self._serve_retries(
+                        due, tag_filter, max_messages, invisible_seconds, give_up,
+                        reserved_bytes,
+                    )  # fmt: skip
             if received or remaining <= 0:
                 if not received and due_hint is not None:
                     self._hint(view, group, topic, due_hint)
                 return received
             self._sleep(min(POLL_INTERVAL_SECONDS, remaining))
+
+    def _serve_retries(
+        self,
+        due: DueRetries,
+        tag_filter: TagFilter,
+        max_messages: int,
+        invisible_seconds: int,
+        give_up: float,
+        reserved_bytes: int,
+    ) -> list[ReceivedMessage]:
+        """The deliveries of the group's retry topic's due part, as the consumer sees them."""
+        retried = self._pass(
+            due.view, due.topic, tag_filter, max_messages, invisible_seconds, give_up,
+            bytes_left=RESPONSE_BYTE_BUDGET - reserved_bytes,
+        )  # fmt: skip
+        return self._retry_topic.served(due, retried, max_messages)
 
     def _hint(
         self, view: GroupView, group: str, topic: Topic, due_hint: Callable[[int], None]

@@ -148,13 +148,15 @@ class RetryTopic:
         return self._topics.active(name)
 
     # ================================================================ serving
-    def due(self, group: str, topic: Topic) -> DueRetries | None:
+    def due(self, group: str, topic: Topic, *, fresh: bool = False) -> DueRetries | None:
         """What of ``group``'s retry topic for ``topic`` a receive may serve now; None when
-        it is not worth reading (nothing due, as this container knows, or no retry topic)."""
+        it is not worth reading (nothing due, as this container knows, or no retry topic).
+        ``fresh``: read it even if this container knows of nothing due (another container
+        may have appended since)."""
         key = (group, topic.name)
         now = self._clock()
         with self._lock:
-            if now < self._next_check.get(key, 0):
+            if not fresh and now < self._next_check.get(key, 0):
                 return None
         retry = self._moves.existing(retry_topic(group, topic.name))
         if retry is None:
