@@ -6,11 +6,12 @@ with the same access keys), ``wait`` (register the connection as waiting: the ke
 allowed to consume each topic as that group, as a receive checks) and ``$disconnect``.
 :class:`Notifier` runs on the queue heads table's stream: a head moves on every append
 (produce, delayed release, retry moves, transaction commits, redrive), so it reads the
-touched topics' waiters (one Query per topic per stream batch, never per message), removes
-them and posts "look now" to each connection once. An append to a group's retry topic
-(``retry.<group>.<topic>``: a nack, a lease's expiry) tells that group's waiters on the
-topic: their receive answers when the retry is due. Nothing else goes over the socket: a
-lost notification costs latency (the SDK's safety poll finds the data), never a message.
+touched topics' waiters (one consistent Query per topic per stream batch, never per
+message), posts "look now" to each connection once, then removes the waiters it told. An
+append to a group's retry topic (``retry.<group>.<topic>``: a nack, a lease's expiry) tells
+that group's waiters on the topic: their receive answers when the retry is due. Nothing else
+goes over the socket: a lost notification costs latency (the SDK's safety poll finds the
+data), never a message.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AccessDenied, InvalidRequest
@@ -134,10 +135,20 @@ class FanOut:
     topics: int
     notified: int
     gone: int
+    failed_records: list[str] = field(default_factory=list)
+    """Sequence numbers of the records whose waiters a failed post did not tell: reported
+    to the event source mapping as failed items, so that Lambda runs them again (from the
+    earliest, up to the mapping's ``MaximumRetryAttempts``)."""
 
 
 class Notifier:
-    """Tells the connections waiting on the topics a stream batch touched to look now."""
+    """Tells the connections waiting on the topics a stream batch touched to look now.
+
+    A waiter is deleted only after its connection was told (or found gone), and only if it
+    is still the registration the notifier read: a failed post (a 429 or 5xx after the
+    client's retries) or a run cut short (the function's timeout) leaves it waiting, told
+    by the batch's retry or by the next append; a wait sent again while the post was in
+    flight stays."""
 
     def __init__(
         self,
@@ -151,38 +162,61 @@ class Notifier:
         self._clock = clock
 
     def on_records(self, records: list[Mapping[str, Any]]) -> FanOut:
-        topics = waited_topics(touched_topics(records))
+        appended = touched_records(records)
+        topics = waited_topics(name for _, name in appended)
         now_s = self._clock() // 1000
         by_connection: dict[str, list[Waiter]] = {}
         for topic, groups in sorted(topics.items()):
             for waiter in self._connections.waiters(topic, now_s=now_s):
                 if groups is None or waiter.group in groups:
                     by_connection.setdefault(waiter.connection_id, []).append(waiter)
-        waiters = [w for ws in by_connection.values() for w in ws]
-        # removed before the post: a connection re-registering after it was told stays
-        # registered (a delete after the post could remove that new registration)
-        self._connections.delete_waiters(waiters)
         if not by_connection:
             return FanOut(len(topics), 0, 0)
         # posts in parallel: a fan-out to many connections takes a few round trips, not one
         # round trip per connection
         workers = min(POST_CONCURRENCY, len(by_connection))
         with ThreadPoolExecutor(workers, thread_name_prefix="notify") as pool:
-            results = list(pool.map(self._post, by_connection.items()))
-        gone = [connection_id for connection_id, delivered in results if delivered is False]
-        for connection_id in gone:
-            self._connections.delete_connection(connection_id)
-        notified = sum(1 for _, delivered in results if delivered)
-        return FanOut(len(topics), notified, len(gone))
+            results = list(pool.map(self._tell, by_connection.values()))
+        failed = {
+            w.topic
+            for waits, told in zip(by_connection.values(), results, strict=True)
+            if told is None
+            for w in waits
+        }
+        return FanOut(
+            len(topics),
+            notified=sum(1 for told in results if told),
+            gone=sum(1 for told in results if told is False),
+            failed_records=[
+                sequence for sequence, name in appended if waited_topic(name) in failed
+            ],
+        )
 
-    def _post(self, entry: tuple[str, list[Waiter]]) -> tuple[str, bool | None]:
-        """(connection, True: told / False: gone / None: failed)."""
-        connection_id, waits = entry
+    def _tell(self, waits: list[Waiter]) -> bool | None:
+        """Post "look now" to one connection, then release its waiters; True: told, False:
+        gone (the connection and these waiters are deleted), None: the post failed (the
+        waiters stay)."""
+        connection_id = waits[0].connection_id
         try:
-            return connection_id, self._poster.post(connection_id, look_now(waits))
+            delivered = self._poster.post(connection_id, look_now(waits))
         except Exception:  # one broken connection must not keep the others waiting
             log.warning("post to connection %s failed", connection_id, exc_info=True)
-            return connection_id, None
+            return None
+        if not delivered:
+            self._connections.delete_connection(connection_id)
+            self._connections.delete_waiters(waits)
+            return False
+        self._connections.release_waiters(waits)
+        return True
+
+
+def waited_topic(name: str) -> str | None:
+    """The topic whose waiters an append to ``name`` concerns (a retry topic's user topic),
+    or None (another internal topic: nobody waits on it)."""
+    parts = retry_parts(name)
+    if parts is not None:
+        return parts[1]
+    return None if is_internal(name) else name
 
 
 def waited_topics(touched: Iterable[str]) -> dict[str, set[str] | None]:
@@ -208,7 +242,12 @@ def waited_topics(touched: Iterable[str]) -> dict[str, set[str] | None]:
 def touched_topics(records: Iterable[Mapping[str, Any]]) -> set[str]:
     """The topics whose queue heads advanced in these DynamoDB stream records (other items
     of the table, e.g. sweep checkpoints, and heads closed or reopened are left out)."""
-    topics: set[str] = set()
+    return {name for _, name in touched_records(records)}
+
+
+def touched_records(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(sequence number, topic) of each record whose queue head advanced, in order."""
+    touched: list[tuple[str, str]] = []
     for record in records:
         change = record.get("dynamodb") or {}
         new = change.get("NewImage") or {}
@@ -219,5 +258,5 @@ def touched_topics(records: Iterable[Mapping[str, Any]]) -> set[str]:
             continue
         before = int((old.get("next_offset") or {}).get("N", "0"))
         if int(new["next_offset"]["N"]) > before:
-            topics.add(name)
-    return topics
+            touched.append((str(change.get("SequenceNumber", "")), name))
+    return touched

@@ -5,18 +5,24 @@ Two kinds of items, both with a TTL (``expires_at``, seconds):
 - ``pk = "c#<connection id>"``, ``sk = "c"``: an open WebSocket and the access key that
   signed its upgrade request (read back by every wait message: the permission check);
 - ``pk = "t#<topic>"``, ``sk = "<connection id>#<group>"``: the connection waits for data on
-  that topic for that group. The notifier reads a topic's waiters with one Query and deletes
-  them before it posts "look now": a notified connection no longer waits until it says so
-  again (it goes idle again), so a busy topic costs no notifications.
+  that topic for that group; ``registration`` names the wait message that wrote it. The
+  notifier reads a topic's waiters with one (consistent) Query and, once its "look now" is
+  posted, deletes each waiter it told — only if it is still that registration
+  (:meth:`ConnectionStore.release_waiters`): a notified connection no longer waits until it
+  says so again (it goes idle again), so a busy topic costs no notifications, and a wait
+  sent again while the post was in flight stays.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .dynamo import BATCH_WRITE_LIMIT, batch_write, from_item, to_item
+from botocore.exceptions import ClientError
+
+from .dynamo import BATCH_WRITE_LIMIT, batch_write, error_code, from_item, to_item
 
 __all__ = ["ConnectionStore", "Waiter"]
 
@@ -28,6 +34,12 @@ class Waiter:
     connection_id: str
     group: str
     topic: str
+    registration: str | None = None
+    """The wait message that wrote it (None: an item written without one)."""
+
+
+still_that_registration = "registration = :reg"
+"""A told waiter is deleted only if no wait message has written it since it was read."""
 
 
 def _connection_key(connection_id: str) -> dict[str, Any]:
@@ -66,6 +78,7 @@ class ConnectionStore:
         self, connection_id: str, group: str, topics: Iterable[str], *, expires_at: int
     ) -> None:
         """Register (or refresh) the connection as waiting on each topic for ``group``."""
+        registration = secrets.token_hex(8)
         requests = [
             {
                 "PutRequest": {
@@ -74,6 +87,7 @@ class ConnectionStore:
                             **_waiter_key(connection_id, group, topic),
                             "connection_id": connection_id,
                             "group": group,
+                            "registration": registration,
                             "expires_at": expires_at,
                         }
                     )
@@ -84,10 +98,12 @@ class ConnectionStore:
         self._write(requests)
 
     def waiters(self, topic: str, *, now_s: int) -> list[Waiter]:
-        """The connections waiting on ``topic`` (one Query, paged; expired ones left out)."""
+        """The connections waiting on ``topic`` (one Query, paged; expired ones left out).
+        The read is consistent: a wait confirmed before an append is found by its notifier."""
         found: list[Waiter] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
+            "ConsistentRead": True,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": to_item({":pk": f"t#{topic}"}),
         }
@@ -96,12 +112,38 @@ class ConnectionStore:
             for item in page.get("Items", []):
                 values = from_item(item)
                 if int(values.get("expires_at", 0)) > now_s:
-                    found.append(Waiter(values["connection_id"], values["group"], topic))
+                    registration = values.get("registration")
+                    found.append(
+                        Waiter(values["connection_id"], values["group"], topic, registration)
+                    )
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def release_waiters(self, waiters: Iterable[Waiter]) -> None:
+        """Delete each told waiter if it is still the registration that was read (one
+        conditional DeleteItem each: the notifier's guard against a wait sent again while
+        its post was in flight, which stays)."""
+        for waiter in waiters:
+            if waiter.registration is None:
+                condition, values = "attribute_not_exists(registration)", None
+            else:
+                condition, values = still_that_registration, {":reg": waiter.registration}
+            kwargs: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": to_item(_waiter_key(waiter.connection_id, waiter.group, waiter.topic)),
+                "ConditionExpression": condition,
+            }
+            if values:
+                kwargs["ExpressionAttributeValues"] = to_item(values)
+            try:
+                self._client.delete_item(**kwargs)
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise  # else: registered again (or gone) meanwhile: it stays as it is
+
     def delete_waiters(self, waiters: Iterable[Waiter]) -> None:
+        """Delete these waiters whatever registered them (a connection that is gone)."""
         requests = [
             {"DeleteRequest": {"Key": to_item(_waiter_key(w.connection_id, w.group, w.topic))}}
             for w in waiters
