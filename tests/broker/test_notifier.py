@@ -35,6 +35,11 @@ class FakePoster:
         self.gone = gone or set()
         self.failing = failing or set()
         self.during_post = during_post
+        self.closed: list[str] = []
+
+    def close(self, connection_id: str) -> bool:
+        self.closed.append(connection_id)
+        return True
 
     def post(self, connection_id: str, data: bytes) -> bool:
         if self.during_post is not None:
@@ -260,3 +265,32 @@ def test_the_stream_mapping_retries_only_the_reported_records_a_bounded_number_o
     mapping = function["Events"]["HeadsMoved"]["Properties"]
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert 0 < mapping["MaximumRetryAttempts"] <= 3
+
+
+def test_a_waiter_whose_key_was_disabled_is_closed_not_told(broker, clock) -> None:
+    """A wait registered before its key was disabled: the connection is closed
+    (DeleteConnection) and forgotten, no "look now" goes to it, and the next wait it sends
+    is refused."""
+    from cirrusmq_broker.errors import InvalidSignature
+    from cirrusmq_broker.rules.permissions import Permissions
+    from cirrusmq_broker.services.notifications import ChannelService
+
+    grant = Permissions.from_json({"subscribe": [{"groups": ["billing"], "topics": ["orders"]}]})
+    key, _ = broker.access_keys.create(grant, "to be disabled")
+    store = broker._connections
+    store.put_connection("c1", key.access_key, expires_at=clock() // 1000 + 600)
+    channel = ChannelService(auth=broker.auth, connections=store, clock=clock)
+    wait = {"action": "wait", "group": "billing", "topics": ["orders"]}
+    channel.wait("c1", wait)
+    broker.access_keys.set_enabled(key.access_key, False, caller="admin")
+    clock.advance(61)  # past every function's key cache
+    poster = FakePoster()
+    Notifier(connections=store, poster=poster, clock=clock, auth=broker.auth).on_records(
+        [head_record("orders", 0, 0, 1)]
+    )
+    assert poster.posts == []
+    assert poster.closed == ["c1"]
+    assert store.access_key_of("c1") is None
+    assert store.waiters("orders", now_s=clock() // 1000) == []
+    with pytest.raises(InvalidSignature):
+        channel.wait("c1", wait)
