@@ -45,7 +45,12 @@ def lambda_handler(event: dict, context: object) -> dict:
         fan_out = broker.notifier.on_records(event["Records"])
         log.info(
             "fan-out",
-            extra={"topics": fan_out.topics, "notified": fan_out.notified, "gone": fan_out.gone},
+            extra={
+                "topics": fan_out.topics,
+                "notified": fan_out.notified,
+                "gone": fan_out.gone,
+                "closed": fan_out.closed,
+            },
         )
         # the mapping reports batch item failures: Lambda runs the batch again from the
         # earliest record a failed post concerns (an empty list: the batch is done)

@@ -6,11 +6,23 @@ wait over a cap is refused with ``TooManyWaits`` and stores nothing; a wait sent
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cirrusmq_broker.errors import TooManyWaits
 from cirrusmq_broker.rules.permissions import Permissions
 from cirrusmq_broker.services.notifications import CONNECTION_TTL_S, ChannelService, WaitLimits
+from cirrusmq_broker.settings import Settings
+from cirrusmq_local.in_process import broker_settings
 
+
+@pytest.fixture
+def settings(aws: None) -> Settings:
+    """The broker's settings with the notification channel's table."""
+    return broker_settings(TEMPLATE, tables={"connections_table": "ConnectionsTable"})
+
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 GRANT = Permissions.from_json({"subscribe": [{"groups": ["g*"], "topics": ["t*"]}]})
 
 

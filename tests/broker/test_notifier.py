@@ -9,7 +9,9 @@ from typing import Any
 
 import boto3
 import pytest
+from cirrusmq_broker.rules.permissions import Permissions
 from cirrusmq_broker.services.notifications import Notifier, touched_topics
+from cirrusmq_broker.settings import Settings
 from cirrusmq_broker.storage.clients import aws_client, observe_calls
 from cirrusmq_broker.storage.connections import ConnectionStore
 from cirrusmq_local.in_process import broker_settings
@@ -67,6 +69,12 @@ def head_record(
 
 
 @pytest.fixture
+def settings(aws: None) -> Settings:
+    """The broker's settings with the notification channel's table."""
+    return broker_settings(TEMPLATE, tables={"connections_table": "ConnectionsTable"})
+
+
+@pytest.fixture
 def store(aws: None) -> ConnectionStore:
     settings = broker_settings(TEMPLATE)
     names = boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"]
@@ -74,14 +82,32 @@ def store(aws: None) -> ConnectionStore:
     return ConnectionStore(aws_client("dynamodb", settings), table)
 
 
+KEY = "CMQKEY"
+"""The access key of the waiters these tests store: active (:class:`ActiveKeys`)."""
+
+
+class ActiveKeys:
+    """Every key is active with every permission."""
+
+    def permissions_of(self, access_key: str) -> Permissions | None:
+        return Permissions.from_json({"admin": True})
+
+
 def notifier(store: ConnectionStore, poster: FakePoster, clock: Any) -> Notifier:
-    return Notifier(connections=store, poster=poster, clock=clock)  # type: ignore[arg-type]
+    return Notifier(
+        connections=store,
+        poster=poster,  # type: ignore[arg-type]
+        clock=clock,
+        auth=ActiveKeys(),
+    )
 
 
 def test_only_waiting_connections_are_told_and_only_once(store, clock) -> None:
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders", "refunds"], expires_at=now_s + 600)
-    store.put_waiters("c2", "audit", ["refunds"], expires_at=now_s + 600)
+    store.put_waiters(
+        "c1", "billing", ["orders", "refunds"], access_key=KEY, expires_at=now_s + 600
+    )
+    store.put_waiters("c2", "audit", ["refunds"], access_key=KEY, expires_at=now_s + 600)
     poster = FakePoster()
     fan_out = notifier(store, poster, clock).on_records([head_record("orders", 0, 3, 4)])
     assert fan_out.notified == 1
@@ -97,8 +123,8 @@ def test_only_waiting_connections_are_told_and_only_once(store, clock) -> None:
 def test_a_gone_connection_is_deleted(store, clock) -> None:
     now_s = clock() // 1000
     store.put_connection("gone", "key", expires_at=now_s + 600)
-    store.put_waiters("gone", "billing", ["orders"], expires_at=now_s + 600)
-    store.put_waiters("alive", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("gone", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
+    store.put_waiters("alive", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
     poster = FakePoster(gone={"gone"})
     fan_out = notifier(store, poster, clock).on_records([head_record("orders", 0, 0, 1)])
     assert (fan_out.notified, fan_out.gone) == (1, 1)
@@ -108,7 +134,7 @@ def test_a_gone_connection_is_deleted(store, clock) -> None:
 
 def test_expired_waiters_are_not_told(store, clock) -> None:
     now_s = clock() // 1000
-    store.put_waiters("old", "billing", ["orders"], expires_at=now_s - 1)
+    store.put_waiters("old", "billing", ["orders"], access_key=KEY, expires_at=now_s - 1)
     poster = FakePoster()
     notifier(store, poster, clock).on_records([head_record("orders", 0, 0, 1)])
     assert poster.posts == []
@@ -129,7 +155,7 @@ def notified_counting_calls(store, clock, records: list) -> tuple[list[str], Fak
 def test_one_query_per_touched_topic_not_per_message(store, clock) -> None:
     now_s = clock() // 1000
     for i in range(30):
-        store.put_waiters(f"c{i}", "billing", ["orders"], expires_at=now_s + 600)
+        store.put_waiters(f"c{i}", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
     records = [head_record("orders", q, n, n + 1) for q in range(8) for n in range(20)]
     records += [head_record("refunds", 0, n, n + 1) for n in range(50)]
     calls, poster = notified_counting_calls(store, clock, records)
@@ -157,8 +183,8 @@ def test_a_retry_topic_append_tells_its_groups_waiters_on_the_topic(store, clock
     that name, the group's consumers wait on the topic. They are told (and learn from their
     receive when the retry is due); other groups of the topic are not."""
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
-    store.put_waiters("c2", "audit", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c1", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
+    store.put_waiters("c2", "audit", ["orders"], access_key=KEY, expires_at=now_s + 600)
     poster = FakePoster()
     notifier(store, poster, clock).on_records([head_record("retry.billing.orders", 0, 3, 4)])
     assert poster.posts == [
@@ -169,8 +195,8 @@ def test_a_retry_topic_append_tells_its_groups_waiters_on_the_topic(store, clock
 
 def test_one_query_per_topic_also_with_its_retry_topics(store, clock) -> None:
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
-    store.put_waiters("c2", "audit", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c1", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
+    store.put_waiters("c2", "audit", ["orders"], access_key=KEY, expires_at=now_s + 600)
     records = [head_record("orders", 0, 1, 2), head_record("retry.billing.orders", 0, 0, 1)]
     calls, poster = notified_counting_calls(store, clock, records)
     assert calls.count("Query") == 1
@@ -189,7 +215,7 @@ def test_a_failed_post_keeps_the_waiter_for_the_next_append(store, clock) -> Non
     """A post that fails (429 / 5xx after the client's retries) does not make the connection
     deaf: it still waits, and the next append tells it."""
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c1", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
     notifier(store, FakePoster(failing={"c1"}), clock).on_records([head_record("orders", 0, 0, 1)])
     assert [w.connection_id for w in store.waiters("orders", now_s=now_s)] == ["c1"]
     poster = FakePoster()
@@ -202,8 +228,8 @@ def test_a_failed_post_reports_the_records_of_its_topics_for_a_retry(store, cloc
     items (Lambda retries from the earliest one, up to the mapping's retry limit); the
     records whose waiters were told are not."""
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
-    store.put_waiters("c2", "billing", ["refunds"], expires_at=now_s + 600)
+    store.put_waiters("c1", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
+    store.put_waiters("c2", "billing", ["refunds"], access_key=KEY, expires_at=now_s + 600)
     records = [
         head_record("refunds", 0, 0, 1, sequence="100"),
         head_record("orders", 0, 0, 1, sequence="200"),
@@ -218,10 +244,12 @@ def test_a_registration_renewed_while_its_post_is_in_flight_stays(store, clock) 
     """The told consumer may go idle and register again before the notifier is done with
     its post: that new registration is not removed with the one the notifier told."""
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c1", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
 
     def register_again(connection_id: str) -> None:
-        store.put_waiters(connection_id, "billing", ["orders"], expires_at=now_s + 600)
+        store.put_waiters(
+            connection_id, "billing", ["orders"], access_key=KEY, expires_at=now_s + 600
+        )
 
     poster = FakePoster(during_post=register_again)
     notifier(store, poster, clock).on_records([head_record("orders", 0, 0, 1)])
@@ -233,7 +261,7 @@ def test_a_run_cut_short_leaves_the_waiters_it_did_not_tell(store, clock) -> Non
     """The function times out before its posts are made: Lambda runs the batch again, and
     the waiters are still there to be told."""
     now_s = clock() // 1000
-    store.put_waiters("c1", "billing", ["orders"], expires_at=now_s + 600)
+    store.put_waiters("c1", "billing", ["orders"], access_key=KEY, expires_at=now_s + 600)
 
     def time_out(connection_id: str) -> None:
         raise Interrupted
@@ -272,7 +300,6 @@ def test_a_waiter_whose_key_was_disabled_is_closed_not_told(broker, clock) -> No
     (DeleteConnection) and forgotten, no "look now" goes to it, and the next wait it sends
     is refused."""
     from cirrusmq_broker.errors import InvalidSignature
-    from cirrusmq_broker.rules.permissions import Permissions
     from cirrusmq_broker.services.notifications import ChannelService
 
     grant = Permissions.from_json({"subscribe": [{"groups": ["billing"], "topics": ["orders"]}]})

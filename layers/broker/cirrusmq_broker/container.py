@@ -31,7 +31,7 @@ from .services.log_reader import LogReader
 from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
 from .services.moves import MoveAppender
-from .services.notifications import ChannelService, Notifier
+from .services.notifications import ChannelService, Notifier, WaitLimits
 from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.retries import RetryService
@@ -404,7 +404,13 @@ class Broker:
     @functools.cached_property
     def channel(self) -> ChannelService:
         """The WebSocket routes: connect, wait, disconnect."""
-        return ChannelService(auth=self.auth, connections=self._connections, clock=self.clock)
+        limits = WaitLimits(
+            per_connection=self.settings.max_waits_per_connection,
+            per_key=self.settings.max_waits_per_key,
+        )
+        return ChannelService(
+            auth=self.auth, connections=self._connections, clock=self.clock, limits=limits
+        )
 
     @functools.cached_property
     def notifier(self) -> Notifier:
@@ -415,7 +421,10 @@ class Broker:
             local=bool(self.settings.aws_endpoint_url),
         )
         return Notifier(
-            connections=self._connections, poster=ConnectionPoster(client), clock=self.clock
+            connections=self._connections,
+            poster=ConnectionPoster(client),
+            clock=self.clock,
+            auth=self.auth,
         )
 
     # ------------------------------------------------------------ housekeeping

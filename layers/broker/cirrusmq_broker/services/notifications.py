@@ -21,12 +21,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import AccessDenied, InvalidRequest
+from ..errors import AccessDenied, InvalidRequest, InvalidSignature, TooManyWaits
+from ..rules.permissions import Permissions
 from ..rules.retries import is_internal, retry_parts
 from ..storage.connection_posts import ConnectionPoster
-from ..storage.connections import ConnectionStore, Waiter
+from ..storage.connections import Connection, ConnectionStore, Waiter, wait_digest
 from ..validation import check_group_name, check_topic_name
 from .auth import Authenticator, SignedRequest
 
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_WAIT_TOPICS",
     "ChannelService",
     "Notifier",
+    "WaitLimits",
     "look_now",
     "touched_topics",
 ]
@@ -50,6 +52,26 @@ CONNECTION_TTL_S = 2 * 3600 + 600
 MAX_WAIT_TOPICS = 100
 POST_CONCURRENCY = 32
 """Posts in flight at once in one fan-out."""
+
+
+@dataclass(frozen=True)
+class WaitLimits:
+    """How many distinct (group, topic) pairs may be waited on: a prefix grant names
+    topics and groups without end, and each pair is a stored waiter item."""
+
+    per_connection: int = 1000
+    """By one connection over its life (a process's consumers share one connection)."""
+    per_key: int = 20000
+    """By the connections of one access key, counted over the connections it opened in
+    the current and the previous window of :data:`CONNECTION_TTL_S` (every connection
+    closes within 2 hours, so a live one's pairs are always counted; a closed one's stop
+    counting after two windows)."""
+
+
+class KeyCheck(Protocol):
+    """What the channel asks of the access keys (:class:`Authenticator` answers it)."""
+
+    def permissions_of(self, access_key: str) -> Permissions | None: ...
 
 
 def look_now(waiters: Iterable[Waiter]) -> bytes:
@@ -68,11 +90,17 @@ class ChannelService:
     """Connect, wait, disconnect: the WebSocket routes."""
 
     def __init__(
-        self, *, auth: Authenticator, connections: ConnectionStore, clock: Callable[[], int]
+        self,
+        *,
+        auth: Authenticator,
+        connections: ConnectionStore,
+        clock: Callable[[], int],
+        limits: WaitLimits = WaitLimits(),
     ) -> None:
         self._auth = auth
         self._connections = connections
         self._clock = clock
+        self._limits = limits
 
     def connect(self, connection_id: str, headers: Mapping[str, str]) -> str:
         """Check the upgrade request's signature (``GET`` :data:`CONNECT_PATH`, empty body;
@@ -106,11 +134,9 @@ class ChannelService:
         check_group_name(group)
         for topic in topics:
             check_topic_name(topic)
-        access_key = self._connections.access_key_of(connection_id)
-        permissions = self._auth.permissions_of(access_key) if access_key else None
-        if permissions is None:
-            from ..errors import InvalidSignature
-
+        connection = self._connections.connection(connection_id)
+        permissions = self._auth.permissions_of(connection.access_key) if connection else None
+        if connection is None or permissions is None:
             raise InvalidSignature("this connection's access key is unknown or disabled")
         denied = [t for t in topics if not permissions.may_subscribe(group, t)]
         if denied:
@@ -119,13 +145,54 @@ class ChannelService:
             )
         now_s = self._clock() // 1000
         unique = sorted(set(topics))
+        new = sorted({wait_digest(group, t) for t in unique} - connection.waits)
+        if new:
+            self._make_room(connection, new, now_s)
         self._connections.put_waiters(
-            connection_id, group, unique, expires_at=now_s + CONNECTION_TTL_S
+            connection_id,
+            group,
+            unique,
+            access_key=connection.access_key,
+            expires_at=now_s + CONNECTION_TTL_S,
         )
         return {"type": "waiting", "group": group, "topics": unique}
 
     def disconnect(self, connection_id: str) -> None:
         self._connections.delete_connection(connection_id)
+
+    def _make_room(self, connection: Connection, new: list[str], now_s: int) -> None:
+        """Count ``new`` pairs against the connection's and the key's caps (both or
+        neither), or raise TooManyWaits (InvalidSignature: the connection closed)."""
+        limits = self._limits
+        if len(connection.waits) + len(new) > limits.per_connection:
+            raise TooManyWaits(
+                f"a connection waits on at most {limits.per_connection} (group, topic) pairs"
+            )
+        window = now_s // CONNECTION_TTL_S
+        counts = self._connections.key_waits(connection.access_key, (window - 1, window))
+        earlier = counts.get(window - 1, 0)
+        key_full = TooManyWaits(
+            f"the connections of an access key wait on at most {limits.per_key} (group, topic)"
+            " pairs within two hours"
+        )
+        if earlier + counts.get(window, 0) + len(new) > limits.per_key:
+            raise key_full
+        full = self._connections.claim_waits(
+            connection,
+            new,
+            connection_room=limits.per_connection - len(new),
+            window=window,
+            key_room=limits.per_key - earlier - len(new),
+            window_expires_at=(window + 2) * CONNECTION_TTL_S,
+        )
+        if full == "key":
+            raise key_full
+        if full == "connection":
+            if self._connections.connection(connection.connection_id) is None:
+                raise InvalidSignature("this connection is closed")
+            raise TooManyWaits(
+                f"a connection waits on at most {limits.per_connection} (group, topic) pairs"
+            )
 
 
 @dataclass(frozen=True)
@@ -135,6 +202,8 @@ class FanOut:
     topics: int
     notified: int
     gone: int
+    closed: int = 0
+    """Connections closed because their access key is disabled or deleted."""
     failed_records: list[str] = field(default_factory=list)
     """Sequence numbers of the records whose waiters a failed post did not tell: reported
     to the event source mapping as failed items, so that Lambda runs them again (from the
@@ -148,7 +217,9 @@ class Notifier:
     is still the registration the notifier read: a failed post (a 429 or 5xx after the
     client's retries) or a run cut short (the function's timeout) leaves it waiting, told
     by the batch's retry or by the next append; a wait sent again while the post was in
-    flight stays."""
+    flight stays. A connection whose access key is no longer active (disabled, deleted) is
+    not told: it is closed (``DeleteConnection``) and forgotten, so whatever it sends next
+    is refused."""
 
     def __init__(
         self,
@@ -156,10 +227,12 @@ class Notifier:
         connections: ConnectionStore,
         poster: ConnectionPoster,
         clock: Callable[[], int],
+        auth: KeyCheck,
     ) -> None:
         self._connections = connections
         self._poster = poster
         self._clock = clock
+        self._auth = auth
 
     def on_records(self, records: list[Mapping[str, Any]]) -> FanOut:
         appended = touched_records(records)
@@ -179,35 +252,51 @@ class Notifier:
             results = list(pool.map(self._tell, by_connection.values()))
         failed = {
             w.topic
-            for waits, told in zip(by_connection.values(), results, strict=True)
-            if told is None
+            for waits, outcome in zip(by_connection.values(), results, strict=True)
+            if outcome == FAILED
             for w in waits
         }
         return FanOut(
             len(topics),
-            notified=sum(1 for told in results if told),
-            gone=sum(1 for told in results if told is False),
+            notified=results.count(TOLD),
+            gone=results.count(GONE),
+            closed=results.count(CLOSED),
             failed_records=[
                 sequence for sequence, name in appended if waited_topic(name) in failed
             ],
         )
 
-    def _tell(self, waits: list[Waiter]) -> bool | None:
-        """Post "look now" to one connection, then release its waiters; True: told, False:
-        gone (the connection and these waiters are deleted), None: the post failed (the
-        waiters stay)."""
+    def _tell(self, waits: list[Waiter]) -> str:
+        """Post "look now" to one connection, then release its waiters: TOLD; GONE (410:
+        the connection and these waiters are deleted); CLOSED (its key is no longer
+        active: closed, not told, deleted); FAILED (the post failed: the waiters stay)."""
         connection_id = waits[0].connection_id
+        access_key = waits[0].access_key or self._connections.access_key_of(connection_id)
+        if access_key is None or self._auth.permissions_of(access_key) is None:
+            try:
+                self._poster.close(connection_id)
+            except Exception:  # forgotten all the same: its next wait is refused
+                log.warning("closing connection %s failed", connection_id, exc_info=True)
+            self._forget(connection_id, waits)
+            return CLOSED
         try:
             delivered = self._poster.post(connection_id, look_now(waits))
         except Exception:  # one broken connection must not keep the others waiting
             log.warning("post to connection %s failed", connection_id, exc_info=True)
-            return None
+            return FAILED
         if not delivered:
-            self._connections.delete_connection(connection_id)
-            self._connections.delete_waiters(waits)
-            return False
+            self._forget(connection_id, waits)
+            return GONE
         self._connections.release_waiters(waits)
-        return True
+        return TOLD
+
+    def _forget(self, connection_id: str, waits: list[Waiter]) -> None:
+        self._connections.delete_connection(connection_id)
+        self._connections.delete_waiters(waits)
+
+
+TOLD, GONE, CLOSED, FAILED = "told", "gone", "closed", "failed"
+"""What became of one connection in a fan-out."""
 
 
 def waited_topic(name: str) -> str | None:
