@@ -348,3 +348,25 @@ def test_waits_over_a_connections_cap_are_refused_and_store_nothing(cirrusmq_sta
     assert [r["type"] for r in replies] == ["waiting"] * 10
     assert (over["type"], over["code"]) == ("error", "TooManyWaits")
     assert stored_waiters(cirrusmq_stack, f"{prefix}-x") == []
+
+
+def test_a_wait_sent_after_its_key_was_disabled_is_refused_and_closes_the_connection(
+    cirrusmq_stack, topic
+):
+    """The keepalive of a connection whose key was disabled since: refused, and the
+    connection is closed (it could do nothing else), not left open until API Gateway's
+    two hours."""
+    with signed_client(cirrusmq_stack) as admin:
+        doomed = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["ws-*"]}]})
+        url = cirrusmq_stack.ws_endpoint
+        wait = json.dumps({"action": "wait", "group": "rv-g", "topics": [topic]})
+        with connect(url, additional_headers=signed_headers(doomed), open_timeout=10) as socket:
+            socket.send(wait)
+            assert json.loads(socket.recv(timeout=30))["type"] == "waiting"
+            assert admin.post(f"/v1/keys/{doomed.access_key}/disable").status_code == 200
+            cirrusmq_stack.advance_time(61)  # past every function's key cache
+            socket.send(wait)
+            with pytest.raises(ConnectionClosed):
+                while True:  # an error frame may come first; then the connection closes
+                    frame = json.loads(socket.recv(timeout=60))
+                    assert frame.get("code") == "InvalidSignature", frame
