@@ -409,20 +409,29 @@ class Broker:
             per_key=self.settings.max_waits_per_key,
         )
         return ChannelService(
-            auth=self.auth, connections=self._connections, clock=self.clock, limits=limits
+            auth=self.auth,
+            connections=self._connections,
+            clock=self.clock,
+            limits=limits,
+            closer=lambda: self._poster,
         )
 
     @functools.cached_property
-    def notifier(self) -> Notifier:
-        """Posts "look now" to the connections waiting on topics whose heads moved."""
+    def _poster(self) -> ConnectionPoster:
+        """The management API of the channel's stage: posts to connections, closes them."""
         client = management_client(
             self.settings.websocket_callback_url,
             self.settings.aws_region,
             local=bool(self.settings.aws_endpoint_url),
         )
+        return ConnectionPoster(client)
+
+    @functools.cached_property
+    def notifier(self) -> Notifier:
+        """Posts "look now" to the connections waiting on topics whose heads moved."""
         return Notifier(
             connections=self._connections,
-            poster=ConnectionPoster(client),
+            poster=self._poster,
             clock=self.clock,
             auth=self.auth,
         )

@@ -96,11 +96,15 @@ class ChannelService:
         connections: ConnectionStore,
         clock: Callable[[], int],
         limits: WaitLimits = WaitLimits(),
+        closer: Callable[[], ConnectionPoster] | None = None,
     ) -> None:
+        """``closer``: the management API (built when first needed), which closes a
+        connection whose key is no longer active (None: it is only forgotten)."""
         self._auth = auth
         self._connections = connections
         self._clock = clock
         self._limits = limits
+        self._closer = closer
 
     def connect(self, connection_id: str, headers: Mapping[str, str]) -> str:
         """Check the upgrade request's signature (``GET`` :data:`CONNECT_PATH`, empty body;
@@ -135,8 +139,11 @@ class ChannelService:
         for topic in topics:
             check_topic_name(topic)
         connection = self._connections.connection(connection_id)
-        permissions = self._auth.permissions_of(connection.access_key) if connection else None
-        if connection is None or permissions is None:
+        if connection is None:
+            raise InvalidSignature("this connection is unknown or closed")
+        permissions = self._auth.permissions_of(connection.access_key)
+        if permissions is None:
+            self._close(connection_id)
             raise InvalidSignature("this connection's access key is unknown or disabled")
         denied = [t for t in topics if not permissions.may_subscribe(group, t)]
         if denied:
@@ -159,6 +166,17 @@ class ChannelService:
 
     def disconnect(self, connection_id: str) -> None:
         self._connections.delete_connection(connection_id)
+
+    def _close(self, connection_id: str) -> None:
+        """Forget the connection and close it: its key no longer signs anything (its
+        waiters go when a post finds it gone, or by their TTL)."""
+        self._connections.delete_connection(connection_id)
+        if self._closer is None:
+            return
+        try:
+            self._closer().close(connection_id)
+        except Exception:  # forgotten all the same: whatever it sends next is refused
+            log.warning("closing connection %s failed", connection_id, exc_info=True)
 
     def _make_room(self, connection: Connection, new: list[str], now_s: int) -> None:
         """Count ``new`` pairs against the connection's and the key's caps (both or
