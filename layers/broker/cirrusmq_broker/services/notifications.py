@@ -3,7 +3,8 @@
 
 :class:`ChannelService` serves the WebSocket routes: ``$connect`` (signed like any request,
 with the same access keys), ``wait`` (register the connection as waiting: the key must be
-allowed to consume each topic as that group, as a receive checks) and ``$disconnect``.
+allowed to consume each topic as that group, as a receive checks; the pairs waited on are
+capped per connection and per key, :class:`WaitLimits`) and ``$disconnect``.
 :class:`Notifier` runs on the queue heads table's stream: a head moves on every append
 (produce, delayed release, retry moves, transaction commits, redrive), so it reads the
 touched topics' waiters (one consistent Query per topic per stream batch, never per
@@ -126,8 +127,9 @@ class ChannelService:
     def wait(self, connection_id: str, body: Any) -> dict[str, Any]:
         """Register ``{"action": "wait", "group": g, "topics": [...]}``; returns the reply
         frame. Raises InvalidRequest (a bad message), AccessDenied (a topic the key may not
-        consume as that group) or InvalidSignature (the connection is unknown or its key
-        disabled); nothing is stored then."""
+        consume as that group), TooManyWaits (over a :class:`WaitLimits` cap) or
+        InvalidSignature (the connection is unknown; or its key is disabled: the connection
+        is forgotten and closed); nothing is stored then."""
         if not isinstance(body, Mapping):
             raise InvalidRequest("a wait message is a JSON object")
         group, topics = body.get("group"), body.get("topics")
