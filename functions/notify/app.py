@@ -43,7 +43,19 @@ def lambda_handler(event: dict, context: object) -> dict:
     broker = current_broker()
     if "Records" in event:  # the DynamoDB stream of the queue heads table
         fan_out = broker.notifier.on_records(event["Records"])
-        return {"topics": fan_out.topics, "notified": fan_out.notified, "gone": fan_out.gone}
+        log.info(
+            "fan-out",
+            extra={
+                "topics": fan_out.topics,
+                "notified": fan_out.notified,
+                "gone": fan_out.gone,
+                "closed": fan_out.closed,
+            },
+        )
+        # the mapping reports batch item failures: Lambda runs the batch again from the
+        # earliest record a failed post concerns (an empty list: the batch is done)
+        failures = [{"itemIdentifier": sequence} for sequence in fan_out.failed_records]
+        return {"batchItemFailures": failures}
     body: object = None
     request = event.get("requestContext") or {}
     route, connection_id = request.get("routeKey"), request.get("connectionId", "")

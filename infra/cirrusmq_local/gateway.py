@@ -29,8 +29,11 @@ MAX_DRAIN_BYTES = 256 * 1024 * 1024  # beyond this, a too-large body is not read
 def _error(
     status: int, code: str, message: str, headers: Iterable[tuple[str, str]] = ()
 ) -> HttpResponse:
+    """An answer of the gateway itself (no route, too large, a function that failed); the
+    handlers' answers carry their own headers (nosniff among them) and pass unchanged."""
     body = json.dumps({"code": code, "message": message}).encode()
-    return HttpResponse(status, [("Content-Type", "application/json"), *headers], body)
+    own = [("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")]
+    return HttpResponse(status, [*own, *headers], body)
 
 
 def _wsgi_headers(environ: dict[str, Any]) -> list[tuple[str, str]]:

@@ -311,6 +311,8 @@ class LocalStack:
                 runtimes[fn.logical_id].invoke,
                 event.batch_size,
                 event.patterns,
+                event.retry_attempts,
+                event.report_batch_item_failures,
             )
             for fn in functions
             for event in fn.streams

@@ -4,7 +4,9 @@ moto keeps a table's stream (``StreamSpecification``) and serves it through the
 ``dynamodbstreams`` API; :class:`StreamPoller` reads each shard by iterator from ``LATEST``,
 as Lambda's event source mapping does, and invokes the function with ``{"Records": [...]}``
 (at most the event's ``BatchSize`` records). The mapping's ``FilterCriteria`` patterns are
-applied (the subset the template uses: value lists, ``{"exists": bool}``). The polling is
+applied (the subset the template uses: value lists, ``{"exists": bool}``). A failed run gets
+its batch again, and with ``ReportBatchItemFailures`` the records from the earliest reported
+one, at most ``MaximumRetryAttempts`` times; then the stream moves on. The polling is
 the stack's own, like the mapping's on AWS: no broker call is counted for it.
 """
 
@@ -33,6 +35,11 @@ class StreamSource:
     invoke: Callable[[dict[str, Any]], Any]
     batch_size: int = 100
     patterns: tuple[Mapping[str, Any], ...] = ()
+    retry_attempts: int = 0
+    """``MaximumRetryAttempts``: runs of a failed batch after the first."""
+    report_batch_item_failures: bool = False
+    """``FunctionResponseTypes: [ReportBatchItemFailures]``: the function's
+    ``batchItemFailures`` name the records to run again."""
 
 
 def matches_pattern(pattern: Mapping[str, Any], record: Mapping[str, Any]) -> bool:
@@ -47,6 +54,36 @@ def matches_pattern(pattern: Mapping[str, Any], record: Mapping[str, Any]) -> bo
         if not any(_matches(option, present, value) for option in expected):
             return False
     return True
+
+
+def _deliver(source: StreamSource, records: list[dict[str, Any]]) -> None:
+    """Run ``source`` on ``records`` and again on what failed, as the mapping's retries."""
+    for _ in range(source.retry_attempts + 1):
+        try:
+            result = source.invoke({"Records": records})
+        except Exception:  # noqa: BLE001 - as Lambda: logged, the batch is run again
+            log.exception("%s failed on %d stream records", source.name, len(records))
+            continue
+        if not source.report_batch_item_failures:
+            return
+        start = _earliest_failed(result, records)
+        if start is None:
+            return
+        records = records[start:]
+    log.warning("%s: %d stream records left after the retries", source.name, len(records))
+
+
+def _earliest_failed(result: Any, records: list[dict[str, Any]]) -> int | None:
+    """Index of the earliest record ``result`` reports as failed (0 for a report Lambda
+    takes as a whole failure: an identifier of no record), None when none failed."""
+    failures = result.get("batchItemFailures") if isinstance(result, Mapping) else None
+    if not failures:
+        return None
+    positions = {
+        str((r.get("dynamodb") or {}).get("SequenceNumber")): i for i, r in enumerate(records)
+    }
+    found = [positions.get(str((f or {}).get("itemIdentifier") or "")) for f in failures]
+    return 0 if None in found else min(i for i in found if i is not None)
 
 
 def _matches(option: Any, present: bool, value: Any) -> bool:
@@ -66,7 +103,8 @@ class StreamPoller:
         self._thread: threading.Thread | None = None
         self._iterators: list[tuple[StreamSource, str]] = []
 
-    def start(self) -> StreamPoller:
+    def start(self, *, background: bool = True) -> StreamPoller:
+        """Open every shard at ``LATEST``; ``background``: poll on a thread of its own."""
         for source in self._sources:
             arn = self._dynamodb.describe_table(TableName=source.table)["Table"].get(
                 "LatestStreamArn"
@@ -81,7 +119,7 @@ class StreamPoller:
                     StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="LATEST"
                 )["ShardIterator"]
                 self._iterators.append((source, iterator))
-        if self._iterators:
+        if self._iterators and background:
             self._thread = threading.Thread(target=self._run, name="cirrusmq-streams", daemon=True)
             self._thread.start()
         return self
@@ -105,10 +143,7 @@ class StreamPoller:
                     r for r in records if any(matches_pattern(p, r) for p in source.patterns)
                 ]
             if records:
-                try:
-                    source.invoke({"Records": records})
-                except Exception:  # noqa: BLE001 - as Lambda: logged, the stream moves on
-                    log.exception("%s failed on %d stream records", source.name, len(records))
+                _deliver(source, records)
         return read
 
     def _run(self) -> None:

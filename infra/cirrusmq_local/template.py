@@ -163,6 +163,10 @@ class StreamEvent:
     batch_size: int = 100
     patterns: tuple[Mapping[str, Any], ...] = ()
     """``FilterCriteria`` patterns (a record passes if one matches; none: all pass)."""
+    retry_attempts: int = 0
+    """``MaximumRetryAttempts`` (-1 on AWS: until the record expires; 0 here: no retry)."""
+    report_batch_item_failures: bool = False
+    """``FunctionResponseTypes`` lists ``ReportBatchItemFailures``."""
 
 
 @dataclass(frozen=True)
@@ -368,7 +372,9 @@ def _parse_events(
             size = _int(props.get("BatchSize", 100), f"{logical_id}.{name} BatchSize")
             filters = (props.get("FilterCriteria") or {}).get("Filters") or []
             patterns = tuple(json.loads(f["Pattern"]) for f in filters if "Pattern" in f)
-            streams.append(StreamEvent(name, table, size, patterns))
+            retries = _int(props.get("MaximumRetryAttempts", 0), f"{logical_id}.{name} retries")
+            reports = "ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or [])
+            streams.append(StreamEvent(name, table, size, patterns, max(retries, 0), reports))
         # Other event sources (SQS, S3, ...) are not emulated: they are simply not wired.
     return routes, schedules, streams
 

@@ -18,7 +18,7 @@ from cirrusmq.consumer.channel import CONNECT_PATH, channel_for
 from cirrusmq.signing import sign
 from cirrusmq.transport import Transport
 from cirrusmq_broker import clock
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 
@@ -300,3 +300,73 @@ def test_a_message_another_consumer_nacked_reaches_a_consumer_idle_on_the_channe
             assert counted.received.wait(90)
         finally:
             counted.consumer.shutdown(10)
+
+
+def stored_waiters(stack, topic: str) -> list[dict]:
+    return stack.boto3_client("dynamodb").query(
+        TableName=stack.resources["ConnectionsTable"],
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"t#{topic}"}},
+        ConsistentRead=True,
+    )["Items"]
+
+
+def test_a_wait_whose_key_was_disabled_is_closed_not_told(cirrusmq_stack, topic):
+    """A key disabled after its connection registered: the next append closes that
+    connection (no "look now" reaches it) and forgets its waiters."""
+    with signed_client(cirrusmq_stack) as admin:
+        doomed = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["ws-*"]}]})
+        url = cirrusmq_stack.ws_endpoint
+        with connect(url, additional_headers=signed_headers(doomed), open_timeout=10) as socket:
+            socket.send(json.dumps({"action": "wait", "group": "rv-g", "topics": [topic]}))
+            assert json.loads(socket.recv(timeout=30))["type"] == "waiting"
+            disabled = admin.post(f"/v1/keys/{doomed.access_key}/disable")
+            assert disabled.status_code == 200
+            cirrusmq_stack.advance_time(61)  # past every function's key cache
+            send_one(cirrusmq_stack, topic)
+            with pytest.raises(ConnectionClosed):
+                frame = socket.recv(timeout=60)
+                pytest.fail(f"a connection of a disabled key was told: {frame}")
+    assert eventually(lambda: stored_waiters(cirrusmq_stack, topic) == [])
+
+
+def test_waits_over_a_connections_cap_are_refused_and_store_nothing(cirrusmq_stack):
+    """A prefix grant lets a key name topics that do not exist: a connection registers at
+    most 1,000 (group, topic) pairs; one more is refused with TooManyWaits."""
+    prefix = f"cap-{uuid.uuid4().hex[:8]}"
+    with signed_client(cirrusmq_stack) as admin:
+        key = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": [f"{prefix}-*"]}]})
+    url = cirrusmq_stack.ws_endpoint
+    replies = []
+    with connect(url, additional_headers=signed_headers(key), open_timeout=10) as socket:
+        for frame in range(10):
+            topics = [f"{prefix}-{frame}-{i}" for i in range(100)]
+            socket.send(json.dumps({"action": "wait", "group": "rv-g", "topics": topics}))
+            replies.append(json.loads(socket.recv(timeout=60)))
+        socket.send(json.dumps({"action": "wait", "group": "rv-g", "topics": [f"{prefix}-x"]}))
+        over = json.loads(socket.recv(timeout=60))
+    assert [r["type"] for r in replies] == ["waiting"] * 10
+    assert (over["type"], over["code"]) == ("error", "TooManyWaits")
+    assert stored_waiters(cirrusmq_stack, f"{prefix}-x") == []
+
+
+def test_a_wait_sent_after_its_key_was_disabled_is_refused_and_closes_the_connection(
+    cirrusmq_stack, topic
+):
+    """The keepalive of a connection whose key was disabled since: refused, and the
+    connection is closed (it could do nothing else), not left open until API Gateway's
+    two hours."""
+    with signed_client(cirrusmq_stack) as admin:
+        doomed = new_key(admin, {"subscribe": [{"groups": ["rv-*"], "topics": ["ws-*"]}]})
+        url = cirrusmq_stack.ws_endpoint
+        wait = json.dumps({"action": "wait", "group": "rv-g", "topics": [topic]})
+        with connect(url, additional_headers=signed_headers(doomed), open_timeout=10) as socket:
+            socket.send(wait)
+            assert json.loads(socket.recv(timeout=30))["type"] == "waiting"
+            assert admin.post(f"/v1/keys/{doomed.access_key}/disable").status_code == 200
+            cirrusmq_stack.advance_time(61)  # past every function's key cache
+            socket.send(wait)
+            with pytest.raises(ConnectionClosed):
+                while True:  # an error frame may come first; then the connection closes
+                    frame = json.loads(socket.recv(timeout=60))
+                    assert frame.get("code") == "InvalidSignature", frame

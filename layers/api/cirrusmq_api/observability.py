@@ -4,10 +4,11 @@
 (``request_id``, ``function_request_id``, ``route``, ``request_kind``, ``correlation_id``,
 then ``access_key`` once the signature is checked — the key's id, never its secret), logs
 ``request`` with the status, error code and duration, emits the request kind's metrics
-(:data:`REQUEST_METRICS`) and echoes the correlation id in the ``X-Cirrus-Correlation-Id``
-response header. The request is one request of message trace (every protocol's: the
-native API, SQS, RocketMQ HTTP): the events of traced topics it records are written as
-one object at its end. Routes report the messages they handled with :func:`count_messages`.
+(:data:`REQUEST_METRICS`), echoes the correlation id in the ``X-Cirrus-Correlation-Id``
+response header and adds ``X-Content-Type-Options: nosniff`` to every answer. The request
+is one request of message trace (every protocol's: the native API, SQS, RocketMQ HTTP): the
+events of traced topics it records are written as one object at its end. Routes report the
+messages they handled with :func:`count_messages`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.services.trace import request_scope
 from cirrusmq_broker.telemetry import MetricUnit
 
+NO_SNIFF = {"X-Content-Type-Options": "nosniff"}
+"""On every answer of every protocol: a browser takes its body for its declared type only
+(a JSON or XML answer echoing a caller's text is never run as a script or a page)."""
 CORRELATION_HEADER = "X-Cirrus-Correlation-Id"
 """Sent by the SDK on every request (not signed: it only labels logs); echoed in the answer."""
 _CORRELATION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -171,6 +175,7 @@ def observe(
         if response is not None:
             headers = response.setdefault("headers", {})
             headers[CORRELATION_HEADER] = correlation
+            headers.update(NO_SNIFF)
         duration_ms = (time.monotonic() - started) * 1000
         telemetry.add_keys(access_key=access_key())
         log = telemetry.logger.warning if status >= 500 else telemetry.logger.info

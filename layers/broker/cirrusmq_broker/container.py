@@ -31,7 +31,7 @@ from .services.log_reader import LogReader
 from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
 from .services.moves import MoveAppender
-from .services.notifications import ChannelService, Notifier
+from .services.notifications import ChannelService, Notifier, WaitLimits
 from .services.offset_reset import OffsetResetService
 from .services.produce import ProduceService
 from .services.retries import RetryService
@@ -404,18 +404,36 @@ class Broker:
     @functools.cached_property
     def channel(self) -> ChannelService:
         """The WebSocket routes: connect, wait, disconnect."""
-        return ChannelService(auth=self.auth, connections=self._connections, clock=self.clock)
+        limits = WaitLimits(
+            per_connection=self.settings.max_waits_per_connection,
+            per_key=self.settings.max_waits_per_key,
+        )
+        return ChannelService(
+            auth=self.auth,
+            connections=self._connections,
+            clock=self.clock,
+            limits=limits,
+            closer=lambda: self._poster,
+        )
 
     @functools.cached_property
-    def notifier(self) -> Notifier:
-        """Posts "look now" to the connections waiting on topics whose heads moved."""
+    def _poster(self) -> ConnectionPoster:
+        """The management API of the channel's stage: posts to connections, closes them."""
         client = management_client(
             self.settings.websocket_callback_url,
             self.settings.aws_region,
             local=bool(self.settings.aws_endpoint_url),
         )
+        return ConnectionPoster(client)
+
+    @functools.cached_property
+    def notifier(self) -> Notifier:
+        """Posts "look now" to the connections waiting on topics whose heads moved."""
         return Notifier(
-            connections=self._connections, poster=ConnectionPoster(client), clock=self.clock
+            connections=self._connections,
+            poster=self._poster,
+            clock=self.clock,
+            auth=self.auth,
         )
 
     # ------------------------------------------------------------ housekeeping

@@ -293,6 +293,13 @@ class TooManyDueTimes(InvalidRequest):
     code = "TooManyDueTimes"
 
 
+class TooManyWaits(InvalidRequest):
+    """A notification channel wait over the (group, topic) pairs one connection or one
+    access key may wait on (docs/notifications.md)."""
+
+    code = "TooManyWaits"
+
+
 class ScheduledMessageNotFound(NotFound):
     code = "ScheduledMessageNotFound"
 

@@ -86,6 +86,11 @@ class Settings:
     """The channel's WebSocket URL clients connect to (``/v1/health`` states it)."""
     websocket_callback_url: str = ""
     """The management API endpoint that posts to the channel's connections."""
+    max_waits_per_connection: int = 1000
+    """Distinct (group, topic) pairs one WebSocket connection may wait on."""
+    max_waits_per_key: int = 20000
+    """Distinct (group, topic) pairs the connections of one access key may wait on,
+    counted over the connections it opened in the last two connection lifetimes."""
     # -- where topics' batch objects go (docs/deploy.md)
     batch_bucket: str = ""
     """Bucket of the topics' batch objects; empty: ``bucket``."""
@@ -131,6 +136,8 @@ class Settings:
             connections_table=get("CONNECTIONS_TABLE", ""),
             websocket_url=get("WEBSOCKET_URL", ""),
             websocket_callback_url=get("WEBSOCKET_CALLBACK_URL", ""),
+            max_waits_per_connection=int(get("MAX_WAITS_PER_CONNECTION", "1000")),
+            max_waits_per_key=int(get("MAX_WAITS_PER_KEY", "20000")),
             batch_bucket=get("BATCH_BUCKET", ""),
             batch_storage=get("BATCH_STORAGE", "") or "standard",
         )

@@ -33,7 +33,9 @@ def create_key(request: CreateKeyRequest) -> Response[CreatedKeyBody]:
     permissions = Permissions.from_json(request.permissions.model_dump())
     key, secret = current_broker().access_keys.create(permissions, request.description)
     body = CreatedKeyBody(**key_body(key).model_dump(), secret_key=secret)
-    return Response(201, "application/json", body=body.model_dump())
+    # the secret must not be kept by a browser's or a proxy's cache
+    headers = {"Cache-Control": "no-store"}
+    return Response(201, "application/json", body=body.model_dump(), headers=headers)
 
 
 @router.get("/v1/keys", summary="List access keys (never their secrets)")

@@ -1,4 +1,4 @@
-"""Posts to WebSocket connections through the API Gateway management API."""
+"""Posts to WebSocket connections, and closes them, through the API Gateway management API."""
 
 from __future__ import annotations
 
@@ -23,6 +23,17 @@ class ConnectionPoster:
         """Send ``data``; False if the connection is gone (410), else True."""
         try:
             self._client.post_to_connection(ConnectionId=connection_id, Data=data)
+        except ClientError as exc:
+            status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if error_code(exc) in GONE or status == "410":
+                return False
+            raise
+        return True
+
+    def close(self, connection_id: str) -> bool:
+        """Close the connection (``DeleteConnection``); False if it was gone already."""
+        try:
+            self._client.delete_connection(ConnectionId=connection_id)
         except ClientError as exc:
             status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
             if error_code(exc) in GONE or status == "410":
