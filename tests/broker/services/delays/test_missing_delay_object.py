@@ -8,9 +8,11 @@ import dataclasses
 
 import boto3
 import pytest
+from broker_helpers import object_keys
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.storage.clients import observe_calls
 
 RETENTION_HOURS = 72
 
@@ -83,3 +85,26 @@ def test_a_missing_delay_object_past_retention_drops_its_item_alone(delays, cloc
     assert tick.moved == 2 and tick.left == 0
     assert stored_ids(delays, "t") == ["m1", "m2"]
     assert delay_items(delays) == []
+
+
+def test_an_object_deleted_by_a_run_that_moved_its_item_settles_nothing_twice(delays, clock):
+    due, objects = sends_due_together(delays, clock, 2)
+    clock.now = due
+    other = Broker(delays.settings, clock)  # another container, its own caches
+    raced: list[bool] = []
+
+    def race(service: str, operation: str, _params: dict) -> None:
+        if operation == "GetObject" and not raced:  # the first run read the items, not yet
+            raced.append(True)  # their objects: the other run moves both and deletes them
+            assert other.delay_release.tick().moved == 2
+
+    remove = observe_calls(race)
+    try:
+        tick = delays.delay_release.tick()
+    finally:
+        remove()
+    assert raced and (tick.moved, tick.left) == (0, 2)  # its writes were refused: no drop
+    assert delays.delay_release.tick().moved == 0
+    assert stored_ids(delays, "t") == ["m0", "m1"]
+    assert delay_items(delays) == []
+    assert not [k for k in objects.values() if k in object_keys(delays)]

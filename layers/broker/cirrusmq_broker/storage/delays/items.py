@@ -17,6 +17,7 @@ item also carries the run lease: ``run_until`` (a release run loops until then) 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -50,6 +51,8 @@ class DelayItem:
     """Message ids cancelled before the move (skipped by it)."""
     cancels: int = 0
     """Cancel writes so far: the move's delete is conditional on it (a cancel racing the move)."""
+    object_missing: bool = False
+    """Filed again when its delay object was found missing: due when its retention ended."""
 
     @property
     def slot(self) -> str:
@@ -102,6 +105,7 @@ class DelayItemStore:
                         "created_ms": entry.created_ms,
                         "siblings": list(entry.siblings) or None,
                         "not_last": True if not entry.last else None,
+                        "object_missing": True if entry.object_missing else None,
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(due_key)",
@@ -131,6 +135,21 @@ class DelayItemStore:
             self._client.transact_write_items(
                 TransactItems=[self.delete_request(e) for e in entries[start : start + 100]]
             )
+
+    def postpone(self, entry: DelayItem, due_ms: int) -> bool:
+        """File ``entry`` again as due at ``due_ms``, marked ``object_missing`` (one
+        transaction: the item as read is deleted, its copy put under the new due time);
+        False when another run moved it or a cancel changed it since it was read."""
+        later = dataclasses.replace(entry, due_ms=due_ms, object_missing=True)
+        try:
+            self._client.transact_write_items(
+                TransactItems=[self.delete_request(entry), self.put_request(later)]
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                return False
+            raise
+        return True
 
     # ---------------------------------------------------------------- reading
     def due(self, minute: int, upto_ms: int) -> list[DelayItem]:
@@ -334,4 +353,5 @@ def _entry(values: dict[str, Any]) -> DelayItem:
         last=not values.get("not_last", False),
         cancelled=frozenset(values.get("cancelled") or ()),
         cancels=int(values.get("cancels", 0)),
+        object_missing=bool(values.get("object_missing", False)),
     )
