@@ -100,6 +100,40 @@ class TransactionStore:
             raise
         return int(from_item(response["Attributes"])["epoch"])
 
+    def register_first(
+        self,
+        producer_group: str,
+        transactional_id: str,
+        now: int,
+        *,
+        expires_at: int,
+        access_key: str | None = None,
+    ) -> bool:
+        """Register the transactional id at epoch 1 unless it is registered already (one
+        conditional put; False then: the registration is left as it is)."""
+        not_registered = "attribute_not_exists(item_key)"
+        try:
+            self._client.put_item(
+                TableName=self.table,
+                Item={
+                    **self._key(producer_group, producer_key(transactional_id)),
+                    **to_item(
+                        {
+                            "epoch": 1,
+                            "registered_at": now,
+                            "expires_at": expires_at,
+                            "access_key": access_key,
+                        }
+                    ),
+                },
+                ConditionExpression=not_registered,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def registration(self, producer_group: str, transactional_id: str) -> tuple[int, int] | None:
         """(epoch, expires_at) of the registration, None if there is none."""
         found = self.registration_of(producer_group, transactional_id)

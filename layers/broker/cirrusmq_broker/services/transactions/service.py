@@ -94,6 +94,7 @@ class TransactionService:
         )
         # The steps' own methods are the service's: one signature and docstring each.
         self.register = self._registrations.register
+        self.register_once = self._registrations.register_once
         self.send = self._half_sends.send
         self.check_send = self._half_sends.check
         self.transactional_topic = self._half_sends.transactional_topic
