@@ -14,7 +14,7 @@ from mq_http_sdk.mq_producer import TopicMessage
 from sdk.stack.proxy import TcpProxy
 
 from .conftest import unique
-from .mqhttp_helpers import consume_all, mq_client
+from .mqhttp_helpers import check_once, consume_all, mq_client
 
 INSTANCE = "MQ_INST_local"
 
@@ -60,7 +60,7 @@ def test_an_undecided_half_message_is_back_checked_and_committed_with_the_check_
     assert nothing_due.value.type == "MessageNotExist"
 
     cirrusmq_stack.advance_time(6)
-    cirrusmq_stack.run_schedule("TxnCheckerFunction", "CheckTransactions")
+    check_once(cirrusmq_stack)
     [check] = producer.consume_half_message(1, 1)
     assert (check.message_id, check.message_body) == (sent.message_id, "checked")
     producer.commit(check.receipt_handle)
@@ -76,7 +76,7 @@ def test_a_back_check_answered_with_rollback_discards_the_message(
     consumer = client.get_consumer(INSTANCE, topic, unique("GID"))
     producer.publish_message(_half("undone", immunity_seconds=5))
     cirrusmq_stack.advance_time(6)
-    cirrusmq_stack.run_schedule("TxnCheckerFunction", "CheckTransactions")
+    check_once(cirrusmq_stack)
     [check] = producer.consume_half_message(1, 1)
     producer.rollback(check.receipt_handle)
     assert consume_all(consumer, 1, wait_seconds=0) == []
@@ -154,7 +154,7 @@ def test_a_half_message_publish_resent_after_a_lost_answer_opens_one_transaction
     ]
     assert len(transactions) == 1
     cirrusmq_stack.advance_time(6)
-    cirrusmq_stack.run_schedule("TxnCheckerFunction", "CheckTransactions")
+    check_once(cirrusmq_stack)
     poller = mq_client(cirrusmq_stack).get_trans_producer(INSTANCE, topic, "GID_producer")
     checks = poller.consume_half_message(16, 1)
     assert [c.message_id for c in checks] == [sent.message_id]

@@ -29,6 +29,7 @@ from ..rules.transaction_state import (
     part_record_size,
 )
 from .dynamo import KeysToRead, batch_get, cancellation_codes, error_code, from_item, to_item
+from .run_leases import RunLeaseStore
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 INBOX = "inbox"
@@ -44,6 +45,10 @@ class StateChanged(Exception):
     """The transaction item did not meet the update's condition."""
 
 
+CHECKER_RUNS_GROUP = "#checker"
+"""The partition of the back-checker's run lease (no producer group has a ``#``)."""
+
+
 def txn_key(transaction_id: str) -> str:
     return f"txn#{transaction_id}"
 
@@ -56,6 +61,13 @@ class TransactionStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self.table = table
+
+    @property
+    def runs(self) -> RunLeaseStore:
+        """The back-checker's run lease (:mod:`..run_leases`)."""
+        return RunLeaseStore(
+            self._client, self.table, {"producer_group": CHECKER_RUNS_GROUP, "item_key": "run"}
+        )
 
     def _key(self, producer_group: str, item_key: str) -> dict[str, Any]:
         return to_item({"producer_group": producer_group, "item_key": item_key})
