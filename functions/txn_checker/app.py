@@ -1,13 +1,14 @@
-"""TxnCheckerFunction (scheduled): back-checks undecided transactions.
+"""TxnCheckerFunction (EventBridge, once a minute; a half send whose first check falls due
+before the next firing starts one too): back-checks undecided transactions, working
+through its invocation pass by pass (see services/transactions/checks.py).
 
 A run with no transaction undecided returns after one read (the checker costs nothing at
-rest). Otherwise each run makes a pass over the transactions due now (publishing check
-requests, rolling back those out of checks or past retention, finishing interrupted
-commits) and, while ``loop_seconds`` (from the schedule's Input) last, sleeps until the
-next one falls due and passes again; it returns at once when none falls due within that
-time. While a local stack drives the broker clock (``LocalStack.advance_time``; the offset
-is always 0 on AWS) each firing makes one pass, so advancing time never waits for a loop
-in real time.
+rest). Otherwise it passes over the transactions due now (publishing check requests,
+rolling back those out of checks or past retention, finishing interrupted commits) and,
+for ``loop_seconds`` of wall time (from the schedule's Input; a wake runs
+:data:`WOKEN_LOOP_SECONDS`), passes again as transactions fall due, sleeping on the broker
+clock between passes, so the local stack's ``advance_time`` wakes it at once. It returns
+after its first pass when nothing falls due within the run, or when another run covers it.
 """
 
 import time
@@ -15,36 +16,31 @@ from dataclasses import asdict
 
 from cirrusmq_broker import clock
 from cirrusmq_broker.container import current_broker
-from cirrusmq_broker.services.trace import request_scope
-from cirrusmq_broker.services.transactions.checks import CheckReport
 from cirrusmq_broker.telemetry import scheduled
 
 RESERVE_SECONDS = 10.0
-MAX_PAUSE_SECONDS = 5.0
+WOKEN_LOOP_SECONDS = 59.0
+"""A run started by a half send loops as long as a scheduled one."""
 
 
 @scheduled("TxnChecker")
 def lambda_handler(event: dict, context: object) -> dict:
+    event = event or {}
+    woken = bool(event.get("wake"))
     if event.get("task", "check") != "check":
         raise ValueError(f"unknown checker task {event.get('task')!r}")
-    service = current_broker().transactions
-    loop_seconds = float(event.get("loop_seconds", 0))
+    loop_seconds = float(event.get("loop_seconds", WOKEN_LOOP_SECONDS if woken else 0))
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if remaining is not None:
         loop_seconds = min(loop_seconds, remaining() / 1000 - RESERVE_SECONDS)
-    end = time.monotonic() + loop_seconds
-    totals: dict[str, int] = {}
-    if not service.any_undecided():
-        return asdict(CheckReport())
-    while True:
-        with request_scope(lambda: current_broker().trace):  # a pass: one trace write at most
-            report = service.run_checks()
-        for name, value in asdict(report).items():
-            totals[name] = totals.get(name, 0) + value
-        left = end - time.monotonic()
-        if left <= 0 or clock.offset_ms():
-            return totals
-        wait = service.next_due_in(left)
-        if wait is None:
-            return totals
-        time.sleep(min(max(wait, 0.2), MAX_PAUSE_SECONDS, left))
+    deadline = time.monotonic() + loop_seconds
+    with clock.sleeper():
+        try:
+            report = current_broker().transactions.run(
+                sleep_until=clock.sleep_until,
+                time_left=lambda: deadline - time.monotonic(),
+                woken=woken,
+            )
+        except clock.Interrupted:
+            return {"interrupted": True}
+    return asdict(report)

@@ -86,7 +86,7 @@ START_AT_ONCE = frozenset({("SchedulerFunction", "MoveDueTimers")})
 """Schedules that fire as the stack starts: the delay scheduler works through each minute
 on the broker clock, so delayed messages are moved from the first second (on AWS its first
 firing comes within a minute of the deployment)."""
-WOKEN_BY_INVOKE = ("SchedulerFunction",)
+WOKEN_BY_INVOKE = ("SchedulerFunction", "TxnCheckerFunction")
 """Functions the broker starts out of their schedule (an asynchronous Lambda invoke on AWS):
 here their schedule's timer fires at once."""
 

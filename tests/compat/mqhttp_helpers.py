@@ -33,3 +33,9 @@ def consume_all(consumer, expected: int, *, wait_seconds: int = 1, orderly: bool
             raise
         found.extend(batch)
     return found
+
+
+def check_once(stack) -> dict:
+    """One pass of the transaction back-checker (the scheduled run would loop through its
+    minute while a check falls due within it)."""
+    return stack.invoke("TxnCheckerFunction", {"task": "check", "loop_seconds": 0})

@@ -3,14 +3,18 @@ rolled back, and back-checked through ``consume_half_message``."""
 
 from __future__ import annotations
 
+import re
 import time
+from urllib.parse import urlsplit
 
 import pytest
+from mq_http_sdk.mq_client import MQClient
 from mq_http_sdk.mq_exception import MQExceptionBase
 from mq_http_sdk.mq_producer import TopicMessage
+from sdk.stack.proxy import TcpProxy
 
 from .conftest import unique
-from .mqhttp_helpers import consume_all
+from .mqhttp_helpers import check_once, consume_all, mq_client
 
 INSTANCE = "MQ_INST_local"
 
@@ -56,7 +60,7 @@ def test_an_undecided_half_message_is_back_checked_and_committed_with_the_check_
     assert nothing_due.value.type == "MessageNotExist"
 
     cirrusmq_stack.advance_time(6)
-    cirrusmq_stack.run_schedule("TxnCheckerFunction", "CheckTransactions")
+    check_once(cirrusmq_stack)
     [check] = producer.consume_half_message(1, 1)
     assert (check.message_id, check.message_body) == (sent.message_id, "checked")
     producer.commit(check.receipt_handle)
@@ -72,7 +76,7 @@ def test_a_back_check_answered_with_rollback_discards_the_message(
     consumer = client.get_consumer(INSTANCE, topic, unique("GID"))
     producer.publish_message(_half("undone", immunity_seconds=5))
     cirrusmq_stack.advance_time(6)
-    cirrusmq_stack.run_schedule("TxnCheckerFunction", "CheckTransactions")
+    check_once(cirrusmq_stack)
     [check] = producer.consume_half_message(1, 1)
     producer.rollback(check.receipt_handle)
     assert consume_all(consumer, 1, wait_seconds=0) == []
@@ -112,3 +116,48 @@ def test_a_back_check_poll_of_a_topic_without_transactions_stores_no_producer(
         poller.consume_half_message(1, 0)
     assert refused.value.type not in ("InternalError", "")
     assert _items_of_group(cirrusmq_stack, f"MQHTTP-{topic}") == []
+
+
+def _published(response: bytes) -> tuple[str, str]:
+    """(MessageId, ReceiptHandle) of a publish answer as it went over the wire."""
+    found = [
+        re.search(rb"<%s>([^<]*)</%s>" % (name, name), response)
+        for name in (b"MessageId", b"ReceiptHandle")
+    ]
+    assert all(found), response
+    return found[0].group(1).decode(), found[1].group(1).decode()  # type: ignore[union-attr]
+
+
+def test_a_half_message_publish_resent_after_a_lost_answer_opens_one_transaction(
+    cirrusmq_stack, make_topic
+) -> None:
+    topic = make_topic(message_type="TRANSACTION")
+    gateway = urlsplit(cirrusmq_stack.endpoint)
+    consumer = mq_client(cirrusmq_stack).get_consumer(INSTANCE, topic, unique("GID"))
+    with TcpProxy(gateway.hostname or "127.0.0.1", gateway.port or 80) as proxy:
+        credentials = cirrusmq_stack.credentials
+        client = MQClient(proxy.url, credentials.access_key, credentials.secret_key)
+        producer = client.get_trans_producer(INSTANCE, topic, "GID_producer")
+        proxy.drop_responses(1, b"POST ")
+        sent = producer.publish_message(_half("once", immunity_seconds=5))
+        posts = [e for e in proxy.exchanges if e.request.startswith(b"POST ")]
+        # the service handled the publish, its answer was lost, the client sent it again
+        assert [e.dropped for e in posts] == [True, False]
+        assert posts[0].request == posts[1].request
+        assert _published(posts[0].response) == (sent.message_id, sent.receipt_handle)
+        client.close_connection()
+
+    transactions = [
+        i
+        for i in _items_of_group(cirrusmq_stack, f"MQHTTP-{topic}")
+        if i["item_key"]["S"].startswith("txn#")
+    ]
+    assert len(transactions) == 1
+    cirrusmq_stack.advance_time(6)
+    check_once(cirrusmq_stack)
+    poller = mq_client(cirrusmq_stack).get_trans_producer(INSTANCE, topic, "GID_producer")
+    checks = poller.consume_half_message(16, 1)
+    assert [c.message_id for c in checks] == [sent.message_id]
+    poller.commit(checks[0].receipt_handle)
+    got = consume_all(consumer, 2)
+    assert [(m.message_id, m.message_body) for m in got] == [(sent.message_id, "once")]

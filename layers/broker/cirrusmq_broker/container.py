@@ -240,14 +240,27 @@ class Broker:
         from .storage.transactions import TransactionStore
 
         halves = HalfObjectStore(self._s3, self.settings.bucket)
+        store = TransactionStore(self._dynamodb, self.settings.transactions_table)
+        wake = self.checker_wake
         return TransactionService(
-            store=TransactionStore(self._dynamodb, self.settings.transactions_table),
+            store=store,
             halves=halves,
             topics=self.catalog,
             writer=self.writer,
             clock=self.clock,
             records=self.producers,
+            wake=None if wake is None else lambda dues: wake.due_at(dues, store.runs),
+            trace=lambda: self.trace,
         )
+
+    @functools.cached_property
+    def checker_wake(self) -> ReleaseWake | None:
+        """Starts a checker run for a check due before the next scheduled one."""
+        name = self.settings.txn_checker_function
+        if not name or not self.settings.transactions_table:
+            return None
+        client = functools.partial(aws_client, "lambda", self.settings, quick=True)
+        return ReleaseWake(FunctionStarter(client, name), self.clock)
 
     # ------------------------------------------------------------ consuming
     @functools.cached_property

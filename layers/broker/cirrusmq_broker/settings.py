@@ -79,6 +79,9 @@ class Settings:
     # -- transactions
     transactions_table: str = ""
     """DynamoDB table of transactions, producer registrations and check inboxes."""
+    txn_checker_function: str = ""
+    """The back-checker function (name or ARN), woken by a half send whose first check
+    falls due before its next scheduled run. Empty: no wake (the minute's run asks it)."""
     # -- notification channel (docs/notifications.md)
     connections_table: str = ""
     """DynamoDB table of WebSocket connections and what they wait on. Empty: no channel."""
@@ -129,6 +132,7 @@ class Settings:
             secrets_key_id=get("SECRETS_KEY_ID", ""),
             timers_table=get("TIMERS_TABLE", ""),
             scheduler_function=get("SCHEDULER_FUNCTION", ""),
+            txn_checker_function=get("TXN_CHECKER_FUNCTION", ""),
             cors_allow_origins=cors_allow_origins(env),
             aws_endpoint_url=env.get(ENV_PREFIX + "AWS_ENDPOINT_URL") or None,
             aws_region=env.get(ENV_PREFIX + "AWS_REGION") or None,

@@ -201,7 +201,7 @@ class ProduceService:
         """Wake a release run for delayed messages due before the next scheduled one."""
         dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
         if dues and self._wake is not None and self._delay_writer is not None:
-            self._wake.due_at(dues, self._delay_writer.items)
+            self._wake.due_at(dues, self._delay_writer.items.runs)
 
     def _notice_incarnation(self, topic: Topic) -> None:
         """A topic deleted and created again starts a new log: drop the old cached tails."""

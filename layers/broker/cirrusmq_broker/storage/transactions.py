@@ -29,6 +29,7 @@ from ..rules.transaction_state import (
     part_record_size,
 )
 from .dynamo import KeysToRead, batch_get, cancellation_codes, error_code, from_item, to_item
+from .run_leases import RunLeaseStore
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 INBOX = "inbox"
@@ -44,6 +45,10 @@ class StateChanged(Exception):
     """The transaction item did not meet the update's condition."""
 
 
+CHECKER_RUNS_GROUP = "#checker"
+"""The partition of the back-checker's run lease (no producer group has a ``#``)."""
+
+
 def txn_key(transaction_id: str) -> str:
     return f"txn#{transaction_id}"
 
@@ -56,6 +61,13 @@ class TransactionStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self.table = table
+
+    @property
+    def runs(self) -> RunLeaseStore:
+        """The back-checker's run lease (:mod:`..run_leases`)."""
+        return RunLeaseStore(
+            self._client, self.table, {"producer_group": CHECKER_RUNS_GROUP, "item_key": "run"}
+        )
 
     def _key(self, producer_group: str, item_key: str) -> dict[str, Any]:
         return to_item({"producer_group": producer_group, "item_key": item_key})
@@ -99,6 +111,40 @@ class TransactionStore:
                 raise FenceFailed() from exc
             raise
         return int(from_item(response["Attributes"])["epoch"])
+
+    def register_first(
+        self,
+        producer_group: str,
+        transactional_id: str,
+        now: int,
+        *,
+        expires_at: int,
+        access_key: str | None = None,
+    ) -> bool:
+        """Register the transactional id at epoch 1 unless it is registered already (one
+        conditional put; False then: the registration is left as it is)."""
+        not_registered = "attribute_not_exists(item_key)"
+        try:
+            self._client.put_item(
+                TableName=self.table,
+                Item={
+                    **self._key(producer_group, producer_key(transactional_id)),
+                    **to_item(
+                        {
+                            "epoch": 1,
+                            "registered_at": now,
+                            "expires_at": expires_at,
+                            "access_key": access_key,
+                        }
+                    ),
+                },
+                ConditionExpression=not_registered,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def registration(self, producer_group: str, transactional_id: str) -> tuple[int, int] | None:
         """(epoch, expires_at) of the registration, None if there is none."""

@@ -61,6 +61,8 @@ class MqRequest:
 
     method: str
     topic: str
+    target: str
+    """The request-target as sent (path and query string, as signed)."""
     query: dict[str, str]
     headers: Mapping[str, str]
     body: bytes
@@ -116,12 +118,13 @@ def _read(event: Mapping[str, Any], headers: Mapping[str, str]) -> MqRequest:
     topic = str((event.get("pathParameters") or {}).get("topic") or "")
     if method not in _ROUTES or not topic:
         raise MqHttpError(400, "InvalidRequestURL", f"no operation {method} {raw_path[:200]}")
-    principal = _authenticate(method, headers, signature.request_target(raw_path, raw_query))
+    target = signature.request_target(raw_path, raw_query)
+    principal = _authenticate(method, headers, target)
     body = _body(event)
     if len(body) > limits.MAX_REQUEST_BYTES:
         raise invalid_argument(f"the request body is over {limits.MAX_REQUEST_BYTES} bytes")
     signature.check_content_md5(headers, body)
-    return MqRequest(method, topic, _query(method, raw_query), headers, body, principal)
+    return MqRequest(method, topic, target, _query(method, raw_query), headers, body, principal)
 
 
 def _authenticate(method: str, headers: Mapping[str, str], target: str) -> Principal:
@@ -193,7 +196,13 @@ def _publish(request: MqRequest) -> tuple[int, str]:
     immunity = transaction_immunity_seconds(published)
     message = message_input(published)
     if immunity is not None:
-        sent = transactions.send_half(request.topic, message, immunity, request.principal)
+        key = transactions.publish_key(
+            request.principal.access_key,
+            request.headers.get("date", ""),
+            request.target,
+            request.body,
+        )
+        sent = transactions.send_half(request.topic, message, immunity, request.principal, key)
         return 201, wire.publish_answer(sent.message_id, body_md5(message.body), sent.handle)
     result = current_broker().produce.send(request.topic, [message], None)
     count_messages(len(result.receipts))

@@ -6,12 +6,20 @@ message, opened by a transactional id of its own (registered, epoch 1), checked 
 ``__TransCheckT`` seconds. Its receipt handle names the transaction and that producer;
 ``trans=pop`` registers a poller, takes the due back-checks of the topic's transactions
 (whichever group id asks) and hands out handles naming that poller, with which it answers.
+
+The transactional id and the transaction id of a publish are derived from the request
+(:func:`publish_key`). The client sends a request whose answer it lost again as it was
+(same ``Date``, same signature, same body): that resend finds the registration and the
+recorded half message of the first one, so it opens no second transaction and answers the
+same message id and receipt handle. A publish writes what it wrote before: one
+registration (a conditional put that leaves an existing one alone) and the half part.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -76,13 +84,42 @@ def _register(topic: str, principal: Principal) -> tuple[str, int]:
     return transactional_id, epoch
 
 
-def send_half(topic: str, message: MessageInput, immunity: int, principal: Principal) -> HalfSent:
-    """Open a transaction of one half message; its handle commits or rolls it back."""
+def publish_key(access_key: str, date: str, target: str, body: bytes) -> str:
+    """The identity of a publish request as the client sends it (and sends it again after
+    a lost answer): its access key, ``Date`` header, request-target (topic and instance)
+    and body, as a SHA-256 hex digest.
+
+    Two publishes differ in one of these unless the same key publishes the very same
+    message to the same topic twice within one second (the ``Date`` header's resolution):
+    those are one request on the wire, and one half message. A resend is accepted only
+    while its ``Date`` is within the signature's skew window (15 min); the registration
+    and the transaction it finds are kept far longer."""
+    digest = hashlib.sha256()
+    for part in (access_key, date, target):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\n")
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def send_half(
+    topic: str, message: MessageInput, immunity: int, principal: Principal, request_key: str
+) -> HalfSent:
+    """Open a transaction of one half message, named by ``request_key``
+    (:func:`publish_key`); its handle commits or rolls it back. The request sent again
+    answers the same message id and handle."""
     timings = CheckTimings(immunity_seconds=immunity)
-    current_broker().transactions.check_send(topic, [message])  # refused: nothing registered
-    producer = _register(topic, principal)
-    transaction_id = uuid.uuid4().hex
-    result = current_broker().transactions.send(
+    broker = current_broker()
+    broker.transactions.check_send(topic, [message])  # refused: nothing registered
+    transactional_id = f"mqhttp.{request_key[:32]}"
+    epoch = broker.transactions.register_once(
+        producer_group(topic),
+        transactional_id,
+        access_key=principal.access_key,
+        admin=principal.permissions.admin,
+    )
+    producer = (transactional_id, epoch)
+    transaction_id = request_key[32:64]
+    result = broker.transactions.send(
         producer_group(topic),
         transaction_id,
         transactional_id=producer[0],

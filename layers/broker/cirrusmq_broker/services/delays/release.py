@@ -22,6 +22,10 @@ object again, or finds the identical one, and commits once) or everything; a re-
 messages changed (a cancel landed in between) writes an object of its own. Overlapping
 runs are harmless for the same reason: the second commit of an item is refused and
 re-read: the run lease only saves loops, correctness never depends on it.
+
+A delay object missing behind its item holds back that item alone: the chunk's other
+messages are appended, and the item is dropped once its retention may have passed, or else
+filed again as due then (:meth:`DelayRelease._without_object`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ CHECKPOINT_KEEP_MS = 5 * 60_000
 """A process reuses the checkpoint it last read or wrote this long."""
 MOVE_WORKERS = 8
 """Target queues moved (and due minutes queried) in parallel per tick."""
+
+
+Outcome = tuple[list[DelayItem], list[DelayItem]]
+"""A move's delay items: (done: moved, cancelled or dropped; left for a later tick)."""
 
 
 @dataclass
@@ -262,11 +270,10 @@ class DelayRelease:
                 lambda c: self._traced_move(c[0], c[1], c[2], now, result, sleep_until), chunks
             )
         )
-        done = [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if ok for e in c]
-        self._after_move(done)  # once every queue's move of this tick is committed
-        return [e for (_, _, c), ok in zip(chunks, outcomes, strict=True) if not ok for e in c]
+        self._after_move([e for done, _ in outcomes for e in done])  # every queue's committed
+        return [e for _, left in outcomes for e in left]
 
-    def _traced_move(self, *args: Any) -> bool:
+    def _traced_move(self, *args: Any) -> Outcome:
         """:meth:`_move_chunk` as one request of message trace (its own thread's scope)."""
         if self._trace is None:
             return self._move_chunk(*args)
@@ -281,26 +288,32 @@ class DelayRelease:
         now: int,
         result: TickResult,
         sleep_until: Callable[[int], None] | None = None,
-    ) -> bool:
+    ) -> Outcome:
+        """Move one target queue's chunk: one append of the messages whose delay objects
+        are there; the items of a missing object are settled on their own."""
         try:
             topic = self._topics.active(topic_name)
         except TopicNotFound:
             log.info("topic %s is gone: dropping %d delay items", topic_name, len(chunk))
             return self._drop(chunk, result)
-        messages = self._messages_of(chunk)
-        if messages is None:
-            return self._drop(chunk, result)
-        deletes = [self._items.delete_request(e) for e in chunk]
+        rows = self._rows_of(chunk)
+        present = [e for e in chunk if e.object_key in rows]
+        done, left = self._without_object(
+            topic, [e for e in chunk if e.object_key not in rows], now, result
+        )
+        if not present:
+            return done, left
+        messages = self._messages_of(present, rows)
         if not messages:  # every one was cancelled
             try:
-                self._appender_free_delete(chunk)
+                self._appender_free_delete(present)
             except (ClientError, StorageContended):
-                return False
+                return done, left + present
             with self._lock:
-                result.items += len(chunk)
-            return True
+                result.items += len(present)
+            return done + present, left
         target = queue % topic.queues
-        due_at = max(e.due_ms for e in chunk)
+        due_at = max(e.due_ms for e in present)
         batch = self._write(topic, target, messages, max(now, due_at))
         if due_at > self._clock() and sleep_until is not None:
             sleep_until(due_at)  # prepared ahead: committed (visible) when due, not before
@@ -311,46 +324,93 @@ class DelayRelease:
                 build_record=lambda bases: ProducerRecord("", bases),
                 expires_at=now // 1000 + topic.retention_hours * 3600,
                 record_expires_at=0,
-                extra_items=deletes,
+                extra_items=[self._items.delete_request(e) for e in present],
             )
         except ExtraItemRejected:
             # Another run moved some of them, or a cancel changed one: read them again next
             # tick. The object may be the one that other run appended: keep it (the orphan
             # sweeper deletes it if nothing indexes it).
-            return False
+            return done, left + present
         except QueueClosed:
             self._topics.forget(topic.name)
-            return self._drop(chunk, result)
+            dropped, kept = self._drop(present, result)
+            return done + dropped, left + kept
         with self._lock:
             result.moved += len(messages)
-            result.items += len(chunk)
+            result.items += len(present)
         if tracing() and target in bases:
             record_placed(topic, "released", messages, target, bases[target])
-        return True
+        return done + present, left
+
+    def _without_object(
+        self, topic: Topic, missing: list[DelayItem], now: int, result: TickResult
+    ) -> Outcome:
+        """Settle items whose delay object is gone.
+
+        An object's lifecycle tier keeps it past its items' due times plus the topic's
+        retention: only from then on may an expiry have taken it, and its item is dropped.
+        Before, "not found" is not taken as past retention: the item is filed again as due
+        then, marked (a run drops it at that time, or moves it if the object is back), so
+        it holds back no run meanwhile. Both writes are conditional on the item as read: an item
+        another run moved (and deleted its object) is left alone, and gone next tick.
+        """
+        retention_ms = topic.retention_hours * 3_600_000
+
+        def past_retention(entry: DelayItem) -> bool:
+            return entry.object_missing or now >= entry.due_ms + retention_ms
+
+        expired = [e for e in missing if past_retention(e)]
+        done: list[DelayItem] = []
+        left: list[DelayItem] = []
+        if expired:
+            log.warning("%d delay items past retention lost their objects: dropped", len(expired))
+            done, left = self._drop(expired, result)
+        for entry in missing:
+            if past_retention(entry):
+                continue
+            log.error(
+                "delay object %s is gone before its retention ended: its item waits until then",
+                entry.object_key,
+            )
+            try:
+                postponed = self._items.postpone(entry, entry.due_ms + retention_ms)
+            except (ClientError, StorageContended):
+                postponed = False
+            if not postponed:
+                left.append(entry)
+        return done, left
 
     def _appender_free_delete(self, chunk: list[DelayItem]) -> None:
         self._items.delete(chunk)
 
-    def _drop(self, chunk: list[DelayItem], result: TickResult) -> bool:
+    def _drop(self, chunk: list[DelayItem], result: TickResult) -> Outcome:
+        """Delete the items (all or none): (done, left)."""
         try:
             self._items.delete(chunk)
         except (ClientError, StorageContended):
-            return False
+            return [], chunk
         with self._lock:
             result.items += len(chunk)
-        return True
+        return chunk, []
 
-    def _messages_of(self, chunk: list[DelayItem]) -> list[NewMessage] | None:
-        """The chunk's messages in due order, cancelled ones left out (None: a delay object
-        is gone, which only a lifecycle expiry far past the due time can do)."""
+    def _rows_of(self, chunk: list[DelayItem]) -> dict[str, list[StoredMessage]]:
+        """The rows of the chunk's delay objects, by key (a missing object is left out)."""
+        rows: dict[str, list[StoredMessage]] = {}
+        for key in dict.fromkeys(e.object_key for e in chunk):
+            try:
+                rows[key] = self._object_rows(key)
+            except BatchObjectGone:
+                continue
+        return rows
+
+    @staticmethod
+    def _messages_of(
+        chunk: list[DelayItem], rows: dict[str, list[StoredMessage]]
+    ) -> list[NewMessage]:
+        """The chunk's messages in due order, cancelled ones left out."""
         found: list[NewMessage] = []
         for entry in chunk:
-            try:
-                rows = self._object_rows(entry.object_key)
-            except BatchObjectGone:
-                log.error("delay object %s is gone; dropping its item", entry.object_key)
-                return None
-            for row in rows[entry.first_row : entry.first_row + entry.count]:
+            for row in rows[entry.object_key][entry.first_row : entry.first_row + entry.count]:
                 if row.message_id not in entry.cancelled:
                     found.append(row.as_new())
         found.sort(key=lambda m: m.system.delivery_timestamp or 0)

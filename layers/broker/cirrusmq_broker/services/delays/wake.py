@@ -4,7 +4,7 @@ A release run returns at once when nothing is due within it (it costs nothing at
 so a send whose delayed message falls due before the next scheduled run may need a run
 started for it: one asynchronous invoke. Whether one is needed is decided on the shared
 run lease (the delay items table's checkpoint item,
-:class:`~cirrusmq_broker.storage.delays.items.RunLease`), never on what this process asked
+:class:`~cirrusmq_broker.storage.run_leases.RunLease`), never on what this process asked
 for:
 
 - a run that loops holds ``run_until``: it never returns before then, so a due time well
@@ -18,6 +18,10 @@ messages moved by another) leaves no ask behind that would hold back the next se
 A due time more than a schedule period in the past (a replayed send) was seen by the
 scheduled runs already: it wakes nothing. A failed wake never fails the send: the next
 scheduled run moves the message, later.
+
+The transaction back-checker's runs are woken the same way, on their own lease (a half
+send whose first check falls due before the checker's next firing:
+services/transactions/checks.py).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ...storage.delays.items import DelayItemStore, RunLease
+from ...storage.run_leases import RunLease, RunLeaseStore
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ class ReleaseWake:
         """(the lease, when read)."""
         self._lock = threading.Lock()
 
-    def due_at(self, dues: list[int], runs: DelayItemStore) -> None:
+    def due_at(self, dues: list[int], runs: RunLeaseStore) -> None:
         """Messages fall due at ``dues``: start a run unless the run lease in ``runs``
         covers those the next scheduled run may not see. Never raises."""
         now = self._clock()
@@ -85,7 +89,7 @@ class ReleaseWake:
             except Exception:  # noqa: BLE001
                 log.warning("could not withdraw the release wake's ask", exc_info=True)
 
-    def _lease_covers(self, due: int, now: int, runs: DelayItemStore) -> bool:
+    def _lease_covers(self, due: int, now: int, runs: RunLeaseStore) -> bool:
         with self._lock:
             cached = self._lease
         if cached is None or now - cached[1] >= LEASE_CACHE_MS or now < cached[1]:

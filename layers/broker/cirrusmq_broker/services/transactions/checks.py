@@ -1,4 +1,12 @@
-"""Back-checks of undecided transactions: the checker's pass and the producers' long poll.
+"""Back-checks of undecided transactions: the checker's runs and the producers' long poll.
+
+A checker run (:meth:`Checks.run`, the scheduled function: once a minute, and started by a
+half send whose check falls due before the next one, as a delayed send starts a release
+run: services/delays/wake.py) returns after one read when nothing is undecided, and after
+its first pass when nothing falls due within it or another run's lease covers what does.
+Otherwise it claims the run lease and loops until it ends: it passes again when the next
+transaction falls due, and looks at least every second (a transaction opened meanwhile is
+seen before its check is due), so a check is asked within about a second of its due time.
 
 A pass queries the sparse due index (``open_by_due``, a few shards; no scan), and per due
 transaction applies :func:`~cirrusmq_broker.rules.transaction_state.check_step`: ask the group
@@ -16,8 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ... import limits
-from ...errors import InvalidRequest, TopicNotFound, TransactionAlreadyEnded
+from ...errors import BrokerError, InvalidRequest, TopicNotFound, TransactionAlreadyEnded
 from ...model import StoredMessage
 from ...rules.transaction_state import (
     CLAIM_SECONDS,
@@ -32,9 +42,12 @@ from ...rules.transaction_state import (
 )
 from ...storage.batch_objects import BatchObjectGone
 from ...storage.half_objects import HalfObjectStore
+from ...storage.run_leases import RunLeaseStore
 from ...storage.transactions import TransactionStore
 from ...validation import check_group_name
+from ..delays.wake import LEASE_MARGIN_MS
 from ..topic_catalog import TopicCatalog
+from ..trace import TraceRecorder, request_scope
 from .commit import Commits
 from .registration import Registrations
 from .rollback import Rollbacks
@@ -44,6 +57,10 @@ log = logging.getLogger("cirrusmq.transactions")
 POLL_INTERVAL_SECONDS = 1.0
 """A producer's long poll re-reads its group's check inbox this often (one GetItem)."""
 MAX_CHECKS_PER_POLL = 32
+LOOK_MS = 1000
+"""A looping run looks for transactions due at least this often (four small queries)."""
+MIN_PAUSE_MS = 200
+"""Passes of a looping run are at least this far apart."""
 MAX_PENDING_CHECKS = 1000
 """A group's inbox holds at most this many pending checks (the item stays far under
 400 KB); while it is full, further checks of the group wait (not counted)."""
@@ -85,7 +102,13 @@ class Checks:
         rollbacks: Rollbacks,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
+        runs: RunLeaseStore | None = None,
+        trace: Callable[[], TraceRecorder] | None = None,
     ) -> None:
+        self._runs = runs
+        """The run lease (None: every run that has something due loops)."""
+        self._trace = trace
+        """Each pass is one request of message trace: one write at most."""
         self._store = store
         self._halves = halves
         self._topics = topics
@@ -94,6 +117,62 @@ class Checks:
         self._rollbacks = rollbacks
         self._clock = clock
         self._sleep = sleep
+
+    def run(
+        self,
+        *,
+        sleep_until: Callable[[int], None],
+        time_left: Callable[[], float],
+        woken: bool = False,
+    ) -> CheckReport:
+        """Pass over the due transactions until ``time_left()`` (seconds, wall time) runs
+        out (see the module's docstring); ``woken``: a half send started this run (it
+        answers the pending ask before it looks). Returns the passes' totals."""
+        totals = CheckReport()
+        if woken and self._runs is not None:
+            try:
+                self._runs.run_started(self._clock())
+            except (BrokerError, ClientError, BotoCoreError):  # a later send asks again
+                log.exception("could not answer the checker wake; going on")
+        if not self.any_undecided():
+            return totals
+        first = True
+        while True:
+            started = self._clock()
+            report = self._pass()
+            for name, value in dataclasses.asdict(report).items():
+                setattr(totals, name, getattr(totals, name) + value)
+            now = self._clock()
+            left_ms = int(max(time_left(), 0) * 1000)
+            if left_ms <= 0:
+                return totals
+            next_due = self.next_due_at(now + left_ms)
+            if first:
+                first = False
+                if next_due is None or not self._claim_lease(now, left_ms, next_due):
+                    return totals
+            wake = now + LOOK_MS
+            if next_due is not None:
+                wake = min(wake, max(next_due, started + MIN_PAUSE_MS))
+            sleep_until(min(wake, now + left_ms))
+
+    def _pass(self) -> CheckReport:
+        if self._trace is None:
+            return self.run_checks()
+        with request_scope(self._trace):
+            return self.run_checks()
+
+    def _claim_lease(self, now: int, left_ms: int, next_due: int) -> bool:
+        """Claim the run lease until this run ends; False when a looping run covers the
+        next due time already."""
+        if self._runs is None:
+            return True
+        until = now + left_ms
+        try:
+            return self._runs.claim_run(until, unless_covering=next_due + LEASE_MARGIN_MS)
+        except (BrokerError, ClientError, BotoCoreError):  # the lease only saves runs
+            log.exception("could not claim the checker run lease; looping without it")
+            return True
 
     def run_checks(self, *, limit: int = 100) -> CheckReport:
         """One pass of the back-checker over the transactions due now.
@@ -173,14 +252,18 @@ class Checks:
     def next_due_in(self, horizon_seconds: float) -> float | None:
         """Seconds until the next transaction is due within the horizon (None: none)."""
         now = self._clock()
-        until = now + int(horizon_seconds * 1000)
+        due = self.next_due_at(now + int(horizon_seconds * 1000))
+        return None if due is None else max(0.0, (due - now) / 1000)
+
+    def next_due_at(self, until: int) -> int | None:
+        """When the next transaction is due, if at or before ``until`` (None: none)."""
         due = [
             txn.next_check_at
             for shard in range(DUE_SHARDS)
             for txn in self._store.due(f"due#{shard}", until, limit=1)
             if txn.next_check_at is not None
         ]
-        return max(0.0, (min(due) - now) / 1000) if due else None
+        return min(due) if due else None
 
     def poll_checks(
         self,

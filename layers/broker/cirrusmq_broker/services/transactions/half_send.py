@@ -55,12 +55,16 @@ class HalfSends:
         topics: TopicCatalog,
         registrations: Registrations,
         clock: Callable[[], int],
+        wake: Callable[[list[int]], None] | None = None,
     ) -> None:
         self._store = store
         self._halves = halves
         self._topics = topics
         self._registrations = registrations
         self._clock = clock
+        self._wake = wake
+        """Told when an opened transaction's first check falls due: starts a checker run
+        if none covers it (never raises)."""
 
     def check(self, topic_name: str, inputs: Sequence[MessageInput]) -> None:
         """Raise what :meth:`send` would raise for the topic and the messages themselves,
@@ -145,7 +149,7 @@ class HalfSends:
                 max_recorded_bytes=MAX_RECORDED_BYTES,
             )
         except (FenceFailed, StateChanged) as exc:
-            return self._refused_send(
+            result = self._refused_send(
                 exc,
                 producer_group,
                 transaction_id,
@@ -154,8 +158,17 @@ class HalfSends:
                 (transactional_id, epoch),
                 access_key,
             )
+            self._first_check_due(part, now, timings)  # the first may have died before it
+            return result
         record_half_sent(topic, messages, queues, transaction_id, transactional_id)
+        self._first_check_due(part, now, timings)
         return HalfSendResult(transaction_id, _receipts(half), duplicate=False)
+
+    def _first_check_due(self, part: int, now: int, timings: CheckTimings | None) -> None:
+        """The transaction's first send opened it: its first check is due after the
+        immunity (a later part leaves that time as it is)."""
+        if part == 0 and self._wake is not None:
+            self._wake([now + (timings or CheckTimings()).immunity_seconds * 1000])
 
     def _check_ids_unused(
         self, producer_group: str, transaction_id: str, part: int, messages: list[NewMessage]

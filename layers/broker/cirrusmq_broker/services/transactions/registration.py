@@ -44,6 +44,36 @@ class Registrations:
         except FenceFailed:
             raise foreign(producer_group, transactional_id) from None
 
+    def register_once(
+        self,
+        producer_group: str,
+        transactional_id: str,
+        *,
+        access_key: str | None = None,
+        admin: bool = False,
+    ) -> int:
+        """The epoch of a transactional id registered for one request only: the first call
+        registers it (epoch 1), a later one (the request sent again) finds that registration
+        and fences nobody. Another key's registration of the id is AccessDenied (but to an
+        admin)."""
+        check_group_name(producer_group)
+        check_id(transactional_id, "transactional id")
+        now = self._clock()
+        expires_at = now // 1000 + REGISTRATION_KEEP_SECONDS
+        if self._store.register_first(
+            producer_group, transactional_id, now, expires_at=expires_at, access_key=access_key
+        ):
+            return 1
+        found = self._store.registration_of(producer_group, transactional_id)
+        if found is None:  # expired and deleted in between: a registration of its own
+            return self.register(
+                producer_group, transactional_id, access_key=access_key, admin=admin
+            )
+        epoch, _, owner = found
+        if owner is not None and owner != access_key and not admin:
+            raise foreign(producer_group, transactional_id)
+        return epoch
+
     def fence(
         self,
         producer_group: str,

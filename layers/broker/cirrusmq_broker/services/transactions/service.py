@@ -30,6 +30,7 @@ from ...storage.transactions import TransactionStore
 from ...validation import check_group_name
 from ..batch_writer import BatchWriter
 from ..topic_catalog import TopicCatalog
+from ..trace import TraceRecorder
 from .checks import Checks
 from .commit import Commits
 from .half_send import HalfSends
@@ -53,7 +54,11 @@ class TransactionService:
         records: ProducerRecords,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
+        wake: Callable[[list[int]], None] | None = None,
+        trace: Callable[[], TraceRecorder] | None = None,
     ) -> None:
+        """``wake``: told the due times of checks a half send opened (starts a checker run
+        unless one covers them); ``trace``: each checker pass is one request of trace."""
         self._store = store
         self._halves = halves
         self._writer = writer
@@ -81,6 +86,7 @@ class TransactionService:
             topics=topics,
             registrations=self._registrations,
             clock=clock,
+            wake=wake,
         )
         self._checks = Checks(
             store=store,
@@ -91,12 +97,16 @@ class TransactionService:
             rollbacks=self._rollbacks,
             clock=clock,
             sleep=sleep,
+            runs=store.runs,
+            trace=trace,
         )
         # The steps' own methods are the service's: one signature and docstring each.
         self.register = self._registrations.register
+        self.register_once = self._registrations.register_once
         self.send = self._half_sends.send
         self.check_send = self._half_sends.check
         self.transactional_topic = self._half_sends.transactional_topic
+        self.run = self._checks.run
         self.run_checks = self._checks.run_checks
         self.any_undecided = self._checks.any_undecided
         self.next_due_in = self._checks.next_due_in

@@ -17,13 +17,15 @@ item also carries the run lease: ``run_until`` (a release run loops until then) 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ...rules.delays import due_minute
 from ..dynamo import KeysToRead, batch_get, error_code, from_item, to_item
+from ..run_leases import RunLease, RunLeaseStore
 
 CHECKPOINT_SLOT = "checkpoint"
 CANCEL_RECORD_DAYS = 7
@@ -50,6 +52,8 @@ class DelayItem:
     """Message ids cancelled before the move (skipped by it)."""
     cancels: int = 0
     """Cancel writes so far: the move's delete is conditional on it (a cancel racing the move)."""
+    object_missing: bool = False
+    """Filed again when its delay object was found missing: due when its retention ended."""
 
     @property
     def slot(self) -> str:
@@ -67,13 +71,6 @@ class DelayItem:
 def split_key(key: str) -> dict[str, str]:
     slot, due_key = key.split("|", 1)
     return {"slot": slot, "due_key": due_key}
-
-
-class RunLease(NamedTuple):
-    """The release runs as the checkpoint item records them (epoch ms, 0: none)."""
-
-    run_until: int = 0
-    asked_at: int = 0
 
 
 class DelayItemStore:
@@ -102,6 +99,7 @@ class DelayItemStore:
                         "created_ms": entry.created_ms,
                         "siblings": list(entry.siblings) or None,
                         "not_last": True if not entry.last else None,
+                        "object_missing": True if entry.object_missing else None,
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(due_key)",
@@ -131,6 +129,21 @@ class DelayItemStore:
             self._client.transact_write_items(
                 TransactItems=[self.delete_request(e) for e in entries[start : start + 100]]
             )
+
+    def postpone(self, entry: DelayItem, due_ms: int) -> bool:
+        """File ``entry`` again as due at ``due_ms``, marked ``object_missing`` (one
+        transaction: the item as read is deleted, its copy put under the new due time);
+        False when another run moved it or a cancel changed it since it was read."""
+        later = dataclasses.replace(entry, due_ms=due_ms, object_missing=True)
+        try:
+            self._client.transact_write_items(
+                TransactItems=[self.delete_request(entry), self.put_request(later)]
+            )
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                return False
+            raise
+        return True
 
     # ---------------------------------------------------------------- reading
     def due(self, minute: int, upto_ms: int) -> list[DelayItem]:
@@ -263,57 +276,25 @@ class DelayItemStore:
                 raise
 
     # ---------------------------------------------------------------- run lease
+    @property
+    def runs(self) -> RunLeaseStore:
+        """The release's run lease (on the checkpoint item)."""
+        return RunLeaseStore(self._client, self._table, {"slot": CHECKPOINT_SLOT, "due_key": "-"})
+
     def run_lease(self) -> RunLease:
-        """The run lease as the checkpoint item holds it (one consistent read)."""
-        item = self._client.get_item(
-            TableName=self._table,
-            Key=to_item({"slot": CHECKPOINT_SLOT, "due_key": "-"}),
-            ConsistentRead=True,
-            ProjectionExpression="run_until, asked_at",
-        ).get("Item")
-        values = from_item(item) if item else {}
-        return RunLease(int(values.get("run_until", 0)), int(values.get("asked_at", 0)))
+        return self.runs.run_lease()
 
     def claim_run(self, until: int, unless_covering: int) -> bool:
-        """Record that a run loops until ``until``, unless a run already loops until at
-        least ``unless_covering`` (False then). Never shortens a lease."""
-        return self._conditional_update(
-            "SET run_until = :until",
-            "attribute_not_exists(run_until) OR run_until < :need",
-            {":until": until, ":need": min(unless_covering, until)},
-        )
+        return self.runs.claim_run(until, unless_covering)
 
     def ask_run(self, now: int, *, pending_since: int) -> bool:
-        """Record that a send asks for a run at ``now``, unless another asked at or after
-        ``pending_since`` and no run started since (False then: that run is coming)."""
-        return self._conditional_update(
-            "SET asked_at = :now",
-            "attribute_not_exists(asked_at) OR asked_at < :since",
-            {":now": now, ":since": pending_since},
-        )
+        return self.runs.ask_run(now, pending_since=pending_since)
 
     def run_started(self, now: int) -> None:
-        """A run scans from ``now`` on: the asks made until then are answered."""
-        self._conditional_update("REMOVE asked_at", "asked_at <= :now", {":now": now})
+        self.runs.run_started(now)
 
     def withdraw_ask(self, asked_at: int) -> None:
-        """The run asked for at ``asked_at`` could not be started: the next send asks."""
-        self._conditional_update("REMOVE asked_at", "asked_at = :at", {":at": asked_at})
-
-    def _conditional_update(self, update: str, condition: str, values: dict[str, Any]) -> bool:
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=to_item({"slot": CHECKPOINT_SLOT, "due_key": "-"}),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=to_item(values),
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        self.runs.withdraw_ask(asked_at)
 
 
 def cancel_slot(topic: str, message_id: str) -> str:
@@ -334,4 +315,5 @@ def _entry(values: dict[str, Any]) -> DelayItem:
         last=not values.get("not_last", False),
         cancelled=frozenset(values.get("cancelled") or ()),
         cancels=int(values.get("cancels", 0)),
+        object_missing=bool(values.get("object_missing", False)),
     )
