@@ -26,8 +26,11 @@ from .errors import invalid_parameter
 TAG_ATTRIBUTE = "cirrusmq.tag"
 KEYS_ATTRIBUTE = "cirrusmq.keys"
 TYPES_PROPERTY = "sqs.types"
-HIDDEN_PROPERTIES = frozenset({"sqs.source"})
-"""Properties the adapter writes for itself (a dead letter's source queue), not attributes."""
+DEDUP_ID_PROPERTY = "sqs:dedup"
+"""A FIFO message's deduplication id (its system attribute); ``:`` is in no attribute name."""
+HIDDEN_PROPERTIES = frozenset({"sqs.source", DEDUP_ID_PROPERTY})
+"""Properties the adapter writes for itself (a dead letter's source queue, a FIFO message's
+deduplication id), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
