@@ -159,3 +159,34 @@ def test_incomplete_fifo_sends_are_refused_as_sqs_refuses_them(
     assert error_code(caught.value) == code
     assert caught.value.response["Error"]["Message"] == message
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_deduplication_scope_message_group_deduplicates_within_a_group(
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = _fifo(sqs, queue_name, DeduplicationScope="messageGroup")
+    first = sqs.send_message(
+        QueueUrl=url, MessageBody="a", MessageGroupId="g1", MessageDeduplicationId="d"
+    )
+    other_group = sqs.send_message(
+        QueueUrl=url, MessageBody="b", MessageGroupId="g2", MessageDeduplicationId="d"
+    )
+    repeat = sqs.send_message(
+        QueueUrl=url, MessageBody="c", MessageGroupId="g1", MessageDeduplicationId="d"
+    )
+    assert other_group["MessageId"] != first["MessageId"] == repeat["MessageId"]
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in received) == ["a", "b"]
+
+
+def test_deduplication_scope_queue_deduplicates_across_groups(sqs, queue_name) -> None:  # noqa: F811
+    url = _fifo(sqs, queue_name)
+    first = sqs.send_message(
+        QueueUrl=url, MessageBody="a", MessageGroupId="g1", MessageDeduplicationId="d"
+    )
+    other_group = sqs.send_message(
+        QueueUrl=url, MessageBody="b", MessageGroupId="g2", MessageDeduplicationId="d"
+    )
+    assert other_group["MessageId"] == first["MessageId"]
+    assert other_group["SequenceNumber"] == first["SequenceNumber"]
