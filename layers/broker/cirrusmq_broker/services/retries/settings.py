@@ -1,5 +1,6 @@
-"""A group's retry settings: how many deliveries a message gets before it goes to the
-group's dead-letter topic (``max_delivery_attempts``), cached per container."""
+"""A group's retry settings, cached per container: how many deliveries a message gets before
+it is a dead letter (``max_delivery_attempts``), and where dead letters go (the group's
+dead-letter topic ``dlq.<group>``, or a user topic set as its dead-letter destination)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from ...rules.retries import (
     MAX_MAX_DELIVERY_ATTEMPTS,
     MIN_MAX_DELIVERY_ATTEMPTS,
 )
-from ...storage.group_configs import GroupConfigStore
-from ...validation import check_group_name
+from ...storage.group_configs import DeadLetterDestination, GroupConfigStore
+from ...validation import check_group_name, check_properties, check_topic_name
 
 CONFIG_CACHE_SECONDS = 30
 """How long a container uses a group's setting as read (another container's change shows
@@ -25,6 +26,9 @@ class RetrySettings:
     def __init__(self, configs: GroupConfigStore) -> None:
         self._configs = configs
         self._max: TTLCache[str, int] = TTLCache(maxsize=4096, ttl=CONFIG_CACHE_SECONDS)
+        self._destinations: TTLCache[str, tuple[DeadLetterDestination | None]] = TTLCache(
+            maxsize=4096, ttl=CONFIG_CACHE_SECONDS
+        )
         self._lock = threading.Lock()
 
     def max_delivery_attempts(self, group: str, *, fresh: bool = False) -> int:
@@ -51,3 +55,28 @@ class RetrySettings:
         with self._lock:
             self._max[group] = value
         return value
+
+    def dead_letter_destination(self, group: str) -> DeadLetterDestination | None:
+        """The topic ``group``'s dead letters go to instead of ``dlq.<group>`` (None: none)."""
+        with self._lock:
+            cached = self._destinations.get(group)
+        if cached is not None:
+            return cached[0]
+        value = self._configs.dead_letter_destination(group)
+        with self._lock:
+            self._destinations[group] = (value,)
+        return value
+
+    def set_dead_letter_destination(
+        self, group: str, topic: str | None, properties: dict[str, str] | None = None
+    ) -> None:
+        """Send ``group``'s dead letters to the user topic ``topic``, each with
+        ``properties`` added (None: to its dead-letter topic ``dlq.<group>``)."""
+        check_group_name(group)
+        destination = None
+        if topic is not None:
+            check_topic_name(topic)
+            destination = DeadLetterDestination(topic, check_properties(dict(properties or {})))
+        self._configs.set_dead_letter_destination(group, destination)
+        with self._lock:
+            self._destinations[group] = (destination,)
