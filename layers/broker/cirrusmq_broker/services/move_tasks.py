@@ -99,8 +99,9 @@ class MoveTaskService:
     ) -> MoveTask:
         """Store a running task moving ``group``'s messages of ``topic`` to ``destination``,
         or each to ``routes[its route_property]`` (``routes[""]`` without the property);
-        MoveTaskRunning if the group has a running task whose runner is alive (one whose
-        runner died is taken over and returned instead). The caller then :meth:`run`\\ s it."""
+        MoveTaskRunning if the group has a running task whose runner is alive; one whose
+        runner died is taken over and returned instead (with its own destination and rate).
+        The caller then runs the task it gets (:meth:`run`)."""
         check_group_name(group)
         check_topic_name(topic)
         if max_per_second is not None and not 1 <= max_per_second <= MAX_PER_SECOND:

@@ -125,8 +125,8 @@ class Handoff:
             for position, ((destination, q), messages) in enumerate(
                 sorted(batches.items(), key=lambda kv: (kv[0][0].name, kv[0][1]))
             ):
-                after = current.moved_on([m.offset for m in messages])
                 moved = [m.offset for m in messages]
+                after = current.moved_on(moved)  # settled as moved, in this append's transaction
                 stamp = ProducerStamp(f"{producer}.{lease_id}.v{lease.version}", position)
                 digest = hashlib.sha256(
                     f"{stamp.producer_id}#{destination.name}#{q}#{moved}".encode()
