@@ -40,6 +40,13 @@ class DeadLetterDestination:
     """Properties each letter gets there (e.g. the queue it came from)."""
 
 
+@dataclass(frozen=True)
+class GroupSettings:
+    max_delivery_attempts: int | None = None
+    """None: never set (the default applies)."""
+    dead_letter: DeadLetterDestination | None = None
+
+
 class GroupConfigStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
@@ -55,14 +62,23 @@ class GroupConfigStore:
         )
         return bool(response["Items"])
 
-    def max_delivery_attempts(self, group: str) -> int | None:
+    def settings(self, group: str) -> GroupSettings:
+        """The group's settings as stored (one consistent read of its ``#config`` item)."""
         item = self._client.get_item(
             TableName=self._table,
             Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
             ConsistentRead=True,
         ).get("Item")
-        value = from_item(item).get("max_delivery_attempts") if item else None
-        return int(value) if value is not None else None
+        values = from_item(item) if item else {}
+        attempts = values.get("max_delivery_attempts")
+        destination = None
+        if values.get("dead_letter_topic"):
+            properties = values.get("dead_letter_properties") or {}
+            destination = DeadLetterDestination(
+                str(values["dead_letter_topic"]),
+                {str(k): str(v) for k, v in properties.items()},
+            )
+        return GroupSettings(int(attempts) if attempts is not None else None, destination)
 
     def set_max_delivery_attempts(self, group: str, value: int) -> None:
         self._client.update_item(
@@ -70,20 +86,6 @@ class GroupConfigStore:
             Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
             UpdateExpression="SET max_delivery_attempts = :m",
             ExpressionAttributeValues=to_item({":m": value}),
-        )
-
-    def dead_letter_destination(self, group: str) -> DeadLetterDestination | None:
-        item = self._client.get_item(
-            TableName=self._table,
-            Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
-            ConsistentRead=True,
-        ).get("Item")
-        values = from_item(item) if item else {}
-        if not values.get("dead_letter_topic"):
-            return None
-        properties = values.get("dead_letter_properties") or {}
-        return DeadLetterDestination(
-            str(values["dead_letter_topic"]), {str(k): str(v) for k, v in properties.items()}
         )
 
     def set_dead_letter_destination(
