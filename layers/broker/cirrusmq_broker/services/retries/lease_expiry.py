@@ -2,9 +2,9 @@
 its deadline to :meth:`LeaseExpiry.expire` before it plans new deliveries.
 
 The lease's unsettled messages are re-published to the next backoff level of
-``retry.<group>.<topic>`` (one append per lease and level), or to ``dlq.<group>`` after
-the group's last attempt (or to the group's dead-letter destination, a user topic, if it
-has one: see retry_topic.py), then settled in the lease, so the queue's committed offset moves
+``retry.<group>.<topic>`` (one append per lease and level), or to ``dlq.<group>`` after the
+group's last attempt (or to the group's dead-letter destination, a user topic, if it has
+one: see retry_topic.py), then settled in the lease, so the queue's committed offset moves
 on. On a FIFO topic they stay in place (order): the receive redelivers the lease itself,
 unless the last attempt failed: then they go to the DLQ.
 

@@ -1,19 +1,19 @@
 """The group's retry topic ``retry.<group>.<topic>`` and dead-letter topic ``dlq.<group>``:
 moving messages there, and serving the retry topic's due messages within a receive.
 
-A move appends copies of the messages (their attempt and origin in the system properties)
-to the retry topic's queue of the backoff level they reached, or to the DLQ. A group with a
+A move appends copies of the messages (their attempt and origin in the system properties) to
+the retry topic's queue of the backoff level they reached, or to the DLQ. A group with a
 dead-letter destination (a user topic, e.g. the SQS dead-letter queue a RedrivePolicy names)
 has its dead letters appended there instead, as messages of that topic, by the same fenced
-move: no later step forwards them. The retry
-topic has one queue per backoff level; a batch of level ``n`` becomes visible ``n``'s
-backoff after it was stored, so a level queue is served only up to its first batch not yet
-visible (the index is immutable, so that bound is cached until it passes). A receive of the
-user topic asks :meth:`RetryTopic.due` what it may serve, serves that part with its own pass
-and hands the deliveries back through :meth:`RetryTopic.served`, which shows them as their
-originals. :meth:`RetryTopic.receivable_at` tells a receive that served nothing when
-something of the retry topic becomes receivable (a batch in its backoff, a lease of it),
-as this container last read or moved it.
+move: no later step forwards them. The retry topic has one queue per backoff level; a batch
+of level ``n`` becomes visible ``n``'s backoff after it was stored, so a level queue is
+served only up to its first batch not yet visible (the index is immutable, so that bound is
+cached until it passes). A receive of the user topic asks :meth:`RetryTopic.due` what it may
+serve, serves that part with its own pass and hands the deliveries back through
+:meth:`RetryTopic.served`, which shows them as their originals.
+:meth:`RetryTopic.receivable_at` tells a receive that served nothing when something of the
+retry topic becomes receivable (a batch in its backoff, a lease of it), as this container
+last read or moved it.
 """
 
 from __future__ import annotations
