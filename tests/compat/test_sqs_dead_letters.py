@@ -89,3 +89,25 @@ def test_a_fifo_queue_dead_letters_into_its_fifo_dead_letter_queue(
     )["Messages"]
     assert (dead["Body"], dead["MessageId"]) == ("m0", first["MessageId"])
     assert dead["Attributes"]["MessageGroupId"] == "g"
+
+
+def test_a_queue_whose_policy_predates_dead_letter_destinations_gets_one(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    from cirrusmq_broker.container import Broker
+    from cirrusmq_broker.settings import Settings
+
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    # as stored by a release whose RedrivePolicy set no dead-letter destination
+    Broker(Settings.from_env()).retries.set_dead_letter_destination(f"sqs-{queue_name}", None)
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert _receive_until_dead(cirrusmq_stack, sqs, url, 1) == sent["MessageId"]
+    (dead,) = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1)["Messages"]
+    assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")
