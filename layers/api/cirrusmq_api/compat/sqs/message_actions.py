@@ -27,7 +27,7 @@ from .message_attributes import (
     to_message_fields,
 )
 from .naming import QueueName
-from .queue_actions import active_topic, attributes_of
+from .queue_actions import active_topic, attributes_of, keep_dead_letter_destination
 
 MAX_BATCH = 10
 MAX_RECEIVE = 10
@@ -270,6 +270,7 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
     invisible = max(limits.MIN_INVISIBLE_SECONDS, visibility)
     try:
+        keep_dead_letter_destination(call, queue, attributes)
         received = call.broker.consume.receive(
             queue.group, topic.name, max_messages=most, invisible_seconds=invisible,
             wait_seconds=wait,

@@ -125,6 +125,18 @@ def _apply_redrive(
     call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
 
 
+def keep_dead_letter_destination(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+    """A queue whose RedrivePolicy was stored by a release that set no dead-letter
+    destination gets its destination now (before the receive whose expiry may dead-letter).
+    The group's settings are cached per container: usually no read."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is None or call.broker.retries.dead_letter_destination(queue.group) is not None:
+        return
+    call.broker.retries.set_dead_letter_destination(
+        queue.group, naming.from_arn(policy[0]).topic, {SOURCE_PROPERTY: queue.name}
+    )
+
+
 def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: bool) -> None:
     """Add the queue to (or remove it from) the source queues a dead-letter queue records."""
     stored = call.broker.sqs_queues.get(target.group)

@@ -75,4 +75,5 @@ class RetryService:
         self.nack = traced_settles("nacked", nacks.nack, topics, lambda h: signer().decode(h))
         self.max_delivery_attempts = self.settings.max_delivery_attempts
         self.set_max_delivery_attempts = self.settings.set_max_delivery_attempts
+        self.dead_letter_destination = self.settings.dead_letter_destination
         self.set_dead_letter_destination = self.settings.set_dead_letter_destination
