@@ -124,6 +124,30 @@ def moved_copy(message: StoredMessage, lease_attempt: int, target: Target) -> Ne
     )
 
 
+def dead_letter_copy(
+    message: StoredMessage, target: Target, properties: dict[str, str]
+) -> NewMessage:
+    """A dead letter appended to the group's dead-letter destination (a user topic): a
+    message of that topic (same id, body, tag, keys, group and born time, no origin, no
+    attempts so far) with ``properties`` added and the reason it died."""
+    return replace(
+        message.as_new(
+            SystemFields(
+                dead_letter_reason=target.reason, transaction_id=message.system.transaction_id
+            )
+        ),
+        properties={**message.properties, **properties},
+    )
+
+
+def first_queue(message: StoredMessage) -> int:
+    """The queue the message was first stored in (its origin's, for a retry)."""
+    system = message.system
+    if system.origin_topic is not None and system.origin_queue is not None:
+        return system.origin_queue
+    return message.queue
+
+
 def redriven_copy(message: StoredMessage) -> NewMessage:
     """A dead letter sent back to its topic: same id, reconsume count reset to 0."""
     return message.as_new(SystemFields(transaction_id=message.system.transaction_id))

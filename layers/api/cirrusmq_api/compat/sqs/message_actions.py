@@ -15,7 +15,7 @@ from cirrusmq_broker.errors import BrokerError, IdempotencyConflict
 from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import retry_origin
 
-from . import dead_letters, naming, queue_attributes
+from . import naming
 from .context import Call, int_param, list_param
 from .digests import md5_of_attributes, md5_of_body
 from .errors import SqsError, batch_error, from_broker, invalid_parameter, receipt_handle_invalid
@@ -27,7 +27,7 @@ from .message_attributes import (
     to_message_fields,
 )
 from .naming import QueueName
-from .queue_actions import active_topic, attributes_of
+from .queue_actions import active_topic, attributes_of, keep_dead_letter_destination
 
 MAX_BATCH = 10
 MAX_RECEIVE = 10
@@ -270,8 +270,7 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
     invisible = max(limits.MIN_INVISIBLE_SECONDS, visibility)
     try:
-        if queue_attributes.sources(attributes):
-            dead_letters.forward(call, queue, attributes)
+        keep_dead_letter_destination(call, queue, attributes)
         received = call.broker.consume.receive(
             queue.group, topic.name, max_messages=most, invisible_seconds=invisible,
             wait_seconds=wait,

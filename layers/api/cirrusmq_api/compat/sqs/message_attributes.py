@@ -26,7 +26,9 @@ from .errors import invalid_parameter
 TAG_ATTRIBUTE = "cirrusmq.tag"
 KEYS_ATTRIBUTE = "cirrusmq.keys"
 TYPES_PROPERTY = "sqs.types"
-HIDDEN_PROPERTIES = frozenset({"sqs.source"})
+SOURCE_PROPERTY = "sqs.source"
+"""The property a dead letter carries in its dead-letter queue: the queue it died in."""
+HIDDEN_PROPERTIES = frozenset({SOURCE_PROPERTY})
 """Properties the adapter writes for itself (a dead letter's source queue), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")

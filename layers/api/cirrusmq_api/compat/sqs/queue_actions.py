@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import BrokerError, TopicAlreadyExists, TopicNotFound
+from cirrusmq_broker.errors import TopicAlreadyExists, TopicNotFound
 from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
 
-from . import dead_letters, naming, queue_attributes
+from . import naming, queue_attributes
 from .context import Call, int_param, list_param, str_param
-from .errors import SqsError, from_broker, invalid_parameter, queue_does_not_exist
+from .errors import SqsError, queue_does_not_exist
+from .message_attributes import SOURCE_PROPERTY
 from .naming import QueueName
 
 MAX_LIST_RESULTS = 1000
@@ -100,10 +101,13 @@ def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> 
 def _apply_redrive(
     call: Call, queue: QueueName, attributes: dict[str, str], previous: dict[str, str]
 ) -> None:
-    """RedrivePolicy: maxReceiveCount is the group's delivery attempts before its dead-letter
-    topic, which the dead-letter queue named by the ARN serves (it records its sources).
-    Without a policy SQS redelivers until the retention ends: the group gets the most
-    attempts CirrusMQ allows, and a dead-letter queue it named before forgets it."""
+    """RedrivePolicy: maxReceiveCount is the group's delivery attempts, and the dead-letter
+    queue named by the ARN is the group's dead-letter destination: the broker's dead-letter
+    move appends a message that failed its last attempt straight into that queue's topic,
+    with the property ``sqs.source`` naming this queue (the dead-letter queue records its
+    sources). Without a policy SQS redelivers until the retention ends: the group gets the
+    most attempts CirrusMQ allows, its dead letters (if any) go to its own dead-letter topic,
+    and a dead-letter queue it named before forgets it."""
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
     before = queue_attributes.redrive_policy(previous.get("RedrivePolicy", ""))
     target = naming.from_arn(policy[0]) if policy is not None else None
@@ -113,7 +117,24 @@ def _apply_redrive(
         _set_source(call, target, queue, present=True)
     attempts = MAX_MAX_DELIVERY_ATTEMPTS if policy is None else policy[1]
     attempts = min(max(attempts, MIN_MAX_DELIVERY_ATTEMPTS), MAX_MAX_DELIVERY_ATTEMPTS)
+    call.broker.retries.set_dead_letter_destination(
+        queue.group,
+        target.topic if target is not None else None,
+        {SOURCE_PROPERTY: queue.name},
+    )
     call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
+
+
+def keep_dead_letter_destination(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+    """A queue whose RedrivePolicy was stored by a release that set no dead-letter
+    destination gets its destination now (before the receive whose expiry may dead-letter).
+    The group's settings are cached per container: usually no read."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is None or call.broker.retries.dead_letter_destination(queue.group) is not None:
+        return
+    call.broker.retries.set_dead_letter_destination(
+        queue.group, naming.from_arn(policy[0]).topic, {SOURCE_PROPERTY: queue.name}
+    )
 
 
 def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: bool) -> None:
@@ -183,6 +204,14 @@ _OPTIONAL = frozenset(
     + ("KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled")
     + ("DeduplicationScope", "FifoThroughputLimit")
 )
+
+
+def approximate_count(call: Call, queue: QueueName) -> int:
+    """The queue's messages, visible and in flight (a move task's ToMove)."""
+    counts = _counts(call, queue, active_topic(call, queue))
+    return int(counts["ApproximateNumberOfMessages"]) + int(
+        counts["ApproximateNumberOfMessagesNotVisible"]
+    )
 
 
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
@@ -256,22 +285,3 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
         (q for q in sources if permissions.may_see_topic(q.topic)), key=lambda q: q.name
     )
     return {"queueUrls": [q.url(call.endpoint) for q in visible]}
-
-
-def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    """Redrive the dead letters a dead-letter queue holds back to their source queues."""
-    queue = naming.from_arn(params.get("SourceArn"))
-    call.require_admin(f"move messages of queue {queue.name}")
-    active_topic(call, queue)
-    if params.get("DestinationArn") is not None:
-        raise SqsError(
-            "UnsupportedOperation",
-            "Messages are moved back to their source queues only (no DestinationArn).",
-        )
-    if not queue_attributes.sources(attributes_of(call, queue)):
-        raise invalid_parameter(f"Queue {queue.name} is not a dead-letter queue.")
-    try:
-        moved = dead_letters.move_back(call, queue)
-    except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
-    return {"TaskHandle": f"{queue.name}:{call.broker.clock()}:{moved}"}

@@ -2,8 +2,9 @@
 its deadline to :meth:`LeaseExpiry.expire` before it plans new deliveries.
 
 The lease's unsettled messages are re-published to the next backoff level of
-``retry.<group>.<topic>`` (one append per lease and level), or to ``dlq.<group>`` after
-the group's last attempt, then settled in the lease, so the queue's committed offset moves
+``retry.<group>.<topic>`` (one append per lease and level), or to ``dlq.<group>`` after the
+group's last attempt (or to the group's dead-letter destination, a user topic, if it has
+one: see retry_topic.py), then settled in the lease, so the queue's committed offset moves
 on. On a FIFO topic they stay in place (order): the receive redelivers the lease itself,
 unless the last attempt failed: then they go to the DLQ.
 
@@ -226,8 +227,10 @@ class LeaseExpiry:
         moved |= {o for o in offsets if o not in originals}  # past retention: cannot tell
         wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
+        elsewhere = self._retry_topic.dead_letter_topic(group)
+        dead = [dlq_topic(group)] + ([elsewhere[0].name] if elsewhere is not None else [])
         for stamp, record in records.items():
-            names = [retry_topic(group, origin), dlq_topic(group)]
+            names = [retry_topic(group, origin), *dead]
             if stamp.sequence == DLQ_TARGET:
                 names = names[1:]
             elif stamp.sequence < DLQ_TARGET:
