@@ -87,6 +87,12 @@ def parse(protocol: str, headers: Mapping[str, str], body: bytes, raw_query: str
         raise SqsError("MalformedQueryString", "The request body is not UTF-8.") from None
     pairs = parse_qsl(raw_query, keep_blank_values=True) + parse_qsl(text, keep_blank_values=True)
     fields = dict(pairs)
+    if len(fields) != len(pairs):  # which value counts would be a guess: refuse them all
+        seen: set[str] = set()
+        repeated = next(name for name, _ in pairs if name in seen or seen.add(name))
+        raise SqsError(
+            "MalformedQueryString", f"The parameter {repeated[:100]} is given more than once."
+        )
     action = fields.pop("Action", "")
     fields.pop("Version", None)
     if not action:
@@ -186,7 +192,8 @@ def error_answer(protocol: str, error: SqsError) -> dict[str, Any]:
         return _response(error.status, "application/x-amz-json-1.0", body, rid, headers)
     body = (
         f'<ErrorResponse xmlns="{XML_NAMESPACE}"><Error><Type>{fault}</Type>'
-        f"<Code>{escape(error.query_code)}</Code><Message>{escape(error.message)}</Message>"
+        f"<Code>{escape(error.query_code)}</Code>"
+        f"<Message>{escape(error.query_message)}</Message>"
         f"<Detail/></Error><RequestId>{rid}</RequestId></ErrorResponse>"
     )
     return _response(error.status, "text/xml", body, rid)

@@ -23,9 +23,9 @@ def active_topic(call: Call, queue: QueueName) -> Topic:
     try:
         topic = call.broker.catalog.active(queue.topic)
     except TopicNotFound:
-        raise queue_does_not_exist(queue.name) from None
+        raise queue_does_not_exist() from None
     if (topic.message_type is MessageType.FIFO) != queue.fifo:
-        raise queue_does_not_exist(queue.name)
+        raise queue_does_not_exist()
     return topic
 
 
@@ -229,7 +229,7 @@ def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     try:
         call.broker.admin.delete_topic(queue.topic)
     except TopicNotFound:
-        raise queue_does_not_exist(queue.name) from None
+        raise queue_does_not_exist() from None
     call.broker.sqs_queues.delete(queue.group)
     return {}
 
@@ -273,5 +273,5 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
     try:
         moved = dead_letters.move_back(call, queue)
     except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
+        raise from_broker(exc) from None
     return {"TaskHandle": f"{queue.name}:{call.broker.clock()}:{moved}"}

@@ -17,7 +17,7 @@ DEFAULTS: dict[str, str] = {
     "DelaySeconds": "0",
     "MessageRetentionPeriod": "345600",
     "ReceiveMessageWaitTimeSeconds": "0",
-    "MaximumMessageSize": "262144",
+    "MaximumMessageSize": "1048576",
 }
 FIFO_DEFAULTS = {"FifoQueue": "true", "ContentBasedDeduplication": "false"}
 _RANGES: dict[str, tuple[int, int]] = {
