@@ -39,6 +39,11 @@ ACTIONS: dict[str, Action] = {
     "ChangeMessageVisibilityBatch": message_actions.change_message_visibility_batch,
     "ListDeadLetterSourceQueues": queue_actions.list_dead_letter_source_queues,
     "StartMessageMoveTask": queue_actions.start_message_move_task,
+    "TagQueue": queue_actions.tag_queue,
+    "UntagQueue": queue_actions.untag_queue,
+    "ListQueueTags": queue_actions.list_queue_tags,
+    "AddPermission": queue_actions.add_permission,
+    "RemovePermission": queue_actions.remove_permission,
 }
 """The supported actions (docs/compat.md#sqs has the table)."""
 

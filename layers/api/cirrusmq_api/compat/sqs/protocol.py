@@ -41,6 +41,9 @@ QUERY_LISTS: dict[str, tuple[str, str]] = {
     "ActionName": ("Actions", "list"),
 }
 """Flattened query lists and maps → their JSON request names."""
+QUERY_RENAMES: dict[str, dict[str, str]] = {"TagQueue": {"tags": "Tags"}}
+"""Where an action's JSON name differs from the one its query list maps to (``Tag.N`` is
+CreateQueue's ``tags`` but TagQueue's ``Tags``)."""
 
 XML_LIST_ITEMS: dict[str, str] = {
     # JSON result name -> the flattened element each item is written as
@@ -97,7 +100,11 @@ def parse(protocol: str, headers: Mapping[str, str], body: bytes, raw_query: str
     fields.pop("Version", None)
     if not action:
         raise SqsError("MissingAction", "The request must contain the parameter Action.")
-    return SqsRequest(QUERY, action, query_params(fields))
+    params = query_params(fields)
+    for query_name, json_name in QUERY_RENAMES.get(action, {}).items():
+        if query_name in params:
+            params[json_name] = params.pop(query_name)
+    return SqsRequest(QUERY, action, params)
 
 
 def query_params(fields: Mapping[str, str]) -> dict[str, Any]:

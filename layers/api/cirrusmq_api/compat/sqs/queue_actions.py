@@ -10,7 +10,7 @@ from cirrusmq_broker.errors import BrokerError, TopicAlreadyExists, TopicNotFoun
 from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
 
-from . import dead_letters, naming, queue_attributes
+from . import dead_letters, naming, queue_attributes, tags
 from .context import Call, int_param, list_param, str_param
 from .errors import SqsError, from_broker, invalid_parameter, queue_does_not_exist
 from .naming import QueueName
@@ -37,6 +37,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = naming.queue_name(str_param(params, "QueueName"))
     call.require_admin(f"create queue {queue.name}")
     wanted = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=True)
+    wanted_tags = tags.check(params["tags"], queue, present={}) if params.get("tags") else {}
     _check_redrive(call, queue, wanted)
     now = call.broker.clock()
     stored = {**wanted, "CreatedTimestamp": str(now // 1000)}
@@ -61,7 +62,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             return {"QueueUrl": queue.url(call.endpoint)}
         stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
     stored["LastModifiedTimestamp"] = stored["CreatedTimestamp"]
-    call.broker.sqs_queues.put(queue.group, stored)
+    call.broker.sqs_queues.put(queue.group, tags.with_tags(stored, wanted_tags))
     _apply_redrive(call, queue, stored, {})
     return {"QueueUrl": queue.url(call.endpoint)}
 
@@ -275,3 +276,38 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
     except BrokerError as exc:
         raise from_broker(exc) from None
     return {"TaskHandle": f"{queue.name}:{call.broker.clock()}:{moved}"}
+
+
+def tag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"tag queue {queue.name}")
+    active_topic(call, queue)
+    return tags.tag_queue(call, queue, params)
+
+
+def untag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"untag queue {queue.name}")
+    active_topic(call, queue)
+    return tags.untag_queue(call, queue, params)
+
+
+def list_queue_tags(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    active_topic(call, queue)
+    return tags.list_queue_tags(call, queue)
+
+
+def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"share queue {queue.name}")
+    active_topic(call, queue)
+    return tags.add_permission(params)
+
+
+def remove_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"share queue {queue.name}")
+    active_topic(call, queue)
+    return tags.remove_permission(params)
