@@ -106,7 +106,7 @@ def test_a_retention_change_is_the_topic_s_retention(cirrusmq_stack, sqs, queue_
     url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "1209600"})
     with Admin(cirrusmq_stack.endpoint, cirrusmq_stack.credentials) as admin:
-        topic = admin.describe_topic(queue_name)
+        topic = admin.describe_topic(queue_name).topic
     assert topic.retention_hours == 336
     assert _attributes(sqs, url)["MessageRetentionPeriod"] == "1209600"
 

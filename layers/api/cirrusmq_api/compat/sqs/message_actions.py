@@ -28,7 +28,10 @@ from .errors import (
 )
 from .message_attributes import (
     INVALID_TEXT,
+    SENDER_PROPERTY,
+    TRACE_PROPERTY,
     check_attributes,
+    check_system_attributes,
     from_message,
     select,
     to_message_fields,
@@ -64,7 +67,7 @@ class Outgoing:
 
 
 def _dedup_stamp(
-    call: Call, queue: QueueName, entry: dict[str, Any], body: str, content_based: bool
+    call: Call, queue: QueueName, entry: dict[str, Any], body: str, attributes: dict[str, str]
 ) -> tuple[ProducerStamp, str]:
     """A FIFO message's deduplication id as an idempotent-produce stamp: a repeat of the id
     on the queue within :data:`DEDUP_INTERVAL_MS` of its first accepted send is answered
@@ -73,9 +76,12 @@ def _dedup_stamp(
     The stamp's sequence is the 5-minute interval the first send fell in: a send reuses the
     previous interval's stamp while that stamp's first send is under 5 minutes old (one
     consistent read of its record), and takes the current interval's otherwise. Two sends
-    in one interval are always under 5 minutes apart, so they share its stamp."""
+    in one interval are always under 5 minutes apart, so they share its stamp.
+
+    With ``DeduplicationScope`` ``messageGroup`` the id is the message group's: the same id
+    in two groups is two messages."""
     dedup = entry.get("MessageDeduplicationId")
-    if dedup is None and content_based:
+    if dedup is None and attributes.get("ContentBasedDeduplication") == "true":
         dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
     if dedup is None:
         raise invalid_parameter(
@@ -84,7 +90,10 @@ def _dedup_stamp(
         )
     if not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
         raise invalid_parameter("MessageDeduplicationId must be 1-128 printable ASCII characters.")
-    key = hashlib.sha256(f"{queue.topic}\n{dedup}".encode()).hexdigest()[:40]
+    scope = queue.topic
+    if attributes.get("DeduplicationScope") == "messageGroup":
+        scope += f"\n{entry.get('MessageGroupId')}"
+    key = hashlib.sha256(f"{scope}\n{dedup}".encode()).hexdigest()[:40]
     producer = f"{DEDUP_PRODUCER_PREFIX}{key}"
     now = call.broker.clock()
     interval = now // DEDUP_INTERVAL_MS
@@ -121,6 +130,7 @@ def _message(
             f"{most} bytes."
         )
     message_attributes = check_attributes(entry.get("MessageAttributes"))
+    system = check_system_attributes(entry.get("MessageSystemAttributes"))
     delay = int_param(
         entry, "DelaySeconds", 0, MAX_DELAY_SECONDS,
         reason=f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}.",
@@ -140,8 +150,7 @@ def _message(
             )
     stamp, message_id = None, None
     if queue.fifo:
-        content_based = attributes.get("ContentBasedDeduplication") == "true"
-        stamp, message_id = _dedup_stamp(call, queue, entry, body, content_based)
+        stamp, message_id = _dedup_stamp(call, queue, entry, body, attributes)
         delay = 0  # a FIFO topic delivers in order, undelayed: the queue's delay is not applied
     elif delay is None:
         delay = int(attributes["DelaySeconds"])
@@ -152,7 +161,11 @@ def _message(
         message_id=message_id,
         tag=fields["tag"],
         keys=fields["keys"],
-        properties=fields["properties"],
+        properties={
+            **fields["properties"],
+            **system,
+            SENDER_PROPERTY: call.principal.access_key,
+        },
         message_group=group if isinstance(group, str) and group else None,
         delivery_timestamp=now + delay * 1000 if delay else None,
     )
@@ -325,13 +338,17 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         )  # fmt: skip
     except BrokerError as exc:
         raise from_broker(exc) from None
-    messages = [_received(r, system_names, attribute_names) for r in received]
+    now = call.broker.clock()
+    messages = [_received(r, system_names, attribute_names, now) for r in received]
     return {"Messages": messages} if messages else {}
 
 
 def _received(
-    received: ReceivedMessage, system_names: list[str], attribute_names: list[str]
+    received: ReceivedMessage, system_names: list[str], attribute_names: list[str], now: int
 ) -> dict[str, Any]:
+    """One message of a receive answer. ``ApproximateFirstReceiveTimestamp`` is this
+    receive's time on a first delivery; on a redelivery (the first receive is not recorded)
+    the time this copy of the message was stored."""
     stored = received.message
     body = stored.body.decode("utf-8", "replace")
     answer: dict[str, Any] = {
@@ -343,9 +360,14 @@ def _received(
     system = {
         "SentTimestamp": str(stored.born_timestamp or stored.stored_timestamp),
         "ApproximateReceiveCount": str(received.delivery_attempt),
-        "ApproximateFirstReceiveTimestamp": str(stored.stored_timestamp),
-        "SenderId": "",
+        "ApproximateFirstReceiveTimestamp": str(
+            now if received.delivery_attempt <= 1 else stored.stored_timestamp
+        ),
     }
+    if stored.properties.get(SENDER_PROPERTY):
+        system["SenderId"] = stored.properties[SENDER_PROPERTY]
+    if stored.properties.get(TRACE_PROPERTY):
+        system["AWSTraceHeader"] = stored.properties[TRACE_PROPERTY]
     if stored.message_group:
         system["MessageGroupId"] = stored.message_group
     if "All" not in system_names:

@@ -26,8 +26,13 @@ from .errors import invalid_parameter
 TAG_ATTRIBUTE = "cirrusmq.tag"
 KEYS_ATTRIBUTE = "cirrusmq.keys"
 TYPES_PROPERTY = "sqs.types"
-HIDDEN_PROPERTIES = frozenset({"sqs.source"})
-"""Properties the adapter writes for itself (a dead letter's source queue), not attributes."""
+SENDER_PROPERTY = "sqs.sender"
+"""The access key that sent the message (its SenderId)."""
+TRACE_PROPERTY = "sqs.trace"
+"""The message's AWSTraceHeader system attribute."""
+HIDDEN_PROPERTIES = frozenset({"sqs.source", SENDER_PROPERTY, TRACE_PROPERTY})
+"""Properties the adapter writes for itself (a dead letter's source queue, the sender, the
+trace header), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
@@ -148,3 +153,27 @@ def select(
     return {
         k: v for k, v in attributes.items() if k in names or (prefixes and k.startswith(prefixes))
     }
+
+
+def check_system_attributes(attributes: object) -> dict[str, str]:
+    """A send's MessageSystemAttributes: only ``AWSTraceHeader`` (a String), as in SQS; the
+    properties that keep it."""
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, dict):
+        raise invalid_parameter("MessageSystemAttributes must be a map.")
+    kept: dict[str, str] = {}
+    for name, value in attributes.items():
+        if name != "AWSTraceHeader":
+            raise invalid_parameter(
+                f"Message system attribute name '{str(name)[:256]}' is invalid."
+            )
+        text = value.get("StringValue") if isinstance(value, dict) else None
+        if value.get("DataType") != "String" or not isinstance(text, str) or not text:
+            raise invalid_parameter(
+                "Message system attribute AWSTraceHeader must be a String with a value."
+            )
+        if INVALID_TEXT.search(text) or len(text) > 1024:
+            raise invalid_parameter("Message system attribute AWSTraceHeader is invalid.")
+        kept[TRACE_PROPERTY] = text
+    return kept

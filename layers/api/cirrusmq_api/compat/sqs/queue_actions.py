@@ -16,6 +16,9 @@ from .errors import SqsError, from_broker, invalid_parameter, queue_does_not_exi
 from .naming import QueueName
 
 MAX_LIST_RESULTS = 1000
+DELAY_MINUTES = 15
+"""SQS's longest delay: ApproximateNumberOfMessagesDelayed counts the delayed messages due
+within it (and those just due, not yet released)."""
 
 
 def active_topic(call: Call, queue: QueueName) -> Topic:
@@ -200,10 +203,14 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         inflight += state.inflight
         start = max(state.committed_offset, offsets.min_offset)
         visible += max(0, offsets.max_offset - start - state.inflight)
+    now_minute = call.broker.clock() // 60_000
+    delayed = call.broker.delay_items.pending_count(
+        topic.name, range(now_minute - 1, now_minute + DELAY_MINUTES + 1)
+    )
     return {
         "ApproximateNumberOfMessages": str(visible),
         "ApproximateNumberOfMessagesNotVisible": str(inflight),
-        "ApproximateNumberOfMessagesDelayed": "0",
+        "ApproximateNumberOfMessagesDelayed": str(delayed),
     }
 
 
@@ -217,6 +224,10 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _check_redrive(call, queue, changes)
     previous = call.broker.sqs_queues.get(queue.group) or {}
     stored = {**previous, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    if "MessageRetentionPeriod" in changes:  # the topic keeps what is sent from now that long
+        call.broker.admin.update_topic(
+            queue.topic, retention_hours=queue_attributes.retention_hours(changes)
+        )
     call.broker.sqs_queues.put(queue.group, stored)
     if "RedrivePolicy" in changes:
         _apply_redrive(call, queue, stored, previous)
