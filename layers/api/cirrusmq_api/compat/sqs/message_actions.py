@@ -34,6 +34,7 @@ from .message_attributes import (
     check_system_attributes,
     from_message,
     select,
+    sqs_text,
     to_message_fields,
 )
 from .naming import QueueName
@@ -350,7 +351,7 @@ def _received(
     receive's time on a first delivery; on a redelivery (the first receive is not recorded)
     the time this copy of the message was stored."""
     stored = received.message
-    body = stored.body.decode("utf-8", "replace")
+    body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
         "MessageId": stored.message_id,
         "ReceiptHandle": received.receipt_handle,
@@ -365,11 +366,11 @@ def _received(
         ),
     }
     if stored.properties.get(SENDER_PROPERTY):
-        system["SenderId"] = stored.properties[SENDER_PROPERTY]
+        system["SenderId"] = sqs_text(stored.properties[SENDER_PROPERTY])
     if stored.properties.get(TRACE_PROPERTY):
-        system["AWSTraceHeader"] = stored.properties[TRACE_PROPERTY]
+        system["AWSTraceHeader"] = sqs_text(stored.properties[TRACE_PROPERTY])
     if stored.message_group:
-        system["MessageGroupId"] = stored.message_group
+        system["MessageGroupId"] = sqs_text(stored.message_group)
     if "All" not in system_names:
         system = {k: v for k, v in system.items() if k in system_names}
     if system:

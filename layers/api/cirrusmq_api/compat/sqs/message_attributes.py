@@ -38,6 +38,13 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
 INVALID_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters SQS takes in no body or string value (XML 1.0's; a lone surrogate among them)."""
+REPLACEMENT = "\ufffd"
+
+
+def sqs_text(text: str) -> str:
+    """``text`` as SQS can carry it: a character SQS refuses on send (stored through another
+    protocol) becomes U+FFFD, so no answer is invalid XML and the digests match the text."""
+    return INVALID_TEXT.sub(REPLACEMENT, text)
 
 
 def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
@@ -131,13 +138,14 @@ def from_message(message: StoredMessage) -> dict[str, dict[str, Any]]:
         types = {}
     attributes: dict[str, dict[str, Any]] = {}
     for name, value in properties.items():
-        data_type = str(types.get(name, "String"))
+        data_type = sqs_text(str(types.get(name, "String")))
         field = "BinaryValue" if data_type.startswith("Binary") else "StringValue"
-        attributes[name] = {"DataType": data_type, field: value}
+        attributes[sqs_text(name)] = {"DataType": data_type, field: sqs_text(value)}
     if message.tag:
-        attributes[TAG_ATTRIBUTE] = {"DataType": "String", "StringValue": message.tag}
+        attributes[TAG_ATTRIBUTE] = {"DataType": "String", "StringValue": sqs_text(message.tag)}
     if message.keys:
-        attributes[KEYS_ATTRIBUTE] = {"DataType": "String", "StringValue": " ".join(message.keys)}
+        keys = sqs_text(" ".join(message.keys))
+        attributes[KEYS_ATTRIBUTE] = {"DataType": "String", "StringValue": keys}
     return attributes
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as _escape
 
 from .errors import SqsError
 
@@ -59,6 +60,17 @@ XML_MAPS: dict[str, str] = {
     "MessageAttributes": "MessageAttribute",
     "Tags": "Tag",
 }
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot carry, not even as character references."""
+
+
+def escape(text: str) -> str:
+    """``text`` as XML character data: markup escaped, a character XML 1.0 cannot carry
+    replaced by U+FFFD (actions replace them first, where digests cover the text; this
+    guards every other answer), and a carriage return as ``&#13;`` so parsers keep it."""
+    return _escape(_NOT_XML.sub("\ufffd", text)).replace("\r", "&#13;")
 
 
 @dataclass(frozen=True)

@@ -148,8 +148,8 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     permissions = call.principal.permissions
     names = []
     for topic in call.broker.admin.list_topics():
-        queue = naming.from_topic(topic.name)
-        if queue is None or queue.fifo != (topic.message_type is MessageType.FIFO):
+        queue = naming.from_topic(topic.name, fifo=topic.message_type is MessageType.FIFO)
+        if queue is None:
             continue
         visible = permissions.may_see_topic(topic.name)
         if visible and queue.name.startswith(prefix) and queue.name > after:
