@@ -74,3 +74,19 @@ def test_a_json_receive_shows_the_same_replacement(cirrusmq_stack, sqs, queue_na
     (odd,) = [m for m in messages if m["Body"] not in ("first", "last")]
     assert odd["Body"] == SHOWN
     assert odd["MessageAttributes"]["note"]["StringValue"] == SHOWN
+
+
+def test_a_carriage_return_arrives_through_the_query_protocol(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="line\r\nnext\r")
+    status, text = query_request(
+        cirrusmq_stack, [("Action", "ReceiveMessage")], path=f"/000000000000/{queue_name}"
+    )
+    assert status == 200
+    (message,) = ET.fromstring(text).findall(".//q:Message", NS)
+    assert message.findtext("q:Body", namespaces=NS) == "line\r\nnext\r"
+    assert message.findtext("q:MD5OfBody", namespaces=NS) == sent["MD5OfMessageBody"]
