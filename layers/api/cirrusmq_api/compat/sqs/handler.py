@@ -41,6 +41,11 @@ ACTIONS: dict[str, Action] = {
     "StartMessageMoveTask": move_tasks.start_message_move_task,
     "ListMessageMoveTasks": move_tasks.list_message_move_tasks,
     "CancelMessageMoveTask": move_tasks.cancel_message_move_task,
+    "TagQueue": queue_actions.tag_queue,
+    "UntagQueue": queue_actions.untag_queue,
+    "ListQueueTags": queue_actions.list_queue_tags,
+    "AddPermission": queue_actions.add_permission,
+    "RemovePermission": queue_actions.remove_permission,
 }
 """The supported actions (docs/compat.md#sqs has the table)."""
 

@@ -10,13 +10,16 @@ from cirrusmq_broker.errors import TopicAlreadyExists, TopicNotFound
 from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
 
-from . import naming, queue_attributes
+from . import naming, queue_attributes, tags
 from .context import Call, int_param, list_param, str_param
 from .errors import SqsError, queue_does_not_exist
 from .message_attributes import SOURCE_PROPERTY
 from .naming import QueueName
 
 MAX_LIST_RESULTS = 1000
+DELAY_MINUTES = 15
+"""SQS's longest delay: ApproximateNumberOfMessagesDelayed counts the delayed messages due
+within it (and those just due, not yet released)."""
 
 
 def active_topic(call: Call, queue: QueueName) -> Topic:
@@ -24,9 +27,9 @@ def active_topic(call: Call, queue: QueueName) -> Topic:
     try:
         topic = call.broker.catalog.active(queue.topic)
     except TopicNotFound:
-        raise queue_does_not_exist(queue.name) from None
+        raise queue_does_not_exist() from None
     if (topic.message_type is MessageType.FIFO) != queue.fifo:
-        raise queue_does_not_exist(queue.name)
+        raise queue_does_not_exist()
     return topic
 
 
@@ -38,6 +41,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = naming.queue_name(str_param(params, "QueueName"))
     call.require_admin(f"create queue {queue.name}")
     wanted = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=True)
+    wanted_tags = tags.check(params["tags"], queue, present={}) if params.get("tags") else {}
     _check_redrive(call, queue, wanted)
     now = call.broker.clock()
     stored = {**wanted, "CreatedTimestamp": str(now // 1000)}
@@ -62,7 +66,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             return {"QueueUrl": queue.url(call.endpoint)}
         stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
     stored["LastModifiedTimestamp"] = stored["CreatedTimestamp"]
-    call.broker.sqs_queues.put(queue.group, stored)
+    call.broker.sqs_queues.put(queue.group, tags.with_tags(stored, wanted_tags))
     _apply_redrive(call, queue, stored, {})
     return {"QueueUrl": queue.url(call.endpoint)}
 
@@ -165,8 +169,8 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     permissions = call.principal.permissions
     names = []
     for topic in call.broker.admin.list_topics():
-        queue = naming.from_topic(topic.name)
-        if queue is None or queue.fifo != (topic.message_type is MessageType.FIFO):
+        queue = naming.from_topic(topic.name, fifo=topic.message_type is MessageType.FIFO)
+        if queue is None:
             continue
         visible = permissions.may_see_topic(topic.name)
         if visible and queue.name.startswith(prefix) and queue.name > after:
@@ -228,10 +232,14 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         inflight += state.inflight
         start = max(state.committed_offset, offsets.min_offset)
         visible += max(0, offsets.max_offset - start - state.inflight)
+    now_minute = call.broker.clock() // 60_000
+    delayed = call.broker.delay_items.pending_count(
+        topic.name, range(now_minute - 1, now_minute + DELAY_MINUTES + 1)
+    )
     return {
         "ApproximateNumberOfMessages": str(visible),
         "ApproximateNumberOfMessagesNotVisible": str(inflight),
-        "ApproximateNumberOfMessagesDelayed": "0",
+        "ApproximateNumberOfMessagesDelayed": str(delayed),
     }
 
 
@@ -245,6 +253,10 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _check_redrive(call, queue, changes)
     previous = call.broker.sqs_queues.get(queue.group) or {}
     stored = {**previous, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    if "MessageRetentionPeriod" in changes:  # the topic keeps what is sent from now that long
+        call.broker.admin.update_topic(
+            queue.topic, retention_hours=queue_attributes.retention_hours(changes)
+        )
     call.broker.sqs_queues.put(queue.group, stored)
     if "RedrivePolicy" in changes:
         _apply_redrive(call, queue, stored, previous)
@@ -258,7 +270,7 @@ def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     try:
         call.broker.admin.delete_topic(queue.topic)
     except TopicNotFound:
-        raise queue_does_not_exist(queue.name) from None
+        raise queue_does_not_exist() from None
     call.broker.sqs_queues.delete(queue.group)
     return {}
 
@@ -285,3 +297,38 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
         (q for q in sources if permissions.may_see_topic(q.topic)), key=lambda q: q.name
     )
     return {"queueUrls": [q.url(call.endpoint) for q in visible]}
+
+
+def tag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"tag queue {queue.name}")
+    active_topic(call, queue)
+    return tags.tag_queue(call, queue, params)
+
+
+def untag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"untag queue {queue.name}")
+    active_topic(call, queue)
+    return tags.untag_queue(call, queue, params)
+
+
+def list_queue_tags(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    active_topic(call, queue)
+    return tags.list_queue_tags(call, queue)
+
+
+def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"share queue {queue.name}")
+    active_topic(call, queue)
+    return tags.add_permission(params)
+
+
+def remove_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"share queue {queue.name}")
+    active_topic(call, queue)
+    return tags.remove_permission(params)
