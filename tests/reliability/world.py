@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from botocore import UNSIGNED
 from cachetools import TTLCache
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.services import log_reader
@@ -21,10 +22,17 @@ from cirrusmq_broker.storage.clients import aws_client
 from cirrusmq_local.in_process import broker_settings
 from faults import INJECTOR
 from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.model_instances import reset_model_data
+from moto.dynamodb.models import dynamodb_backends
+from moto.s3.models import s3_backends
 
 _TIMED_MODULES = (receive, queue_plan, log_reader, transaction_checks)
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 START_MS = 1_790_000_000_000
+REGION = "us-east-1"
+PARTITION = "aws"
+"""moto keeps S3 buckets per partition."""
 
 
 class FakeClock:
@@ -62,9 +70,9 @@ INLINE = Inline()
 
 
 class Backend:
-    """A fresh moto backend per history (no state carries over from one history to the
-    next, so a shrunk history replays the same), its tables and bucket made from
-    template.yaml."""
+    """One moto backend per process, its tables and bucket made from template.yaml once;
+    every history starts on it emptied (no state carries over from one history to the
+    next, so a shrunk history replays the same)."""
 
     _current: Backend | None = None
 
@@ -81,19 +89,47 @@ class Backend:
             raise
         for service in ("dynamodb", "s3"):
             INJECTOR.install(aws_client(service, self.settings))
+        self._dynamodb = aws_client("dynamodb", self.settings)
+        self._dynamodb.meta.events.register_first(
+            "choose-signer.*.*", _unsigned, unique_id=_UNSIGNED_ID
+        )
+        for table in dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables.values():
+            table.stream_shard = None  # no stream reader runs in-process: keep no records
 
     @classmethod
     def fresh(cls) -> Backend:
-        cls.stop()
-        cls._current = Backend()
+        """The process's backend, with no item in any table and no object in the bucket."""
+        if cls._current is None:
+            cls._current = Backend()
+        else:
+            cls._current.empty()
         return cls._current
+
+    def empty(self) -> None:
+        """Delete every item and object: what a new backend holds (the tables, the bucket
+        and the keys stay as template.yaml made them)."""
+        for table in dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables.values():
+            table.items.clear()
+        for bucket in s3_backends[DEFAULT_ACCOUNT_ID][PARTITION].buckets.values():
+            for versions in bucket.keys.lists():
+                for key in versions[1]:
+                    key.dispose()
+            for multipart in bucket.multiparts.values():
+                multipart.dispose()
+            bucket.keys.clear()
+            bucket.multiparts.clear()
+        reset_model_data()  # moto's list of every model made (items, objects, records)
 
     @classmethod
     def stop(cls) -> None:
+        """The end of a run: the mock stops (the next history builds a new backend)."""
+        _BrokerTime.uninstall()
         if cls._current is not None:
+            cls._current._dynamodb.meta.events.unregister(
+                "choose-signer.*.*", unique_id=_UNSIGNED_ID
+            )
             cls._current._mock.stop()
             cls._current = None
-            _BrokerTime.uninstall()
 
 
 class _BrokerTime:
@@ -128,7 +164,7 @@ class _BrokerTime:
 
 
 class World:
-    """One history: a fresh backend, a fake clock, two containers and an observer."""
+    """One history: an emptied backend, a fake clock, two containers and an observer."""
 
     def __init__(self) -> None:
         self.backend = Backend.fresh()
@@ -141,7 +177,7 @@ class World:
         """Reads for the checks: its caches are not the ones under test."""
 
     def name(self, logical: str) -> str:
-        """A topic's or group's name (kept: one backend per history)."""
+        """A topic's or group's name (kept: the backend is emptied per history)."""
         return logical
 
     def fresh(self) -> Broker:
@@ -163,7 +199,16 @@ class World:
 
     def close(self) -> None:
         self.brokers.clear()
-        Backend.stop()
+        _BrokerTime.uninstall()
+
+
+_UNSIGNED_ID = "reliability-unsigned"
+
+
+def _unsigned(**_: Any) -> object:
+    """moto's DynamoDB checks no signature: the broker's requests to it go unsigned (SigV4
+    costs about a tenth of a request's time; moto's S3 refuses anonymous reads)."""
+    return UNSIGNED
 
 
 def _settings() -> Settings:
