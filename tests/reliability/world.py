@@ -11,7 +11,9 @@ from typing import Any
 from botocore import UNSIGNED
 from cachetools import TTLCache
 from cirrusmq_broker.container import Broker
+from cirrusmq_broker.rules.retries import dlq_topic
 from cirrusmq_broker.services import log_reader
+from cirrusmq_broker.services.dead_letters import DeadLetter
 from cirrusmq_broker.services.delivery import queue_plan, receive
 from cirrusmq_broker.services.moves import INTERNAL_TOPIC_CACHE_SECONDS
 from cirrusmq_broker.services.retries.settings import CONFIG_CACHE_SECONDS
@@ -175,6 +177,8 @@ class World:
         self.brokers = [self.fresh(), self.fresh()]
         self.observer = self.fresh()
         """Reads for the checks: its caches are not the ones under test."""
+        self._letters_read: dict[str, int] = {}
+        """Group → the DLQ offset the next listing of its new letters starts from."""
 
     def name(self, logical: str) -> str:
         """A topic's or group's name (kept: the backend is emptied per history)."""
@@ -196,6 +200,27 @@ class World:
     def restart(self, index: int) -> None:
         """Container ``index`` died: the next request reaches a new one."""
         self.brokers[index] = self.fresh()
+
+    # ------------------------------------------------------------------ observer reads
+    def new_dead_letters(self, group: str) -> list[DeadLetter]:
+        """The group's dead letters the previous calls did not return, as the observer lists
+        them: a DLQ only grows (nothing in a history purges one), so each listing starts
+        after the last letter read, and none is made before the observer sees the DLQ
+        topic (the listing would answer none too)."""
+        observer = self.observer
+        if observer.moves.existing(dlq_topic(group)) is None:
+            return []
+        start = self._letters_read.get(group, 0)
+        letters = observer.dead_letters.list(group, limit=100, start=start).dead_letters
+        if letters:
+            self._letters_read[group] = letters[-1].offset + 1
+        return letters
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """(topic, queue) → the group's committed offset as stored (what ``describe_group``
+        answers as ``committed_offset``, without its reads of the queue heads)."""
+        states, _ = self.observer.states.list_group(group)
+        return {(state.topic, state.queue): state.settled_offset() for state in states}
 
     def close(self) -> None:
         self.brokers.clear()
