@@ -116,7 +116,7 @@ def search(args: argparse.Namespace, worker: int) -> Outcome:
     logging.disable(logging.CRITICAL)  # the broker logs the injected faults it survives
     engine.MAX_SHRINKING_SECONDS = args.shrink_seconds
     histories = share(args.histories, args.workers, worker)
-    tag = f" (worker {worker}; alone: {replay(args)} --worker {worker})" if args.workers > 1 else ""
+    tag = f" (worker {worker}; alone: {replay(args, worker)})" if args.workers > 1 else ""
     Counted.label = f" [worker {worker}]" if args.workers > 1 else ""
     muted: set[str] = set()
     outcome = Outcome()
@@ -175,12 +175,13 @@ def _search_in_worker(job: tuple[argparse.Namespace, int]) -> Outcome:
     return search(*job)
 
 
-def replay(args: argparse.Namespace) -> str:
-    """The options that run the same histories again."""
-    return (
+def replay(args: argparse.Namespace, worker: int | None) -> str:
+    """The options that run the same histories again (``worker``: only its share)."""
+    options = (
         f"--seed {args.seed} --histories {args.histories} --steps {args.steps} "
         f"--workers {args.workers}"
     )
+    return options if worker is None else f"{options} --worker {worker}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seed = random.SystemRandom().randrange(10**9)
     if args.workers < 1 or not (args.worker is None or 0 <= args.worker < args.workers):
         parser.error("--workers must be at least 1, --worker one of them")
-    print(f"seed {args.seed} (replay: {replay(args)})", flush=True)
+    print(f"seed {args.seed} (replay: {replay(args, args.worker)})", flush=True)
     started = time.monotonic()
     if args.worker is not None:
         outcomes = [search(args, args.worker)]
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     violations = sum(outcome.broken for outcome in outcomes)
     print(
         f"\ninvariants broken: {dict(counts) or 'none'}; {elapsed:.0f} s; "
-        f"seed {args.seed} (replay: {replay(args)})"
+        f"seed {args.seed} (replay: {replay(args, args.worker)})"
     )
     print(
         f"histories {histories}, steps {sum(o.steps for o in outcomes)}, "
