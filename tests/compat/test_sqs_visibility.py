@@ -262,3 +262,14 @@ def test_the_latest_handle_deletes_after_its_visibility_timeout_passed(
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     cirrusmq_stack.advance_time(21)
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_a_deleted_message_cannot_change_visibility(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="done")
+    handle = _one(sqs, url)["ReceiptHandle"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    with pytest.raises(sqs.exceptions.ClientError) as refused:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    assert error_code(refused.value) == "InvalidParameterValue"
+    assert refused.value.response["Error"]["Message"] == STALE_HANDLE.format(handle)

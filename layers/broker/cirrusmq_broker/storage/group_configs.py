@@ -1,9 +1,10 @@
 """Per-group settings and dead-letter bookkeeping (GroupsTable items of the group).
 
-``#config``: the group's ``max_delivery_attempts``. ``#dlq``: the dead-letter floor (what a
-purge left behind) and one redrive cursor per filter (``redrive_<key>``, the next DLQ offset
-that redrive still has to look at). Their sort keys start with ``#``, which no topic stream
-does, and they carry no ``topic`` attribute (the by_topic index stays sparse).
+``#config``: the group's ``max_delivery_attempts`` and ``redelivery``. ``#dlq``: the
+dead-letter floor (what a purge left behind) and one redrive cursor per filter
+(``redrive_<key>``, the next DLQ offset that redrive still has to look at). Their sort keys
+start with ``#``, which no topic stream does, and they carry no ``topic`` attribute (the
+by_topic index stays sparse).
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ class DeadLetterMarks:
         return max(self.floor, (self.cursors or {}).get(key, 0))
 
 
+@dataclass(frozen=True)
+class GroupSettings:
+    max_delivery_attempts: int | None = None
+    """Deliveries before the dead-letter topic (None: the default)."""
+    redelivery: str | None = None
+    """How an expired lease comes back (rules/retries.py ``REDELIVERY_*``; None: the
+    default)."""
+
+
 class GroupConfigStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
@@ -43,14 +53,31 @@ class GroupConfigStore:
         )
         return bool(response["Items"])
 
-    def max_delivery_attempts(self, group: str) -> int | None:
+    def settings(self, group: str) -> GroupSettings:
+        """The group's ``#config`` item (unset values None)."""
         item = self._client.get_item(
             TableName=self._table,
             Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
             ConsistentRead=True,
         ).get("Item")
-        value = from_item(item).get("max_delivery_attempts") if item else None
-        return int(value) if value is not None else None
+        values = from_item(item) if item else {}
+        attempts = values.get("max_delivery_attempts")
+        redelivery = values.get("redelivery")
+        return GroupSettings(
+            int(attempts) if attempts is not None else None,
+            str(redelivery) if redelivery is not None else None,
+        )
+
+    def max_delivery_attempts(self, group: str) -> int | None:
+        return self.settings(group).max_delivery_attempts
+
+    def set_redelivery(self, group: str, redelivery: str) -> None:
+        self._client.update_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
+            UpdateExpression="SET redelivery = :r",
+            ExpressionAttributeValues=to_item({":r": redelivery}),
+        )
 
     def set_max_delivery_attempts(self, group: str, value: int) -> None:
         self._client.update_item(

@@ -31,8 +31,11 @@ class Call:
         self.require(self.principal.permissions.admin, action)
 
 
-def int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | None:
-    """An optional integer parameter (a number, or its text in the query protocol)."""
+def int_param(
+    params: dict[str, Any], name: str, low: int, high: int, reason: str | None = None
+) -> int | None:
+    """An optional integer parameter (a number, or its text in the query protocol);
+    ``reason``: SQS's own reason for a value outside ``low``-``high``."""
     value = params.get(name)
     if value is None:
         return None
@@ -40,10 +43,8 @@ def int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | N
     if number is None:
         raise invalid_parameter(f"Value {str(value)[:100]} for parameter {name} is invalid.")
     if not low <= number <= high:
-        raise invalid_parameter(
-            f"Value {value} for parameter {name} is invalid. Reason: must be between "
-            f"{low} and {high}."
-        )
+        reason = reason or f"must be between {low} and {high}."
+        raise invalid_parameter(f"Value {value} for parameter {name} is invalid. Reason: {reason}")
     return number
 
 

@@ -53,6 +53,7 @@ class ConsumeService:
             handles=handles,
             expiry=retries.expiry,
             retry_topic=retries.retry_topic,
+            settings=retries.settings,
             clock=clock,
             sleep=sleep,
         )
@@ -62,6 +63,7 @@ class ConsumeService:
             lookup=lookup,
             handles=handles,
             retry_topic=retries.retry_topic,
+            settings=retries.settings,
             clock=clock,
         )
         status = GroupStatus(states=states, heads=heads)

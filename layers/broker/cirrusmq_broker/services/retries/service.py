@@ -65,3 +65,5 @@ class RetryService:
         self.nack = traced_settles("nacked", nacks.nack, topics, lambda h: signer().decode(h))
         self.max_delivery_attempts = self.settings.max_delivery_attempts
         self.set_max_delivery_attempts = self.settings.set_max_delivery_attempts
+        self.redelivery = self.settings.redelivery
+        self.set_redelivery = self.settings.set_redelivery
