@@ -273,3 +273,24 @@ def test_a_deleted_message_cannot_change_visibility(sqs, queue_name) -> None:  #
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
     assert error_code(refused.value) == "InvalidParameterValue"
     assert refused.value.response["Error"]["Message"] == STALE_HANDLE.format(handle)
+
+
+def test_a_message_whose_visibility_timeout_passed_counts_as_visible(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="counted")
+    _one(sqs, url)
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+
+    def counts() -> tuple[str, str]:
+        shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return shown[names[0]], shown[names[1]]
+
+    assert counts() == ("0", "1")
+    cirrusmq_stack.advance_time(21)
+    assert counts() == ("1", "0")
+    _one(sqs, url)
+    assert counts() == ("0", "1")
