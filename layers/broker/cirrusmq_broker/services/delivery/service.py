@@ -66,7 +66,7 @@ class ConsumeService:
             settings=retries.settings,
             clock=clock,
         )
-        status = GroupStatus(states=states, heads=heads)
+        status = GroupStatus(states=states, heads=heads, clock=clock)
         # the operations, as their modules define them
         self.receive = traced_deliveries(
             receiver.receive, topics, signer.decode, signer.mark_traced
