@@ -1,11 +1,11 @@
 """Per-group settings and dead-letter bookkeeping (GroupsTable items of the group).
 
-``#config``: the group's ``max_delivery_attempts`` and dead-letter destination (a topic its
-dead letters go to instead of ``dlq.<group>``, with the properties they get there).
-``#dlq``: the dead-letter floor (what a purge left behind) and one redrive cursor per
-filter (``redrive_<key>``, the next DLQ offset that redrive still has to look at). Their
-sort keys start with ``#``, which no topic stream does, and they carry no ``topic``
-attribute (the by_topic index stays sparse).
+``#config``: the group's ``max_delivery_attempts``, ``redelivery`` and dead-letter
+destination (a topic its dead letters go to instead of ``dlq.<group>``, with the properties
+they get there). ``#dlq``: the dead-letter floor (what a purge left behind) and one redrive
+cursor per filter (``redrive_<key>``, the next DLQ offset that redrive still has to look
+at). Their sort keys start with ``#``, which no topic stream does, and they carry no
+``topic`` attribute (the by_topic index stays sparse).
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ class GroupSettings:
     max_delivery_attempts: int | None = None
     """None: never set (the default applies)."""
     dead_letter: DeadLetterDestination | None = None
+    redelivery: str | None = None
+    """How an expired lease comes back (rules/retries.py ``REDELIVERY_*``; None: the
+    default)."""
 
 
 class GroupConfigStore:
@@ -78,7 +81,23 @@ class GroupConfigStore:
                 str(values["dead_letter_topic"]),
                 {str(k): str(v) for k, v in properties.items()},
             )
-        return GroupSettings(int(attempts) if attempts is not None else None, destination)
+        redelivery = values.get("redelivery")
+        return GroupSettings(
+            int(attempts) if attempts is not None else None,
+            destination,
+            str(redelivery) if redelivery is not None else None,
+        )
+
+    def max_delivery_attempts(self, group: str) -> int | None:
+        return self.settings(group).max_delivery_attempts
+
+    def set_redelivery(self, group: str, redelivery: str) -> None:
+        self._client.update_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
+            UpdateExpression="SET redelivery = :r",
+            ExpressionAttributeValues=to_item({":r": redelivery}),
+        )
 
     def set_max_delivery_attempts(self, group: str, value: int) -> None:
         self._client.update_item(

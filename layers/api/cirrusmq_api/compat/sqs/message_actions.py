@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import BrokerError, IdempotencyConflict
-from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp, ReceivedMessage
-from cirrusmq_broker.rules.retries import retry_origin
+from cirrusmq_broker.errors import BrokerError, IdempotencyConflict, ReceiptHandleExpired
+from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
+from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
 from . import naming
 from .context import Call, int_param, list_param
@@ -49,6 +49,8 @@ _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _DEDUP_ID = re.compile(r"[!-~]{1,128}")
 _GROUP_ID = _DEDUP_ID
 """SQS's MessageGroupId: 1-128 printable ASCII characters, like a deduplication id."""
+VISIBILITY_RANGE = f"Must be >= 0 and <= {limits.MAX_INVISIBLE_SECONDS}, if provided."
+"""SQS's reason for a VisibilityTimeout out of range."""
 DEDUP_PRODUCER_PREFIX = "sqs-dedup."
 DEDUP_SCOPE = "sqs"
 """FIFO deduplication stamps are the queue's, whoever sends: one scope for all keys."""
@@ -314,10 +316,24 @@ def _may_consume(call: Call, queue: QueueName) -> Callable[[str], bool]:
     return allowed
 
 
+def _visibility(params: dict[str, Any]) -> int | None:
+    return int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS, VISIBILITY_RANGE)
+
+
+def _sqs_redelivery(call: Call, queue: QueueName) -> None:
+    """The queue's group redelivers as SQS does: a message whose visibility timeout passed
+    is receivable again at once (in place), and a visibility timeout may be 0. Written once
+    (a topic made through the CirrusMQ API gets it at its first SQS receive or change)."""
+    try:
+        call.broker.retries.set_redelivery(queue.group, REDELIVERY_IMMEDIATE)
+    except BrokerError as exc:
+        raise from_broker(exc, queue.name) from None
+
+
 def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = _consumer(call, params)
     most = int_param(params, "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
-    visibility = int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS)
+    visibility = _visibility(params)
     wait = int_param(params, "WaitTimeSeconds", 0, limits.MAX_WAIT_SECONDS)
     system_names = list_param(params, "AttributeNames") + list_param(
         params, "MessageSystemAttributeNames"
@@ -329,11 +345,11 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         visibility = int(attributes["VisibilityTimeout"])
     if wait is None:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
-    invisible = max(limits.MIN_INVISIBLE_SECONDS, visibility)
+    _sqs_redelivery(call, queue)
     try:
         keep_dead_letter_destination(call, queue, attributes)
         received = call.broker.consume.receive(
-            queue.group, topic.name, max_messages=most, invisible_seconds=invisible,
+            queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
             wait_seconds=wait,
         )  # fmt: skip
     except BrokerError as exc:
@@ -435,19 +451,22 @@ def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
     handle = _handle(entry)
-    timeout = int_param(entry, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS)
+    timeout = _visibility(entry)
     if timeout is None:
         raise SqsError(
             "MissingParameter", "The request must contain the parameter VisibilityTimeout."
         )
-    topic = active_topic(call, queue)
-    seconds = timeout
-    if topic.message_type is not MessageType.FIFO:
-        seconds = max(limits.MIN_INVISIBLE_SECONDS, timeout)
+    active_topic(call, queue)
+    _sqs_redelivery(call, queue)
     try:
         call.broker.consume.change_invisible(
-            queue.group, handle, seconds, _may_consume(call, queue)
+            queue.group, handle, timeout, _may_consume(call, queue)
         )
+    except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
+        raise invalid_parameter(
+            f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
+            "exist or is not available for visibility timeout change."
+        ) from None
     except BrokerError as exc:
         raise from_broker(exc) from None
 

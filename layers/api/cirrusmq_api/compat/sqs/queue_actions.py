@@ -219,7 +219,8 @@ def approximate_count(call: Call, queue: QueueName) -> int:
 
 
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
-    """The approximate counts: unread and in-flight messages of the queue's group."""
+    """The approximate counts: unread and in-flight messages of the queue's group (an
+    in-flight message whose visibility timeout passed counts as visible)."""
     description = call.broker.admin.describe_topic(topic.name)
     status = call.broker.consume.describe_group(queue.group, topic.name)
     by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
@@ -229,9 +230,10 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         if state is None:
             visible += max(0, offsets.max_offset - offsets.min_offset)
             continue
-        inflight += state.inflight
+        invisible = state.inflight - state.overdue
+        inflight += invisible
         start = max(state.committed_offset, offsets.min_offset)
-        visible += max(0, offsets.max_offset - start - state.inflight)
+        visible += max(0, offsets.max_offset - start - invisible)
     now_minute = call.broker.clock() // 60_000
     delayed = call.broker.delay_items.pending_count(
         topic.name, range(now_minute - 1, now_minute + DELAY_MINUTES + 1)

@@ -77,3 +77,5 @@ class RetryService:
         self.set_max_delivery_attempts = self.settings.set_max_delivery_attempts
         self.dead_letter_destination = self.settings.dead_letter_destination
         self.set_dead_letter_destination = self.settings.set_dead_letter_destination
+        self.redelivery = self.settings.redelivery
+        self.set_redelivery = self.settings.set_redelivery

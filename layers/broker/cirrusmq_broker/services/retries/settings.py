@@ -1,6 +1,7 @@
 """A group's retry settings, cached per container: how many deliveries a message gets before
-it is a dead letter (``max_delivery_attempts``), and where dead letters go (the group's
-dead-letter topic ``dlq.<group>``, or a user topic set as its dead-letter destination)."""
+it is a dead letter (``max_delivery_attempts``), how an expired lease comes back
+(``redelivery``), and where dead letters go (the group's dead-letter topic ``dlq.<group>``,
+or a user topic set as its dead-letter destination)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,21 @@ from dataclasses import replace
 
 from cachetools import TTLCache
 
+from ... import limits
 from ...errors import InvalidRequest
 from ...rules.retries import (
     DEFAULT_MAX_DELIVERY_ATTEMPTS,
     MAX_MAX_DELIVERY_ATTEMPTS,
     MIN_MAX_DELIVERY_ATTEMPTS,
+    REDELIVERIES,
+    REDELIVERY_BACKOFF,
+    REDELIVERY_IMMEDIATE,
 )
 from ...storage.group_configs import DeadLetterDestination, GroupConfigStore, GroupSettings
 from ...validation import check_group_name, check_properties, check_topic_name
 
 CONFIG_CACHE_SECONDS = 30
-"""How long a container uses a group's setting as read (another container's change shows
+"""How long a container uses a group's settings as read (another container's change shows
 within this)."""
 
 
@@ -62,6 +67,28 @@ class RetrySettings:
             )
         self._configs.set_max_delivery_attempts(group, value)
         self._changed(group, max_delivery_attempts=value)
+        return value
+
+    def redelivery(self, group: str, *, fresh: bool = False) -> str:
+        """How ``group``'s expired leases come back (rules/retries.py ``REDELIVERY_*``)."""
+        return self._read(group, fresh).redelivery or REDELIVERY_BACKOFF
+
+    def redelivers_at_once(self, group: str) -> bool:
+        return self.redelivery(group) == REDELIVERY_IMMEDIATE
+
+    def min_invisible_seconds(self, group: str) -> int:
+        """The shortest invisible time a delivery of ``group`` may have."""
+        return 0 if self.redelivers_at_once(group) else limits.MIN_INVISIBLE_SECONDS
+
+    def set_redelivery(self, group: str, value: str) -> str:
+        """Set how ``group``'s expired leases come back; a value it has already (as this
+        container last read it) writes nothing."""
+        check_group_name(group)
+        if value not in REDELIVERIES:
+            raise InvalidRequest(f"redelivery must be one of {', '.join(REDELIVERIES)}")
+        if self.redelivery(group) != value:
+            self._configs.set_redelivery(group, value)
+            self._changed(group, redelivery=value)
         return value
 
     def dead_letter_destination(self, group: str) -> DeadLetterDestination | None:
