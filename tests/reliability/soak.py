@@ -21,7 +21,7 @@ topics or queues (``soak_sdk.py``, ``soak_sqs.py``, ``soak_mqhttp.py``):
 A few messages of each SDK and SQS producer are poison (never acked: they end dead letters).
 On a local stack a clock thread moves the stack's time on (10 s every 2 s) so that leases
 expire and delays and backoffs come due. Then it stops producing, drains every group (the
-clock moves 30 s every 2 s), receives or lists the dead letters and judges, per protocol and
+clock moves 30 s every second), receives or lists the dead letters and judges, per protocol and
 in all. The last line is
 
     sent S, acked A, dead-lettered D, lost L, duplicate acks U, early E, rolled-back visible R, \
@@ -49,8 +49,8 @@ from soak_run import Run
 from soak_sdk import SdkDriver
 from soak_sqs import SqsDriver
 
-CLOCK_PERIOD_S = 2.0
-STEP_S, DRAIN_STEP_S = 10, 30
+PERIOD_S, STEP_S = 2.0, 10
+DRAIN_PERIOD_S, DRAIN_STEP_S = 1.0, 30
 PROTOCOLS = {"sdk": SdkDriver, "sqs": SqsDriver, "mqhttp": MqHttpDriver}
 
 
@@ -67,7 +67,7 @@ class Soak:
     def clock(self) -> None:
         """A local stack's time moves on: leases expire, delays and backoffs come due."""
         run = self.run
-        while not run.stop_all.wait(CLOCK_PERIOD_S):
+        while not run.stop_all.wait(DRAIN_PERIOD_S if run.draining.is_set() else PERIOD_S):
             step = DRAIN_STEP_S if run.draining.is_set() else STEP_S
             run.local.advance_time(step)
             self.advances += 1

@@ -5,9 +5,11 @@ rollbacks, and transactions left to the back-check, answered through
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable
+from functools import partial
 
 from cirrusmq import Admin
 from mq_http_sdk.mq_client import MQClient
@@ -71,7 +73,7 @@ class MqHttpDriver:
         return [self.produce, self.transact]
 
     def consumers(self) -> list[Callable[[], None]]:
-        return [lambda: self.consume("m"), lambda: self.consume("t")]
+        return [partial(self.consume, "m"), partial(self.consume, "tm")]
 
     def settled(self) -> bool:
         """No transaction waits for its back-check."""
@@ -185,13 +187,21 @@ class MqHttpDriver:
             self.ledger.record_rolled_back(message_id, body)
 
     # -------------------------------------------------------------- consumers
-    def consume(self, key: str) -> None:
-        rng = random.Random(f"mqhttp-{key}")
-        run, ledger, group = self.run, self.ledger, self.groups[key]
+    def consume(self, keys: str) -> None:
+        """Consume the topics of ``keys`` in turn (the transactional topic is quiet: its
+        consumer also serves the busy one)."""
+        rng = random.Random(f"mqhttp-{keys}")
+        run, ledger = self.run, self.ledger
         client = mq_client(run)
-        consumer = client.get_consumer(INSTANCE, self.topics[key], group)
+        consumers = [
+            (key, client.get_consumer(INSTANCE, self.topics[key], self.groups[key])) for key in keys
+        ]
         try:
-            while not run.stop_all.is_set():
+            for key, consumer in itertools.cycle(consumers):
+                if run.stop_all.is_set():
+                    break
+                group = self.groups[key]
+                ledger.count(f"receives {key}")
                 try:
                     got = consumer.consume_message(CONSUME_MAX, 1)
                 except MQExceptionBase as exc:
@@ -199,6 +209,7 @@ class MqHttpDriver:
                         ledger.count(f"consume: {error_name(exc)}")
                         time.sleep(0.2)
                     continue
+                ledger.count(f"received {key}", len(got))
                 draining = run.draining.is_set()
                 acks = []
                 for message in got:

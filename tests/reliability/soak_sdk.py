@@ -24,11 +24,13 @@ from cirrusmq import (
 from soak_ledger import Delivery, Ledger
 from soak_run import Run, is_poison, poison, wait_for_room
 
-INVISIBLE_S = 30
+INVISIBLE_S = 60
 MAX_ATTEMPTS = 3
 PRODUCER_BATCH = 100
 """Messages one producer hands over at once (one request per topic)."""
 RECEIVE_MAX = 100
+NACK_BATCH, NACK_AFTER_S = 10, 2.0
+"""Nacks are sent once this many wait, or the first waited this long."""
 AWAIT_S = 3
 ACK_TRIES = 5
 
@@ -54,10 +56,10 @@ class SdkDriver:
         self.plan = [
             (self.group_a, "n"),
             (self.group_b, "n"),
-            (self.group_a, "f"),
-            (self.group_a, "x"),
+            (self.group_a, "nfx"),
+            (self.group_b, "n"),
         ]
-        """The consumers: one (group, topic) each."""
+        """The consumers: (group, the keys of the topics it subscribes to) each."""
         self.producer_count = producers
         self.decided: dict[str, TransactionResolution] = {}
 
@@ -69,17 +71,20 @@ class SdkDriver:
             admin.create_topic(self.topics["x"], queues=4, message_type="TRANSACTION")
             for group in self.ledger.groups:
                 admin.update_group(group, max_delivery_attempts=MAX_ATTEMPTS)
-        for group, key in self.plan:  # subscribed before anything is sent
+        for group, keys in self.plan:  # subscribed before anything is sent
             with SimpleConsumer(
-                self.run.endpoint, self.run.credentials, group, [self.topics[key]], await_duration=0
+                self.run.endpoint, self.run.credentials, group, self.names(keys), await_duration=0
             ) as consumer:
                 consumer.receive(1, INVISIBLE_S)
+
+    def names(self, keys: str) -> list[str]:
+        return [self.topics[k] for k in keys]
 
     def producers(self) -> list[Callable[[], None]]:
         return [partial(self.produce, i) for i in range(self.producer_count)] + [self.transact]
 
     def consumers(self) -> list[Callable[[], None]]:
-        return [partial(self.consume, i, group, key) for i, (group, key) in enumerate(self.plan)]
+        return [partial(self.consume, i, group, keys) for i, (group, keys) in enumerate(self.plan)]
 
     # -------------------------------------------------------------- producers
     def produce(self, index: int) -> None:
@@ -128,7 +133,7 @@ class SdkDriver:
         with TransactionProducer(
             run.endpoint, run.credentials, producer_group=f"soak-{run.run_id}-pg", checker=checker
         ) as producer:
-            while wait_for_room(run, ledger):
+            while run.pause(0):  # a few messages: not held back by the backlog
                 count = run.take(rng.randint(1, 3))
                 if not count:
                     break
@@ -159,18 +164,21 @@ class SdkDriver:
                 ledger.count("transactions")
 
     # -------------------------------------------------------------- consumers
-    def consume(self, index: int, group: str, key: str) -> None:
+    def consume(self, index: int, group: str, keys: str) -> None:
         rng = random.Random(1000 + index)
         run, ledger = self.run, self.ledger
         riding: list = []
         """Acks that go with the next receive."""
         late: list = []
         """Messages held past their lease, acked after it ended."""
+        giving_back: list = []
+        """Nacks not sent yet: a few receives' worth go in one request."""
+        given_since = time.monotonic()
         with SimpleConsumer(
             run.endpoint,
             run.credentials,
             group,
-            [self.topics[key]],
+            self.names(keys),
             await_duration=AWAIT_S,
             notifications=True,  # an idle consumer waits on the channel, it does not poll
         ) as consumer:
@@ -184,23 +192,24 @@ class SdkDriver:
                     time.sleep(0.2)
                     continue
                 self.record_acks(group, acks, results)
+                ledger.count(f"receives {keys}")
+                ledger.count(f"received {keys}", len(got))
                 now = run.now_ms()
                 for view in got:
                     self.record(group, view, now)
                 draining = run.draining.is_set()
-                nacks = []
                 for view in got:
                     roll = rng.random()
                     if is_poison(view.body):  # given back until it is a dead letter
-                        nacks.append(view)
-                    elif draining or roll < 0.85:
+                        giving_back.append(view)
+                    elif draining or roll < 0.86:
                         riding.append(view)
                     elif roll < 0.9:
-                        nacks.append(view)
+                        giving_back.append(view)
                     elif roll < 0.94:
                         late.append(view)
                         ledger.count("late acks")
-                    elif roll < 0.96:
+                    elif roll < 0.95:
                         try:  # a longer lease, acked with the new handle
                             riding.append(consumer.change_invisible_duration(view, 2 * INVISIBLE_S))
                         except MQError as exc:
@@ -212,13 +221,22 @@ class SdkDriver:
                 if due:
                     late = [v for v in late if v not in due]
                     riding.extend(due)
-                if nacks:
-                    try:
-                        results = consumer.nack_batch(nacks)
-                        ledger.count("nacks", sum(r.status is AckStatus.ACKED for r in results))
-                    except MQError as exc:
-                        ledger.count(f"nack: {type(exc).__name__}")
+                if not giving_back:
+                    given_since = time.monotonic()
+                elif (
+                    len(giving_back) >= NACK_BATCH or time.monotonic() - given_since > NACK_AFTER_S
+                ):
+                    self.nack(consumer, giving_back)
+                    giving_back = []
             self.ack(consumer, group, riding + late)
+
+    def nack(self, consumer: SimpleConsumer, views: list) -> None:
+        try:
+            results = consumer.nack_batch(views)
+        except MQError as exc:  # given back or not: either way the message comes again
+            self.ledger.count(f"nack: {type(exc).__name__}")
+            return
+        self.ledger.count("nacks", sum(r.status is AckStatus.ACKED for r in results))
 
     def ack(self, consumer: SimpleConsumer, group: str, views: list) -> None:
         """Ack ``views`` on their own until the service answers (acking twice is fine)."""

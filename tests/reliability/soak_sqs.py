@@ -222,6 +222,8 @@ class SqsDriver:
                 continue
             after = run.now_ms()
             got = answer.get("Messages", [])
+            ledger.count(f"receives {key}")
+            ledger.count(f"received {key}", len(got))
             deadline = before + VISIBILITY_S * 1000
             draining = run.draining.is_set()
             deletes: list[tuple[dict, int]] = []
