@@ -16,7 +16,7 @@ topics or queues (``soak_sdk.py``, ``soak_sqs.py``, ``soak_mqhttp.py``):
   changes, messages left to expire);
 - RocketMQ HTTP through mq-http-sdk: a producer of normal and delayed messages
   (``__STARTDELIVERTIME``), a transactional producer (commit, rollback, back-checks answered
-  through ``consume_half_message``), a consumer per topic.
+  through ``consume_half_message``), two consumers (one also serves the transactional topic).
 
 A few messages of each SDK and SQS producer are poison (never acked: they end dead letters).
 On a local stack a clock thread moves the stack's time on (10 s every 2 s) so that leases
