@@ -63,6 +63,8 @@ class Soak:
         self.drained_s = 0.0
         self.advances = 0
         self.drain_from_ms = 0
+        self.quiet = False
+        """Whether the drain ended because every protocol was quiet (not at its bound)."""
 
     def clock(self) -> None:
         """A local stack's time moves on: leases expire, delays and backoffs come due."""
@@ -100,9 +102,10 @@ class Soak:
         run.draining.set()
         self.drain_from_ms = run.now_ms()
         drain_started = time.monotonic()
-        drain_until = drain_started + (max(180.0, 2 * self.seconds) if run.local else 1800.0)
+        drain_until = drain_started + (max(300.0, 3 * self.seconds) if run.local else 1800.0)
         while time.monotonic() < drain_until and not self.drained():
             time.sleep(1.0)
+        self.quiet = self.drained()
         run.stop_all.set()
         for t in producers + consumers:
             t.join(60)
@@ -126,7 +129,8 @@ class Soak:
         for kind, items in sorted(total.examples.items()):
             print(f"{kind} ({len(items)}): {items[:20]}")
         print(
-            f"run {self.run.run_id}: produced for {self.produced_s:.0f} s, drained in "
+            f"run {self.run.run_id}: produced for {self.produced_s:.0f} s, "
+            f"{'drained in' if self.quiet else 'NOT drained (stopped at its bound) after'} "
             f"{self.drained_s:.0f} s, clock moved {self.advances} times"
         )
         for line in lines:
