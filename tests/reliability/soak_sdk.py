@@ -96,7 +96,7 @@ class SdkDriver:
                 count = run.take(PRODUCER_BATCH)
                 if not count:
                     break
-                sends: list[tuple[Message, str, Future]] = []
+                sends: list[tuple[str, str, Future]] = []
                 for _ in range(count):
                     k += 1
                     body = f"sdk{index}-{k}" + poison(rng)
@@ -111,9 +111,8 @@ class SdkDriver:
                     else:
                         message = Message(self.topics["n"], body.encode(), tag="soak")
                     key = "f" if message.topic == self.topics["f"] else "n"
-                    sends.append((message, key, producer.send_async(message)))
-                for _message, key, future in sends:
-                    body = _message.body.decode()
+                    sends.append((body, key, producer.send_async(message)))
+                for body, key, future in sends:
                     try:
                         receipt = future.result()
                     except MQError as exc:
