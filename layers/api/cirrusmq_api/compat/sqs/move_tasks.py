@@ -104,7 +104,7 @@ def _entry(call: Call, source: QueueName, task: MoveTask) -> dict[str, Any]:
     if task.status == RUNNING:
         entry["TaskHandle"] = MoveTaskId(task.group, task.stream).handle
     if task.destination_topic is not None:
-        queue = naming.from_topic(task.destination_topic)
+        queue = naming.from_topic(task.destination_topic, fifo=source.fifo)
         if queue is not None:
             entry["DestinationArn"] = queue.arn(call.region)
     if task.max_per_second is not None:
