@@ -70,3 +70,39 @@ def new_sqs_key(stack, permissions: dict) -> tuple[str, str]:
     with Admin(stack.endpoint, stack.credentials) as admin:
         created = admin.create_access_key(Permissions.from_wire(permissions), "sqs test")
     return created.access_key, created.secret_key
+
+
+def query_request(stack, fields: list[tuple[str, str]], path: str = "/") -> tuple[int, str]:
+    """POST a query-protocol form (pairs in order, repeats kept) signed with SigV4 by botocore,
+    as a query-era client sends it; the HTTP status and the XML answer's text."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlencode
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    url = stack.endpoint.rstrip("/") + path
+    body = urlencode(fields).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+    request = AWSRequest(method="POST", url=url, data=body, headers=headers)
+    keys = Credentials(stack.credentials.access_key, stack.credentials.secret_key)
+    SigV4Auth(keys, "sqs", REGION).add_auth(request)
+    prepared = urllib.request.Request(
+        url, data=body, headers=dict(request.headers.items()), method="POST"
+    )
+    try:
+        with urllib.request.urlopen(prepared, timeout=60) as answer:
+            return answer.status, answer.read().decode("utf-8")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8")
+
+
+def query_error(text: str) -> tuple[str, str]:
+    """The ``Code`` and ``Message`` of a query-protocol ``ErrorResponse``."""
+    import xml.etree.ElementTree as ET
+
+    ns = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}
+    root = ET.fromstring(text)
+    return root.findtext(".//q:Code", namespaces=ns), root.findtext(".//q:Message", namespaces=ns)

@@ -17,9 +17,7 @@ def _receive_until_dead(stack, sqs, url: str, times: int) -> str:  # noqa: F811
     for _ in range(times):
         (message,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=10)["Messages"]
         message_id = message["MessageId"]
-        stack.advance_time(11)
-        assert "Messages" not in sqs.receive_message(QueueUrl=url)  # the lease expires
-        stack.advance_time(31)  # past the retry backoff (10 s, then 30 s)
+        stack.advance_time(11)  # the visibility timeout passes: receivable again at once
     assert message_id is not None
     return message_id
 
@@ -58,3 +56,57 @@ def test_redrive_policy_needs_an_existing_queue(sqs, queue_name) -> None:  # noq
     assert error_code(caught.value) == "InvalidParameterValue"
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName=queue_name)
+
+
+def test_a_fifo_queue_dead_letters_into_its_fifo_dead_letter_queue(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    dlq_url = sqs.create_queue(
+        QueueName=f"{queue_name}-dlq.fifo", Attributes={"FifoQueue": "true"}
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(
+        QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true", "RedrivePolicy": policy}
+    )["QueueUrl"]
+    for n in range(2):
+        sqs.send_message(
+            QueueUrl=url, MessageBody=f"m{n}", MessageGroupId="g", MessageDeduplicationId=f"d{n}"
+        )
+    (first,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=10)["Messages"]
+    assert first["Body"] == "m0"
+    cirrusmq_stack.advance_time(11)
+    (second,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=10)["Messages"]
+    assert second["Body"] == "m1"  # m0 is a dead letter: its group goes on
+    (dead,) = sqs.receive_message(
+        QueueUrl=dlq_url, AttributeNames=["MessageGroupId"], WaitTimeSeconds=1
+    )["Messages"]
+    assert (dead["Body"], dead["MessageId"]) == ("m0", first["MessageId"])
+    assert dead["Attributes"]["MessageGroupId"] == "g"
+
+
+def test_a_queue_whose_policy_predates_dead_letter_destinations_gets_one(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    from cirrusmq_broker.container import Broker
+    from cirrusmq_broker.settings import Settings
+
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    # as stored by a release whose RedrivePolicy set no dead-letter destination
+    Broker(Settings.from_env()).retries.set_dead_letter_destination(f"sqs-{queue_name}", None)
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert _receive_until_dead(cirrusmq_stack, sqs, url, 1) == sent["MessageId"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # this receive dead-letters it
+    (dead,) = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1)["Messages"]
+    assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")

@@ -31,3 +31,19 @@ def test_delayed_messages_arrive_when_due(stack) -> None:
     stack.advance_time(60)
     (second,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
     assert second["Body"] == "own delay"
+
+
+def test_a_long_poll_returns_a_message_whose_delay_ends_while_it_waits(stack) -> None:
+    import threading
+
+    sqs = sqs_client(stack)
+    url = sqs.create_queue(QueueName="delayed-poll")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="soon", DelaySeconds=30)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    timer = threading.Timer(1.0, lambda: stack.advance_time(31))  # while the poll waits
+    timer.start()
+    try:
+        (message,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    finally:
+        timer.join()
+    assert message["Body"] == "soon"

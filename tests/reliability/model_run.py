@@ -1,26 +1,36 @@
 """Long runs of the model-based test (machine.py) from the command line.
 
-    .venv/bin/python tests/reliability/model_run.py --histories 200 --seed 1
+    .venv/bin/python tests/reliability/model_run.py --histories 300 --steps 30 --workers 2
 
 Runs ``--histories`` random histories (each up to ``--steps`` steps, then brought to rest).
 When one breaks an invariant, hypothesis shrinks it and the shrunk history is printed; that
 invariant is then only counted (not stopped on) and the search goes on with the next seed,
-so that one run reports every kind it finds. The last line is
+so that one run reports every kind it finds.
 
-    histories N, steps S, faults injected F, violations V
+``--workers N`` runs the histories in N processes, each its own share of them and its own
+seed stream (worker 0's is the one a single process runs). Without ``--seed`` a fresh seed
+is drawn; it is printed first and last, with the options that replay the same histories
+(``--worker W`` runs only worker W's share, in this process). The last line is
 
-with S and F counted over the generated histories (not the shrinking replays) and V the
-number of generated histories that broke an invariant. Exits 1 when V > 0.
+    histories N, steps S, faults injected F, violations V, H histories/min
+
+with S and F counted over the generated histories (not the shrinking replays), V the number
+of generated histories that broke an invariant and H the histories per minute of wall time.
+Exits 1 when V > 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
+import random
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -32,6 +42,12 @@ from machine import ReliabilityMachine, Stats  # noqa: E402
 from model import INVARIANTS, Violation  # noqa: E402
 from world import Backend  # noqa: E402
 
+WORKER_STREAM = 10**15
+"""Worker w's hypothesis seeds are worker 0's plus w times this (seeds below 10**12 keep the
+streams apart)."""
+_print_lock: Any = None
+"""Shared by the workers: one report printed at a time."""
+
 
 class Counted(ReliabilityMachine):
     """Counts the generated histories apart from the shrinking replays."""
@@ -39,6 +55,8 @@ class Counted(ReliabilityMachine):
     shrinking = False
     generated = Stats()
     broken: set[int] = set()
+    label = ""
+    """The worker, in progress lines (several workers)."""
 
     def __init__(self) -> None:
         before = len(self.stats.violations)
@@ -49,8 +67,8 @@ class Counted(ReliabilityMachine):
             if self.generated.histories % 10 == 0:
                 g = self.generated
                 print(
-                    f"... {g.histories} histories, {g.steps} steps, {g.faults} faults, "
-                    f"{len(self.broken)} broken",
+                    f"...{self.label} {g.histories} histories, {g.steps} steps, "
+                    f"{g.faults} faults, {len(self.broken)} broken",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -74,22 +92,38 @@ class Counted(ReliabilityMachine):
             raise
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--histories", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=40, help="steps per history at most")
-    parser.add_argument("--shrink-seconds", type=int, default=120, help="per violation")
-    args = parser.parse_args(argv)
+@dataclass
+class Outcome:
+    """What one worker's search found."""
+
+    histories: int = 0
+    steps: int = 0
+    faults: int = 0
+    broken: int = 0
+    found: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, shrunk history) of each kind it stopped on."""
+    muted: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, history) of violations of kinds already found (not shrunk)."""
+
+
+def share(histories: int, workers: int, worker: int) -> int:
+    """Worker ``worker``'s share of ``histories``."""
+    return histories // workers + (1 if worker < histories % workers else 0)
+
+
+def search(args: argparse.Namespace, worker: int) -> Outcome:
+    """Worker ``worker``'s histories: its share, on its seed stream."""
     logging.disable(logging.CRITICAL)  # the broker logs the injected faults it survives
     engine.MAX_SHRINKING_SECONDS = args.shrink_seconds
+    histories = share(args.histories, args.workers, worker)
+    tag = f" (worker {worker}; alone: {replay(args, worker)})" if args.workers > 1 else ""
+    Counted.label = f" [worker {worker}]" if args.workers > 1 else ""
     muted: set[str] = set()
-    found: list[tuple[str, str]] = []
+    outcome = Outcome()
     attempt = 0
-    started = time.monotonic()
     try:
-        while Counted.generated.histories < args.histories:
-            left = args.histories - Counted.generated.histories
+        while Counted.generated.histories < histories:
+            left = histories - Counted.generated.histories
             Counted.raise_kinds = frozenset(INVARIANTS) - muted
             Counted.shrinking = False
             config = settings(
@@ -103,36 +137,99 @@ def main(argv: list[str] | None = None) -> int:
                 suppress_health_check=list(HealthCheck),
                 phases=[Phase.generate, Phase.shrink],
             )
+            stream = args.seed * 1000 + attempt + worker * WORKER_STREAM
             try:
-                run_state_machine_as_test(
-                    seed(args.seed * 1000 + attempt)(Counted), settings=config
-                )
+                run_state_machine_as_test(seed(stream)(Counted), settings=config)
             except Violation as exc:
                 kind = type(exc).kind
                 muted.add(kind)
-                found.append((kind, str(exc)))
-                print(f"\n=== violation ({kind}), shrunk history:\n{exc}\n", flush=True)
+                outcome.found.append((kind, str(exc)))
+                _report(f"\n=== violation ({kind}), shrunk history{tag}:\n{exc}\n")
             except Flaky as exc:
-                print(f"\n=== a violation that did not reproduce when shrunk: {exc!r}\n")
+                _report(f"\n=== a violation that did not reproduce when shrunk{tag}: {exc!r}\n")
                 muted.update(INVARIANTS)  # count the rest, stop on nothing
             attempt += 1
     finally:
         Backend.stop()
-    counts = Counter(kind for kind, _ in Counted.stats.violations)
+    g = Counted.generated
+    outcome.histories, outcome.steps, outcome.faults = g.histories, g.steps, g.faults
+    outcome.broken = len(Counted.broken)
+    outcome.muted = list(Counted.stats.violations)
+    return outcome
+
+
+def _report(text: str) -> None:
+    if _print_lock is None:
+        print(text, flush=True)
+        return
+    with _print_lock:
+        print(text, flush=True)
+
+
+def _share_lock(lock: Any) -> None:
+    global _print_lock
+    _print_lock = lock
+
+
+def _search_in_worker(job: tuple[argparse.Namespace, int]) -> Outcome:
+    return search(*job)
+
+
+def replay(args: argparse.Namespace, worker: int | None) -> str:
+    """The options that run the same histories again (``worker``: only its share)."""
+    options = (
+        f"--seed {args.seed} --histories {args.histories} --steps {args.steps} "
+        f"--workers {args.workers}"
+    )
+    return options if worker is None else f"{options} --worker {worker}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--histories", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=None, help="default: a fresh one (printed)")
+    parser.add_argument("--steps", type=int, default=40, help="steps per history at most")
+    parser.add_argument("--shrink-seconds", type=int, default=120, help="per violation")
+    parser.add_argument("--workers", type=int, default=1, help="processes (one per core)")
+    parser.add_argument(
+        "--worker", type=int, default=None, help="run only this worker's share, here"
+    )
+    args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(10**9)
+    if args.workers < 1 or not (args.worker is None or 0 <= args.worker < args.workers):
+        parser.error("--workers must be at least 1, --worker one of them")
+    print(f"seed {args.seed} (replay: {replay(args, args.worker)})", flush=True)
+    started = time.monotonic()
+    if args.worker is not None:
+        outcomes = [search(args, args.worker)]
+    elif args.workers == 1:
+        outcomes = [search(args, 0)]
+    else:
+        context = multiprocessing.get_context("fork")
+        with context.Pool(args.workers, _share_lock, (context.Lock(),)) as pool:
+            outcomes = pool.map(_search_in_worker, [(args, w) for w in range(args.workers)])
+    elapsed = time.monotonic() - started
+    found = [f for outcome in outcomes for f in outcome.found]
+    counts = Counter(kind for outcome in outcomes for kind, _ in outcome.muted)
     counts.update(kind for kind, _ in found)
     seen_first: dict[str, str] = {}
-    for kind, text in Counted.stats.violations:
-        seen_first.setdefault(kind, text)
+    for outcome in outcomes:
+        for kind, text in outcome.muted:
+            seen_first.setdefault(kind, text)
     for kind, text in seen_first.items():
         if kind not in {k for k, _ in found}:
             print(f"\n=== violation ({kind}), first history that showed it (not shrunk):\n{text}")
-    elapsed = time.monotonic() - started
-    print(f"\ninvariants broken: {dict(counts) or 'none'}; {elapsed:.0f} s")
-    g = Counted.generated
-    violations = len(Counted.broken)
+    histories = sum(outcome.histories for outcome in outcomes)
+    violations = sum(outcome.broken for outcome in outcomes)
     print(
-        f"histories {g.histories}, steps {g.steps}, faults injected {g.faults}, "
-        f"violations {violations}"
+        f"\ninvariants broken: {dict(counts) or 'none'}; {elapsed:.0f} s; "
+        f"seed {args.seed} (replay: {replay(args, args.worker)})"
+    )
+    print(
+        f"histories {histories}, steps {sum(o.steps for o in outcomes)}, "
+        f"faults injected {sum(o.faults for o in outcomes)}, violations {violations}, "
+        f"{histories / elapsed * 60:.1f} histories/min"
     )
     return 1 if violations else 0
 

@@ -22,7 +22,7 @@ from world import Backend
 
 pytestmark = pytest.mark.reliability
 
-HISTORIES = 20
+HISTORIES = 30
 STEPS = 20
 SHRINK_SECONDS = 60
 

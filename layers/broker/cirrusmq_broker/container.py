@@ -30,6 +30,7 @@ from .services.janitor import JanitorService
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
+from .services.move_tasks import MoveTaskService
 from .services.moves import MoveAppender
 from .services.notifications import ChannelService, Notifier, WaitLimits
 from .services.offset_reset import OffsetResetService
@@ -57,6 +58,7 @@ from .storage.janitor_checkpoints import SweepCheckpoints
 from .storage.log_index import LogIndex
 from .storage.metric_series import MetricSeriesReader
 from .storage.move_records import MoveRecords
+from .storage.move_tasks import MoveTaskStore
 from .storage.nonces import NonceStore
 from .storage.producers import ProducerRecords
 from .storage.queue_heads import QueueHeads
@@ -309,6 +311,17 @@ class Broker:
             configs=self.group_configs,
             records=MoveRecords(self._dynamodb, self.settings.producers_table),
             signer=lambda: ReceiptSigner(self.settings.receipt_secret),
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def move_tasks(self) -> MoveTaskService:
+        """Resumable, fenced moves of a group's messages to other topics (SQS move tasks)."""
+        return MoveTaskService(
+            store=MoveTaskStore(self._dynamodb, self.settings.groups_table),
+            consume=self.consume,
+            handoff=self.retries.handoff,
+            topics=self.catalog,
             clock=self.clock,
         )
 

@@ -78,12 +78,24 @@ class MessageNotFound(NotFound):
     code = "MessageNotFound"
 
 
+class MoveTaskNotFound(NotFound):
+    """No such move task, or it is not running."""
+
+    code = "MoveTaskNotFound"
+
+
 class GroupNotFound(NotFound):  # dead letters of a group never seen
     code = "GroupNotFound"
 
 
 class Conflict(BrokerError):
     code, http_status, retriable = "Conflict", 409, False
+
+
+class MoveTaskRunning(Conflict):
+    """The source group already has a running move task."""
+
+    code = "MoveTaskRunning"
 
 
 class TopicAlreadyExists(Conflict):

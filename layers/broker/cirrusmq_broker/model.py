@@ -212,6 +212,9 @@ class GroupQueueStatus:
     """The lowest delivered offset not yet acked: what holds ``committed_offset`` back."""
     oldest_unacked_attempt: int | None = None
     """Its delivery attempt."""
+    overdue: int = 0
+    """Of ``inflight``, messages whose invisible time ran out: the next receive hands them
+    out again (or moves them on)."""
 
     @property
     def lag(self) -> int:

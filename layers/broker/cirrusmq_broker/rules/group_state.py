@@ -167,6 +167,10 @@ class GroupQueueState:
     def inflight(self) -> int:
         return sum(len(lease.unsettled()) for lease in self.leases.values())
 
+    def overdue(self, now: int) -> int:
+        """Of :meth:`inflight`, the messages of leases past their deadline."""
+        return sum(len(lease.unsettled()) for lease in self.expired_leases(now))
+
     def settled_offset(self) -> int:
         """The lowest offset not yet settled (``committed`` when every lease is loaded)."""
         lowest = self.cursor

@@ -4,8 +4,9 @@ A message is delivered at most ``max_delivery_attempts`` times (default 16). Aft
 delivery number k (k = the message's ``reconsume_count`` + its lease's attempt) it is either
 re-published to the group's retry topic ``retry.<group>.<topic>`` at backoff level k-1
 (capped at the last level), or, once k reached the maximum, to the group's dead-letter topic
-``dlq.<group>``. The retry topic has one queue per backoff level, so along one queue the
-time a batch becomes visible (stored time + the level's delay) never decreases.
+``dlq.<group>``; a group whose redelivery is immediate gets it back in place at once
+instead of the retry topic. The retry topic has one queue per backoff level, so along one
+queue the time a batch becomes visible (stored time + the level's delay) never decreases.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ MIN_MAX_DELIVERY_ATTEMPTS, MAX_MAX_DELIVERY_ATTEMPTS = 1, 1000
 MAX_NACK_DELAY_SECONDS = BACKOFF_SECONDS[-1]
 DLQ_TARGET = RETRY_QUEUES
 """Target number of the dead-letter topic (levels are 0..15)."""
+REDELIVERY_BACKOFF = "backoff"
+"""A group's default redelivery: an expired lease's messages go to the retry topic and come
+back after its backoff level (RocketMQ); invisible times from ``MIN_INVISIBLE_SECONDS``."""
+REDELIVERY_IMMEDIATE = "immediate"
+"""A group whose expired leases are redelivered in place, as soon as their deadline passed,
+with the delivery attempt increased (SQS's visibility timeout; a FIFO topic always does so);
+invisible times from 0 s (0: receivable again at once)."""
+REDELIVERIES = (REDELIVERY_BACKOFF, REDELIVERY_IMMEDIATE)
 REASON_EXPIRED = "max delivery attempts reached; last attempt: invisible time expired"
 REASON_NACKED = "max delivery attempts reached; last attempt: negatively acknowledged"
 
@@ -122,6 +131,30 @@ def moved_copy(message: StoredMessage, lease_attempt: int, target: Target) -> Ne
             transaction_id=system.transaction_id,
         )
     )
+
+
+def dead_letter_copy(
+    message: StoredMessage, target: Target, properties: dict[str, str]
+) -> NewMessage:
+    """A dead letter appended to the group's dead-letter destination (a user topic): a
+    message of that topic (same id, body, tag, keys, group and born time, no origin, no
+    attempts so far) with ``properties`` added and the reason it died."""
+    return replace(
+        message.as_new(
+            SystemFields(
+                dead_letter_reason=target.reason, transaction_id=message.system.transaction_id
+            )
+        ),
+        properties={**message.properties, **properties},
+    )
+
+
+def first_queue(message: StoredMessage) -> int:
+    """The queue the message was first stored in (its origin's, for a retry)."""
+    system = message.system
+    if system.origin_topic is not None and system.origin_queue is not None:
+        return system.origin_queue
+    return message.queue
 
 
 def redriven_copy(message: StoredMessage) -> NewMessage:

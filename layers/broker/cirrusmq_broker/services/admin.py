@@ -62,14 +62,25 @@ class AdminService:
         self._store.create(topic, heads=self._heads)
         return topic
 
-    def update_topic(self, name: str, *, trace: bool | None = None) -> Topic:
-        """Change what may change of an active topic (message trace on or off)."""
+    def update_topic(
+        self, name: str, *, trace: bool | None = None, retention_hours: int | None = None
+    ) -> Topic:
+        """Change what may change of an active topic: message trace on or off, and the
+        retention of the messages stored from now on."""
         check_topic_name(name)
         if "." in name:
             raise TopicNotFound(f"topic {name!r} does not exist")  # internal topics
-        if trace is None:
-            return self._active(name)
-        topic = self._store.set_trace(name, bool(trace))
+        if retention_hours is not None and not (
+            limits.MIN_RETENTION_HOURS <= retention_hours <= limits.MAX_RETENTION_HOURS
+        ):
+            raise InvalidRequest(
+                f"retention_hours must be {limits.MIN_RETENTION_HOURS}-{limits.MAX_RETENTION_HOURS}"
+            )
+        topic: Topic | None = self._active(name)
+        if trace is not None:
+            topic = self._store.set_trace(name, bool(trace))
+        if retention_hours is not None and topic is not None:
+            topic = self._store.set_retention(name, retention_hours)
         if topic is None:
             raise TopicNotFound(f"topic {name!r} does not exist")
         self._catalog.forget(name)

@@ -1,9 +1,11 @@
 """Per-group settings and dead-letter bookkeeping (GroupsTable items of the group).
 
-``#config``: the group's ``max_delivery_attempts``. ``#dlq``: the dead-letter floor (what a
-purge left behind) and one redrive cursor per filter (``redrive_<key>``, the next DLQ offset
-that redrive still has to look at). Their sort keys start with ``#``, which no topic stream
-does, and they carry no ``topic`` attribute (the by_topic index stays sparse).
+``#config``: the group's ``max_delivery_attempts``, ``redelivery`` and dead-letter
+destination (a topic its dead letters go to instead of ``dlq.<group>``, with the properties
+they get there). ``#dlq``: the dead-letter floor (what a purge left behind) and one redrive
+cursor per filter (``redrive_<key>``, the next DLQ offset that redrive still has to look
+at). Their sort keys start with ``#``, which no topic stream does, and they carry no
+``topic`` attribute (the by_topic index stays sparse).
 """
 
 from __future__ import annotations
@@ -28,6 +30,26 @@ class DeadLetterMarks:
         return max(self.floor, (self.cursors or {}).get(key, 0))
 
 
+@dataclass(frozen=True)
+class DeadLetterDestination:
+    """Where a group's dead letters go instead of its dead-letter topic ``dlq.<group>``."""
+
+    topic: str
+    """A user topic: each dead letter is appended there as a message of its own."""
+    properties: dict[str, str]
+    """Properties each letter gets there (e.g. the queue it came from)."""
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    max_delivery_attempts: int | None = None
+    """None: never set (the default applies)."""
+    dead_letter: DeadLetterDestination | None = None
+    redelivery: str | None = None
+    """How an expired lease comes back (rules/retries.py ``REDELIVERY_*``; None: the
+    default)."""
+
+
 class GroupConfigStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
@@ -43,14 +65,39 @@ class GroupConfigStore:
         )
         return bool(response["Items"])
 
-    def max_delivery_attempts(self, group: str) -> int | None:
+    def settings(self, group: str) -> GroupSettings:
+        """The group's settings as stored (one consistent read of its ``#config`` item)."""
         item = self._client.get_item(
             TableName=self._table,
             Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
             ConsistentRead=True,
         ).get("Item")
-        value = from_item(item).get("max_delivery_attempts") if item else None
-        return int(value) if value is not None else None
+        values = from_item(item) if item else {}
+        attempts = values.get("max_delivery_attempts")
+        destination = None
+        if values.get("dead_letter_topic"):
+            properties = values.get("dead_letter_properties") or {}
+            destination = DeadLetterDestination(
+                str(values["dead_letter_topic"]),
+                {str(k): str(v) for k, v in properties.items()},
+            )
+        redelivery = values.get("redelivery")
+        return GroupSettings(
+            int(attempts) if attempts is not None else None,
+            destination,
+            str(redelivery) if redelivery is not None else None,
+        )
+
+    def max_delivery_attempts(self, group: str) -> int | None:
+        return self.settings(group).max_delivery_attempts
+
+    def set_redelivery(self, group: str, redelivery: str) -> None:
+        self._client.update_item(
+            TableName=self._table,
+            Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
+            UpdateExpression="SET redelivery = :r",
+            ExpressionAttributeValues=to_item({":r": redelivery}),
+        )
 
     def set_max_delivery_attempts(self, group: str, value: int) -> None:
         self._client.update_item(
@@ -58,6 +105,27 @@ class GroupConfigStore:
             Key=to_item({"group_name": group, "stream": CONFIG_STREAM}),
             UpdateExpression="SET max_delivery_attempts = :m",
             ExpressionAttributeValues=to_item({":m": value}),
+        )
+
+    def set_dead_letter_destination(
+        self, group: str, destination: DeadLetterDestination | None
+    ) -> None:
+        """Send the group's dead letters to ``destination`` (None: to ``dlq.<group>``)."""
+        key = to_item({"group_name": group, "stream": CONFIG_STREAM})
+        if destination is None:
+            self._client.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression="REMOVE dead_letter_topic, dead_letter_properties",
+            )
+            return
+        self._client.update_item(
+            TableName=self._table,
+            Key=key,
+            UpdateExpression="SET dead_letter_topic = :t, dead_letter_properties = :p",
+            ExpressionAttributeValues=to_item(
+                {":t": destination.topic, ":p": dict(destination.properties)}
+            ),
         )
 
     def dead_letter_marks(self, group: str) -> DeadLetterMarks:

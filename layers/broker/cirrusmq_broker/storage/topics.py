@@ -85,15 +85,23 @@ class TopicStore:
     def set_trace(self, name: str, trace: bool) -> Topic | None:
         """Turn message trace on or off for the active topic ``name``; the topic as it is
         now, or None if there is no active topic of that name."""
+        return self._set(name, "trace", trace)
+
+    def set_retention(self, name: str, retention_hours: int) -> Topic | None:
+        """Change how long the active topic ``name`` keeps the messages stored from now on;
+        the topic as it is now, or None if there is no active topic of that name."""
+        return self._set(name, "retention_hours", retention_hours)
+
+    def _set(self, name: str, field: str, value: object) -> Topic | None:
         try:
             item = self._client.update_item(
                 TableName=self._table,
                 Key=to_item({"topic": name}),
-                UpdateExpression="SET #trace = :trace",
+                UpdateExpression="SET #field = :value",
                 ConditionExpression=still_active,
-                ExpressionAttributeNames={"#status": "status", "#trace": "trace"},
+                ExpressionAttributeNames={"#status": "status", "#field": field},
                 ExpressionAttributeValues=to_item(
-                    {":trace": trace, ":active": TopicStatus.ACTIVE.value}
+                    {":value": value, ":active": TopicStatus.ACTIVE.value}
                 ),
                 ReturnValues="ALL_NEW",
             )["Attributes"]

@@ -31,8 +31,11 @@ class Call:
         self.require(self.principal.permissions.admin, action)
 
 
-def int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | None:
-    """An optional integer parameter (a number, or its text in the query protocol)."""
+def int_param(
+    params: dict[str, Any], name: str, low: int, high: int, reason: str | None = None
+) -> int | None:
+    """An optional integer parameter (a number, or its text in the query protocol);
+    ``reason`` words an out-of-range value's error as SQS does for that parameter."""
     value = params.get(name)
     if value is None:
         return None
@@ -41,8 +44,8 @@ def int_param(params: dict[str, Any], name: str, low: int, high: int) -> int | N
         raise invalid_parameter(f"Value {str(value)[:100]} for parameter {name} is invalid.")
     if not low <= number <= high:
         raise invalid_parameter(
-            f"Value {value} for parameter {name} is invalid. Reason: must be between "
-            f"{low} and {high}."
+            f"Value {value} for parameter {name} is invalid. Reason: "
+            + (reason or f"must be between {low} and {high}.")
         )
     return number
 

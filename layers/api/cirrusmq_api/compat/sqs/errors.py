@@ -18,7 +18,8 @@ class SqsError(Exception):
 
     ``code`` is the JSON protocol's ``__type`` name; ``query_code`` the query protocol's
     ``Code`` (and the JSON answer's ``x-amzn-query-error`` header, which botocore reports
-    as the error code).
+    as the error code); ``query_message`` the query protocol's message where SQS words it
+    otherwise than in JSON.
     """
 
     def __init__(
@@ -28,6 +29,7 @@ class SqsError(Exception):
         *,
         status: int = 400,
         query_code: str | None = None,
+        query_message: str | None = None,
         sender: bool = True,
     ) -> None:
         super().__init__(message)
@@ -35,6 +37,7 @@ class SqsError(Exception):
         self.message = message
         self.status = status
         self.query_code = query_code or code
+        self.query_message = query_message or message
         self.sender = sender
 
 
@@ -47,15 +50,25 @@ def batch_error(code: str, message: str) -> SqsError:
     return SqsError(code, message, query_code=f"AWS.SimpleQueueService.{code}")
 
 
+def empty_batch(entry_type: str) -> SqsError:
+    """A batch without entries; ``entry_type`` names the request's entries
+    (``SendMessageBatchRequestEntry``), as SQS's message does."""
+    return batch_error(
+        "EmptyBatchRequest", f"There should be at least one {entry_type} in the request."
+    )
+
+
 def missing_parameter(name: str) -> SqsError:
     return SqsError("MissingParameter", f"The request must contain the parameter {name}.")
 
 
-def queue_does_not_exist(name: str = "") -> SqsError:
+def queue_does_not_exist() -> SqsError:
+    """SQS's unknown-queue error: the query protocol's message names the WSDL version."""
     return SqsError(
         "QueueDoesNotExist",
-        f"The specified queue {name} does not exist.".replace("  ", " "),
+        "The specified queue does not exist.",
         query_code="AWS.SimpleQueueService.NonExistentQueue",
+        query_message="The specified queue does not exist for this wsdl version.",
     )
 
 
@@ -67,10 +80,10 @@ def access_denied(message: str) -> SqsError:
     return SqsError("AccessDenied", message, status=403, query_code="AccessDenied")
 
 
-def from_broker(exc: BrokerError, queue: str = "") -> SqsError:
+def from_broker(exc: BrokerError) -> SqsError:
     """The SQS error a broker error stands for (4xx stay the sender's, never a 5xx)."""
     if isinstance(exc, TopicNotFound):
-        return queue_does_not_exist(queue)
+        return queue_does_not_exist()
     if isinstance(exc, InvalidReceiptHandle) or exc.code in (
         "ForeignReceiptHandle",
         "ReceiptHandleExpired",

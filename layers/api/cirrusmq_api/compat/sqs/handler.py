@@ -16,7 +16,7 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import BrokerError
 from cirrusmq_broker.telemetry import logger as log
 
-from . import message_actions, protocol, queue_actions, sigv4
+from . import message_actions, move_tasks, protocol, queue_actions, sigv4
 from .context import Call
 from .errors import SqsError, from_broker
 
@@ -38,7 +38,14 @@ ACTIONS: dict[str, Action] = {
     "ChangeMessageVisibility": message_actions.change_message_visibility,
     "ChangeMessageVisibilityBatch": message_actions.change_message_visibility_batch,
     "ListDeadLetterSourceQueues": queue_actions.list_dead_letter_source_queues,
-    "StartMessageMoveTask": queue_actions.start_message_move_task,
+    "StartMessageMoveTask": move_tasks.start_message_move_task,
+    "ListMessageMoveTasks": move_tasks.list_message_move_tasks,
+    "CancelMessageMoveTask": move_tasks.cancel_message_move_task,
+    "TagQueue": queue_actions.tag_queue,
+    "UntagQueue": queue_actions.untag_queue,
+    "ListQueueTags": queue_actions.list_queue_tags,
+    "AddPermission": queue_actions.add_permission,
+    "RemovePermission": queue_actions.remove_permission,
 }
 """The supported actions (docs/compat.md#sqs has the table)."""
 

@@ -11,31 +11,47 @@ from dataclasses import dataclass
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import BrokerError
-from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp, ReceivedMessage
-from cirrusmq_broker.rules.retries import retry_origin
+from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
+from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
+from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
-from . import dead_letters, naming, queue_attributes
+from . import naming
 from .context import Call, int_param, list_param
 from .digests import md5_of_attributes, md5_of_body
-from .errors import SqsError, batch_error, from_broker, invalid_parameter, receipt_handle_invalid
+from .errors import (
+    SqsError,
+    batch_error,
+    empty_batch,
+    from_broker,
+    invalid_parameter,
+    receipt_handle_invalid,
+)
 from .message_attributes import (
     DEDUP_ID_PROPERTY,
     INVALID_TEXT,
+    SENDER_PROPERTY,
+    TRACE_PROPERTY,
     check_attributes,
+    check_system_attributes,
     from_message,
     select,
+    sqs_text,
     to_message_fields,
 )
 from .naming import QueueName
-from .queue_actions import active_topic, attributes_of
+from .queue_actions import active_topic, attributes_of, keep_dead_letter_destination
 
 MAX_BATCH = 10
+MAX_DELAY_SECONDS = 900
+MAX_BATCH_BYTES = 1_048_576
+"""SQS's limit on the messages of one SendMessageBatch together."""
 MAX_RECEIVE = 10
 _BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _DEDUP_ID = re.compile(r"[!-~]{1,128}")
 _GROUP_ID = _DEDUP_ID
 """SQS's MessageGroupId: 1-128 printable ASCII characters, like a deduplication id."""
+VISIBILITY_RANGE = f"Must be >= 0 and <= {limits.MAX_INVISIBLE_SECONDS}, if provided."
+"""SQS's reason for a VisibilityTimeout out of range."""
 DEDUP_PRODUCER_PREFIX = "sqs-dedup."
 DEDUP_SCOPE = "sqs"
 """FIFO deduplication stamps are the queue's, whoever sends: one scope for all keys."""
@@ -73,10 +89,11 @@ class Sent:
     sequence_number: str | None = None
 
 
-def _dedup_id(entry: dict[str, Any], body: str, content_based: bool) -> str:
-    """A FIFO message's deduplication id: explicit, or the SHA-256 of its body."""
+def _dedup_id(entry: dict[str, Any], body: str, attributes: dict[str, str]) -> str:
+    """A FIFO message's deduplication id: explicit, or (``ContentBasedDeduplication``) the
+    SHA-256 of its body."""
     dedup = entry.get("MessageDeduplicationId")
-    if dedup is None and content_based:
+    if dedup is None and attributes.get("ContentBasedDeduplication") == "true":
         dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
     if dedup is None:
         raise invalid_parameter(
@@ -90,9 +107,9 @@ def _dedup_id(entry: dict[str, Any], body: str, content_based: bool) -> str:
 
 def _dedup_stamp(queue: QueueName, dedup: str, group: str | None) -> ProducerStamp:
     """A FIFO message's deduplication id as the stamp of a deduplicating send: a repeat of
-    it on the queue (or, with ``DeduplicationScope`` ``messageGroup``, in its group) within
-    :data:`DEDUP_INTERVAL_MS` of its first accepted send stores nothing and answers that
-    send; a later one is a new message (the broker's deduplication window)."""
+    it on the queue (or, with ``DeduplicationScope`` ``messageGroup``, in its ``group``)
+    within :data:`DEDUP_INTERVAL_MS` of its first accepted send stores nothing and answers
+    that send; a later one is a new message (the broker's deduplication window)."""
     scope = f"{queue.topic}\n{dedup}" if group is None else f"{queue.topic}\n{group}\n{dedup}"
     key = hashlib.sha256(scope.encode()).hexdigest()[:40]
     return ProducerStamp(f"{DEDUP_PRODUCER_PREFIX}{key}", 0, DEDUP_SCOPE)
@@ -102,11 +119,10 @@ def _message(
     call: Call,
     queue: QueueName,
     entry: dict[str, Any],
-    default_delay: int,
-    content_based: bool = False,
-    group_scope: bool = False,
+    attributes: dict[str, str],
 ) -> Outgoing:
-    """The message to send for one SendMessage (entry), and its answer's digests."""
+    """The message to send for one SendMessage (entry) to a queue with ``attributes``, and
+    its answer's digests."""
     body = entry.get("MessageBody")
     if not isinstance(body, str) or not body:
         raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.")
@@ -117,13 +133,18 @@ def _message(
             "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
         )
     data = body.encode("utf-8")
-    if len(data) > limits.MAX_BODY_BYTES:
+    most = min(int(attributes["MaximumMessageSize"]), limits.MAX_BODY_BYTES)
+    if len(data) > most:
         raise invalid_parameter(
             f"One or more parameters are invalid. Reason: Message must be shorter than "
-            f"{limits.MAX_BODY_BYTES} bytes."
+            f"{most} bytes."
         )
-    attributes = check_attributes(entry.get("MessageAttributes"))
-    delay = int_param(entry, "DelaySeconds", 0, 900)
+    message_attributes = check_attributes(entry.get("MessageAttributes"))
+    system = check_system_attributes(entry.get("MessageSystemAttributes"))
+    delay = int_param(
+        entry, "DelaySeconds", 0, MAX_DELAY_SECONDS,
+        reason=f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}.",
+    )  # fmt: skip
     group = entry.get("MessageGroupId")
     if group is not None and not (isinstance(group, str) and _GROUP_ID.fullmatch(group)):
         raise invalid_parameter("MessageGroupId must be 1-128 printable ASCII characters.")
@@ -138,26 +159,33 @@ def _message(
                 "MissingParameter", "The request must contain the parameter MessageGroupId."
             )
     stamp, message_id = None, None
-    fields = to_message_fields(attributes)
+    fields = to_message_fields(message_attributes)
     if queue.fifo:
-        dedup = _dedup_id(entry, body, content_based)
+        dedup = _dedup_id(entry, body, attributes)
+        group_scope = attributes.get("DeduplicationScope") == "messageGroup"
         stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
         message_id = str(uuid.uuid4())
         fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
-    delay = default_delay if delay is None else delay
+        delay = 0  # a FIFO topic delivers in order, undelayed: the queue's delay is not applied
+    elif delay is None:
+        delay = int(attributes["DelaySeconds"])
     now = call.broker.clock()
     message = MessageInput(
         body=data,
         message_id=message_id,
         tag=fields["tag"],
         keys=fields["keys"],
-        properties=fields["properties"],
+        properties={
+            **fields["properties"],
+            **system,
+            SENDER_PROPERTY: call.principal.access_key,
+        },
         message_group=group if isinstance(group, str) and group else None,
         delivery_timestamp=now + delay * 1000 if delay else None,
     )
     digests = {"MD5OfMessageBody": md5_of_body(body)}
-    if attributes:
-        digests["MD5OfMessageAttributes"] = md5_of_attributes(attributes)
+    if message_attributes:
+        digests["MD5OfMessageAttributes"] = md5_of_attributes(message_attributes)
     return Outgoing(message, digests, stamp)
 
 
@@ -178,7 +206,7 @@ def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[Sent]:
             sent.append(Sent(receipt.message_id, sequence_number(receipt.queue, receipt.offset)))
         return sent
     except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
+        raise from_broker(exc) from None
 
 
 def _answer(sent: Sent) -> dict[str, str]:
@@ -195,30 +223,23 @@ def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict
     return queue, attributes_of(call, queue)
 
 
-def _outgoing(
-    call: Call, queue: QueueName, entry: dict[str, Any], attributes: dict[str, str]
-) -> Outgoing:
-    content_based = attributes.get("ContentBasedDeduplication") == "true"
-    group_scope = attributes.get("DeduplicationScope") == "messageGroup"
-    return _message(call, queue, entry, int(attributes["DelaySeconds"]), content_based, group_scope)
-
-
 def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue, attributes = _queue_for_send(call, params)
-    outgoing = _outgoing(call, queue, params, attributes)
+    outgoing = _message(call, queue, params, attributes)
     (sent,) = _send(call, queue, [outgoing])
     return {**_answer(sent), **outgoing.digests}
 
 
 def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue, attributes = _queue_for_send(call, params)
-    entries = _entries(params)
+    entries = _entries(params, "SendMessageBatchRequestEntry")
+    _check_batch_size(entries)
     successful: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     outgoing: list[Outgoing] = []
     for entry in entries:
         try:
-            one = _outgoing(call, queue, entry, attributes)
+            one = _message(call, queue, entry, attributes)
         except SqsError as exc:
             failed.append(_failure(entry["Id"], exc))
             continue
@@ -230,17 +251,14 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {"Successful": successful, "Failed": failed}
 
 
-def _entries(params: dict[str, Any]) -> list[dict[str, Any]]:
+def _entries(params: dict[str, Any], entry_type: str) -> list[dict[str, Any]]:
+    """A batch's entries, checked in SQS's order: present, ids valid, ids distinct, at most
+    :data:`MAX_BATCH`. ``entry_type`` names them in SQS's empty-batch message."""
     entries = params.get("Entries")
     if not entries:
-        raise batch_error("EmptyBatchRequest", "There should be at least one entry in the request.")
+        raise empty_batch(entry_type)
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise invalid_parameter("Entries must be a list of entries.")
-    if len(entries) > MAX_BATCH:
-        raise batch_error(
-            "TooManyEntriesInBatchRequest",
-            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
-        )
     ids = [e.get("Id") for e in entries]
     for batch_id in ids:
         if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
@@ -249,9 +267,48 @@ def _entries(params: dict[str, Any]) -> list[dict[str, Any]]:
                 "A batch entry id can only contain alphanumeric characters, hyphens and "
                 "underscores. It can be at most 80 letters long.",
             )
-    if len(set(ids)) != len(ids):
-        raise batch_error("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
+    _check_distinct(ids)
+    if len(entries) > MAX_BATCH:
+        raise batch_error(
+            "TooManyEntriesInBatchRequest",
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
+        )
     return entries
+
+
+def _check_distinct(ids: list[str]) -> None:
+    """SQS names the first id that comes again."""
+    seen: set[str] = set()
+    for batch_id in ids:
+        if batch_id in seen:
+            raise batch_error("BatchEntryIdsNotDistinct", f"Id {batch_id} repeated.")
+        seen.add(batch_id)
+
+
+def _check_batch_size(entries: list[dict[str, Any]]) -> None:
+    """SQS's limit on a batch's payload: its bodies and attributes, 1 MiB in all."""
+    total = sum(_payload_bytes(entry) for entry in entries)
+    if total > MAX_BATCH_BYTES:
+        raise batch_error(
+            "BatchRequestTooLong",
+            f"Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. "
+            f"You have sent {total} bytes.",
+        )
+
+
+def _payload_bytes(entry: dict[str, Any]) -> int:
+    """A message's size as SQS counts it: the body's UTF-8 bytes and each attribute's name,
+    data type and value."""
+    body = entry.get("MessageBody")
+    size = len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else 0
+    attributes = entry.get("MessageAttributes")
+    for name, value in attributes.items() if isinstance(attributes, dict) else ():
+        size += len(str(name).encode("utf-8", "surrogatepass"))
+        if isinstance(value, dict):
+            for part in ("DataType", "StringValue", "BinaryValue"):
+                if isinstance(value.get(part), str):
+                    size += len(value[part].encode("utf-8", "surrogatepass"))
+    return size
 
 
 def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
@@ -278,10 +335,24 @@ def _may_consume(call: Call, queue: QueueName) -> Callable[[str], bool]:
     return allowed
 
 
+def _visibility(params: dict[str, Any]) -> int | None:
+    return int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS, VISIBILITY_RANGE)
+
+
+def _sqs_redelivery(call: Call, queue: QueueName) -> None:
+    """The queue's group redelivers as SQS does: a message whose visibility timeout passed
+    is receivable again at once (in place), and a visibility timeout may be 0. Written once
+    (a topic made through the CirrusMQ API gets it at its first SQS receive or change)."""
+    try:
+        call.broker.retries.set_redelivery(queue.group, REDELIVERY_IMMEDIATE)
+    except BrokerError as exc:
+        raise from_broker(exc) from None
+
+
 def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = _consumer(call, params)
     most = int_param(params, "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
-    visibility = int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS)
+    visibility = _visibility(params)
     wait = int_param(params, "WaitTimeSeconds", 0, limits.MAX_WAIT_SECONDS)
     system_names = list_param(params, "AttributeNames") + list_param(
         params, "MessageSystemAttributeNames"
@@ -293,25 +364,32 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         visibility = int(attributes["VisibilityTimeout"])
     if wait is None:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
-    invisible = max(limits.MIN_INVISIBLE_SECONDS, visibility)
+    _sqs_redelivery(call, queue)
     try:
-        if queue_attributes.sources(attributes):
-            dead_letters.forward(call, queue, attributes)
+        keep_dead_letter_destination(call, queue, attributes)
         received = call.broker.consume.receive(
-            queue.group, topic.name, max_messages=most, invisible_seconds=invisible,
+            queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
             wait_seconds=wait,
         )  # fmt: skip
     except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
-    messages = [_received(r, system_names, attribute_names, queue.fifo) for r in received]
+        raise from_broker(exc) from None
+    now = call.broker.clock()
+    messages = [_received(r, system_names, attribute_names, now, queue.fifo) for r in received]
     return {"Messages": messages} if messages else {}
 
 
 def _received(
-    received: ReceivedMessage, system_names: list[str], attribute_names: list[str], fifo: bool
+    received: ReceivedMessage,
+    system_names: list[str],
+    attribute_names: list[str],
+    now: int,
+    fifo: bool,
 ) -> dict[str, Any]:
+    """One message of a receive answer. ``ApproximateFirstReceiveTimestamp`` is this
+    receive's time on a first delivery; on a redelivery (the first receive is not recorded)
+    the time this copy of the message was stored."""
     stored = received.message
-    body = stored.body.decode("utf-8", "replace")
+    body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
         "MessageId": stored.message_id,
         "ReceiptHandle": received.receipt_handle,
@@ -321,14 +399,19 @@ def _received(
     system = {
         "SentTimestamp": str(stored.born_timestamp or stored.stored_timestamp),
         "ApproximateReceiveCount": str(received.delivery_attempt),
-        "ApproximateFirstReceiveTimestamp": str(stored.stored_timestamp),
-        "SenderId": "",
+        "ApproximateFirstReceiveTimestamp": str(
+            now if received.delivery_attempt <= 1 else stored.stored_timestamp
+        ),
     }
+    if stored.properties.get(SENDER_PROPERTY):
+        system["SenderId"] = sqs_text(stored.properties[SENDER_PROPERTY])
+    if stored.properties.get(TRACE_PROPERTY):
+        system["AWSTraceHeader"] = sqs_text(stored.properties[TRACE_PROPERTY])
     if stored.message_group:
-        system["MessageGroupId"] = stored.message_group
+        system["MessageGroupId"] = sqs_text(stored.message_group)
     dedup = stored.properties.get(DEDUP_ID_PROPERTY)
     if dedup is not None:
-        system["MessageDeduplicationId"] = dedup
+        system["MessageDeduplicationId"] = sqs_text(dedup)
     if fifo:
         system["SequenceNumber"] = sequence_number(stored.queue, stored.offset)
     if "All" not in system_names:
@@ -354,7 +437,7 @@ def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError |
     try:
         outcomes = call.broker.consume.ack(queue.group, handles, _may_consume(call, queue))
     except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
+        raise from_broker(exc) from None
     results: list[SqsError | None] = []
     for outcome in outcomes:
         if outcome.status == "invalid":
@@ -377,7 +460,7 @@ def delete_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = _consumer(call, params)
-    entries = _entries(params)
+    entries = _entries(params, "DeleteMessageBatchRequestEntry")
     active_topic(call, queue)
     successful, failed, handles, ids = [], [], [], []
     for entry in entries:
@@ -396,21 +479,24 @@ def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
     handle = _handle(entry)
-    timeout = int_param(entry, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS)
+    timeout = _visibility(entry)
     if timeout is None:
         raise SqsError(
             "MissingParameter", "The request must contain the parameter VisibilityTimeout."
         )
-    topic = active_topic(call, queue)
-    seconds = timeout
-    if topic.message_type is not MessageType.FIFO:
-        seconds = max(limits.MIN_INVISIBLE_SECONDS, timeout)
+    active_topic(call, queue)
+    _sqs_redelivery(call, queue)
     try:
         call.broker.consume.change_invisible(
-            queue.group, handle, seconds, _may_consume(call, queue)
+            queue.group, handle, timeout, _may_consume(call, queue)
         )
+    except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
+        raise invalid_parameter(
+            f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
+            "exist or is not available for visibility timeout change."
+        ) from None
     except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
+        raise from_broker(exc) from None
 
 
 def change_message_visibility(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -421,7 +507,7 @@ def change_message_visibility(call: Call, params: dict[str, Any]) -> dict[str, A
 
 def change_message_visibility_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = _consumer(call, params)
-    entries = _entries(params)
+    entries = _entries(params, "ChangeMessageVisibilityBatchRequestEntry")
     successful, failed = [], []
     for entry in entries:
         try:

@@ -26,16 +26,29 @@ from .errors import invalid_parameter
 TAG_ATTRIBUTE = "cirrusmq.tag"
 KEYS_ATTRIBUTE = "cirrusmq.keys"
 TYPES_PROPERTY = "sqs.types"
+SOURCE_PROPERTY = "sqs.source"
+"""The property a dead letter carries in its dead-letter queue: the queue it died in."""
+SENDER_PROPERTY = "sqs.sender"
+"""The access key that sent the message (its SenderId)."""
+TRACE_PROPERTY = "sqs.trace"
+"""The message's AWSTraceHeader system attribute."""
 DEDUP_ID_PROPERTY = "sqs:dedup"
 """A FIFO message's deduplication id (its system attribute); ``:`` is in no attribute name."""
-HIDDEN_PROPERTIES = frozenset({"sqs.source", DEDUP_ID_PROPERTY})
-"""Properties the adapter writes for itself (a dead letter's source queue, a FIFO message's
-deduplication id), not attributes."""
+HIDDEN_PROPERTIES = frozenset({SOURCE_PROPERTY, SENDER_PROPERTY, TRACE_PROPERTY, DEDUP_ID_PROPERTY})
+"""Properties the adapter writes for itself (a dead letter's source queue, the sender, the
+trace header, a FIFO message's deduplication id), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
 INVALID_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters SQS takes in no body or string value (XML 1.0's; a lone surrogate among them)."""
+REPLACEMENT = "\ufffd"
+
+
+def sqs_text(text: str) -> str:
+    """``text`` as SQS can carry it: a character SQS refuses on send (stored through another
+    protocol) becomes U+FFFD, so no answer is invalid XML and the digests match the text."""
+    return INVALID_TEXT.sub(REPLACEMENT, text)
 
 
 def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
@@ -129,13 +142,14 @@ def from_message(message: StoredMessage) -> dict[str, dict[str, Any]]:
         types = {}
     attributes: dict[str, dict[str, Any]] = {}
     for name, value in properties.items():
-        data_type = str(types.get(name, "String"))
+        data_type = sqs_text(str(types.get(name, "String")))
         field = "BinaryValue" if data_type.startswith("Binary") else "StringValue"
-        attributes[name] = {"DataType": data_type, field: value}
+        attributes[sqs_text(name)] = {"DataType": data_type, field: sqs_text(value)}
     if message.tag:
-        attributes[TAG_ATTRIBUTE] = {"DataType": "String", "StringValue": message.tag}
+        attributes[TAG_ATTRIBUTE] = {"DataType": "String", "StringValue": sqs_text(message.tag)}
     if message.keys:
-        attributes[KEYS_ATTRIBUTE] = {"DataType": "String", "StringValue": " ".join(message.keys)}
+        keys = sqs_text(" ".join(message.keys))
+        attributes[KEYS_ATTRIBUTE] = {"DataType": "String", "StringValue": keys}
     return attributes
 
 
@@ -151,3 +165,27 @@ def select(
     return {
         k: v for k, v in attributes.items() if k in names or (prefixes and k.startswith(prefixes))
     }
+
+
+def check_system_attributes(attributes: object) -> dict[str, str]:
+    """A send's MessageSystemAttributes: only ``AWSTraceHeader`` (a String), as in SQS; the
+    properties that keep it."""
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, dict):
+        raise invalid_parameter("MessageSystemAttributes must be a map.")
+    kept: dict[str, str] = {}
+    for name, value in attributes.items():
+        if name != "AWSTraceHeader":
+            raise invalid_parameter(
+                f"Message system attribute name '{str(name)[:256]}' is invalid."
+            )
+        text = value.get("StringValue") if isinstance(value, dict) else None
+        if value.get("DataType") != "String" or not isinstance(text, str) or not text:
+            raise invalid_parameter(
+                "Message system attribute AWSTraceHeader must be a String with a value."
+            )
+        if INVALID_TEXT.search(text) or len(text) > 1024:
+            raise invalid_parameter("Message system attribute AWSTraceHeader is invalid.")
+        kept[TRACE_PROPERTY] = text
+    return kept

@@ -1,7 +1,9 @@
 """Queue names, URLs and ARNs ↔ CirrusMQ topics and consumer groups.
 
 A queue ``q`` is the topic ``q`` consumed by the group ``sqs-q``; a FIFO queue ``q.fifo`` is
-the FIFO topic ``q_fifo`` (topic names have no ``.``) and the group ``sqs-q_fifo``. Queue URLs
+the FIFO topic ``q_fifo`` (topic names have no ``.``) and the group ``sqs-q_fifo``. So that a
+standard queue never takes a FIFO queue's topic, a standard queue whose name ends in ``_fifo``
+and any number of ``_`` gets one more ``_`` (``q_fifo`` is the topic ``q_fifo_``). Queue URLs
 are ``{endpoint}/{ACCOUNT_ID}/{queue}``, ARNs ``arn:aws:sqs:{region}:{ACCOUNT_ID}:{queue}``.
 """
 
@@ -19,6 +21,8 @@ GROUP_PREFIX = "sqs-"
 FIFO_SUFFIX = ".fifo"
 TOPIC_FIFO_SUFFIX = "_fifo"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_ESCAPED = re.compile(r".*_fifo_*")
+"""Standard queue names that would read as a FIFO queue's topic, or as an escaped name."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class QueueName:
     def topic(self) -> str:
         if self.fifo:
             return self.name[: -len(FIFO_SUFFIX)] + TOPIC_FIFO_SUFFIX
+        if _ESCAPED.fullmatch(self.name):
+            return self.name + "_"
         return self.name
 
     @property
@@ -77,14 +83,16 @@ def from_arn(arn: object) -> QueueName:
     return queue_name(arn.rsplit(":", 1)[1])
 
 
-def from_topic(topic: str) -> QueueName | None:
-    """The queue a topic is served as (None: the topic's name is no queue name)."""
-    name = (
-        topic[: -len(TOPIC_FIFO_SUFFIX)] + FIFO_SUFFIX
-        if topic.endswith(TOPIC_FIFO_SUFFIX)
-        else topic
-    )
+def from_topic(topic: str, *, fifo: bool) -> QueueName | None:
+    """The queue a topic (FIFO or not) is served as (None: no queue has that topic)."""
+    if fifo:
+        if not topic.endswith(TOPIC_FIFO_SUFFIX):
+            return None
+        name = topic[: -len(TOPIC_FIFO_SUFFIX)] + FIFO_SUFFIX
+    else:
+        name = topic[:-1] if _ESCAPED.fullmatch(topic) and topic.endswith("_") else topic
     try:
-        return queue_name(name)
+        queue = queue_name(name)
     except SqsError:
         return None
+    return queue if queue.topic == topic else None

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as _escape
 
 from .errors import SqsError
 
@@ -41,6 +42,9 @@ QUERY_LISTS: dict[str, tuple[str, str]] = {
     "ActionName": ("Actions", "list"),
 }
 """Flattened query lists and maps → their JSON request names."""
+QUERY_RENAMES: dict[str, dict[str, str]] = {"TagQueue": {"tags": "Tags"}}
+"""Where an action's JSON name differs from the one its query list maps to (``Tag.N`` is
+CreateQueue's ``tags`` but TagQueue's ``Tags``)."""
 
 XML_LIST_ITEMS: dict[str, str] = {
     # JSON result name -> the flattened element each item is written as
@@ -56,6 +60,17 @@ XML_MAPS: dict[str, str] = {
     "MessageAttributes": "MessageAttribute",
     "Tags": "Tag",
 }
+
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot carry, not even as character references."""
+
+
+def escape(text: str) -> str:
+    """``text`` as XML character data: markup escaped, a character XML 1.0 cannot carry
+    replaced by U+FFFD (actions replace them first, where digests cover the text; this
+    guards every other answer), and a carriage return as ``&#13;`` so parsers keep it."""
+    return _escape(_NOT_XML.sub("\ufffd", text)).replace("\r", "&#13;")
 
 
 @dataclass(frozen=True)
@@ -87,11 +102,21 @@ def parse(protocol: str, headers: Mapping[str, str], body: bytes, raw_query: str
         raise SqsError("MalformedQueryString", "The request body is not UTF-8.") from None
     pairs = parse_qsl(raw_query, keep_blank_values=True) + parse_qsl(text, keep_blank_values=True)
     fields = dict(pairs)
+    if len(fields) != len(pairs):  # which value counts would be a guess: refuse them all
+        seen: set[str] = set()
+        repeated = next(name for name, _ in pairs if name in seen or seen.add(name))
+        raise SqsError(
+            "MalformedQueryString", f"The parameter {repeated[:100]} is given more than once."
+        )
     action = fields.pop("Action", "")
     fields.pop("Version", None)
     if not action:
         raise SqsError("MissingAction", "The request must contain the parameter Action.")
-    return SqsRequest(QUERY, action, query_params(fields))
+    params = query_params(fields)
+    for query_name, json_name in QUERY_RENAMES.get(action, {}).items():
+        if query_name in params:
+            params[json_name] = params.pop(query_name)
+    return SqsRequest(QUERY, action, params)
 
 
 def query_params(fields: Mapping[str, str]) -> dict[str, Any]:
@@ -186,7 +211,8 @@ def error_answer(protocol: str, error: SqsError) -> dict[str, Any]:
         return _response(error.status, "application/x-amz-json-1.0", body, rid, headers)
     body = (
         f'<ErrorResponse xmlns="{XML_NAMESPACE}"><Error><Type>{fault}</Type>'
-        f"<Code>{escape(error.query_code)}</Code><Message>{escape(error.message)}</Message>"
+        f"<Code>{escape(error.query_code)}</Code>"
+        f"<Message>{escape(error.query_message)}</Message>"
         f"<Detail/></Error><RequestId>{rid}</RequestId></ErrorResponse>"
     )
     return _response(error.status, "text/xml", body, rid)

@@ -6,16 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import BrokerError, TopicAlreadyExists, TopicNotFound
+from cirrusmq_broker.errors import TopicAlreadyExists, TopicNotFound
 from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
 
-from . import dead_letters, naming, queue_attributes
+from . import naming, queue_attributes, tags
 from .context import Call, int_param, list_param, str_param
-from .errors import SqsError, from_broker, invalid_parameter, queue_does_not_exist
+from .errors import SqsError, queue_does_not_exist
+from .message_attributes import SOURCE_PROPERTY
 from .naming import QueueName
 
 MAX_LIST_RESULTS = 1000
+DELAY_MINUTES = 15
+"""SQS's longest delay: ApproximateNumberOfMessagesDelayed counts the delayed messages due
+within it (and those just due, not yet released)."""
 
 
 def active_topic(call: Call, queue: QueueName) -> Topic:
@@ -23,9 +27,9 @@ def active_topic(call: Call, queue: QueueName) -> Topic:
     try:
         topic = call.broker.catalog.active(queue.topic)
     except TopicNotFound:
-        raise queue_does_not_exist(queue.name) from None
+        raise queue_does_not_exist() from None
     if (topic.message_type is MessageType.FIFO) != queue.fifo:
-        raise queue_does_not_exist(queue.name)
+        raise queue_does_not_exist()
     return topic
 
 
@@ -37,6 +41,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = naming.queue_name(str_param(params, "QueueName"))
     call.require_admin(f"create queue {queue.name}")
     wanted = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=True)
+    wanted_tags = tags.check(params["tags"], queue, present={}) if params.get("tags") else {}
     _check_redrive(call, queue, wanted)
     now = call.broker.clock()
     stored = {**wanted, "CreatedTimestamp": str(now // 1000)}
@@ -61,7 +66,7 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             return {"QueueUrl": queue.url(call.endpoint)}
         stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
     stored["LastModifiedTimestamp"] = stored["CreatedTimestamp"]
-    call.broker.sqs_queues.put(queue.group, stored)
+    call.broker.sqs_queues.put(queue.group, tags.with_tags(stored, wanted_tags))
     _apply_redrive(call, queue, stored, {})
     return {"QueueUrl": queue.url(call.endpoint)}
 
@@ -100,10 +105,13 @@ def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> 
 def _apply_redrive(
     call: Call, queue: QueueName, attributes: dict[str, str], previous: dict[str, str]
 ) -> None:
-    """RedrivePolicy: maxReceiveCount is the group's delivery attempts before its dead-letter
-    topic, which the dead-letter queue named by the ARN serves (it records its sources).
-    Without a policy SQS redelivers until the retention ends: the group gets the most
-    attempts CirrusMQ allows, and a dead-letter queue it named before forgets it."""
+    """RedrivePolicy: maxReceiveCount is the group's delivery attempts, and the dead-letter
+    queue named by the ARN is the group's dead-letter destination: the broker's dead-letter
+    move appends a message that failed its last attempt straight into that queue's topic,
+    with the property ``sqs.source`` naming this queue (the dead-letter queue records its
+    sources). Without a policy SQS redelivers until the retention ends: the group gets the
+    most attempts CirrusMQ allows, its dead letters (if any) go to its own dead-letter topic,
+    and a dead-letter queue it named before forgets it."""
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
     before = queue_attributes.redrive_policy(previous.get("RedrivePolicy", ""))
     target = naming.from_arn(policy[0]) if policy is not None else None
@@ -113,7 +121,24 @@ def _apply_redrive(
         _set_source(call, target, queue, present=True)
     attempts = MAX_MAX_DELIVERY_ATTEMPTS if policy is None else policy[1]
     attempts = min(max(attempts, MIN_MAX_DELIVERY_ATTEMPTS), MAX_MAX_DELIVERY_ATTEMPTS)
+    call.broker.retries.set_dead_letter_destination(
+        queue.group,
+        target.topic if target is not None else None,
+        {SOURCE_PROPERTY: queue.name},
+    )
     call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
+
+
+def keep_dead_letter_destination(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
+    """A queue whose RedrivePolicy was stored by a release that set no dead-letter
+    destination gets its destination now (before the receive whose expiry may dead-letter).
+    The group's settings are cached per container: usually no read."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is None or call.broker.retries.dead_letter_destination(queue.group) is not None:
+        return
+    call.broker.retries.set_dead_letter_destination(
+        queue.group, naming.from_arn(policy[0]).topic, {SOURCE_PROPERTY: queue.name}
+    )
 
 
 def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: bool) -> None:
@@ -144,8 +169,8 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     permissions = call.principal.permissions
     names = []
     for topic in call.broker.admin.list_topics():
-        queue = naming.from_topic(topic.name)
-        if queue is None or queue.fifo != (topic.message_type is MessageType.FIFO):
+        queue = naming.from_topic(topic.name, fifo=topic.message_type is MessageType.FIFO)
+        if queue is None:
             continue
         visible = permissions.may_see_topic(topic.name)
         if visible and queue.name.startswith(prefix) and queue.name > after:
@@ -185,8 +210,17 @@ _OPTIONAL = frozenset(
 )
 
 
+def approximate_count(call: Call, queue: QueueName) -> int:
+    """The queue's messages, visible and in flight (a move task's ToMove)."""
+    counts = _counts(call, queue, active_topic(call, queue))
+    return int(counts["ApproximateNumberOfMessages"]) + int(
+        counts["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
-    """The approximate counts: unread and in-flight messages of the queue's group."""
+    """The approximate counts: unread and in-flight messages of the queue's group (an
+    in-flight message whose visibility timeout passed counts as visible)."""
     description = call.broker.admin.describe_topic(topic.name)
     status = call.broker.consume.describe_group(queue.group, topic.name)
     by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
@@ -196,13 +230,18 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         if state is None:
             visible += max(0, offsets.max_offset - offsets.min_offset)
             continue
-        inflight += state.inflight
+        invisible = state.inflight - state.overdue
+        inflight += invisible
         start = max(state.committed_offset, offsets.min_offset)
-        visible += max(0, offsets.max_offset - start - state.inflight)
+        visible += max(0, offsets.max_offset - start - invisible)
+    now_minute = call.broker.clock() // 60_000
+    delayed = call.broker.delay_items.pending_count(
+        topic.name, range(now_minute - 1, now_minute + DELAY_MINUTES + 1)
+    )
     return {
         "ApproximateNumberOfMessages": str(visible),
         "ApproximateNumberOfMessagesNotVisible": str(inflight),
-        "ApproximateNumberOfMessagesDelayed": "0",
+        "ApproximateNumberOfMessagesDelayed": str(delayed),
     }
 
 
@@ -216,6 +255,10 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     _check_redrive(call, queue, changes)
     previous = call.broker.sqs_queues.get(queue.group) or {}
     stored = {**previous, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    if "MessageRetentionPeriod" in changes:  # the topic keeps what is sent from now that long
+        call.broker.admin.update_topic(
+            queue.topic, retention_hours=queue_attributes.retention_hours(changes)
+        )
     call.broker.sqs_queues.put(queue.group, stored)
     if "RedrivePolicy" in changes:
         _apply_redrive(call, queue, stored, previous)
@@ -229,7 +272,7 @@ def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     try:
         call.broker.admin.delete_topic(queue.topic)
     except TopicNotFound:
-        raise queue_does_not_exist(queue.name) from None
+        raise queue_does_not_exist() from None
     call.broker.sqs_queues.delete(queue.group)
     return {}
 
@@ -258,20 +301,36 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
     return {"queueUrls": [q.url(call.endpoint) for q in visible]}
 
 
-def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    """Redrive the dead letters a dead-letter queue holds back to their source queues."""
-    queue = naming.from_arn(params.get("SourceArn"))
-    call.require_admin(f"move messages of queue {queue.name}")
+def tag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"tag queue {queue.name}")
     active_topic(call, queue)
-    if params.get("DestinationArn") is not None:
-        raise SqsError(
-            "UnsupportedOperation",
-            "Messages are moved back to their source queues only (no DestinationArn).",
-        )
-    if not queue_attributes.sources(attributes_of(call, queue)):
-        raise invalid_parameter(f"Queue {queue.name} is not a dead-letter queue.")
-    try:
-        moved = dead_letters.move_back(call, queue)
-    except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
-    return {"TaskHandle": f"{queue.name}:{call.broker.clock()}:{moved}"}
+    return tags.tag_queue(call, queue, params)
+
+
+def untag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"untag queue {queue.name}")
+    active_topic(call, queue)
+    return tags.untag_queue(call, queue, params)
+
+
+def list_queue_tags(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
+    active_topic(call, queue)
+    return tags.list_queue_tags(call, queue)
+
+
+def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"share queue {queue.name}")
+    active_topic(call, queue)
+    return tags.add_permission(params)
+
+
+def remove_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
+    queue = naming.from_url(params.get("QueueUrl"))
+    call.require_admin(f"share queue {queue.name}")
+    active_topic(call, queue)
+    return tags.remove_permission(params)

@@ -17,9 +17,20 @@ DEFAULTS: dict[str, str] = {
     "DelaySeconds": "0",
     "MessageRetentionPeriod": "345600",
     "ReceiveMessageWaitTimeSeconds": "0",
-    "MaximumMessageSize": "262144",
+    "MaximumMessageSize": "1048576",
 }
-FIFO_DEFAULTS = {"FifoQueue": "true", "ContentBasedDeduplication": "false"}
+FIFO_DEFAULTS = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "DeduplicationScope": ("messageGroup", "queue"),
+    "FifoThroughputLimit": ("perQueue", "perMessageGroupId"),
+}
+FIFO_ONLY = ("ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+"""Attributes a standard queue does not know (SQS: InvalidAttributeName)."""
 _RANGES: dict[str, tuple[int, int]] = {
     "VisibilityTimeout": (0, limits.MAX_INVISIBLE_SECONDS),
     "DelaySeconds": (0, 900),
@@ -34,8 +45,6 @@ _KEPT = (
     "RedriveAllowPolicy",
     "KmsMasterKeyId",
     "KmsDataKeyReusePeriodSeconds",
-    "DeduplicationScope",
-    "FifoThroughputLimit",
 )
 """Accepted and given back as set (the ones CirrusMQ acts on are read where they matter)."""
 SOURCES = "cirrusmq:DeadLetterSources"
@@ -59,27 +68,26 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
     checked: dict[str, str] = {}
     for name, value in attributes.items():
         text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-        if text is None:
-            raise invalid_parameter(f"Invalid value for the parameter {name}.")
         if name in _RANGES:
             low, high = _RANGES[name]
-            try:
-                number = int(text)
-            except ValueError:
-                number = low - 1
-            if not low <= number <= high:
-                raise invalid_parameter(
-                    f"Invalid value for the parameter {name}. Reason: must be {low}-{high}."
-                )
+            number = as_integer(text) if text is not None else None
+            if number is None or not low <= number <= high:
+                raise invalid_value(name)
             checked[name] = str(number)
         elif name in _BOOLEANS:
-            if text.lower() not in ("true", "false"):
-                raise invalid_parameter(f"Invalid value for the parameter {name}.")
+            if text is None or text.lower() not in ("true", "false"):
+                raise invalid_value(name)
             checked[name] = text.lower()
+        elif name in _CHOICES:
+            if text not in _CHOICES[name]:
+                raise invalid_value(name)
+            checked[name] = text
         elif name in _KEPT:
+            if text is None:
+                raise invalid_value(name)
             checked[name] = text
         else:
-            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+            raise unknown_attribute(name)
     default = "false" if fifo and creating else ("true" if fifo else "false")
     if checked.get("FifoQueue", default) != ("true" if fifo else "false"):
         raise invalid_parameter(
@@ -88,11 +96,21 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
         )
     if "FifoQueue" in checked and not creating:
         raise invalid_parameter("FifoQueue cannot be changed after the queue is created.")
-    if "ContentBasedDeduplication" in checked and not fifo:
-        raise SqsError("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication.")
+    if not fifo:
+        for name in FIFO_ONLY:
+            if name in checked:
+                raise unknown_attribute(name)
     if "RedrivePolicy" in checked:
         redrive_policy(checked["RedrivePolicy"])
     return checked
+
+
+def invalid_value(name: str) -> SqsError:
+    return SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name[:256]}.")
+
+
+def unknown_attribute(name: object) -> SqsError:
+    return SqsError("InvalidAttributeName", f"Unknown Attribute {str(name)[:256]}.")
 
 
 def redrive_policy(text: str) -> tuple[str, int] | None:

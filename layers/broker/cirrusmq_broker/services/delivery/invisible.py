@@ -3,7 +3,8 @@
 On a normal topic the message moves to a lease of its own (the rest of its lease keeps its
 deadline); on a FIFO topic the whole lease moves, so its messages stay together and in
 order, and 0 s is allowed (redeliver at once, to the lock owner only: a failing orderly
-listener's retry)."""
+listener's retry). A group whose redelivery is immediate (SQS) may set 0 s on any topic:
+the message is receivable again at once."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .. import optimistic
 from ..offset_lookup import OffsetLookup
 from ..receipt_handles import ReceiptHandles, denied
 from ..retries import RetryTopic
+from ..retries.settings import RetrySettings
 
 
 class InvisibleTime:
@@ -36,9 +38,11 @@ class InvisibleTime:
         lookup: OffsetLookup,
         handles: ReceiptHandles,
         retry_topic: RetryTopic,
+        settings: RetrySettings,
         clock: Callable[[], int],
     ) -> None:
         self._states = states
+        self._settings = settings
         self._lookup = lookup
         self._handles = handles
         self._retry_topic = retry_topic
@@ -59,7 +63,7 @@ class InvisibleTime:
             raise AccessDenied(denied(group, handle.topic))
         fifo = self._retry_topic.resolve(handle.topic).message_type is MessageType.FIFO
         if not (fifo and 0 <= invisible_seconds <= limits.MAX_INVISIBLE_SECONDS):
-            check_invisible(invisible_seconds)
+            check_invisible(invisible_seconds, self._settings.min_invisible_seconds, group)
 
         def change(_: int) -> ReceivedMessage | optimistic.Conflict:
             state = self._states.load_one(group, handle.topic, handle.queue)
@@ -104,10 +108,14 @@ class InvisibleTime:
         )
 
 
-def check_invisible(seconds: int) -> None:
-    """InvalidDuration unless ``seconds`` is an invisible time a delivery may have."""
-    if not limits.MIN_INVISIBLE_SECONDS <= seconds <= limits.MAX_INVISIBLE_SECONDS:
-        raise InvalidDuration(
-            f"invisible_seconds must be {limits.MIN_INVISIBLE_SECONDS}-"
-            f"{limits.MAX_INVISIBLE_SECONDS}"
-        )
+def check_invisible(
+    seconds: int, minimum: Callable[[str], int] | None = None, group: str = ""
+) -> None:
+    """InvalidDuration unless ``seconds`` is an invisible time a delivery may have: from
+    ``MIN_INVISIBLE_SECONDS``, or from ``minimum(group)`` (the group's own shortest, asked
+    only for a shorter time)."""
+    lowest = limits.MIN_INVISIBLE_SECONDS
+    if seconds < lowest and minimum is not None:
+        lowest = minimum(group)
+    if not lowest <= seconds <= limits.MAX_INVISIBLE_SECONDS:
+        raise InvalidDuration(f"invisible_seconds must be {lowest}-{limits.MAX_INVISIBLE_SECONDS}")

@@ -4,8 +4,9 @@ Flow control holds new messages back while a queue has too much in flight for th
 (``MAX_INFLIGHT_PER_QUEUE`` offsets or ``MAX_LEASES_PER_QUEUE`` leases). A FIFO queue serves
 one delivery at a time, to the client its lock and the allocation allow (orderly.py): the
 oldest expired lease is redelivered in place, else new messages follow the cursor. On other
-topics an expired lease is never redelivered in place: the retries' lease expiry has moved it
-to the retry topic before the plan is made.
+topics a group whose redelivery is immediate (SQS's visibility timeout) has its expired
+leases redelivered in place, oldest first, before new messages; for other groups the
+retries' lease expiry has moved them to the retry topic before the plan is made.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ...rules import orderly
 from ...rules.filters import TagFilter
 from ...rules.group_state import GroupQueueState, Lease
 from ...rules.membership import Membership
+from ...rules.retries import deliveries
 from ...storage.group_views import GroupView
 from ...storage.groups import GroupStateStore
 from ...storage.log_index import LogIndex
@@ -44,7 +46,8 @@ class QueuePlan:
     """What one queue could deliver now."""
 
     redeliveries: list[tuple[Lease, list[StoredMessage]]] = field(default_factory=list)
-    """FIFO only: the expired lease redelivered in place, with its messages."""
+    """Expired leases redelivered in place (FIFO, or immediate redelivery), with their
+    messages: a prefix of each lease's unsettled offsets."""
     missing: dict[str, list[int]] = field(default_factory=dict)
     """Leased offsets past retention, by lease id: they settle without a delivery."""
     new: list[tuple[StoredMessage, bool]] = field(default_factory=list)
@@ -167,10 +170,16 @@ class QueuePlanner:
         end: int,
         *,
         fifo: bool = False,
+        in_place_below: int | None = None,
     ) -> QueuePlan:
         """What the queue of ``state`` could deliver now, up to ``budget`` messages before
         offset ``end`` (its head as read): on a FIFO topic the expired lease the gate lets
-        through, then new messages from the cursor unless flow control holds them."""
+        through, then new messages from the cursor unless flow control holds them.
+
+        ``in_place_below`` (a group whose redelivery is immediate: its max delivery
+        attempts): on other topics, expired leases are redelivered first, oldest first,
+        up to a message whose deliveries reached it (the lease expiry moves that one to
+        the dead letters first)."""
         if not state.complete and (
             (fifo and state.open_leases > 0)
             or state.may_have_expired(now)
@@ -181,7 +190,11 @@ class QueuePlanner:
         plan = QueuePlan(scan_end=state.cursor)
         wanted = budget
         # one delivery in flight per FIFO queue: the oldest expired one, else new ones
-        expired, allow_new = orderly.gate(state, now) if fifo else ([], True)
+        expired, allow_new = [], True
+        if fifo:
+            expired, allow_new = orderly.gate(state, now)
+        elif in_place_below is not None:
+            expired = state.expired_leases(now)
         for lease in expired:
             if wanted <= 0:
                 break
@@ -190,6 +203,8 @@ class QueuePlanner:
             if found.expired:
                 plan.missing[lease.lease_id] = found.expired
             messages = [found.messages[o] for o in looked_up if o in found.messages][:wanted]
+            if not fifo and in_place_below is not None:
+                messages = _until_dead(messages, lease.attempt, in_place_below)
             plan.redeliveries.append((lease, messages))
             wanted -= len(messages)
         if not allow_new or wanted <= 0 or state.cursor >= end or flow_bound(state):
@@ -222,3 +237,13 @@ class QueuePlanner:
                 plan.scan_end = message.offset + 1
                 wanted -= passes
         return plan
+
+
+def _until_dead(messages: list[StoredMessage], attempt: int, maximum: int) -> list[StoredMessage]:
+    """The leading ``messages`` (delivered under a lease of ``attempt``) that have had
+    fewer than ``maximum`` deliveries: one that reached it is a dead letter, never
+    redelivered in place."""
+    for position, message in enumerate(messages):
+        if deliveries(message, attempt) >= maximum:
+            return messages[:position]
+    return messages

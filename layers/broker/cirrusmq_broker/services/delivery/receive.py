@@ -11,7 +11,9 @@ served first once every N calls and none starves behind a busy one.
 
 Per queue, expired leases go first to the retries' lease expiry (retries/lease_expiry.py):
 on a FIFO topic they stay and are redelivered in place, one delivery at a time (the
-queue's lock, see orderly.py); on other topics their messages move to the retry topic.
+queue's lock, see orderly.py); on other topics their messages move to the retry topic,
+unless the group's redelivery is immediate (SQS): then they stay and are redelivered in
+place, oldest first, before new messages.
 Then the queue's plan (queue_plan.py) is leased, and the queue's summary and the leases
 created or changed are written in one transaction (small items: the cost does not grow
 with what is in flight). A long poll repeats the batched read about once a second and
@@ -49,6 +51,7 @@ from .. import optimistic
 from ..receipt_handles import ReceiptHandles
 from ..retries import LeaseExpiry, RetryTopic
 from ..retries.retry_topic import DueRetries
+from ..retries.settings import RetrySettings
 from ..topic_catalog import TopicCatalog
 from .invisible import check_invisible
 from .queue_plan import QueuePlan, QueuePlanner
@@ -77,6 +80,7 @@ class Receiver:
         handles: ReceiptHandles,
         expiry: LeaseExpiry,
         retry_topic: RetryTopic,
+        settings: RetrySettings,
         clock: Callable[[], int],
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -87,6 +91,7 @@ class Receiver:
         self._handles = handles
         self._expiry = expiry
         self._retry_topic = retry_topic
+        self._settings = settings
         self._clock = clock
         self._sleep = sleep
         self._starts: dict[str, itertools.count[int]] = {}
@@ -131,7 +136,7 @@ class Receiver:
         tag_filter = TagFilter.parse(filter_expression)
         if not 1 <= max_messages <= limits.MAX_RECEIVE_MESSAGES:
             raise InvalidRequest(f"max_messages must be 1-{limits.MAX_RECEIVE_MESSAGES}")
-        check_invisible(invisible_seconds)
+        check_invisible(invisible_seconds, self._settings.min_invisible_seconds, group)
         if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
             raise InvalidDuration(f"wait_seconds must be 0-{limits.MAX_WAIT_SECONDS}")
         topic = self._topics.active(topic_name)
@@ -258,6 +263,7 @@ class Receiver:
         members = view.members or Membership(view.states[0].group)
         if fifo:  # orderly: only the queues this client may hold, with nothing in flight
             queues = [q for q in queues if self._planner.fifo_ready(view, topic, q, client_id, now)]
+        in_place_below = self._in_place_below(view, topic, queues, now)
         received: list[ReceivedMessage] = []
         for q in queues:
             wanted = budget - len(received)
@@ -268,11 +274,14 @@ class Receiver:
             now = self._clock()
             end = view.heads[q].next_offset
             until = deadline if held else deadline + MAX_OVERRUN_SECONDS
-            expired = self._expiry.expire(view.states[q], topic, now, until)
+            expired = self._expiry.expire(view.states[q], topic, now, until, budget=wanted)
             if expired is None:
                 continue  # contended or unfinished expiry: this queue waits for the next pass
             view.states[q] = expired
-            plan = self._planner.plan(view.states[q], tag_filter, wanted, now, end, fifo=fifo)
+            plan = self._planner.plan(
+                view.states[q], tag_filter, wanted, now, end, fifo=fifo,
+                in_place_below=in_place_below,
+            )  # fmt: skip
             # one message always fits a whole budget: only alone in the response (not beside
             # riding acks' results) may it go over what is left
             alone = not held and bytes_left >= RESPONSE_BYTE_BUDGET
@@ -287,6 +296,7 @@ class Receiver:
                     invisible_s * 1000,
                     end,
                     orderly_for=(client_id, members, topic.queues) if fifo else None,
+                    in_place_below=in_place_below,
                 )
             except Busy:
                 continue  # other consumers of the group hold this queue: serve the others
@@ -297,6 +307,22 @@ class Receiver:
             received.extend(taken)
             bytes_left -= used
         return received
+
+    def _in_place_below(
+        self, view: GroupView, topic: Topic, queues: list[int], now: int
+    ) -> int | None:
+        """For a group whose redelivery is immediate, on a topic that is not FIFO (which
+        redelivers in place anyway), when a lease of ``queues`` may have expired: the
+        group's max delivery attempts, below which expired leases are redelivered in place.
+        Else None (the group's settings are read only then)."""
+        if topic.message_type is MessageType.FIFO:
+            return None
+        if not any(view.states[q].may_have_expired(now) for q in queues):
+            return None
+        group = view.states[queues[0]].group
+        if not self._settings.redelivers_at_once(group):
+            return None
+        return self._settings.max_delivery_attempts(group)
 
     def _rotation(self, topic: Topic) -> list[int]:
         """All queues, starting from a different one each call (no queue starves another)."""
@@ -317,6 +343,7 @@ class Receiver:
         invisible_ms: int,
         end: int,
         orderly_for: tuple[str | None, Membership, int] | None = None,
+        in_place_below: int | None = None,
     ) -> tuple[list[ReceivedMessage], GroupQueueState]:
         """Lease ``share`` messages of the plan and store the state (re-planning on a race).
         Returns the deliveries and the queue's state as last read or stored (after a lost
@@ -339,8 +366,9 @@ class Receiver:
                     if not orderly.may_serve(state, client_id, members, queues, now_ms).allowed:
                         return []  # another consumer took the queue meanwhile
                 plan = self._planner.plan(
-                    state, tag_filter, share, self._clock(), end, fifo=orderly_for is not None
-                )
+                    state, tag_filter, share, self._clock(), end,
+                    fifo=orderly_for is not None, in_place_below=in_place_below,
+                )  # fmt: skip
             # a lease runs its whole invisible time from when it is stored: the pass's clock
             # reading may be old by now (expiry moves, batch reads, a lost save)
             now = max(now, self._clock())

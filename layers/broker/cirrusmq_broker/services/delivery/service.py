@@ -53,6 +53,7 @@ class ConsumeService:
             handles=handles,
             expiry=retries.expiry,
             retry_topic=retries.retry_topic,
+            settings=retries.settings,
             clock=clock,
             sleep=sleep,
         )
@@ -62,9 +63,10 @@ class ConsumeService:
             lookup=lookup,
             handles=handles,
             retry_topic=retries.retry_topic,
+            settings=retries.settings,
             clock=clock,
         )
-        status = GroupStatus(states=states, heads=heads)
+        status = GroupStatus(states=states, heads=heads, clock=clock)
         # the operations, as their modules define them
         self.receive = traced_deliveries(
             receiver.receive, topics, signer.decode, signer.mark_traced

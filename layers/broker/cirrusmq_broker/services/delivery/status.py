@@ -3,6 +3,7 @@ the oldest unacked message; and its subscriptions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...model import GroupQueueStatus
@@ -19,13 +20,17 @@ class GroupDescription:
 
 
 class GroupStatus:
-    def __init__(self, *, states: GroupStateStore, heads: QueueHeads) -> None:
+    def __init__(
+        self, *, states: GroupStateStore, heads: QueueHeads, clock: Callable[[], int]
+    ) -> None:
         self._states = states
         self._heads = heads
+        self._clock = clock
 
     def describe_group(self, group: str, topic: str | None = None) -> GroupDescription:
-        """Per queue the group consumed: committed offset, cursor, max offset, in flight,
-        the oldest unacked offset with its delivery attempt; and the subscriptions."""
+        """Per queue the group consumed: committed offset, cursor, max offset, in flight
+        (and how much of it is overdue), the oldest unacked offset with its delivery
+        attempt; and the subscriptions."""
         check_group_name(group)
         if topic is not None:
             check_topic_name(topic)
@@ -35,6 +40,7 @@ class GroupStatus:
         for name in {s.topic for s in states}:
             heads[name] = self._heads.get_many(name, [s.queue for s in states if s.topic == name])
         statuses = []
+        now = self._clock()
         for state in states:
             oldest = state.oldest_unsettled()
             statuses.append(
@@ -47,6 +53,7 @@ class GroupStatus:
                     inflight=state.inflight(),
                     oldest_unacked_offset=oldest[0] if oldest else None,
                     oldest_unacked_attempt=oldest[1] if oldest else None,
+                    overdue=state.overdue(now),
                 )
             )
         if topic is not None:

@@ -2,10 +2,12 @@
 its deadline to :meth:`LeaseExpiry.expire` before it plans new deliveries.
 
 The lease's unsettled messages are re-published to the next backoff level of
-``retry.<group>.<topic>`` (one append per lease and level), or to ``dlq.<group>`` after
-the group's last attempt, then settled in the lease, so the queue's committed offset moves
-on. On a FIFO topic they stay in place (order): the receive redelivers the lease itself,
-unless the last attempt failed: then they go to the DLQ.
+``retry.<group>.<topic>`` (one append per lease and level), or to ``dlq.<group>`` after the
+group's last attempt (or to the group's dead-letter destination, a user topic, if it has
+one: see retry_topic.py), then settled in the lease, so the queue's committed offset moves
+on. On a FIFO topic (order), and for a group whose redelivery is immediate (SQS's
+visibility timeout), they stay in place: the receive redelivers the lease itself, unless the
+last attempt failed: then they go to the DLQ.
 
 Fence: a move settles what it forwards in the lease (``gone``: an ack of it is stale) in the
 append's own transaction, conditional on the lease's id and version as read
@@ -92,12 +94,18 @@ class LeaseExpiry:
         topic: Topic,
         now: int,
         until: float | None = None,
+        budget: int | None = None,
     ) -> GroupQueueState | None:
         """Move the messages of expired leases on (see the module doc); the state as saved,
         or None if the queue must wait for the next pass: every attempt lost a race, or
         ``until`` (``time.monotonic()``) passed with expired leases left. Its state then
         still holds expired leases, and redelivering them in place would make their next
-        expiry move them again under another stamp."""
+        expiry move them again under another stamp.
+
+        A group whose redelivery is immediate keeps its expired leases in place (only dead
+        letters move on) and the receive redelivers them: ``budget`` (the messages it may
+        hand out) bounds the expired leases looked at, oldest first, as those are the ones
+        it redelivers."""
         if not state.may_have_expired(now):
             return state
 
@@ -111,12 +119,15 @@ class LeaseExpiry:
                 return state
             maximum = self._settings.max_delivery_attempts(state.group)
             fifo = topic.message_type is MessageType.FIFO
+            in_place = fifo or self._settings.redelivers_at_once(state.group)
+            if in_place and not fifo and budget is not None:
+                expired = _oldest_covering(expired, budget)
             raced = out_of_time = False
             for lease in expired:
                 if until is not None and time.monotonic() > until:
                     out_of_time = True
                     break
-                if not self._expire_lease(state, topic, lease, maximum, fifo, now):
+                if not self._expire_lease(state, topic, lease, maximum, in_place, now):
                     raced = True
                     break
             if not raced:
@@ -134,19 +145,20 @@ class LeaseExpiry:
         topic: Topic,
         lease: Lease,
         maximum: int,
-        fifo: bool,
+        in_place: bool,
         now: int,
     ) -> bool:
         """Move one expired lease's messages on, each append carrying the settle of what it
-        moves, conditional on the lease as read; False if the lease changed meanwhile."""
+        moves, conditional on the lease as read; False if the lease changed meanwhile.
+        ``in_place``: only dead letters move, the rest stay to be redelivered in place."""
         found = self._lookup.messages_at(
             state.topic, state.queue, lease.unsettled(), now_s=now // 1000
         )
         by_target: dict[Target, list[StoredMessage]] = {}
         for message in found.messages.values():
             target = target_for(message, lease.attempt, maximum, nacked=False)
-            if fifo and not target.dead:
-                continue  # FIFO: redelivered in place, in order
+            if in_place and not target.dead:
+                continue  # redelivered in place (FIFO: in order)
             by_target.setdefault(target, []).append(message)
         producer = expire_producer(state.group, state.topic, state.queue, lease.lease_id)
         single = len(by_target) == 1  # the usual case: one sequence whatever the target, so
@@ -226,8 +238,10 @@ class LeaseExpiry:
         moved |= {o for o in offsets if o not in originals}  # past retention: cannot tell
         wanted = {originals[o].message_id: o for o in offsets if o in originals}
         origin = retry_origin(group, topic) or topic
+        elsewhere = self._retry_topic.dead_letter_topic(group)
+        dead = [dlq_topic(group)] + ([elsewhere[0].name] if elsewhere is not None else [])
         for stamp, record in records.items():
-            names = [retry_topic(group, origin), dlq_topic(group)]
+            names = [retry_topic(group, origin), *dead]
             if stamp.sequence == DLQ_TARGET:
                 names = names[1:]
             elif stamp.sequence < DLQ_TARGET:
@@ -267,6 +281,18 @@ class LeaseExpiry:
             for lease_id, offsets in superseded.items()
             if offsets
         ]
+
+
+def _oldest_covering(expired: list[Lease], budget: int) -> list[Lease]:
+    """The oldest of ``expired`` that hold ``budget`` unsettled messages between them."""
+    taken: list[Lease] = []
+    held = 0
+    for lease in expired:
+        if held >= budget:
+            break
+        taken.append(lease)
+        held += len(lease.unsettled())
+    return taken
 
 
 def _expiry_stamps(group: str, topic: str, queue: int, lease_id: str) -> list[ProducerStamp]:

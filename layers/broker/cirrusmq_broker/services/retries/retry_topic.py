@@ -1,16 +1,19 @@
 """The group's retry topic ``retry.<group>.<topic>`` and dead-letter topic ``dlq.<group>``:
 moving messages there, and serving the retry topic's due messages within a receive.
 
-A move appends copies of the messages (their attempt and origin in the system properties)
-to the retry topic's queue of the backoff level they reached, or to the DLQ. The retry
-topic has one queue per backoff level; a batch of level ``n`` becomes visible ``n``'s
-backoff after it was stored, so a level queue is served only up to its first batch not yet
-visible (the index is immutable, so that bound is cached until it passes). A receive of the
-user topic asks :meth:`RetryTopic.due` what it may serve, serves that part with its own pass
-and hands the deliveries back through :meth:`RetryTopic.served`, which shows them as their
-originals. :meth:`RetryTopic.receivable_at` tells a receive that served nothing when
-something of the retry topic becomes receivable (a batch in its backoff, a lease of it),
-as this container last read or moved it.
+A move appends copies of the messages (their attempt and origin in the system properties) to
+the retry topic's queue of the backoff level they reached, or to the DLQ. A group with a
+dead-letter destination (a user topic, e.g. the SQS dead-letter queue a RedrivePolicy names)
+has its dead letters appended there instead, as messages of that topic, by the same fenced
+move: no later step forwards them. The retry topic has one queue per backoff level; a batch
+of level ``n`` becomes visible ``n``'s backoff after it was stored, so a level queue is
+served only up to its first batch not yet visible (the index is immutable, so that bound is
+cached until it passes). A receive of the user topic asks :meth:`RetryTopic.due` what it may
+serve, serves that part with its own pass and hands the deliveries back through
+:meth:`RetryTopic.served`, which shows them as their originals.
+:meth:`RetryTopic.receivable_at` tells a receive that served nothing when something of the
+retry topic becomes receivable (a batch in its backoff, a lease of it), as this container
+last read or moved it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from ...rules.retries import (
     RETRY_QUEUES,
     Target,
     as_original,
+    dead_letter_copy,
     dlq_topic,
+    first_queue,
     is_internal,
     moved_copy,
     retry_origin,
@@ -41,6 +46,7 @@ from ...storage.log_index import LogIndex
 from ..moves import MoveAppender
 from ..topic_catalog import TopicCatalog
 from ..trace import record_moved
+from .settings import RetrySettings
 
 RETRY_CHECK_SECONDS = 5
 """An idle consumer reads its retry topic's queues at most this often per container."""
@@ -71,8 +77,10 @@ class RetryTopic:
         moves: MoveAppender,
         index: LogIndex,
         views: GroupViewReader,
+        settings: RetrySettings,
         clock: Callable[[], int],
     ) -> None:
+        self._settings = settings
         self._topics = topics
         self._moves = moves
         self._index = index
@@ -105,11 +113,16 @@ class RetryTopic:
         stamped (``producer``, ``sequence``: the target number if None) and carries the
         transaction items ``fence``. None if appended now; else the digest recorded by an
         earlier append under the same stamp (AlreadyRecorded)."""
-        destination, queue = self._destination(group, topic, target)
         attempts = attempt if isinstance(attempt, list) else [attempt] * len(messages)
-        copies: list[NewMessage] = [
-            moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)
-        ]
+        elsewhere = self.dead_letter_topic(group) if target.dead else None
+        copies: list[NewMessage]
+        if elsewhere is not None:
+            destination, properties = elsewhere
+            queue = first_queue(messages[0]) % destination.queues
+            copies = [dead_letter_copy(m, target, properties) for m in messages]
+        else:
+            destination, queue = self._destination(group, topic, target)
+            copies = [moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)]
         stamp = ProducerStamp(producer, target.number if sequence is None else sequence)
         recorded = self._moves.append(destination, queue, copies, stamp, digest, fence=fence)
         record_moved(
@@ -123,6 +136,19 @@ class RetryTopic:
                 self._next_check[key] = min(self._next_check.get(key, due), due)
                 self._receivable[key] = min(self._receivable.get(key, due), due)
         return recorded
+
+    def dead_letter_topic(self, group: str) -> tuple[Topic, dict[str, str]] | None:
+        """The group's dead-letter destination and the properties its letters get there;
+        None if it has none or its topic is gone (its letters go to ``dlq.<group>``).
+        Queue choice: a letter goes to its first queue's number (modulo), so letters of one
+        message group stay in one queue of a destination with as many queues."""
+        destination = self._settings.dead_letter_destination(group)
+        if destination is None:
+            return None
+        topic = self._moves.existing(destination.topic)
+        if topic is None or is_internal(topic.name):
+            return None
+        return topic, destination.properties
 
     def _destination(self, group: str, topic: Topic, target: Target) -> tuple[Topic, int]:
         if target.dead:

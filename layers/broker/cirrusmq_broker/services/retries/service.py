@@ -17,6 +17,7 @@ from ..offset_lookup import OffsetLookup
 from ..receipt_handles import ReceiptHandles
 from ..topic_catalog import TopicCatalog
 from ..trace import traced_settles
+from .handoff import Handoff
 from .lease_expiry import LeaseExpiry
 from .nack import Nacks
 from .retry_topic import RetryTopic
@@ -41,8 +42,9 @@ class RetryService:
         lookup = OffsetLookup(index, reader)
         self.settings = RetrySettings(configs)
         self.retry_topic = RetryTopic(
-            topics=topics, moves=moves, index=index, views=views, clock=clock
-        )
+            topics=topics, moves=moves, index=index, views=views, settings=self.settings,
+            clock=clock,
+        )  # fmt: skip
         self.expiry = LeaseExpiry(
             retry_topic=self.retry_topic,
             settings=self.settings,
@@ -51,6 +53,14 @@ class RetryService:
             lookup=lookup,
             states=states,
             records=records,
+            clock=clock,
+        )
+        self.handoff = Handoff(
+            retry_topic=self.retry_topic,
+            moves=moves,
+            lookup=lookup,
+            states=states,
+            handles=ReceiptHandles(signer),
             clock=clock,
         )
         nacks = Nacks(
@@ -65,3 +75,7 @@ class RetryService:
         self.nack = traced_settles("nacked", nacks.nack, topics, lambda h: signer().decode(h))
         self.max_delivery_attempts = self.settings.max_delivery_attempts
         self.set_max_delivery_attempts = self.settings.set_max_delivery_attempts
+        self.dead_letter_destination = self.settings.dead_letter_destination
+        self.set_dead_letter_destination = self.settings.set_dead_letter_destination
+        self.redelivery = self.settings.redelivery
+        self.set_redelivery = self.settings.set_redelivery

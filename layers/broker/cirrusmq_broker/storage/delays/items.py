@@ -179,6 +179,23 @@ class DelayItemStore:
             },
         )
 
+    def pending_count(self, topic: str, minutes: range) -> int:
+        """Messages of ``topic`` still waiting in the delay items of ``minutes`` (one query
+        per minute; cancelled messages left out)."""
+        total = 0
+        for minute in minutes:
+            paginator = self._client.get_paginator("query")
+            for page in paginator.paginate(
+                TableName=self._table,
+                KeyConditionExpression="slot = :s",
+                FilterExpression="topic = :t",
+                ExpressionAttributeValues=to_item({":s": str(minute), ":t": topic}),
+            ):
+                for item in page["Items"]:
+                    entry = _entry(from_item(item))
+                    total += max(0, entry.count - len(entry.cancelled))
+        return total
+
     def remaining(self, keys: list[str]) -> set[str]:
         """Those of ``keys`` still stored (consistent read)."""
         if not keys:

@@ -1,0 +1,81 @@
+"""A group whose redelivery is immediate (the SQS adapter's groups): an expired lease comes
+back in place as soon as its deadline passed, invisible times may be 0, and the max delivery
+attempts still send a message to the dead letters. On in-process moto with a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+from broker_helpers import ack_statuses, send, statuses
+from cirrusmq_broker.errors import InvalidDuration, InvalidRequest, ReceiptHandleExpired
+from cirrusmq_broker.rules.retries import REDELIVERY_BACKOFF, REDELIVERY_IMMEDIATE
+
+
+def test_the_default_is_the_backoff_and_other_values_are_refused(broker):
+    assert broker.retries.redelivery("g") == REDELIVERY_BACKOFF
+    with pytest.raises(InvalidRequest):
+        broker.retries.set_redelivery("g", "soon")
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    assert broker.retries.redelivery("g", fresh=True) == REDELIVERY_IMMEDIATE
+
+
+def test_an_expired_lease_comes_back_at_once_in_place(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    for body in (b"a", b"b", b"c"):
+        send(broker, "t", body)
+    first = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=10)
+    assert [m.message.offset for m in first] == [0, 1, 2]
+    clock.advance(10)
+    again = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=2)
+    rest = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=10)
+    assert [(m.message.topic, m.message.offset, m.delivery_attempt) for m in again + rest] == [
+        ("t", 0, 2),
+        ("t", 1, 2),
+        ("t", 2, 2),
+    ]
+    assert broker.consume.receive("g", "t") == []
+    # the latest handles ack; the first ones are stale (the message came back)
+    assert ack_statuses(broker, "g", [first[0].receipt_handle]) == ["expired"]
+    with pytest.raises(ReceiptHandleExpired):
+        broker.consume.change_invisible("g", first[1].receipt_handle, 30)
+    handles = [m.receipt_handle for m in again + rest]
+    assert ack_statuses(broker, "g", handles) == ["acked"] * 3
+    clock.advance(60)
+    assert broker.consume.receive("g", "t") == []
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (3, 0)
+
+
+def test_invisible_time_zero_only_for_an_immediate_group(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    with pytest.raises(InvalidDuration):
+        broker.consume.receive("g", "t", invisible_seconds=0)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    [peeked] = broker.consume.receive("g", "t", invisible_seconds=0)
+    [held] = broker.consume.receive("g", "t", invisible_seconds=600)
+    assert (peeked.delivery_attempt, held.delivery_attempt) == (1, 2)
+    broker.consume.change_invisible("g", held.receipt_handle, 0)
+    [released] = broker.consume.receive("g", "t", invisible_seconds=600)
+    assert released.message.message_id == held.message.message_id
+    assert released.delivery_attempt == 3
+    with pytest.raises(InvalidDuration):
+        broker.consume.receive("other", "t", invisible_seconds=0)
+
+
+def test_the_last_attempt_still_makes_a_dead_letter(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    broker.retries.set_max_delivery_attempts("g", 3)
+    send(broker, "t", b"poison")
+    attempts = []
+    for _ in range(3):
+        [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+        attempts.append(m.delivery_attempt)
+        clock.advance(10)
+    assert attempts == [1, 2, 3]
+    assert broker.consume.receive("g", "t") == []
+    [dead] = broker.dead_letters.list("g").dead_letters
+    assert (dead.message.body, dead.message.system.reconsume_count) == (b"poison", 3)
+    [status] = statuses(broker, "g")
+    assert (status.committed_offset, status.inflight) == (1, 0)

@@ -1,0 +1,177 @@
+"""Dead-letter destinations and move tasks are broker moves on the one fenced append path:
+two containers (separate caches, one moto backend, one clock), with what another container
+does (a delete, a cancel) or a dying runner landing between a task's steps."""
+
+from __future__ import annotations
+
+import pytest
+from broker_helpers import send
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.errors import MoveTaskRunning
+from cirrusmq_broker.services.move_tasks import MoveTaskId
+from cirrusmq_broker.services.moves import MoveAppender
+from cirrusmq_broker.storage.move_tasks import CANCELLED, COMPLETED, RUNNING
+
+SOURCE, DLQ, BACK = "src", "dead", "back"
+GROUP, DLQ_GROUP = "g", "gdead"
+
+
+class Crash(BaseException):
+    """The runner's process dies here."""
+
+
+@pytest.fixture
+def other(settings, clock) -> Broker:
+    """A second container."""
+    return Broker(settings, clock)
+
+
+def dead_letters_in_destination(broker, clock, bodies: list[bytes]) -> None:
+    """``bodies`` sent to SOURCE die once (max 1 attempt) into DLQ, GROUP's destination."""
+    for name in (SOURCE, DLQ, BACK):
+        broker.admin.create_topic(name, queues=2)
+    broker.retries.set_max_delivery_attempts(GROUP, 1)
+    broker.retries.set_dead_letter_destination(GROUP, DLQ, {"from": SOURCE})
+    send(broker, SOURCE, *bodies)
+    while broker.consume.receive(GROUP, SOURCE, max_messages=100, invisible_seconds=10):
+        pass
+    clock.advance(11)
+    assert broker.consume.receive(GROUP, SOURCE) == []  # the expiry moves them on
+
+
+def drain(broker, clock, group: str, topic: str) -> list[bytes]:
+    got: list[bytes] = []
+    for _ in range(3):
+        while batch := broker.consume.receive(group, topic, max_messages=100):
+            got += [r.message.body for r in batch]
+            broker.consume.ack(group, [r.receipt_handle for r in batch])
+        clock.advance(7200)  # past any lease and backoff
+    return sorted(got)
+
+
+def start(broker, **options):
+    return broker.move_tasks.start(
+        DLQ_GROUP, DLQ, route_property="from", routes={SOURCE: BACK}, **options
+    )
+
+
+def test_a_dead_letter_is_appended_to_the_groups_destination(broker, clock) -> None:
+    dead_letters_in_destination(broker, clock, [b"a", b"b"])
+    received = broker.consume.receive(DLQ_GROUP, DLQ, max_messages=10)
+    assert sorted(r.message.body for r in received) == [b"a", b"b"]
+    assert all(r.message.properties["from"] == SOURCE for r in received)
+    assert all(r.delivery_attempt == 1 for r in received)  # a message of its own there
+    assert broker.dead_letters.list(GROUP).dead_letters == []  # not in dlq.<group>
+
+
+def test_a_cleared_destination_sends_dead_letters_to_the_groups_dead_letter_topic(
+    broker, clock
+) -> None:
+    broker.admin.create_topic(SOURCE, queues=1)
+    broker.retries.set_max_delivery_attempts(GROUP, 1)
+    broker.retries.set_dead_letter_destination(GROUP, None)
+    send(broker, SOURCE, b"a")
+    broker.consume.receive(GROUP, SOURCE, invisible_seconds=10)
+    clock.advance(11)
+    broker.consume.receive(GROUP, SOURCE)
+    assert [d.message.body for d in broker.dead_letters.list(GROUP).dead_letters] == [b"a"]
+
+
+def test_a_move_task_moves_each_message_once_and_completes(broker, clock) -> None:
+    dead_letters_in_destination(broker, clock, [b"a", b"b", b"c"])
+    task = broker.move_tasks.run(start(broker, to_move=3))
+    assert (task.status, task.moved, task.to_move) == (COMPLETED, 3, 3)
+    assert drain(broker, clock, "reader", BACK) == [b"a", b"b", b"c"]
+    assert all(
+        "from" not in r.message.properties
+        for r in broker.consume.receive("again", BACK, max_messages=10)
+    )
+    assert drain(broker, clock, DLQ_GROUP, DLQ) == []
+
+
+def test_a_delete_landing_before_the_tasks_append_is_not_moved(
+    broker, other, clock, monkeypatch
+) -> None:
+    dead_letters_in_destination(broker, clock, [b"a", b"b"])
+    real = MoveAppender.append
+    deleted: list[bytes] = []
+
+    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+        if stamp.producer_id.startswith("~movetask") and not deleted:
+            (task,) = other.move_tasks.recent(DLQ_GROUP)
+            first = task.held[0]
+            other.consume.ack(DLQ_GROUP, [first])  # a DeleteMessage through another container
+            deleted.append(first)
+        return real(self, topic, queue, messages, stamp, *args, **kwargs)
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    task = broker.move_tasks.run(start(broker))
+    monkeypatch.undo()
+    assert task.status == COMPLETED
+    moved = drain(broker, clock, "reader", BACK)
+    assert len(moved) == task.moved == 1  # the deleted one stays deleted
+    assert drain(broker, clock, DLQ_GROUP, DLQ) == []
+
+
+def test_a_cancel_landing_before_the_tasks_append_moves_nothing(
+    broker, other, clock, monkeypatch
+) -> None:
+    dead_letters_in_destination(broker, clock, [b"a", b"b"])
+    real = MoveAppender.append
+    cancelled: list = []
+
+    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+        if stamp.producer_id.startswith("~movetask") and not cancelled:
+            (task,) = other.move_tasks.recent(DLQ_GROUP)
+            cancelled.append(other.move_tasks.cancel(MoveTaskId(task.group, task.stream)))
+        return real(self, topic, queue, messages, stamp, *args, **kwargs)
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    task = broker.move_tasks.run(start(broker))
+    monkeypatch.undo()
+    assert (task.status, task.moved) == (CANCELLED, 0)
+    assert drain(broker, clock, "reader", BACK) == []
+    assert drain(broker, clock, DLQ_GROUP, DLQ) == [b"a", b"b"]  # back when the lease ends
+
+
+@pytest.mark.parametrize("dies", ["before", "after"])
+def test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice(
+    broker, other, clock, monkeypatch, dies
+) -> None:
+    dead_letters_in_destination(broker, clock, [b"a", b"b", b"c"])
+    real = MoveAppender.append
+
+    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+        if stamp.producer_id.startswith("~movetask") and dies == "before":
+            raise Crash()
+        out = real(self, topic, queue, messages, stamp, *args, **kwargs)
+        if stamp.producer_id.startswith("~movetask"):
+            raise Crash()
+        return out
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    task = start(broker)
+    with pytest.raises(Crash):
+        broker.move_tasks.run(task)
+    monkeypatch.undo()
+    with pytest.raises(MoveTaskRunning):  # its runner holds it for a while
+        start(other)
+    clock.advance(61)  # the hold passed (and the batch's lease ended)
+    taken = start(other)
+    assert taken.stream == task.stream  # the same task, taken over
+    done = other.move_tasks.run(taken)
+    assert (done.status, done.moved) == (COMPLETED, 3)
+    assert drain(broker, clock, "reader", BACK) == [b"a", b"b", b"c"]
+    assert drain(broker, clock, DLQ_GROUP, DLQ) == []
+
+
+def test_a_running_task_refuses_a_second_and_lists_with_its_handle(broker, clock) -> None:
+    dead_letters_in_destination(broker, clock, [b"a"])
+    task = start(broker)
+    with pytest.raises(MoveTaskRunning):
+        start(broker)
+    (listed,) = broker.move_tasks.recent(DLQ_GROUP, 10)
+    assert (listed.stream, listed.status) == (task.stream, RUNNING)
+    assert MoveTaskId.parse(MoveTaskId(task.group, task.stream).handle) == MoveTaskId(
+        task.group, task.stream
+    )

@@ -1,0 +1,109 @@
+"""SQS message move tasks: StartMessageMoveTask to the sources or to DestinationArn,
+ListMessageMoveTasks, CancelMessageMoveTask and their errors, as the SQS API defines them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
+
+
+def _arn(sqs, url: str) -> str:  # noqa: F811
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+
+
+def _dead_letters(stack, sqs, name: str, bodies: list[str]) -> tuple[str, str, str]:  # noqa: F811
+    """A source queue (maxReceiveCount 1) whose ``bodies`` are all in its dead-letter queue:
+    (source url, dead-letter queue url, its ARN)."""
+    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    arn = _arn(sqs, dlq_url)
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(QueueName=name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    for body in bodies:
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    got = 0
+    while got < len(bodies):
+        got += len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
+    stack.advance_time(31)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    return url, dlq_url, arn
+
+
+def _bodies(sqs, url: str) -> list[str]:  # noqa: F811
+    found: list[str] = []
+    while received := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        found += [m["Body"] for m in received]
+        for m in received:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return sorted(found)
+
+
+def test_a_move_task_to_another_queue_is_listed_completed(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    url, dlq_url, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a", "b"])
+    other = sqs.create_queue(QueueName=f"{queue_name}-other")["QueueUrl"]
+    other_arn = _arn(sqs, other)
+    started = sqs.start_message_move_task(
+        SourceArn=arn, DestinationArn=other_arn, MaxNumberOfMessagesPerSecond=100
+    )
+    assert started["TaskHandle"]
+    assert _bodies(sqs, other) == ["a", "b"]
+    assert _bodies(sqs, url) == []
+    assert _bodies(sqs, dlq_url) == []
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
+    assert task["Status"] == "COMPLETED"
+    assert task["SourceArn"] == arn
+    assert task["DestinationArn"] == other_arn
+    assert task["MaxNumberOfMessagesPerSecond"] == 100
+    assert task["ApproximateNumberOfMessagesMoved"] == 2
+    assert task["ApproximateNumberOfMessagesToMove"] == 2
+    assert task["StartedTimestamp"] > 0
+    assert "TaskHandle" not in task  # only a running task has one
+
+
+def test_list_message_move_tasks_newest_first(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    url, _, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a"])
+    sqs.start_message_move_task(SourceArn=arn)
+    assert _bodies(sqs, url) == ["a"]
+    cirrusmq_stack.advance_time(1)
+    sqs.start_message_move_task(SourceArn=arn)
+    tasks = sqs.list_message_move_tasks(SourceArn=arn, MaxResults=10)["Results"]
+    assert [t["ApproximateNumberOfMessagesMoved"] for t in tasks] == [0, 1]
+    assert all("DestinationArn" not in t for t in tasks)
+    assert len(sqs.list_message_move_tasks(SourceArn=arn)["Results"]) == 1  # MaxResults 1
+
+
+def test_move_task_errors(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    plain = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=_arn(sqs, plain))
+    assert error_code(caught.value) == "UnsupportedOperation"  # not a dead-letter queue
+    missing = "arn:aws:sqs:eu-west-3:000000000000:" + queue_name + "-missing"
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=missing)
+    assert error_code(caught.value) == "ResourceNotFoundException"
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.list_message_move_tasks(SourceArn=missing)
+    assert error_code(caught.value) == "ResourceNotFoundException"
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.cancel_message_move_task(TaskHandle="no-such-task")
+    assert error_code(caught.value) == "ResourceNotFoundException"
+    _, _, arn = _dead_letters(cirrusmq_stack, sqs, f"{queue_name}-s", ["a"])
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=arn, MaxNumberOfMessagesPerSecond=501)
+    assert error_code(caught.value) == "InvalidParameterValue"
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=arn, DestinationArn=missing)
+    assert error_code(caught.value) == "ResourceNotFoundException"
+    assert sqs.list_message_move_tasks(SourceArn=arn)["Results"] == []  # nothing stored
+
+
+def test_a_finished_task_cannot_be_cancelled(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    _, _, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a"])
+    handle = sqs.start_message_move_task(SourceArn=arn)["TaskHandle"]
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.cancel_message_move_task(TaskHandle=handle)
+    assert error_code(caught.value) == "ResourceNotFoundException"

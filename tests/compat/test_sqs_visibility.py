@@ -1,0 +1,296 @@
+"""SQS visibility semantics on a standard queue: VisibilityTimeout 0-43,200 s (0 releases
+a message at once), redelivery as soon as the visibility timeout passes, a long poll that
+returns a message becoming visible while it waits, and old receipt handles after a
+redelivery."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
+
+OUT_OF_RANGE = (
+    "Value {} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, "
+    "if provided."
+)
+STALE_HANDLE = (
+    "Value {} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is "
+    "not available for visibility timeout change."
+)
+
+
+def _one(sqs, url: str, **options: Any) -> dict[str, Any]:  # noqa: F811
+    (message,) = sqs.receive_message(
+        QueueUrl=url, AttributeNames=["ApproximateReceiveCount"], **options
+    )["Messages"]
+    return message
+
+
+def _count(message: dict[str, Any]) -> int:
+    return int(message["Attributes"]["ApproximateReceiveCount"])
+
+
+def _while_polling(action: Callable[[], Any]) -> threading.Timer:
+    """Run ``action`` a second from now (while a long poll started meanwhile waits)."""
+    timer = threading.Timer(1.0, action)
+    timer.start()
+    return timer
+
+
+# ------------------------------------------------------------------- timeout 0 and range
+def test_a_receive_with_visibility_timeout_zero_leaves_the_message_visible(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="peek")
+    first = _one(sqs, url, VisibilityTimeout=0)
+    again = _one(sqs, url)
+    assert first["MessageId"] == again["MessageId"] == sent["MessageId"]
+    assert (_count(first), _count(again)) == (1, 2)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_change_visibility_to_zero_releases_the_message_at_once(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "600"})[
+        "QueueUrl"
+    ]
+    sqs.send_message(QueueUrl=url, MessageBody="release me")
+    first = _one(sqs, url)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+    )
+    again = _one(sqs, url)
+    assert again["MessageId"] == first["MessageId"]
+    assert _count(again) == 2
+
+
+def test_change_visibility_batch_to_zero_releases_each_message(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": f"m{n}"} for n in range(3)]
+    )
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)
+    messages = received["Messages"]
+    while len(messages) < 3:  # a receive may answer from fewer queues than hold messages
+        messages += sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600
+        )["Messages"]
+    released, kept = messages[:2], messages[2]
+    answer = sqs.change_message_visibility_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": f"e{n}", "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+            for n, m in enumerate(released)
+        ],
+    )
+    assert sorted(s["Id"] for s in answer["Successful"]) == ["e0", "e1"]
+    again: list[dict[str, Any]] = []
+    for _ in range(4):
+        again += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    assert sorted(m["MessageId"] for m in again) == sorted(m["MessageId"] for m in released)
+    assert kept["MessageId"] not in {m["MessageId"] for m in again}
+
+
+@pytest.mark.parametrize("timeout", [-1, 43201])
+def test_a_visibility_timeout_outside_0_to_43200_is_refused(sqs, queue_name, timeout) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    with pytest.raises(sqs.exceptions.ClientError) as refused:
+        sqs.receive_message(QueueUrl=url, VisibilityTimeout=timeout)
+    assert error_code(refused.value) == "InvalidParameterValue"
+    assert refused.value.response["Error"]["Message"] == OUT_OF_RANGE.format(timeout)
+    message = _one(sqs, url, VisibilityTimeout=43200)
+    handle = message["ReceiptHandle"]
+    with pytest.raises(sqs.exceptions.ClientError) as changed:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=timeout)
+    assert error_code(changed.value) == "InvalidParameterValue"
+    assert changed.value.response["Error"]["Message"] == OUT_OF_RANGE.format(timeout)
+    answer = sqs.change_message_visibility_batch(
+        QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle, "VisibilityTimeout": timeout}]
+    )
+    assert [(f["Id"], f["Code"], f["Message"]) for f in answer["Failed"]] == [
+        ("a", "InvalidParameterValue", OUT_OF_RANGE.format(timeout))
+    ]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # still invisible
+
+
+# ------------------------------------------------------------------ redelivery at once
+def test_a_message_is_receivable_again_as_soon_as_its_visibility_timeout_passes(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="again and again")
+    first = _one(sqs, url)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    cirrusmq_stack.advance_time(21)
+    second = _one(sqs, url)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    cirrusmq_stack.advance_time(21)
+    third = _one(sqs, url)
+    assert first["MessageId"] == second["MessageId"] == third["MessageId"]
+    assert [_count(m) for m in (first, second, third)] == [1, 2, 3]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=third["ReceiptHandle"])
+    cirrusmq_stack.advance_time(21)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_max_receive_count_still_sends_the_message_to_the_dead_letter_queue(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3})
+    url = sqs.create_queue(
+        QueueName=queue_name, Attributes={"RedrivePolicy": policy, "VisibilityTimeout": "10"}
+    )["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
+    counts = []
+    for _ in range(3):
+        counts.append(_count(_one(sqs, url)))
+        cirrusmq_stack.advance_time(11)
+    assert counts == [1, 2, 3]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    (dead,) = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=2)["Messages"]
+    assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")
+
+
+# ------------------------------------------------------------------------- long polls
+def test_a_long_poll_returns_a_message_whose_visibility_timeout_passes_while_it_waits(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="comes back")
+    first = _one(sqs, url)
+    timer = _while_polling(lambda: cirrusmq_stack.advance_time(31))
+    try:
+        again = _one(sqs, url, WaitTimeSeconds=5)
+    finally:
+        timer.join()
+    assert again["MessageId"] == first["MessageId"]
+    assert _count(again) == 2
+
+
+def test_a_long_poll_returns_a_message_released_while_it_waits(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "600"})[
+        "QueueUrl"
+    ]
+    sqs.send_message(QueueUrl=url, MessageBody="released")
+    first = _one(sqs, url)
+    timer = _while_polling(
+        lambda: sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+        )
+    )
+    try:
+        again = _one(sqs, url, WaitTimeSeconds=5)
+    finally:
+        timer.join()
+    assert again["MessageId"] == first["MessageId"]
+
+
+# ------------------------------------------------------------------- old receipt handles
+def test_an_old_handle_after_a_redelivery_deletes_nothing_without_error(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="twice")
+    old = _one(sqs, url)
+    cirrusmq_stack.advance_time(21)
+    latest = _one(sqs, url)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])  # succeeds ...
+    cirrusmq_stack.advance_time(21)
+    back = _one(sqs, url)  # ... but the message stays
+    assert back["MessageId"] == latest["MessageId"] == old["MessageId"]
+    assert _count(back) == 3
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=back["ReceiptHandle"])
+    cirrusmq_stack.advance_time(21)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_an_old_handle_after_a_redelivery_cannot_change_visibility(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="twice")
+    old = _one(sqs, url)["ReceiptHandle"]
+    cirrusmq_stack.advance_time(21)
+    latest = _one(sqs, url)["ReceiptHandle"]
+    with pytest.raises(sqs.exceptions.ClientError) as refused:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old, VisibilityTimeout=60)
+    assert error_code(refused.value) == "InvalidParameterValue"
+    assert refused.value.response["Error"]["Message"] == STALE_HANDLE.format(old)
+    answer = sqs.change_message_visibility_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "old", "ReceiptHandle": old, "VisibilityTimeout": 60},
+            {"Id": "latest", "ReceiptHandle": latest, "VisibilityTimeout": 60},
+        ],
+    )
+    assert [s["Id"] for s in answer["Successful"]] == ["latest"]
+    assert [(f["Id"], f["Code"], f["SenderFault"]) for f in answer["Failed"]] == [
+        ("old", "InvalidParameterValue", True)
+    ]
+
+
+def test_the_latest_handle_deletes_after_its_visibility_timeout_passed(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="late delete")
+    handle = _one(sqs, url)["ReceiptHandle"]
+    cirrusmq_stack.advance_time(21)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    cirrusmq_stack.advance_time(21)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
+def test_a_deleted_message_cannot_change_visibility(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="done")
+    handle = _one(sqs, url)["ReceiptHandle"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+    with pytest.raises(sqs.exceptions.ClientError) as refused:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    assert error_code(refused.value) == "InvalidParameterValue"
+    assert refused.value.response["Error"]["Message"] == STALE_HANDLE.format(handle)
+
+
+def test_a_message_whose_visibility_timeout_passed_counts_as_visible(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="counted")
+    _one(sqs, url)
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+
+    def counts() -> tuple[str, str]:
+        shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return shown[names[0]], shown[names[1]]
+
+    assert counts() == ("0", "1")
+    cirrusmq_stack.advance_time(21)
+    assert counts() == ("1", "0")
+    _one(sqs, url)
+    assert counts() == ("0", "1")
