@@ -107,3 +107,14 @@ def test_a_finished_task_cannot_be_cancelled(cirrusmq_stack, sqs, queue_name) ->
     with pytest.raises(sqs.exceptions.ClientError) as caught:
         sqs.cancel_message_move_task(TaskHandle=handle)
     assert error_code(caught.value) == "ResourceNotFoundException"
+
+
+def test_a_move_task_into_its_own_source_queue_is_refused(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    """Moving a queue's messages into itself never ends (each step receives what the last
+    appended): refused, nothing stored, the messages stay as they were."""
+    _, dlq_url, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a", "b"])
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=arn, DestinationArn=arn)
+    assert error_code(caught.value) == "InvalidParameterValue"
+    assert sqs.list_message_move_tasks(SourceArn=arn)["Results"] == []
+    assert _bodies(sqs, dlq_url) == ["a", "b"]
