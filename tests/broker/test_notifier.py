@@ -321,3 +321,37 @@ def test_a_waiter_whose_key_was_disabled_is_closed_not_told(broker, clock) -> No
     assert store.waiters("orders", now_s=clock() // 1000) == []
     with pytest.raises(InvalidSignature):
         channel.wait("c1", wait)
+
+
+class NarrowedKey:
+    """The waiters' key is active, but its permissions now let it consume only ``refunds``
+    as ``billing`` (an admin narrowed them after the waits were registered)."""
+
+    def permissions_of(self, access_key: str) -> Permissions | None:
+        return Permissions.from_json(
+            {"subscribe": [{"groups": ["billing"], "topics": ["refunds"]}]}
+        )
+
+
+def test_a_key_no_longer_allowed_to_consume_a_topic_is_not_told_of_it(store, clock) -> None:
+    """A wait is checked against the key's permissions when it is registered; a key whose
+    permissions lost the topic since is told nothing more of it (it may not receive from
+    it), and that waiter goes, while the topics it may still consume are told."""
+    now_s = clock() // 1000
+    store.put_waiters(
+        "c1", "billing", ["orders", "refunds"], access_key=KEY, expires_at=now_s + 600
+    )
+    poster = FakePoster()
+    narrowed = Notifier(
+        connections=store,
+        poster=poster,  # type: ignore[arg-type]
+        clock=clock,
+        auth=NarrowedKey(),
+    )
+    narrowed.on_records([head_record("orders", 0, 0, 1)])
+    assert poster.posts == []
+    assert store.waiters("orders", now_s=now_s) == []
+    narrowed.on_records([head_record("refunds", 0, 0, 1)])
+    assert poster.posts == [
+        ("c1", {"type": "look_now", "waits": [{"group": "billing", "topics": ["refunds"]}]})
+    ]

@@ -107,3 +107,46 @@ def test_a_finished_task_cannot_be_cancelled(cirrusmq_stack, sqs, queue_name) ->
     with pytest.raises(sqs.exceptions.ClientError) as caught:
         sqs.cancel_message_move_task(TaskHandle=handle)
     assert error_code(caught.value) == "ResourceNotFoundException"
+
+
+def test_a_move_task_into_its_own_source_queue_is_refused(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    """Moving a queue's messages into itself never ends (each step receives what the last
+    appended): refused, nothing stored, the messages stay as they were."""
+    _, dlq_url, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a", "b"])
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=arn, DestinationArn=arn)
+    assert error_code(caught.value) == "InvalidParameterValue"
+    assert sqs.list_message_move_tasks(SourceArn=arn)["Results"] == []
+    assert _bodies(sqs, dlq_url) == ["a", "b"]
+
+
+def test_a_sender_cannot_name_the_queue_a_move_task_sends_its_message_to(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """A dead letter's source queue is a hidden property that a move task without
+    DestinationArn routes by. A key that may publish only to the dead-letter queue must not
+    set it (a message attribute of that name) and so have a move task put its message into
+    another source queue, which it may not publish to: the attribute is refused."""
+    from .sqs_helpers import new_sqs_key, sqs_client
+
+    url, dlq_url, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a"])
+    other_policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    other = sqs.create_queue(
+        QueueName=f"{queue_name}-other", Attributes={"RedrivePolicy": other_policy}
+    )["QueueUrl"]
+    key, secret = new_sqs_key(cirrusmq_stack, {"publish": [f"{queue_name}-dlq"]})
+    sender = sqs_client(cirrusmq_stack, key, secret)
+    with pytest.raises(sqs.exceptions.ClientError) as refused:
+        sender.send_message(
+            QueueUrl=dlq_url,
+            MessageBody="smuggled",
+            MessageAttributes={
+                "sqs.source": {"DataType": "String", "StringValue": f"{queue_name}-other"}
+            },
+        )
+    assert error_code(refused.value) == "InvalidParameterValue"
+    sqs.start_message_move_task(SourceArn=arn)
+    assert _bodies(sqs, other) == []
+    assert _bodies(sqs, url) == ["a"]

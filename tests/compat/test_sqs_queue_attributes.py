@@ -125,3 +125,13 @@ def test_received_system_attributes_are_sqs_s(cirrusmq_stack, sqs, queue_name) -
     assert system["SenderId"] == cirrusmq_stack.credentials.access_key
     assert system["AWSTraceHeader"] == trace
     assert int(system["ApproximateFirstReceiveTimestamp"]) >= int(system["SentTimestamp"])
+
+
+def test_a_deeply_nested_redrive_policy_is_a_client_error(sqs, queue_name) -> None:  # noqa: F811
+    """A RedrivePolicy nested past the JSON parser's depth is bad input (400), not a fault:
+    nothing is created."""
+    with pytest.raises(ClientError) as refused:
+        sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": "[" * 100_000})
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
+    assert not any(u.endswith(f"/{queue_name}") for u in sqs.list_queues().get("QueueUrls", []))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from broker_helpers import send
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.errors import MoveTaskRunning
+from cirrusmq_broker.errors import InvalidRequest, MoveTaskRunning
 from cirrusmq_broker.services.move_tasks import MoveTaskId
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.move_tasks import CANCELLED, COMPLETED, RUNNING
@@ -175,3 +175,12 @@ def test_a_running_task_refuses_a_second_and_lists_with_its_handle(broker, clock
     assert MoveTaskId.parse(MoveTaskId(task.group, task.stream).handle) == MoveTaskId(
         task.group, task.stream
     )
+
+
+def test_a_task_moving_a_topic_into_itself_is_refused(broker, clock) -> None:
+    dead_letters_in_destination(broker, clock, [b"a"])
+    with pytest.raises(InvalidRequest):
+        broker.move_tasks.start(DLQ_GROUP, DLQ, destination=DLQ)
+    with pytest.raises(InvalidRequest):
+        broker.move_tasks.start(DLQ_GROUP, DLQ, route_property="from", routes={SOURCE: DLQ})
+    assert broker.move_tasks.recent(DLQ_GROUP, 10) == []

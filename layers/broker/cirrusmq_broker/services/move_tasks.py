@@ -106,6 +106,9 @@ class MoveTaskService:
         check_topic_name(topic)
         if max_per_second is not None and not 1 <= max_per_second <= MAX_PER_SECOND:
             raise InvalidRequest(f"max_per_second must be 1-{MAX_PER_SECOND}")
+        if topic == destination or topic in (routes or {}).values():
+            # each step would receive what the last one appended: the task never ends
+            raise InvalidRequest("a move task's destination must be another topic")
         self._topics.active(topic)
         for name in [destination, *(routes or {}).values()]:
             if name is not None:

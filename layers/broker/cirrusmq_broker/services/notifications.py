@@ -239,7 +239,8 @@ class Notifier:
     by the batch's retry or by the next append; a wait sent again while the post was in
     flight stays. A connection whose access key is no longer active (disabled, deleted) is
     not told: it is closed (``DeleteConnection``) and forgotten, so whatever it sends next
-    is refused."""
+    is refused. A waiter whose key may no longer consume its topic as its group (its
+    permissions were narrowed since the wait) is not told either, and is released."""
 
     def __init__(
         self,
@@ -289,16 +290,26 @@ class Notifier:
     def _tell(self, waits: list[Waiter]) -> str:
         """Post "look now" to one connection, then release its waiters: TOLD; GONE (410:
         the connection and these waiters are deleted); CLOSED (its key is no longer
-        active: closed, not told, deleted); FAILED (the post failed: the waiters stay)."""
+        active: closed, not told, deleted); FAILED (the post failed: the waiters stay);
+        DENIED (its key may no longer consume any of these topics as their groups: not
+        told, those waiters released; a wait for them is refused from now on)."""
         connection_id = waits[0].connection_id
         access_key = waits[0].access_key or self._connections.access_key_of(connection_id)
-        if access_key is None or self._auth.permissions_of(access_key) is None:
+        permissions = self._auth.permissions_of(access_key) if access_key is not None else None
+        if permissions is None:
             try:
                 self._poster.close(connection_id)
             except Exception:  # forgotten all the same: its next wait is refused
                 log.warning("closing connection %s failed", connection_id, exc_info=True)
             self._forget(connection_id, waits)
             return CLOSED
+        # a key's permissions may have lost a topic since its wait: not told of it any more
+        denied = [w for w in waits if not permissions.may_subscribe(w.group, w.topic)]
+        if denied:
+            self._connections.release_waiters(denied)
+            waits = [w for w in waits if permissions.may_subscribe(w.group, w.topic)]
+            if not waits:
+                return DENIED
         try:
             delivered = self._poster.post(connection_id, look_now(waits))
         except Exception:  # one broken connection must not keep the others waiting
@@ -315,7 +326,7 @@ class Notifier:
         self._connections.delete_waiters(waits)
 
 
-TOLD, GONE, CLOSED, FAILED = "told", "gone", "closed", "failed"
+TOLD, GONE, CLOSED, FAILED, DENIED = "told", "gone", "closed", "failed", "denied"
 """What became of one connection in a fan-out."""
 
 

@@ -71,6 +71,7 @@ def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
             or name.startswith(".")
             or name.endswith(".")
             or name == TYPES_PROPERTY
+            or name in HIDDEN_PROPERTIES  # set by CirrusMQ only: a move task routes by one
         ):
             raise invalid_parameter(f"The message attribute name '{name[:256]}' is invalid.")
         if not isinstance(value, dict):

@@ -43,6 +43,12 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
     call.require_admin(f"move messages of queue {source.name}")
     destination = params.get("DestinationArn")
     target = _queue(call, destination, "destination") if destination is not None else None
+    if target is not None and target.topic == source.topic:
+        raise SqsError(
+            "InvalidParameterValue",
+            "Value for parameter DestinationArn is invalid. Reason: the destination queue must "
+            "be another queue than the source queue.",
+        )
     rate = int_param(params, "MaxNumberOfMessagesPerSecond", 1, MAX_PER_SECOND)
     sources = [naming.queue_name(n) for n in queue_attributes.sources(attributes_of(call, source))]
     if not sources:

@@ -123,7 +123,7 @@ def redrive_policy(text: str) -> tuple[str, int] | None:
         count = as_integer(policy["maxReceiveCount"])
         if count is None:
             raise ValueError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # nested past the parser
         raise invalid_parameter(
             "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a "
             "valid JSON map with deadLetterTargetArn and maxReceiveCount."
