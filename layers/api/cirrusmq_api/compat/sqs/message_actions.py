@@ -317,7 +317,9 @@ def _may_consume(call: Call, queue: QueueName) -> Callable[[str], bool]:
 
 
 def _visibility(params: dict[str, Any]) -> int | None:
-    return int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS, VISIBILITY_RANGE)
+    return int_param(
+        params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS, reason=VISIBILITY_RANGE
+    )
 
 
 def _sqs_redelivery(call: Call, queue: QueueName) -> None:
