@@ -198,7 +198,7 @@ def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[str]:
 
 
 def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict[str, str]]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(call.principal.permissions.may_publish(queue.topic), f"send to queue {queue.name}")
     active_topic(call, queue)
     return queue, attributes_of(call, queue)
@@ -298,7 +298,7 @@ def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- receive
 def _consumer(call: Call, params: dict[str, Any]) -> QueueName:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(
         call.principal.permissions.may_subscribe(queue.group, queue.topic),
         f"receive from queue {queue.name} (consume topic {queue.topic} as group {queue.group})",

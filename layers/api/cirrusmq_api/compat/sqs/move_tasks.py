@@ -30,7 +30,7 @@ def _not_found(message: str) -> SqsError:
 
 def _queue(call: Call, arn: object, what: str) -> QueueName:
     """The existing queue an ARN names (ResourceNotFoundException otherwise)."""
-    queue = naming.from_arn(arn)
+    queue = call.resolve(naming.from_arn(arn))
     try:
         call.broker.catalog.active(queue.topic)
     except TopicNotFound:
@@ -44,7 +44,10 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
     destination = params.get("DestinationArn")
     target = _queue(call, destination, "destination") if destination is not None else None
     rate = int_param(params, "MaxNumberOfMessagesPerSecond", 1, MAX_PER_SECOND)
-    sources = [naming.queue_name(n) for n in queue_attributes.sources(attributes_of(call, source))]
+    sources = [
+        call.resolve(naming.queue_name(n))
+        for n in queue_attributes.sources(attributes_of(call, source))
+    ]
     if not sources:
         raise SqsError(
             "UnsupportedOperation", "Source queue must be configured as a Dead Letter Queue."
@@ -104,7 +107,7 @@ def _entry(call: Call, source: QueueName, task: MoveTask) -> dict[str, Any]:
     if task.status == RUNNING:
         entry["TaskHandle"] = MoveTaskId(task.group, task.stream).handle
     if task.destination_topic is not None:
-        queue = naming.from_topic(task.destination_topic)
+        queue = naming.from_topic(task.destination_topic, fifo=source.fifo)
         if queue is not None:
             entry["DestinationArn"] = queue.arn(call.region)
     if task.max_per_second is not None:
