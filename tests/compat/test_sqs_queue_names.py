@@ -52,6 +52,6 @@ def test_a_standard_queue_x_fifo_of_an_earlier_release_keeps_working(sqs, queue_
     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     with pytest.raises(ClientError) as refused:
         sqs.create_queue(QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true"})
-    assert error_code(refused.value) == "QueueNameExists"
+    assert error_code(refused.value) == "QueueAlreadyExists"
     sqs.delete_queue(QueueUrl=url)
     assert sqs.list_queues(QueueNamePrefix=queue_name).get("QueueUrls", []) == []
