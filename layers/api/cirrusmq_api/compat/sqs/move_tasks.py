@@ -43,6 +43,12 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
     call.require_admin(f"move messages of queue {source.name}")
     destination = params.get("DestinationArn")
     target = _queue(call, destination, "destination") if destination is not None else None
+    if target is not None and target.fifo != source.fifo:
+        raise SqsError(
+            "InvalidParameterValue",
+            "The source queue and the destination queue must be of the same type "
+            "(standard or FIFO).",
+        )
     rate = int_param(params, "MaxNumberOfMessagesPerSecond", 1, MAX_PER_SECOND)
     sources = [
         call.resolve(naming.queue_name(n))
