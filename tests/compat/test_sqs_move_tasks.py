@@ -110,8 +110,10 @@ def test_a_finished_task_cannot_be_cancelled(cirrusmq_stack, sqs, queue_name) ->
 
 
 def test_a_fifo_dead_letter_queue_moves_to_fifo_queues_only(
-    cirrusmq_stack, sqs, queue_name
-) -> None:  # noqa: F811
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
     """SQS redrives FIFO dead-letter queues (since November 2023) to a FIFO destination:
     a standard destination is refused and nothing is stored."""
     fifo = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
@@ -138,3 +140,20 @@ def test_a_fifo_dead_letter_queue_moves_to_fifo_queues_only(
     assert _bodies(sqs, dlq_url) == []
     (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
     assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 2)
+
+
+def test_the_scheduled_resume_finds_no_task_once_tasks_ended(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """The janitor's ResumeMoveTasks schedule (run by the stack's timer) goes on with running
+    tasks only: a completed task is not run again."""
+    _, _, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a"])
+    handle = sqs.start_message_move_task(SourceArn=arn)["TaskHandle"]
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
+    assert task["Status"] == "COMPLETED"
+    resumed = cirrusmq_stack.run_schedule("JanitorFunction", "ResumeMoveTasks")["resumed"]
+    assert all(handle not in str(entry) for entry in resumed)
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
+    assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 1)
