@@ -107,5 +107,6 @@ def test_a_queue_whose_policy_predates_dead_letter_destinations_gets_one(
     Broker(Settings.from_env()).retries.set_dead_letter_destination(f"sqs-{queue_name}", None)
     sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
     assert _receive_until_dead(cirrusmq_stack, sqs, url, 1) == sent["MessageId"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # this receive dead-letters it
     (dead,) = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1)["Messages"]
     assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")

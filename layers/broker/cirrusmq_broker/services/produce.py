@@ -78,9 +78,21 @@ class ProduceService:
         self._incarnations: dict[str, int] = {}
 
     def send(
-        self, topic_name: str, inputs: Sequence[MessageInput], stamp: ProducerStamp | None = None
+        self,
+        topic_name: str,
+        inputs: Sequence[MessageInput],
+        stamp: ProducerStamp | None = None,
+        *,
+        deduplication_ms: int | None = None,
     ) -> SendResult:
         """Store a batch; with a stamp, a repeated request returns the original receipts.
+
+        With ``deduplication_ms`` (SQS FIFO's deduplication interval) the stamp holds for
+        that long from its first accepted send: a send with it within that time stores
+        nothing and answers the first send's receipts whatever it carries; a later one is a
+        new message that takes the stamp over (the record's put replaces a record older
+        than the window, in the append's transaction: no read before it). Such a send
+        holds one message, sent now.
 
         A refused request (4xx) leaves nothing behind: objects it wrote are deleted again.
         """
@@ -94,8 +106,10 @@ class ProduceService:
         if stamp is not None:
             check_producer_id(stamp.producer_id)
         now = self._clock()
-        messages = self._validate(topic, inputs, now, stamp)
+        messages = self._validate(topic, inputs, now, None if deduplication_ms else stamp)
         dues = due_times(topic, inputs, now)
+        if deduplication_ms is not None:
+            _check_deduplicated(stamp, inputs, dues)
         digest = _digest(topic.name, inputs) if stamp else ""
         routed = self._route(topic, messages, stamp)
         by_queue, delayed = _split_delayed(routed, messages, dues)
@@ -120,7 +134,9 @@ class ProduceService:
                     details={"queues": len(by_queue), "timer_items": len(delay_puts)},
                 )
         try:
-            batches, fresh = self._write_batches(topic, by_queue, now, stamp, digest)
+            batches, fresh = self._write_batches(
+                topic, by_queue, now, stamp, digest, named=deduplication_ms is None
+            )
         except BaseException:
             if delay_key:
                 self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
@@ -144,17 +160,29 @@ class ProduceService:
             return [placed[m.message_id] for m in messages]
 
         retention_expiry = now // 1000 + topic.retention_hours * 3600
+        record_seconds = limits.IDEMPOTENCY_WINDOW_SECONDS
+        if deduplication_ms is not None:
+            record_seconds = -(-deduplication_ms // 1000) + 1
+
+        def build_record(bases: dict[int, int]) -> ProducerRecord:
+            if deduplication_ms is None:
+                return ProducerRecord(digest, bases, now if delayed else None)
+            ids = tuple(m.message_id for m in messages)
+            return ProducerRecord(digest, bases, None, None, now, deduplication_ms, ids)
+
         try:
             bases = self._writer.append(
                 batches,
                 stamp=stamp,
-                build_record=lambda bases: ProducerRecord(digest, bases, now if delayed else None),
+                build_record=build_record,
                 expires_at=retention_expiry,
-                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+                record_expires_at=now // 1000 + record_seconds,
                 extra_items=delay_puts,
             )
         except AlreadyRecorded:
             assert stamp is not None
+            if deduplication_ms is not None:
+                return self._deduplicated(topic, stamp, fresh)
             if delay_key:  # the first attempt's delay object holds these messages
                 self._delay_writer.discard(delay_key)  # type: ignore[union-attr]
             try:
@@ -197,6 +225,18 @@ class ProduceService:
         self._due(result.receipts)
         return result
 
+    def _deduplicated(self, topic: Topic, stamp: ProducerStamp, fresh: list[str]) -> SendResult:
+        """A deduplicating send whose stamp is held: the holder's receipts; our objects,
+        which nothing indexes, are deleted."""
+        record = self._producers.get(stamp)
+        if record is None or not record.message_ids:  # expired between the put and the read
+            self._objects.delete(fresh)
+            raise Busy("the deduplication record changed while sending; retry the request")
+        ((queue, base),) = record.bases.items()
+        receipts = [SendReceipt(m, queue, base + i) for i, m in enumerate(record.message_ids)]
+        self._objects.delete(self._unindexed(topic, record.bases, fresh))
+        return SendResult(receipts, duplicate=True)
+
     def _due(self, receipts: list[SendReceipt]) -> None:
         """Wake a release run for delayed messages due before the next scheduled one."""
         dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
@@ -217,6 +257,8 @@ class ProduceService:
         now: int,
         stamp: ProducerStamp | None,
         digest: str,
+        *,
+        named: bool = True,
     ) -> tuple[list[WrittenBatch], list[str]]:
         """One object per queue, written in parallel.
 
@@ -226,7 +268,9 @@ class ProduceService:
         A stamped request's object is named after producer id, sequence, request digest and
         the digest of its rows: a retry that stores the same rows finds the object its
         first attempt wrote and indexes that one instead of a second copy; a retry whose
-        rows differ (a delayed message became due in between) writes its own.
+        rows differ (a delayed message became due in between) writes its own. A
+        deduplicating send (not ``named``) writes its own object every time: its repeat
+        answers from the record, never from a second append.
         """
         prefix = (
             f"{stamp.producer_id}-{stamp.sequence}-{_scope_tag(stamp)}{digest[:16]}-"
@@ -236,7 +280,7 @@ class ProduceService:
         work = [
             (
                 encode(topic, q, ms, stored_timestamp=now, stamp=stamp),
-                rows_named(prefix, ms) if stamp else FRESH,
+                rows_named(prefix, ms) if stamp and named else FRESH,
             )
             for q, ms in by_queue.items()
         ]
@@ -254,14 +298,6 @@ class ProduceService:
                 return []  # cannot tell: keep them, the sweeper decides later
             named.add(entry.object_key)
         return [key for key in keys if key not in named]
-
-    def first_sent_at(self, stamp: ProducerStamp) -> int | None:
-        """When the first send with ``stamp`` was stored (broker ms), if its idempotency
-        record is still kept (one consistent read)."""
-        record = self._producers.get(stamp)
-        if record is None or record.expires_at is None:
-            return None
-        return (record.expires_at - limits.IDEMPOTENCY_WINDOW_SECONDS) * 1000
 
     def _recorded(self, stamp: ProducerStamp, digest: str) -> ProducerRecord:
         """The record of the first request with this stamp (which had this payload)."""
@@ -331,6 +367,16 @@ def _split_delayed(
             else:
                 later.setdefault(queue, []).append((m, due))
     return now_part, later
+
+
+def _check_deduplicated(
+    stamp: ProducerStamp | None, inputs: Sequence[MessageInput], dues: list[int | None]
+) -> None:
+    """A deduplicating send is stamped and holds one message, sent now."""
+    if stamp is None:
+        raise InvalidMessage("a deduplicated send needs a producer stamp")
+    if len(inputs) != 1 or any(due is not None for due in dues):
+        raise InvalidMessage("a deduplicated send holds one message, sent now (no delay)")
 
 
 def _generated_id(stamp: ProducerStamp | None, position: int) -> str:

@@ -50,7 +50,7 @@ class Call:
 
 
 def int_param(
-    params: dict[str, Any], name: str, low: int, high: int, *, reason: str | None = None
+    params: dict[str, Any], name: str, low: int, high: int, reason: str | None = None
 ) -> int | None:
     """An optional integer parameter (a number, or its text in the query protocol);
     ``reason`` words an out-of-range value's error as SQS does for that parameter."""

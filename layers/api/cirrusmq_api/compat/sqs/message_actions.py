@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cirrusmq_broker import limits
-from cirrusmq_broker.errors import BrokerError, IdempotencyConflict, ReceiptHandleExpired
+from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
@@ -27,6 +27,7 @@ from .errors import (
     receipt_handle_invalid,
 )
 from .message_attributes import (
+    DEDUP_ID_PROPERTY,
     INVALID_TEXT,
     SENDER_PROPERTY,
     TRACE_PROPERTY,
@@ -57,6 +58,17 @@ DEDUP_SCOPE = "sqs"
 DEDUP_INTERVAL_MS = 5 * 60 * 1000
 """SQS's deduplication interval: a deduplication id repeated within it of the first
 accepted send is not sent again."""
+SEQUENCE_BASE = 10**19
+SEQUENCE_QUEUE_SLOTS = 1024
+"""A FIFO message's SequenceNumber: ``SEQUENCE_BASE + offset * SEQUENCE_QUEUE_SLOTS + queue``
+of the topic queue it was stored in, as a 20-digit decimal string. A message group lives on
+one topic queue, whose offsets only grow: the numbers of a group grow with its messages,
+and no two messages of a topic share one (more than 64 queues would not fit a slot)."""
+
+
+def sequence_number(queue: int, offset: int) -> str:
+    """The SequenceNumber of the message at ``offset`` of topic queue ``queue``."""
+    return str(SEQUENCE_BASE + offset * SEQUENCE_QUEUE_SLOTS + queue)
 
 
 # ------------------------------------------------------------------------------ send
@@ -69,20 +81,17 @@ class Outgoing:
     stamp: ProducerStamp | None = None
 
 
-def _dedup_stamp(
-    call: Call, queue: QueueName, entry: dict[str, Any], body: str, attributes: dict[str, str]
-) -> tuple[ProducerStamp, str]:
-    """A FIFO message's deduplication id as an idempotent-produce stamp: a repeat of the id
-    on the queue within :data:`DEDUP_INTERVAL_MS` of its first accepted send is answered
-    from that send's record and stores nothing; a later one is a new message.
+@dataclass(frozen=True)
+class Sent:
+    """Where a message was stored: its id, and on a FIFO queue its SequenceNumber."""
 
-    The stamp's sequence is the 5-minute interval the first send fell in: a send reuses the
-    previous interval's stamp while that stamp's first send is under 5 minutes old (one
-    consistent read of its record), and takes the current interval's otherwise. Two sends
-    in one interval are always under 5 minutes apart, so they share its stamp.
+    message_id: str
+    sequence_number: str | None = None
 
-    With ``DeduplicationScope`` ``messageGroup`` the id is the message group's: the same id
-    in two groups is two messages."""
+
+def _dedup_id(entry: dict[str, Any], body: str, attributes: dict[str, str]) -> str:
+    """A FIFO message's deduplication id: explicit, or (``ContentBasedDeduplication``) the
+    SHA-256 of its body."""
     dedup = entry.get("MessageDeduplicationId")
     if dedup is None and attributes.get("ContentBasedDeduplication") == "true":
         dedup = hashlib.sha256(body.encode("utf-8")).hexdigest()
@@ -93,19 +102,17 @@ def _dedup_stamp(
         )
     if not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
         raise invalid_parameter("MessageDeduplicationId must be 1-128 printable ASCII characters.")
-    scope = queue.topic
-    if attributes.get("DeduplicationScope") == "messageGroup":
-        scope += f"\n{entry.get('MessageGroupId')}"
-    key = hashlib.sha256(f"{scope}\n{dedup}".encode()).hexdigest()[:40]
-    producer = f"{DEDUP_PRODUCER_PREFIX}{key}"
-    now = call.broker.clock()
-    interval = now // DEDUP_INTERVAL_MS
-    previous = ProducerStamp(producer, interval - 1, DEDUP_SCOPE)
-    first = call.broker.produce.first_sent_at(previous)
-    if first is not None and now - first < DEDUP_INTERVAL_MS:
-        interval -= 1
-    message_id = str(uuid.UUID(hashlib.sha256(f"{key}#{interval}".encode()).hexdigest()[:32]))
-    return ProducerStamp(producer, interval, DEDUP_SCOPE), message_id
+    return dedup
+
+
+def _dedup_stamp(queue: QueueName, dedup: str, group: str | None) -> ProducerStamp:
+    """A FIFO message's deduplication id as the stamp of a deduplicating send: a repeat of
+    it on the queue (or, with ``DeduplicationScope`` ``messageGroup``, in its ``group``)
+    within :data:`DEDUP_INTERVAL_MS` of its first accepted send stores nothing and answers
+    that send; a later one is a new message (the broker's deduplication window)."""
+    scope = f"{queue.topic}\n{dedup}" if group is None else f"{queue.topic}\n{group}\n{dedup}"
+    key = hashlib.sha256(scope.encode()).hexdigest()[:40]
+    return ProducerStamp(f"{DEDUP_PRODUCER_PREFIX}{key}", 0, DEDUP_SCOPE)
 
 
 def _message(
@@ -152,13 +159,17 @@ def _message(
                 "MissingParameter", "The request must contain the parameter MessageGroupId."
             )
     stamp, message_id = None, None
+    fields = to_message_fields(message_attributes)
     if queue.fifo:
-        stamp, message_id = _dedup_stamp(call, queue, entry, body, attributes)
+        dedup = _dedup_id(entry, body, attributes)
+        group_scope = attributes.get("DeduplicationScope") == "messageGroup"
+        stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
+        message_id = str(uuid.uuid4())
+        fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
         delay = 0  # a FIFO topic delivers in order, undelayed: the queue's delay is not applied
     elif delay is None:
         delay = int(attributes["DelaySeconds"])
     now = call.broker.clock()
-    fields = to_message_fields(message_attributes)
     message = MessageInput(
         body=data,
         message_id=message_id,
@@ -178,23 +189,31 @@ def _message(
     return Outgoing(message, digests, stamp)
 
 
-def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[str]:
+def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[Sent]:
     """Send a standard queue's messages in one produce call, a FIFO queue's one by one
-    (each under its own deduplication stamp); their message ids."""
+    (each deduplicated under its own stamp for SQS's interval)."""
     try:
         if not queue.fifo:
             result = call.broker.produce.send(queue.topic, [o.message for o in outgoing])
-            return [r.message_id for r in result.receipts]
-        ids = []
+            return [Sent(r.message_id) for r in result.receipts]
+        sent = []
         for one in outgoing:
-            try:
-                result = call.broker.produce.send(queue.topic, [one.message], one.stamp)
-                ids.append(result.receipts[0].message_id)
-            except IdempotencyConflict:  # the id was used for another body: a duplicate
-                ids.append(str(one.message.message_id))
-        return ids
+            result = call.broker.produce.send(
+                queue.topic, [one.message], one.stamp, deduplication_ms=DEDUP_INTERVAL_MS
+            )
+            (receipt,) = result.receipts
+            assert receipt.offset is not None  # a FIFO topic takes no delayed messages
+            sent.append(Sent(receipt.message_id, sequence_number(receipt.queue, receipt.offset)))
+        return sent
     except BrokerError as exc:
         raise from_broker(exc) from None
+
+
+def _answer(sent: Sent) -> dict[str, str]:
+    answer = {"MessageId": sent.message_id}
+    if sent.sequence_number is not None:
+        answer["SequenceNumber"] = sent.sequence_number
+    return answer
 
 
 def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict[str, str]]:
@@ -207,8 +226,8 @@ def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict
 def send_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue, attributes = _queue_for_send(call, params)
     outgoing = _message(call, queue, params, attributes)
-    (message_id,) = _send(call, queue, [outgoing])
-    return {"MessageId": message_id, **outgoing.digests}
+    (sent,) = _send(call, queue, [outgoing])
+    return {**_answer(sent), **outgoing.digests}
 
 
 def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -227,8 +246,8 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         outgoing.append(one)
         successful.append({"Id": entry["Id"], **one.digests})
     if outgoing:
-        for answer, message_id in zip(successful, _send(call, queue, outgoing), strict=True):
-            answer["MessageId"] = message_id
+        for answer, sent in zip(successful, _send(call, queue, outgoing), strict=True):
+            answer.update(_answer(sent))
     return {"Successful": successful, "Failed": failed}
 
 
@@ -329,7 +348,7 @@ def _sqs_redelivery(call: Call, queue: QueueName) -> None:
     try:
         call.broker.retries.set_redelivery(queue.group, REDELIVERY_IMMEDIATE)
     except BrokerError as exc:
-        raise from_broker(exc, queue.name) from None
+        raise from_broker(exc) from None
 
 
 def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -357,12 +376,16 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     except BrokerError as exc:
         raise from_broker(exc) from None
     now = call.broker.clock()
-    messages = [_received(r, system_names, attribute_names, now) for r in received]
+    messages = [_received(r, system_names, attribute_names, now, queue.fifo) for r in received]
     return {"Messages": messages} if messages else {}
 
 
 def _received(
-    received: ReceivedMessage, system_names: list[str], attribute_names: list[str], now: int
+    received: ReceivedMessage,
+    system_names: list[str],
+    attribute_names: list[str],
+    now: int,
+    fifo: bool,
 ) -> dict[str, Any]:
     """One message of a receive answer. ``ApproximateFirstReceiveTimestamp`` is this
     receive's time on a first delivery; on a redelivery (the first receive is not recorded)
@@ -388,6 +411,11 @@ def _received(
         system["AWSTraceHeader"] = sqs_text(stored.properties[TRACE_PROPERTY])
     if stored.message_group:
         system["MessageGroupId"] = sqs_text(stored.message_group)
+    dedup = stored.properties.get(DEDUP_ID_PROPERTY)
+    if dedup is not None:
+        system["MessageDeduplicationId"] = sqs_text(dedup)
+    if fifo:
+        system["SequenceNumber"] = sequence_number(stored.queue, stored.offset)
     if "All" not in system_names:
         system = {k: v for k, v in system.items() if k in system_names}
     if system:

@@ -32,9 +32,11 @@ SENDER_PROPERTY = "sqs.sender"
 """The access key that sent the message (its SenderId)."""
 TRACE_PROPERTY = "sqs.trace"
 """The message's AWSTraceHeader system attribute."""
-HIDDEN_PROPERTIES = frozenset({SOURCE_PROPERTY, SENDER_PROPERTY, TRACE_PROPERTY})
+DEDUP_ID_PROPERTY = "sqs:dedup"
+"""A FIFO message's deduplication id (its system attribute); ``:`` is in no attribute name."""
+HIDDEN_PROPERTIES = frozenset({SOURCE_PROPERTY, SENDER_PROPERTY, TRACE_PROPERTY, DEDUP_ID_PROPERTY})
 """Properties the adapter writes for itself (a dead letter's source queue, the sender, the
-trace header), not attributes."""
+trace header, a FIFO message's deduplication id), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
