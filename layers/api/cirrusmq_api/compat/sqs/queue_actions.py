@@ -8,7 +8,11 @@ from typing import Any
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import TopicAlreadyExists, TopicNotFound
 from cirrusmq_broker.model import MessageType, Topic
-from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
+from cirrusmq_broker.rules.retries import (
+    MAX_MAX_DELIVERY_ATTEMPTS,
+    MIN_MAX_DELIVERY_ATTEMPTS,
+    retry_topic,
+)
 
 from . import naming, queue_attributes, tags
 from .context import Call, int_param, list_param, str_param
@@ -220,11 +224,20 @@ def approximate_count(call: Call, queue: QueueName) -> int:
 
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
     """The approximate counts: unread and in-flight messages of the queue's group (an
-    in-flight message whose visibility timeout passed counts as visible)."""
+    in-flight message whose visibility timeout passed counts as visible), those in its retry
+    topic (moved there while flow control held their topic queue) included."""
     description = call.broker.admin.describe_topic(topic.name)
-    status = call.broker.consume.describe_group(queue.group, topic.name)
+    status = call.broker.consume.describe_group(queue.group)  # one read, the retry topic's too
     by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
     visible = inflight = 0
+    retry = retry_topic(queue.group, topic.name)
+    moved = {s.queue: s for s in status.queues if s.topic == retry}
+    for state in moved.values():
+        invisible = state.inflight - state.overdue
+        inflight += invisible
+        visible += max(0, state.lag - invisible)
+    if 0 not in moved:  # the level flow control's moves go to, never received from yet
+        visible += call.broker.heads.get_many(retry, [0])[0].next_offset
     for offsets in description.queue_offsets:
         state = by_queue.get(offsets.queue)
         if state is None:
