@@ -1,4 +1,5 @@
-"""JanitorFunction (scheduled): purges deleted topics, sweeps orphaned batch objects.
+"""JanitorFunction (scheduled): purges deleted topics, sweeps orphaned batch objects, and
+goes on with move tasks whose runner stopped (``resume_move_tasks``).
 
 Each run works until the invocation's remaining time falls to ``RESERVE_SECONDS`` (what the
 last step may still need) and, sweeping, examines at most ``CIRRUSMQ_SWEEP_MAX_OBJECTS``
@@ -26,6 +27,9 @@ def lambda_handler(event: dict, context: object) -> dict:
     if task == "sweep_orphans":
         limit = int(environment().get("CIRRUSMQ_SWEEP_MAX_OBJECTS") or SWEEP_MAX_OBJECTS)
         return asdict(janitor.sweep_orphans(max_objects=limit, time_left=time_left))
+    if task == "resume_move_tasks":
+        tasks = current_broker().move_tasks.resume_running(time_left=time_left)
+        return {"resumed": [(t.group, t.stream, t.status) for t in tasks]}
     raise ValueError(f"unknown janitor task {task!r}")
 
 

@@ -150,3 +150,53 @@ def test_a_sender_cannot_name_the_queue_a_move_task_sends_its_message_to(
     sqs.start_message_move_task(SourceArn=arn)
     assert _bodies(sqs, other) == []
     assert _bodies(sqs, url) == ["a"]
+
+
+def test_a_fifo_dead_letter_queue_moves_to_fifo_queues_only(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """SQS redrives FIFO dead-letter queues (since November 2023) to a FIFO destination:
+    a standard destination is refused and nothing is stored."""
+    fifo = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq.fifo", Attributes=fifo)["QueueUrl"]
+    arn = _arn(sqs, dlq_url)
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(
+        QueueName=f"{queue_name}.fifo", Attributes={**fifo, "RedrivePolicy": policy}
+    )["QueueUrl"]
+    for body in ["a", "b"]:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g")
+    got = 0
+    while got < 2:
+        got += len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []))
+    cirrusmq_stack.advance_time(31)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    standard = sqs.create_queue(QueueName=f"{queue_name}-standard")["QueueUrl"]
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.start_message_move_task(SourceArn=arn, DestinationArn=_arn(sqs, standard))
+    assert error_code(caught.value) == "InvalidParameterValue"
+    assert sqs.list_message_move_tasks(SourceArn=arn)["Results"] == []
+    assert sqs.start_message_move_task(SourceArn=arn)["TaskHandle"]
+    assert _bodies(sqs, url) == ["a", "b"]
+    assert _bodies(sqs, dlq_url) == []
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
+    assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 2)
+
+
+def test_the_scheduled_resume_finds_no_task_once_tasks_ended(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """The janitor's ResumeMoveTasks schedule (run by the stack's timer) goes on with running
+    tasks only: a completed task is not run again."""
+    _, _, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a"])
+    handle = sqs.start_message_move_task(SourceArn=arn)["TaskHandle"]
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
+    assert task["Status"] == "COMPLETED"
+    resumed = cirrusmq_stack.run_schedule("JanitorFunction", "ResumeMoveTasks")["resumed"]
+    assert all(handle not in str(entry) for entry in resumed)
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
+    assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 1)

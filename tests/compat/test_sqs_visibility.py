@@ -294,3 +294,51 @@ def test_a_message_whose_visibility_timeout_passed_counts_as_visible(
     assert counts() == ("1", "0")
     _one(sqs, url)
     assert counts() == ("0", "1")
+
+
+def test_a_message_never_deleted_does_not_hold_back_the_queue(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """SQS has no bound behind an undeleted message: with CirrusMQ's flow control made small
+    (the stack's functions run in this process), a poison message never deleted (no
+    RedrivePolicy) still lets every message behind it through, each once, and the counts
+    end with the poison alone."""
+    from cirrusmq_broker import limits
+
+    monkeypatch.setattr(limits, "MAX_INFLIGHT_PER_QUEUE", 4)
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    bodies = [f"m{i}" for i in range(60)]
+    for body in bodies:  # one by one: spread over the topic queues, the poison's too
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    received: list[str] = []
+    poison_counts: list[int] = []
+    for _ in range(80):
+        got = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=10,
+            AttributeNames=["ApproximateReceiveCount"],
+        ).get("Messages", [])  # fmt: skip
+        for m in got:
+            if m["Body"] == "poison":
+                poison_counts.append(int(m["Attributes"]["ApproximateReceiveCount"]))
+                continue
+            received.append(m["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        if len(received) >= len(bodies):
+            break
+        cirrusmq_stack.advance_time(11)
+    assert sorted(received) == sorted(bodies)  # every one, none twice
+    assert poison_counts == list(range(1, len(poison_counts) + 1))
+    cirrusmq_stack.advance_time(11)
+    counts = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert (
+        int(counts["ApproximateNumberOfMessages"])
+        + int(counts["ApproximateNumberOfMessagesNotVisible"])
+        == 1
+    )  # the poison, still there

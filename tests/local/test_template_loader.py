@@ -156,6 +156,9 @@ def test_events(template) -> None:
     assert sweep.expression == "rate(1 hour)"
     assert sweep.input == '{"task": "sweep_orphans"}'
     assert sweep.enabled
+    resume = {event.event_name: event for event in janitor.schedules}["ResumeMoveTasks"]
+    assert (resume.expression, resume.input) == ("rate(1 minute)", '{"task": "resume_move_tasks"}')
+    assert resume.enabled  # the local stack runs it on its timer too
 
 
 def test_parameters(template) -> None:

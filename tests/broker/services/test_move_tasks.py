@@ -184,3 +184,18 @@ def test_a_task_moving_a_topic_into_itself_is_refused(broker, clock) -> None:
     with pytest.raises(InvalidRequest):
         broker.move_tasks.start(DLQ_GROUP, DLQ, route_property="from", routes={SOURCE: DLQ})
     assert broker.move_tasks.recent(DLQ_GROUP, 10) == []
+
+
+def test_a_task_left_running_goes_on_without_a_new_start(broker, other, clock) -> None:
+    """SQS runs a move task to its end by itself: a task whose runner stopped (its time ran
+    out, or it died) is taken over by the scheduled resume once its hold passed."""
+    dead_letters_in_destination(broker, clock, [b"a", b"b", b"c"])
+    task = start(broker)
+    left = broker.move_tasks.run(task, seconds=0)  # its request's time ran out
+    assert left.status == RUNNING
+    assert other.move_tasks.resume_running() == []  # its runner still holds it
+    clock.advance(61)
+    (done,) = other.move_tasks.resume_running()
+    assert (done.stream, done.status, done.moved) == (task.stream, COMPLETED, 3)
+    assert drain(broker, clock, "reader", BACK) == [b"a", b"b", b"c"]
+    assert other.move_tasks.resume_running() == []  # none running: nothing to do

@@ -10,8 +10,9 @@ leaves the source once: a crash before an append's commit leaves it leased (it c
 when the lease ends, and a later run moves it), a crash after has settled it. The runner
 holds the task until ``runner_until`` (extended by each step); a task whose runner died is
 taken over by the next :meth:`MoveTaskService.resume` (a new start for the same source asks
-it). It ends COMPLETED when a receive finds nothing left, CANCELLED after a cancel (seen by
-its next step), FAILED when its source is gone.
+it, and the scheduled :meth:`MoveTaskService.resume_running` every minute: a task runs to its
+end without another start, as SQS's do). It ends COMPLETED when a receive finds nothing
+left, CANCELLED after a cancel (seen by its next step), FAILED when its source is gone.
 """
 
 from __future__ import annotations
@@ -140,6 +141,20 @@ class MoveTaskService:
             return None
         now = self._clock()
         return self._store.take_over(running, now, now + HOLD_SECONDS * 1000)
+
+    def resume_running(self, time_left: Callable[[], float] | None = None) -> list[MoveTask]:
+        """Take over and run every running task whose runner's hold passed (the scheduled
+        function's step), each for up to ``RUN_SECONDS`` while ``time_left`` allows; the
+        tasks run, as left. No running task: one read."""
+        done: list[MoveTask] = []
+        for group in self._store.running_groups():
+            seconds = RUN_SECONDS if time_left is None else min(RUN_SECONDS, time_left())
+            if seconds <= 0:
+                break
+            task = self.resume(group)
+            if task is not None:
+                done.append(self.run(task, seconds=seconds))
+        return done
 
     def recent(self, group: str, limit: int = 1) -> list[MoveTask]:
         check_group_name(group)

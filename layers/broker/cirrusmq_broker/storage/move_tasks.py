@@ -9,6 +9,11 @@ clears the lock in one transaction. Every progress write (in a move's append tra
 conditional on the task's version and on it still running (``task_as_read``), so a cancel
 or another runner in between makes the move store nothing. Finished tasks expire after
 ``FINISHED_KEEP_SECONDS``. Sort keys start with ``#``: not queue states.
+
+The registry (``REGISTRY_GROUP`` / ``REGISTRY_STREAM``, a name no group can have): the set
+``groups`` of the groups with a running task, added to in the start's transaction and taken
+from in the finish's, so the scheduled resume reads one item to find every running task
+(none: one read of an item that does not exist).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from .dynamo import cancellation_codes, error_code, from_item, to_item
 
 TASK_PREFIX = "#task#"
 LOCK_STREAM = "#task"
+REGISTRY_GROUP = "#move-tasks"
+REGISTRY_STREAM = "#running"
 FINISHED_KEEP_SECONDS = 14 * 24 * 3600
 
 RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED = (
@@ -95,6 +102,7 @@ class MoveTaskStore:
                             "ConditionExpression": task_not_stored,
                         }
                     },
+                    self._registry_request("ADD", task.group),
                 ]
             )
         except ClientError as exc:
@@ -112,6 +120,29 @@ class MoveTaskStore:
             ConsistentRead=True,
         ).get("Item")
         return _task(from_item(item)) if item else None
+
+    def running_groups(self) -> list[str]:
+        """The groups with a running task (the registry: one read)."""
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=to_item({"group_name": REGISTRY_GROUP, "stream": REGISTRY_STREAM}),
+            ConsistentRead=True,
+        ).get("Item")
+        return sorted(item["groups"]["SS"]) if item and "groups" in item else []
+
+    def _registry_request(self, action: str, group: str) -> dict[str, Any]:
+        """A transaction item adding ``group`` to (ADD) or taking it from (DELETE) the
+        registry's set: unconditional, the lock item's condition in the same transaction
+        orders starts and finishes of one group."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": to_item({"group_name": REGISTRY_GROUP, "stream": REGISTRY_STREAM}),
+                "UpdateExpression": f"{action} #g :g",
+                "ExpressionAttributeNames": {"#g": "groups"},
+                "ExpressionAttributeValues": {":g": {"SS": [group]}},
+            }
+        }
 
     def running(self, group: str) -> MoveTask | None:
         """The group's running (or cancelling) task, if any."""
@@ -274,6 +305,7 @@ class MoveTaskStore:
                             "ExpressionAttributeValues": to_item({":stream": task.stream}),
                         }
                     },
+                    self._registry_request("DELETE", task.group),
                 ]
             )
         except ClientError as exc:

@@ -79,3 +79,39 @@ def test_the_last_attempt_still_makes_a_dead_letter(broker, clock):
     assert (dead.message.body, dead.message.system.reconsume_count) == (b"poison", 3)
     [status] = statuses(broker, "g")
     assert (status.committed_offset, status.inflight) == (1, 0)
+
+
+def test_a_message_never_deleted_does_not_hold_new_ones_back(broker, clock, monkeypatch):
+    """Flow control bounds the offsets behind a queue's oldest unsettled message: an expired
+    lease of an immediate group that holds that window moves to the retry topic (attempt
+    + 1) instead of staying in place, so new messages keep coming (SQS has no such bound).
+    The bound is made small; the path is the production one."""
+    from cirrusmq_broker import limits
+
+    monkeypatch.setattr(limits, "MAX_INFLIGHT_PER_QUEUE", 20)
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    broker.retries.set_max_delivery_attempts("g", 1000)
+    send(broker, "t", b"poison")
+    bodies = [f"m{i}".encode() for i in range(60)]
+    for body in bodies:
+        send(broker, "t", body)
+    received: list[bytes] = []
+    poison_attempts: list[int] = []
+    for _ in range(40):
+        got = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=10)
+        for m in got:
+            if m.message.body == b"poison":
+                poison_attempts.append(m.delivery_attempt)
+        rest = [m for m in got if m.message.body != b"poison"]
+        received += [m.message.body for m in rest]
+        if rest:
+            handles = [m.receipt_handle for m in rest]
+            assert ack_statuses(broker, "g", handles) == ["acked"] * len(rest)
+        if len(received) >= len(bodies):
+            break
+        clock.advance(11)
+    assert sorted(received) == sorted(bodies)  # all of them, none twice
+    assert poison_attempts == list(range(1, len(poison_attempts) + 1))  # kept coming back
+    [status] = [s for s in statuses(broker, "g") if s.topic == "t"]
+    assert status.committed_offset == 1 + len(bodies)  # the poison no longer holds the queue

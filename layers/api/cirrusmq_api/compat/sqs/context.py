@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cirrusmq_broker.container import Broker
+from cirrusmq_broker.errors import TopicNotFound
+from cirrusmq_broker.model import MessageType
 from cirrusmq_broker.services.auth import Principal
 
 from .errors import access_denied, invalid_parameter
+from .naming import QueueName
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,21 @@ class Call:
 
     def require_admin(self, action: str) -> None:
         self.require(self.principal.permissions.admin, action)
+
+    def resolve(self, queue: QueueName) -> QueueName:
+        """The queue as stored: a standard queue ``..._fifo`` an earlier release stored under
+        its own name (a NORMAL topic of that name and the queue's attributes item) keeps
+        that topic; any other name is its own mapping. Other names cost no read."""
+        if not queue.may_be_legacy:
+            return queue
+        legacy = replace(queue, legacy=True)
+        if self.broker.sqs_queues.get(legacy.group) is None:
+            return queue
+        try:
+            topic = self.broker.catalog.active(legacy.topic)
+        except TopicNotFound:
+            return queue
+        return legacy if topic.message_type is MessageType.NORMAL else queue
 
 
 def int_param(

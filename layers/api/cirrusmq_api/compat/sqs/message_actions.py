@@ -217,7 +217,7 @@ def _answer(sent: Sent) -> dict[str, str]:
 
 
 def _queue_for_send(call: Call, params: dict[str, Any]) -> tuple[QueueName, dict[str, str]]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(call.principal.permissions.may_publish(queue.topic), f"send to queue {queue.name}")
     active_topic(call, queue)
     return queue, attributes_of(call, queue)
@@ -317,7 +317,7 @@ def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- receive
 def _consumer(call: Call, params: dict[str, Any]) -> QueueName:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(
         call.principal.permissions.may_subscribe(queue.group, queue.topic),
         f"receive from queue {queue.name} (consume topic {queue.topic} as group {queue.group})",
@@ -336,7 +336,9 @@ def _may_consume(call: Call, queue: QueueName) -> Callable[[str], bool]:
 
 
 def _visibility(params: dict[str, Any]) -> int | None:
-    return int_param(params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS, VISIBILITY_RANGE)
+    return int_param(
+        params, "VisibilityTimeout", 0, limits.MAX_INVISIBLE_SECONDS, reason=VISIBILITY_RANGE
+    )
 
 
 def _sqs_redelivery(call: Call, queue: QueueName) -> None:

@@ -30,7 +30,7 @@ def _not_found(message: str) -> SqsError:
 
 def _queue(call: Call, arn: object, what: str) -> QueueName:
     """The existing queue an ARN names (ResourceNotFoundException otherwise)."""
-    queue = naming.from_arn(arn)
+    queue = call.resolve(naming.from_arn(arn))
     try:
         call.broker.catalog.active(queue.topic)
     except TopicNotFound:
@@ -49,8 +49,17 @@ def start_message_move_task(call: Call, params: dict[str, Any]) -> dict[str, Any
             "Value for parameter DestinationArn is invalid. Reason: the destination queue must "
             "be another queue than the source queue.",
         )
+    if target is not None and target.fifo != source.fifo:
+        raise SqsError(
+            "InvalidParameterValue",
+            "The source queue and the destination queue must be of the same type "
+            "(standard or FIFO).",
+        )
     rate = int_param(params, "MaxNumberOfMessagesPerSecond", 1, MAX_PER_SECOND)
-    sources = [naming.queue_name(n) for n in queue_attributes.sources(attributes_of(call, source))]
+    sources = [
+        call.resolve(naming.queue_name(n))
+        for n in queue_attributes.sources(attributes_of(call, source))
+    ]
     if not sources:
         raise SqsError(
             "UnsupportedOperation", "Source queue must be configured as a Dead Letter Queue."

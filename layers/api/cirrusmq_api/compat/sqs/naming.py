@@ -3,7 +3,9 @@
 A queue ``q`` is the topic ``q`` consumed by the group ``sqs-q``; a FIFO queue ``q.fifo`` is
 the FIFO topic ``q_fifo`` (topic names have no ``.``) and the group ``sqs-q_fifo``. So that a
 standard queue never takes a FIFO queue's topic, a standard queue whose name ends in ``_fifo``
-and any number of ``_`` gets one more ``_`` (``q_fifo`` is the topic ``q_fifo_``). Queue URLs
+and any number of ``_`` gets one more ``_`` (``q_fifo`` is the topic ``q_fifo_``), except a
+standard queue ``q_fifo`` stored by an earlier release as the topic ``q_fifo`` (``legacy``:
+:func:`cirrusmq_api.compat.sqs.context.Call.resolve` finds it). Queue URLs
 are ``{endpoint}/{ACCOUNT_ID}/{queue}``, ARNs ``arn:aws:sqs:{region}:{ACCOUNT_ID}:{queue}``.
 """
 
@@ -28,13 +30,25 @@ _ESCAPED = re.compile(r".*_fifo_*")
 @dataclass(frozen=True)
 class QueueName:
     name: str
+    legacy: bool = False
+    """A standard queue ``..._fifo`` whose topic is its own name (as an earlier release
+    stored it)."""
 
     @property
     def fifo(self) -> bool:
         return self.name.endswith(FIFO_SUFFIX)
 
     @property
+    def may_be_legacy(self) -> bool:
+        """A standard queue an earlier release may have stored under its own name (names
+        ending in ``_fifo_``... were their own topics too, but those topics are now the
+        escaped names of others: only ``..._fifo`` can be told apart)."""
+        return not self.fifo and self.name.endswith(TOPIC_FIFO_SUFFIX)
+
+    @property
     def topic(self) -> str:
+        if self.legacy:
+            return self.name
         if self.fifo:
             return self.name[: -len(FIFO_SUFFIX)] + TOPIC_FIFO_SUFFIX
         if _ESCAPED.fullmatch(self.name):
@@ -84,7 +98,14 @@ def from_arn(arn: object) -> QueueName:
 
 
 def from_topic(topic: str, *, fifo: bool) -> QueueName | None:
-    """The queue a topic (FIFO or not) is served as (None: no queue has that topic)."""
+    """The queue a topic (FIFO or not) is served as (None: no queue has that topic); a
+    standard topic ``..._fifo`` is an earlier release's queue if it is one (``legacy``: the
+    caller resolves it)."""
+    if not fifo and topic.endswith(TOPIC_FIFO_SUFFIX):
+        try:
+            return QueueName(queue_name(topic).name, legacy=True)
+        except SqsError:
+            return None
     if fifo:
         if not topic.endswith(TOPIC_FIFO_SUFFIX):
             return None

@@ -8,7 +8,11 @@ from typing import Any
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import TopicAlreadyExists, TopicNotFound
 from cirrusmq_broker.model import MessageType, Topic
-from cirrusmq_broker.rules.retries import MAX_MAX_DELIVERY_ATTEMPTS, MIN_MAX_DELIVERY_ATTEMPTS
+from cirrusmq_broker.rules.retries import (
+    MAX_MAX_DELIVERY_ATTEMPTS,
+    MIN_MAX_DELIVERY_ATTEMPTS,
+    retry_topic,
+)
 
 from . import naming, queue_attributes, tags
 from .context import Call, int_param, list_param, str_param
@@ -38,7 +42,7 @@ def attributes_of(call: Call, queue: QueueName) -> dict[str, str]:
 
 
 def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.queue_name(str_param(params, "QueueName"))
+    queue = call.resolve(naming.queue_name(str_param(params, "QueueName")))
     call.require_admin(f"create queue {queue.name}")
     wanted = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=True)
     wanted_tags = tags.check(params["tags"], queue, present={}) if params.get("tags") else {}
@@ -85,7 +89,7 @@ def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> 
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
     if policy is None:
         return
-    target = naming.from_arn(policy[0])
+    target = call.resolve(naming.from_arn(policy[0]))
     if target.fifo != queue.fifo or target.name == queue.name:
         raise SqsError(
             "InvalidParameterValue",
@@ -114,9 +118,9 @@ def _apply_redrive(
     and a dead-letter queue it named before forgets it."""
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
     before = queue_attributes.redrive_policy(previous.get("RedrivePolicy", ""))
-    target = naming.from_arn(policy[0]) if policy is not None else None
-    if before is not None and naming.from_arn(before[0]) != target:
-        _set_source(call, naming.from_arn(before[0]), queue, present=False)
+    target = call.resolve(naming.from_arn(policy[0])) if policy is not None else None
+    if before is not None and call.resolve(naming.from_arn(before[0])) != target:
+        _set_source(call, call.resolve(naming.from_arn(before[0])), queue, present=False)
     if target is not None:
         _set_source(call, target, queue, present=True)
     attempts = MAX_MAX_DELIVERY_ATTEMPTS if policy is None else policy[1]
@@ -137,7 +141,7 @@ def keep_dead_letter_destination(call: Call, queue: QueueName, attributes: dict[
     if policy is None or call.broker.retries.dead_letter_destination(queue.group) is not None:
         return
     call.broker.retries.set_dead_letter_destination(
-        queue.group, naming.from_arn(policy[0]).topic, {SOURCE_PROPERTY: queue.name}
+        queue.group, call.resolve(naming.from_arn(policy[0])).topic, {SOURCE_PROPERTY: queue.name}
     )
 
 
@@ -156,7 +160,7 @@ def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: boo
 
 
 def get_queue_url(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.queue_name(str_param(params, "QueueName"))
+    queue = call.resolve(naming.queue_name(str_param(params, "QueueName")))
     call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
     active_topic(call, queue)
     return {"QueueUrl": queue.url(call.endpoint)}
@@ -170,8 +174,8 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     names = []
     for topic in call.broker.admin.list_topics():
         queue = naming.from_topic(topic.name, fifo=topic.message_type is MessageType.FIFO)
-        if queue is None:
-            continue
+        if queue is None or (queue.legacy and not call.resolve(QueueName(queue.name)).legacy):
+            continue  # not a queue's topic (a standard ..._fifo: only as an earlier release's)
         visible = permissions.may_see_topic(topic.name)
         if visible and queue.name.startswith(prefix) and queue.name > after:
             names.append(queue)
@@ -184,7 +188,7 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
     wanted = list_param(params, "AttributeNames")
     topic = active_topic(call, queue)
@@ -220,11 +224,20 @@ def approximate_count(call: Call, queue: QueueName) -> int:
 
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
     """The approximate counts: unread and in-flight messages of the queue's group (an
-    in-flight message whose visibility timeout passed counts as visible)."""
+    in-flight message whose visibility timeout passed counts as visible), those in its retry
+    topic (moved there while flow control held their topic queue) included."""
     description = call.broker.admin.describe_topic(topic.name)
-    status = call.broker.consume.describe_group(queue.group, topic.name)
+    status = call.broker.consume.describe_group(queue.group)  # one read, the retry topic's too
     by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
     visible = inflight = 0
+    retry = retry_topic(queue.group, topic.name)
+    moved = {s.queue: s for s in status.queues if s.topic == retry}
+    for state in moved.values():
+        invisible = state.inflight - state.overdue
+        inflight += invisible
+        visible += max(0, state.lag - invisible)
+    if 0 not in moved:  # the level flow control's moves go to, never received from yet
+        visible += call.broker.heads.get_many(retry, [0])[0].next_offset
     for offsets in description.queue_offsets:
         state = by_queue.get(offsets.queue)
         if state is None:
@@ -246,7 +259,7 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
 
 
 def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"set attributes of queue {queue.name}")
     if params.get("Attributes") is None:
         raise SqsError("MissingParameter", "The request must contain the parameter Attributes.")
@@ -266,7 +279,7 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"delete queue {queue.name}")
     active_topic(call, queue)
     try:
@@ -279,7 +292,7 @@ def delete_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     """Moves the queue's group to the end of its topic: what was sent before is skipped."""
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(
         call.principal.permissions.may_subscribe(queue.group, queue.topic),
         f"purge queue {queue.name}",
@@ -290,11 +303,14 @@ def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
     active_topic(call, queue)
     permissions = call.principal.permissions
-    sources = [naming.queue_name(n) for n in queue_attributes.sources(attributes_of(call, queue))]
+    sources = [
+        call.resolve(naming.queue_name(n))
+        for n in queue_attributes.sources(attributes_of(call, queue))
+    ]
     visible = sorted(
         (q for q in sources if permissions.may_see_topic(q.topic)), key=lambda q: q.name
     )
@@ -302,35 +318,35 @@ def list_dead_letter_source_queues(call: Call, params: dict[str, Any]) -> dict[s
 
 
 def tag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"tag queue {queue.name}")
     active_topic(call, queue)
     return tags.tag_queue(call, queue, params)
 
 
 def untag_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"untag queue {queue.name}")
     active_topic(call, queue)
     return tags.untag_queue(call, queue, params)
 
 
 def list_queue_tags(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require(call.principal.permissions.may_see_topic(queue.topic), f"see queue {queue.name}")
     active_topic(call, queue)
     return tags.list_queue_tags(call, queue)
 
 
 def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"share queue {queue.name}")
     active_topic(call, queue)
     return tags.add_permission(params)
 
 
 def remove_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
-    queue = naming.from_url(params.get("QueueUrl"))
+    queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"share queue {queue.name}")
     active_topic(call, queue)
     return tags.remove_permission(params)

@@ -7,7 +7,11 @@ group's last attempt (or to the group's dead-letter destination, a user topic, i
 one: see retry_topic.py), then settled in the lease, so the queue's committed offset moves
 on. On a FIFO topic (order), and for a group whose redelivery is immediate (SQS's
 visibility timeout), they stay in place: the receive redelivers the lease itself, unless the
-last attempt failed: then they go to the DLQ.
+last attempt failed: then they go to the DLQ. A group whose redelivery is immediate moves
+them on after all while flow control holds its queue (``flow_bound``: so many offsets behind
+the oldest unsettled one, or so many open leases, that no new message would be handed out):
+to the first backoff level, whatever their attempt, so a message never settled cannot hold
+back the ones behind it.
 
 Fence: a move settles what it forwards in the lease (``gone``: an ack of it is stale) in the
 append's own transaction, conditional on the lease's id and version as read
@@ -47,6 +51,7 @@ from ...storage.log_index import LogIndex
 from ...storage.move_records import MoveRecords
 from .. import optimistic
 from ..batch_reader import BatchReader
+from ..delivery.queue_plan import flow_bound
 from ..moves import is_move_batch
 from ..offset_lookup import OffsetLookup
 from ..trace import record_expired
@@ -120,14 +125,17 @@ class LeaseExpiry:
             maximum = self._settings.max_delivery_attempts(state.group)
             fifo = topic.message_type is MessageType.FIFO
             in_place = fifo or self._settings.redelivers_at_once(state.group)
-            if in_place and not fifo and budget is not None:
+            soonest = in_place and not fifo and flow_bound(state)
+            if soonest:
+                in_place = False  # in place, they would hold new messages back: move them
+            elif in_place and not fifo and budget is not None:
                 expired = _oldest_covering(expired, budget)
             raced = out_of_time = False
             for lease in expired:
                 if until is not None and time.monotonic() > until:
                     out_of_time = True
                     break
-                if not self._expire_lease(state, topic, lease, maximum, in_place, now):
+                if not self._expire_lease(state, topic, lease, maximum, in_place, now, soonest):
                     raced = True
                     break
             if not raced:
@@ -147,16 +155,20 @@ class LeaseExpiry:
         maximum: int,
         in_place: bool,
         now: int,
+        soonest: bool = False,
     ) -> bool:
         """Move one expired lease's messages on, each append carrying the settle of what it
         moves, conditional on the lease as read; False if the lease changed meanwhile.
-        ``in_place``: only dead letters move, the rest stay to be redelivered in place."""
+        ``in_place``: only dead letters move, the rest stay to be redelivered in place.
+        ``soonest``: retries go to the first backoff level, whatever their attempt."""
         found = self._lookup.messages_at(
             state.topic, state.queue, lease.unsettled(), now_s=now // 1000
         )
         by_target: dict[Target, list[StoredMessage]] = {}
         for message in found.messages.values():
             target = target_for(message, lease.attempt, maximum, nacked=False)
+            if soonest and not target.dead:
+                target = Target(0)
             if in_place and not target.dead:
                 continue  # redelivered in place (FIFO: in order)
             by_target.setdefault(target, []).append(message)
