@@ -200,3 +200,32 @@ def test_the_scheduled_resume_finds_no_task_once_tasks_ended(
     assert all(handle not in str(entry) for entry in resumed)
     (task,) = sqs.list_message_move_tasks(SourceArn=arn)["Results"]
     assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 1)
+
+
+def test_a_native_publisher_cannot_route_a_dead_letter_queue_message_by_sqs_source(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """Over the CirrusMQ API, a key that may publish only to a dead-letter queue's topic sets
+    the property ``sqs.source`` to another source queue: a move task without DestinationArn
+    must not put the message there (it routes only what the dead-letter move wrote)."""
+    from cirrusmq import Credentials, Message, Producer
+
+    from .sqs_helpers import new_sqs_key
+
+    url, _, arn = _dead_letters(cirrusmq_stack, sqs, queue_name, ["a"])
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    other = sqs.create_queue(QueueName=f"{queue_name}-other", Attributes={"RedrivePolicy": policy})[
+        "QueueUrl"
+    ]
+    key, secret = new_sqs_key(cirrusmq_stack, {"publish": [f"{queue_name}-dlq"]})
+    with Producer(cirrusmq_stack.endpoint, Credentials(key, secret)) as producer:
+        producer.send(
+            Message(
+                f"{queue_name}-dlq", "smuggled", properties={"sqs.source": f"{queue_name}-other"}
+            )
+        )
+    sqs.start_message_move_task(SourceArn=arn)
+    assert _bodies(sqs, other) == []
+    assert _bodies(sqs, url) == ["a"]
