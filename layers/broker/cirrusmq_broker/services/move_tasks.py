@@ -247,5 +247,9 @@ class MoveTaskService:
     def _route(task: MoveTask, message: StoredMessage) -> str | None:
         if task.destination_topic is not None:
             return task.destination_topic
-        value = message.properties.get(task.route_property or "", "")
+        value = ""
+        if message.system.dead_letter_reason is not None:
+            # only the broker's dead-letter move writes the route: a publisher's own
+            # property of that name must not pick a destination its key may not send to
+            value = message.properties.get(task.route_property or "", "")
         return task.routes.get(value) or (task.routes.get("") if not value else None)
