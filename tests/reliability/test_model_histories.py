@@ -1,0 +1,56 @@
+"""Histories the model-based search (machine.py) once reported, replayed step by step: each
+broke an invariant through a defect of the broker or of the model, and must now pass."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+import pytest
+from faults import Fault
+from machine import ReliabilityMachine
+from world import Backend
+
+pytestmark = pytest.mark.reliability
+
+
+@pytest.fixture(autouse=True)
+def quiet() -> Iterator[None]:
+    logging.disable(logging.CRITICAL)  # the broker logs the injected faults it survives
+    yield
+    logging.disable(logging.NOTSET)
+    Backend.stop()
+
+
+def replay(steps: Callable[[ReliabilityMachine], None]) -> None:
+    """Run ``steps`` on a new history, then bring it to rest; a Violation fails the test."""
+    machine = ReliabilityMachine()
+    try:
+        steps(machine)
+    except BaseException:
+        machine.world.close()
+        raise
+    machine.teardown()
+
+
+def test_a_commit_after_two_failed_part_sends_requires_neither_part() -> None:
+    """Part 0 and then part 1 of a transaction fail (the process dies before the write);
+    part 1 is resent, the commit answers ok: part 0 was never stored, so its message is
+    not required (it is once its resend, at rest, answers ok)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)
+        m.txn_send(0, 1, 0, Fault(1, "crash"))  # t2 part 0: before TransactWriteItems
+        m.txn_send(0, 1, 1, Fault(2, "crash"))  # t2 part 1: before PutObject
+        m.txn_send(0, 1, 2, None)  # part 1 resent
+        m.commit(0, 1, None)
+        assert m.log[-4].endswith(
+            "part 0 ['m11'] !crash before dynamodb:TransactWriteItems -> crash None"
+        )
+        assert m.log[-3].endswith("!crash before s3:PutObject -> crash None")
+        assert m.log[-2].startswith("[0] txn send t2 part 1") and m.log[-2].endswith(
+            "ok duplicate=False"
+        )
+        assert m.log[-1] == "[0] commit t2 -> ok changed=True"
+
+    replay(steps)
