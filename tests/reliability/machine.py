@@ -533,29 +533,31 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
     def _op_txn_send(self, p: int, q: int) -> Op:
         txn = self._txn(p)
-        if txn.failed_part is not None and q % 2 == 0:
-            part, bodies = txn.failed_part, txn.parts[txn.failed_part]
-            inputs = [MessageInput(b, message_id=self.msgs[b].message_id) for b in bodies]
-        else:
-            part = txn.next_part
-            txn.next_part += 1
-            inputs = []
-            for _ in range(1 + q % 2):
-                body, mid = self._new_body()
-                self.msgs[body] = Msg(body, "x", mid, "half", txn=txn.txid)
-                inputs.append(MessageInput(body, message_id=mid))
-            txn.parts[part] = [i.body for i in inputs]
-        msgs = [self.msgs[i.body] for i in inputs]
+        if txn.failed_parts and q % 2 == 0:
+            failed = sorted(txn.failed_parts)
+            return self._part_send_op(txn, failed[(q // 2) % len(failed)])
+        part = txn.next_part
+        txn.next_part += 1
+        txn.parts[part] = []
+        for _ in range(1 + q % 2):
+            body, mid = self._new_body()
+            self.msgs[body] = Msg(body, "x", mid, "half", txn=txn.txid)
+            txn.parts[part].append(body)
+        return self._part_send_op(txn, part)
+
+    def _part_send_op(self, txn: Txn, part: int) -> Op:
+        """The send (or resend) of ``part`` of ``txn``, with its messages."""
+        msgs = [self.msgs[b] for b in txn.parts[part]]
+        inputs = [MessageInput(m.body, message_id=m.message_id) for m in msgs]
 
         def apply(outcome: str, value: Any) -> None:
             if outcome == "ok":
-                if txn.failed_part == part:
-                    txn.failed_part = None
+                txn.failed_parts.discard(part)
                 if txn.state == "committed":  # answered stored after the commit: part of it
                     for m in msgs:
                         m.status = "committed"
             else:
-                txn.failed_part = part
+                txn.failed_parts.add(part)
                 if txn.state in ("committed", "maybe-committed"):
                     for m in msgs:
                         if m.status == "half":
@@ -586,10 +588,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         def apply(outcome: str, value: Any) -> None:
             if outcome == "ok":
                 txn.state = "committed"
+                failed = txn.failed_bodies()
                 for m in self._txn_msgs(txn):
                     if m.status in ("half", "maybe-committed"):
-                        fine = txn.failed_part is None or m.body not in txn.parts[txn.failed_part]
-                        m.status = "committed" if fine else "maybe-committed"
+                        m.status = "maybe-committed" if m.body in failed else "committed"
             elif isinstance(value, TransactionAlreadyEnded):
                 self._rolled_back(txn)
             else:
@@ -1093,6 +1095,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.world.restart(1)
         for _ in range(len(self.pending)):
             self._run(0, None, self._op_resend(0, 0))
+        for txn in list(self.txns.values()):
+            for part in sorted(txn.failed_parts):
+                if txn.state != "rolled-back":
+                    self._run(0, None, self._part_send_op(txn, part))
         for slot, txn in list(self.txns.items()):
             if txn.state == "maybe-committed":
                 self._run(0, None, self._op_commit(slot, 0))
