@@ -54,3 +54,30 @@ def test_a_commit_after_two_failed_part_sends_requires_neither_part() -> None:
         assert m.log[-1] == "[0] commit t2 -> ok changed=True"
 
     replay(steps)
+
+
+def test_a_fifo_message_after_a_dead_lettering_nack_is_in_order() -> None:
+    """m5, the last attempt, is nacked (to the DLQ) while a receive paused at its AWS call;
+    the receive then delivers m6, the next of the message group. The observer had listed
+    the group's DLQ before it existed: it must list m5 now, so m6 is in order."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of FIFO group k0
+        m.check_every_step()
+        m4, m5 = (d for d in m.groups["g1"].deliveries if d.topic == "f")
+        m._run(1, None, m._ack_op("g1", [m4]))
+        m.check_every_step()
+        m.clock.advance(11)  # past the lease of m5
+        m._run(0, None, m._receive_op("g1", "f", 1, 30))
+        m.check_every_step()
+        latest = m.groups["g1"].latest[m5.body]
+        nack = m._op_nack([d for _, d in m._live(stale_too=False)].index(latest), 0)
+        m._interleave(0, m._receive_op("g1", "f", 1, 10), 1, nack)
+        assert m.log[-2:] == [
+            "[1] nack g1 m5#2 (while [0] receive g1 f max 1 invisible 10s paused before "
+            "call 1) -> ok ['acked']",
+            "[0] receive g1 f max 1 invisible 10s (paused before call 1) -> ok ['m6#1']",
+        ]
+        m.check_every_step()
+
+    replay(steps)
