@@ -81,3 +81,27 @@ def test_a_fifo_message_after_a_dead_lettering_nack_is_in_order() -> None:
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_redrive_by_id_whose_answer_was_lost_is_retried() -> None:
+    """A redrive by id fails before it sends anything back (the answer of its first read
+    is lost); the client retries it, so at rest the letter is back and acked."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of FIFO group k0
+        m4, m5 = (d for d in m.groups["g1"].deliveries if d.topic == "f")
+        m._run(1, None, m._ack_op("g1", [m4]))
+        m.clock.advance(11)  # past the lease of m5
+        m._run(0, None, m._receive_op("g1", "f", 1, 30))  # m5#2, its last attempt
+        m.nack(
+            0, [d for _, d in m._live(stale_too=False)].index(m.groups["g1"].latest[m5.body]), None
+        )
+        m.check_every_step()
+        assert set(m.groups["g1"].letter_bodies.values()) == {b"m5"}
+        m.redrive_id(0, 0, 0, Fault(0, "lost"))
+        assert m.log[-1] == (
+            "[0] redrive g1 by id m5 !answer lost after dynamodb:GetItem -> error "
+            "StorageUnavailable('injected: the answer of dynamodb:GetItem was lost')"
+        )
+
+    replay(steps)
