@@ -152,6 +152,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.dirty = True
         self.generation = 0
         self.redriven_letters: set[tuple[str, int]] = set()
+        self.unfinished_redrives: list[tuple[str, bytes | None]] = []
+        """Redrives that failed (group, the body redriven by id or None for a cursor)."""
         self.copies = Counter[bytes]()
         """Copies of a message a redrive appended to its topic (granted letters)."""
         try:
@@ -646,36 +648,35 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 )
 
     def _op_redrive(self, p: int, q: int) -> Op:
-        group = ("g1", "g2")[p % 2]
-        letters = dict(self.groups[group].letter_bodies)
+        return self._redrive_op(("g1", "g2")[p % 2], None)
+
+    def _op_redrive_id(self, p: int, q: int) -> Op | None:
+        gm = self.groups[("g1", "g2")[p % 2]]
+        if not gm.letter_bodies:
+            return None
+        offsets = sorted(gm.letter_bodies)
+        return self._redrive_op(gm.name, gm.letter_bodies[offsets[q % len(offsets)]])
+
+    def _redrive_op(self, group: str, body: bytes | None) -> Op:
+        """A redrive of ``group``'s DLQ: by cursor (``body`` None) or by the message id of
+        ``body``. One that fails may or may not have sent its letters back: the client
+        runs it again (at rest, if nothing did before)."""
+        gm = self.groups[group]
+        if body is None:
+            letters, ids, what = list(gm.letter_bodies), None, f"redrive {group} (cursor)"
+        else:
+            letters = [o for o, b in gm.letter_bodies.items() if b == body]
+            ids, what = [self.msgs[body].message_id], f"redrive {group} by id {body.decode()}"
 
         def apply(outcome: str, value: Any) -> None:
             for offset in letters:
                 self._grant(group, offset)
+            if outcome != "ok":
+                self.unfinished_redrives.append((group, body))
 
         return Op(
-            f"redrive {group} (cursor)",
-            lambda broker: broker.dead_letters.redrive(self.n(group)),
-            apply,
-        )
-
-    def _op_redrive_id(self, p: int, q: int) -> Op | None:
-        group = ("g1", "g2")[p % 2]
-        gm = self.groups[group]
-        if not gm.letter_bodies:
-            return None
-        offsets = sorted(gm.letter_bodies)
-        body = gm.letter_bodies[offsets[q % len(offsets)]]
-        mid = self.msgs[body].message_id
-        same = [o for o, b in gm.letter_bodies.items() if b == body]
-
-        def apply(outcome: str, value: Any) -> None:
-            for offset in same:
-                self._grant(group, offset)
-
-        return Op(
-            f"redrive {group} by id {body.decode()}",
-            lambda broker: broker.dead_letters.redrive(self.n(group), message_ids=[mid]),
+            what,
+            lambda broker: broker.dead_letters.redrive(self.n(group), message_ids=ids),
             apply,
         )
 
@@ -1102,6 +1103,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
         for slot, txn in list(self.txns.items()):
             if txn.state == "maybe-committed":
                 self._run(0, None, self._op_commit(slot, 0))
+        unfinished, self.unfinished_redrives = self.unfinished_redrives, []
+        for group, body in unfinished:
+            self._run(0, None, self._redrive_op(group, body))
         quiet = 0
         for _ in range(16):
             self.clock.advance(125)
