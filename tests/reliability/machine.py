@@ -152,6 +152,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.dirty = True
         self.generation = 0
         self.redriven_letters: set[tuple[str, int]] = set()
+        self.unfinished_redrives: list[tuple[str, bytes | None]] = []
+        """Redrives that failed (group, the body redriven by id or None for a cursor)."""
         self.copies = Counter[bytes]()
         """Copies of a message a redrive appended to its topic (granted letters)."""
         try:
@@ -533,29 +535,31 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
     def _op_txn_send(self, p: int, q: int) -> Op:
         txn = self._txn(p)
-        if txn.failed_part is not None and q % 2 == 0:
-            part, bodies = txn.failed_part, txn.parts[txn.failed_part]
-            inputs = [MessageInput(b, message_id=self.msgs[b].message_id) for b in bodies]
-        else:
-            part = txn.next_part
-            txn.next_part += 1
-            inputs = []
-            for _ in range(1 + q % 2):
-                body, mid = self._new_body()
-                self.msgs[body] = Msg(body, "x", mid, "half", txn=txn.txid)
-                inputs.append(MessageInput(body, message_id=mid))
-            txn.parts[part] = [i.body for i in inputs]
-        msgs = [self.msgs[i.body] for i in inputs]
+        if txn.failed_parts and q % 2 == 0:
+            failed = sorted(txn.failed_parts)
+            return self._part_send_op(txn, failed[(q // 2) % len(failed)])
+        part = txn.next_part
+        txn.next_part += 1
+        txn.parts[part] = []
+        for _ in range(1 + q % 2):
+            body, mid = self._new_body()
+            self.msgs[body] = Msg(body, "x", mid, "half", txn=txn.txid)
+            txn.parts[part].append(body)
+        return self._part_send_op(txn, part)
+
+    def _part_send_op(self, txn: Txn, part: int) -> Op:
+        """The send (or resend) of ``part`` of ``txn``, with its messages."""
+        msgs = [self.msgs[b] for b in txn.parts[part]]
+        inputs = [MessageInput(m.body, message_id=m.message_id) for m in msgs]
 
         def apply(outcome: str, value: Any) -> None:
             if outcome == "ok":
-                if txn.failed_part == part:
-                    txn.failed_part = None
+                txn.failed_parts.discard(part)
                 if txn.state == "committed":  # answered stored after the commit: part of it
                     for m in msgs:
                         m.status = "committed"
             else:
-                txn.failed_part = part
+                txn.failed_parts.add(part)
                 if txn.state in ("committed", "maybe-committed"):
                     for m in msgs:
                         if m.status == "half":
@@ -586,10 +590,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         def apply(outcome: str, value: Any) -> None:
             if outcome == "ok":
                 txn.state = "committed"
+                failed = txn.failed_bodies()
                 for m in self._txn_msgs(txn):
                     if m.status in ("half", "maybe-committed"):
-                        fine = txn.failed_part is None or m.body not in txn.parts[txn.failed_part]
-                        m.status = "committed" if fine else "maybe-committed"
+                        m.status = "maybe-committed" if m.body in failed else "committed"
             elif isinstance(value, TransactionAlreadyEnded):
                 self._rolled_back(txn)
             else:
@@ -644,36 +648,35 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 )
 
     def _op_redrive(self, p: int, q: int) -> Op:
-        group = ("g1", "g2")[p % 2]
-        letters = dict(self.groups[group].letter_bodies)
+        return self._redrive_op(("g1", "g2")[p % 2], None)
+
+    def _op_redrive_id(self, p: int, q: int) -> Op | None:
+        gm = self.groups[("g1", "g2")[p % 2]]
+        if not gm.letter_bodies:
+            return None
+        offsets = sorted(gm.letter_bodies)
+        return self._redrive_op(gm.name, gm.letter_bodies[offsets[q % len(offsets)]])
+
+    def _redrive_op(self, group: str, body: bytes | None) -> Op:
+        """A redrive of ``group``'s DLQ: by cursor (``body`` None) or by the message id of
+        ``body``. One that fails may or may not have sent its letters back: the client
+        runs it again (at rest, if nothing did before)."""
+        gm = self.groups[group]
+        if body is None:
+            letters, ids, what = list(gm.letter_bodies), None, f"redrive {group} (cursor)"
+        else:
+            letters = [o for o, b in gm.letter_bodies.items() if b == body]
+            ids, what = [self.msgs[body].message_id], f"redrive {group} by id {body.decode()}"
 
         def apply(outcome: str, value: Any) -> None:
             for offset in letters:
                 self._grant(group, offset)
+            if outcome != "ok":
+                self.unfinished_redrives.append((group, body))
 
         return Op(
-            f"redrive {group} (cursor)",
-            lambda broker: broker.dead_letters.redrive(self.n(group)),
-            apply,
-        )
-
-    def _op_redrive_id(self, p: int, q: int) -> Op | None:
-        group = ("g1", "g2")[p % 2]
-        gm = self.groups[group]
-        if not gm.letter_bodies:
-            return None
-        offsets = sorted(gm.letter_bodies)
-        body = gm.letter_bodies[offsets[q % len(offsets)]]
-        mid = self.msgs[body].message_id
-        same = [o for o, b in gm.letter_bodies.items() if b == body]
-
-        def apply(outcome: str, value: Any) -> None:
-            for offset in same:
-                self._grant(group, offset)
-
-        return Op(
-            f"redrive {group} by id {body.decode()}",
-            lambda broker: broker.dead_letters.redrive(self.n(group), message_ids=[mid]),
+            what,
+            lambda broker: broker.dead_letters.redrive(self.n(group), message_ids=ids),
             apply,
         )
 
@@ -1087,9 +1090,16 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.world.restart(1)
         for _ in range(len(self.pending)):
             self._run(0, None, self._op_resend(0, 0))
+        for txn in list(self.txns.values()):
+            for part in sorted(txn.failed_parts):
+                if txn.state != "rolled-back":
+                    self._run(0, None, self._part_send_op(txn, part))
         for slot, txn in list(self.txns.items()):
             if txn.state == "maybe-committed":
                 self._run(0, None, self._op_commit(slot, 0))
+        unfinished, self.unfinished_redrives = self.unfinished_redrives, []
+        for group, body in unfinished:
+            self._run(0, None, self._redrive_op(group, body))
         quiet = 0
         for _ in range(16):
             self.clock.advance(125)

@@ -128,5 +128,10 @@ class Txn:
     """open, committed, maybe-committed, rolled-back."""
     parts: dict[int, list[bytes]] = field(default_factory=dict)
     next_part: int = 0
-    failed_part: int | None = None
-    """A part whose send failed: resent with the same messages."""
+    failed_parts: set[int] = field(default_factory=set)
+    """Parts whose send failed (each may or may not be stored): resent with the same
+    messages."""
+
+    def failed_bodies(self) -> set[bytes]:
+        """The messages of the parts whose send failed."""
+        return {b for part in self.failed_parts for b in self.parts[part]}

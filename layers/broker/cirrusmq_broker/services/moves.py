@@ -43,20 +43,26 @@ class MoveAppender:
         self._writer = writer
         self._producers = producers
         self._clock = clock
-        self._topics: TTLCache[str, Topic | None] = TTLCache(
+        self._topics: TTLCache[str, Topic] = TTLCache(
             maxsize=4096, ttl=INTERNAL_TOPIC_CACHE_SECONDS
         )
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- topics
     def existing(self, name: str) -> Topic | None:
-        """The active topic ``name`` (internal names allowed), cached briefly, misses too."""
+        """The active topic ``name`` (internal names allowed), cached briefly once found.
+
+        A miss is read consistently and never cached: another container may create the
+        topic (its first retry or dead letter) at any moment, and a miss answered from a
+        cache would hide it (an empty DLQ listing, a redrive or purge doing nothing, a
+        retry not served, a handle of it refused)."""
         with self._lock:
-            if name in self._topics:
-                return self._topics[name]
-        topic = self._store.get(name)
-        if topic is not None and topic.status is not TopicStatus.ACTIVE:
-            topic = None
+            cached = self._topics.get(name)
+        if cached is not None:
+            return cached
+        topic = self._store.get(name, consistent=True)
+        if topic is None or topic.status is not TopicStatus.ACTIVE:
+            return None
         with self._lock:
             self._topics[name] = topic
         return topic

@@ -1,0 +1,107 @@
+"""Histories the model-based search (machine.py) once reported, replayed step by step: each
+broke an invariant through a defect of the broker or of the model, and must now pass."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+import pytest
+from faults import Fault
+from machine import ReliabilityMachine
+from world import Backend
+
+pytestmark = pytest.mark.reliability
+
+
+@pytest.fixture(autouse=True)
+def quiet() -> Iterator[None]:
+    logging.disable(logging.CRITICAL)  # the broker logs the injected faults it survives
+    yield
+    logging.disable(logging.NOTSET)
+    Backend.stop()
+
+
+def replay(steps: Callable[[ReliabilityMachine], None]) -> None:
+    """Run ``steps`` on a new history, then bring it to rest; a Violation fails the test."""
+    machine = ReliabilityMachine()
+    try:
+        steps(machine)
+    except BaseException:
+        machine.world.close()
+        raise
+    machine.teardown()
+
+
+def test_a_commit_after_two_failed_part_sends_requires_neither_part() -> None:
+    """Part 0 and then part 1 of a transaction fail (the process dies before the write);
+    part 1 is resent, the commit answers ok: part 0 was never stored, so its message is
+    not required (it is once its resend, at rest, answers ok)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)
+        m.txn_send(0, 1, 0, Fault(1, "crash"))  # t2 part 0: before TransactWriteItems
+        m.txn_send(0, 1, 1, Fault(2, "crash"))  # t2 part 1: before PutObject
+        m.txn_send(0, 1, 2, None)  # part 1 resent
+        m.commit(0, 1, None)
+        assert m.log[-4].endswith(
+            "part 0 ['m11'] !crash before dynamodb:TransactWriteItems -> crash None"
+        )
+        assert m.log[-3].endswith("!crash before s3:PutObject -> crash None")
+        assert m.log[-2].startswith("[0] txn send t2 part 1") and m.log[-2].endswith(
+            "ok duplicate=False"
+        )
+        assert m.log[-1] == "[0] commit t2 -> ok changed=True"
+
+    replay(steps)
+
+
+def test_a_fifo_message_after_a_dead_lettering_nack_is_in_order() -> None:
+    """m5, the last attempt, is nacked (to the DLQ) while a receive paused at its AWS call;
+    the receive then delivers m6, the next of the message group. The observer had listed
+    the group's DLQ before it existed: it must list m5 now, so m6 is in order."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of FIFO group k0
+        m.check_every_step()
+        m4, m5 = (d for d in m.groups["g1"].deliveries if d.topic == "f")
+        m._run(1, None, m._ack_op("g1", [m4]))
+        m.check_every_step()
+        m.clock.advance(11)  # past the lease of m5
+        m._run(0, None, m._receive_op("g1", "f", 1, 30))
+        m.check_every_step()
+        latest = m.groups["g1"].latest[m5.body]
+        nack = m._op_nack([d for _, d in m._live(stale_too=False)].index(latest), 0)
+        m._interleave(0, m._receive_op("g1", "f", 1, 10), 1, nack)
+        assert m.log[-2:] == [
+            "[1] nack g1 m5#2 (while [0] receive g1 f max 1 invisible 10s paused before "
+            "call 1) -> ok ['acked']",
+            "[0] receive g1 f max 1 invisible 10s (paused before call 1) -> ok ['m6#1']",
+        ]
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_redrive_by_id_whose_answer_was_lost_is_retried() -> None:
+    """A redrive by id fails before it sends anything back (the answer of its first read
+    is lost); the client retries it, so at rest the letter is back and acked."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of FIFO group k0
+        m4, m5 = (d for d in m.groups["g1"].deliveries if d.topic == "f")
+        m._run(1, None, m._ack_op("g1", [m4]))
+        m.clock.advance(11)  # past the lease of m5
+        m._run(0, None, m._receive_op("g1", "f", 1, 30))  # m5#2, its last attempt
+        m.nack(
+            0, [d for _, d in m._live(stale_too=False)].index(m.groups["g1"].latest[m5.body]), None
+        )
+        m.check_every_step()
+        assert set(m.groups["g1"].letter_bodies.values()) == {b"m5"}
+        m.redrive_id(0, 0, 0, Fault(0, "lost"))
+        assert m.log[-1] == (
+            "[0] redrive g1 by id m5 !answer lost after dynamodb:GetItem -> error "
+            "StorageUnavailable('injected: the answer of dynamodb:GetItem was lost')"
+        )
+
+    replay(steps)
