@@ -152,6 +152,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.dirty = True
         self.generation = 0
         self.redriven_letters: set[tuple[str, int]] = set()
+        self.answered_parts: set[tuple[str, int]] = set()
+        """(transaction, part) whose send answered stored."""
         self.copies = Counter[bytes]()
         """Copies of a message a redrive appended to its topic (granted letters)."""
         try:
@@ -549,11 +551,16 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
         def apply(outcome: str, value: Any) -> None:
             if outcome == "ok":
+                self.answered_parts.add((txn.txid, part))
                 if txn.failed_part == part:
                     txn.failed_part = None
                 if txn.state == "committed":  # answered stored after the commit: part of it
                     for m in msgs:
                         m.status = "committed"
+            elif isinstance(value, TransactionAlreadyEnded):
+                for m in msgs:  # refused: not part of the transaction, never visible
+                    if m.status in ("half", "maybe-committed"):
+                        m.status = "rolled-back"
             else:
                 txn.failed_part = part
                 if txn.state in ("committed", "maybe-committed"):
@@ -586,10 +593,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
         def apply(outcome: str, value: Any) -> None:
             if outcome == "ok":
                 txn.state = "committed"
-                for m in self._txn_msgs(txn):
-                    if m.status in ("half", "maybe-committed"):
-                        fine = txn.failed_part is None or m.body not in txn.parts[txn.failed_part]
-                        m.status = "committed" if fine else "maybe-committed"
+                for part, bodies in txn.parts.items():
+                    # a part is surely committed only if its send answered before the commit
+                    fine = (txn.txid, part) in self.answered_parts and part != txn.failed_part
+                    for m in (self.msgs[b] for b in bodies):
+                        if m.status in ("half", "maybe-committed"):
+                            m.status = "committed" if fine else "maybe-committed"
             elif isinstance(value, TransactionAlreadyEnded):
                 self._rolled_back(txn)
             else:
@@ -1110,7 +1119,13 @@ class ReliabilityMachine(RuleBasedStateMachine):
                         break
                     got += len(received)
                     gm = self.groups[group]
-                    ds = [gm.latest[r.message.body] for r in received]
+                    # by handle: one response may hold two copies of a message (redriven)
+                    by_handle = {d.handle: d for d in gm.deliveries}
+                    ds = [
+                        by_handle[r.receipt_handle]
+                        for r in received
+                        if r.receipt_handle in by_handle
+                    ]
                     self._run(0, None, self._ack_op(group, ds))
             quiet = 0 if got else quiet + 1
             if quiet >= 2:
