@@ -133,13 +133,22 @@ def aimed(spec: str) -> type[Search]:
         if getattr(f, "hypothesis_stateful_rule", None) is None:
             continue
         if name not in weights:
-            members[name] = None  # not a rule in this search
+            members[name] = _plain(f)  # not a rule in this search (still callable)
         for copy in range(1, weights.get(name, 0)):
             members[f"{name}_x{copy}"] = f
     unknown = set(weights) - set(dir(Search))
     if unknown:
         raise SystemExit(f"unknown rules: {sorted(unknown)}")
     return type("AimedSearch", (Search,), members)
+
+
+def _plain(rule_method: Any) -> Any:
+    """``rule_method`` as a method that is not a rule (other rules may call it)."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return rule_method(self, *args, **kwargs)
+
+    return method
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -369,8 +369,8 @@ class Baselines:
                 self.tree, seed=a.seed, histories=histories, steps=a.steps, rules=rules,
                 baseline=None, timeout=a.timeout,
             )  # fmt: skip
-            if result.get("timeout"):
-                raise SystemExit("the baseline run timed out")
+            if result.get("timeout") or result.get("error"):
+                raise SystemExit(f"the baseline run failed: {result.get('error') or 'timeout'}")
             result["rules"] = rules
             path.write_text(json.dumps(result))
             shown = result["seen"] or "none"
