@@ -111,6 +111,8 @@ RACES_AT_WRITE = (
 )
 """Races of ``race_at_write``: the first request pauses right before the write that
 carries its guard (its TransactWriteItems), the second changes what the first read."""
+EXPIRY_RACES_AT_WRITE = tuple(p for p in RACES_AT_WRITE if "receive" in p)
+"""The races of a lease request (ack, change_invisible, nack) and an expiry move."""
 
 faults = st.one_of(
     st.none(),
@@ -973,6 +975,35 @@ class ReliabilityMachine(RuleBasedStateMachine):
         up so that the second one changes what the first read."""
         first, second = self._aimed_pair(b, pair, p1, q1, p2, q2)
         self._interleave(b, first, 0, second, before=("TransactWriteItems", nth))
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from(EXPIRY_RACES_AT_WRITE),
+        p1=picks,
+        q1=picks,
+        p2=picks,
+        q2=picks,
+        nth=st.sampled_from((0, 0, 0, 1)),
+    )
+    def race_at_expiry(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, p2: int, q2: int, nth: int
+    ) -> None:
+        """``race_at_write`` of a lease request and the expiry move of its lease."""
+        self.race_at_write(b, pair, p1, q1, p2, q2, nth)
+
+    @rule(
+        b=containers,
+        pair=st.sampled_from((("commit", "txn_send"), ("txn_send", "commit"))),
+        p1=picks,
+        q1=picks,
+        p2=picks,
+        q2=picks,
+    )
+    def race_at_commit(
+        self, b: int, pair: tuple[str, str], p1: int, q1: int, p2: int, q2: int
+    ) -> None:
+        """``race_at_write`` of a transaction's commit and a part of it."""
+        self.race_at_write(b, pair, p1, q1, p2, q2, 0)
 
     def _aimed_pair(
         self, b: int, pair: tuple[str, str], p1: int, q1: int, p2: int, q2: int

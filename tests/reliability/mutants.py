@@ -66,6 +66,8 @@ AIMED = (
 moved leases, dead letters to redrive, failed requests re-run, and the plain requests
 they need. One rule set for every guard: one baseline."""
 RACES = ("races at guarded writes", AIMED)
+COMMIT = ("parts inside commits", "send,receive,ack,txn_send,commit,race_at_commit=6")
+EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
 
 GUARDS: tuple[Guard, ...] = (
@@ -80,7 +82,7 @@ GUARDS: tuple[Guard, ...] = (
                 "        condition: dict[str, Any] = {}\n",
             ),
         ),
-        aims=(RACES,),
+        aims=(RACES, EXPIRY),
     ),
     Guard(
         "content-digest",
@@ -231,7 +233,7 @@ GUARDS: tuple[Guard, ...] = (
                 "            pass\n",
             ),
         ),
-        aims=(RACES,),
+        aims=(RACES, COMMIT),
     ),
     Guard(
         "part-open-fence",
