@@ -127,7 +127,10 @@ def aimed(spec: str) -> type[Search]:
     for part in spec.split(","):
         name, _, weight = part.strip().partition("=")
         weights[name] = int(weight or 1)
-    members: dict[str, Any] = {"corrupting": "corrupt_object" in weights}
+    members: dict[str, Any] = {
+        "corrupting": "corrupt_object" in weights,
+        "dead_letters_aimed": "dead_letter" in weights,
+    }
     for name in dir(Search):
         f = getattr(Search, name)
         if getattr(f, "hypothesis_stateful_rule", None) is None:
