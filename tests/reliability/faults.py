@@ -14,8 +14,10 @@ At the ``n``-th AWS call of an armed operation the injector does one of:
   ``ConsistentRead``) misses the newest write: GetItem finds nothing, Query misses the
   newest item it would return (moto always reads consistently).
 
-It can also pause an operation before its ``n``-th call (the caller runs another operation
-meanwhile, then resumes it): the interleavings of two containers.
+It can also pause an operation before its ``n``-th call, or before its ``n``-th call of a
+named AWS operation (``TransactWriteItems``: the guarded write of a move, a release, a
+cancel, a commit or an append), while the caller runs another operation, then resume it:
+the interleavings of two containers.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class Injector:
         self.thread: int | None = None
         self.fault: Fault | None = None
         self.pause_at: int | None = None
+        self.pause_before: str | None = None
+        """Pause before a call of this AWS operation (after ``pause_skip`` of them)."""
+        self.pause_skip = 0
         self.paused = threading.Event()
         self.resume = threading.Event()
         self.calls = 0
@@ -79,16 +84,26 @@ class Injector:
         self._clients[client.meta.service_model.service_name] = client
 
     # ------------------------------------------------------------------ arming
-    def arm(self, fault: Fault | None, pause_at: int | None = None) -> None:
-        """Count the current thread's AWS calls from now on and inject ``fault``."""
+    def arm(
+        self,
+        fault: Fault | None,
+        pause_at: int | None = None,
+        pause_before: str | None = None,
+        pause_skip: int = 0,
+    ) -> None:
+        """Count the current thread's AWS calls from now on and inject ``fault``; pause
+        before call ``pause_at``, or before the ``pause_skip``-th (0-based) call of the
+        operation ``pause_before``."""
         self.thread = threading.get_ident()
         self.fault, self.pause_at = fault, pause_at
+        self.pause_before, self.pause_skip = pause_before, pause_skip
         self.calls, self.dead, self.fired = 0, False, None
         self.paused.clear()
         self.resume.clear()
 
     def disarm(self) -> None:
         self.thread, self.fault, self.pause_at, self.dead = None, None, None, False
+        self.pause_before = None
 
     def _mine(self) -> bool:
         return (
@@ -112,6 +127,13 @@ class Injector:
             self.pause_at = None
             self.paused.set()
             self.resume.wait(60)
+        if self.pause_before is not None and model.name == self.pause_before:
+            if self.pause_skip > 0:
+                self.pause_skip -= 1
+            else:
+                self.pause_before = None
+                self.paused.set()
+                self.resume.wait(60)
         fault = self.fault
         if fault is None or fault.at != n:
             return

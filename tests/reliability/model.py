@@ -131,7 +131,3 @@ class Txn:
     failed_parts: set[int] = field(default_factory=set)
     """Parts whose send failed (each may or may not be stored): resent with the same
     messages."""
-
-    def failed_bodies(self) -> set[bytes]:
-        """The messages of the parts whose send failed."""
-        return {b for part in self.failed_parts for b in self.parts[part]}
