@@ -93,3 +93,41 @@ def test_a_keys_room_comes_back_once_its_connections_have_aged_out(broker, clock
     clock.advance(2 * CONNECTION_TTL_S + 1)
     service = connected(broker, clock, key, "c3")
     assert wait(service, "c3", "g1", "t7", "t8", "t9")["type"] == "waiting"
+
+
+def test_two_waits_racing_on_one_connection_keep_its_cap(broker, clock, key, monkeypatch) -> None:
+    """A wait on the same connection landing between a wait's read of the connection and
+    its claim: the claim is conditional on the room it read, so the cap holds."""
+    service = connected(broker, clock, key, "c1")
+    wait(service, "c1", "g1", "t1")
+    read = broker._connections.connection
+
+    def read_then_race(connection_id: str):
+        found = read(connection_id)
+        monkeypatch.setattr(broker._connections, "connection", read)
+        wait(service, "c1", "g1", "t2")
+        return found
+
+    monkeypatch.setattr(broker._connections, "connection", read_then_race)
+    with pytest.raises(TooManyWaits):
+        wait(service, "c1", "g1", "t3", "t4")
+    assert stored(broker, clock, "t3") == [] and stored(broker, clock, "t2") == ["c1"]
+
+
+def test_two_waits_racing_on_one_key_keep_its_cap(broker, clock, key, monkeypatch) -> None:
+    """Another connection's wait landing between a wait's read of its key's count and its
+    claim: the claim is conditional on the room it read, so the key's cap holds."""
+    service = connected(broker, clock, key, "c1", "c2", "c3")
+    wait(service, "c1", "g1", "t1", "t2", "t3")
+    read = broker._connections.key_waits
+
+    def read_then_race(*args, **kwargs):
+        counts = read(*args, **kwargs)
+        monkeypatch.setattr(broker._connections, "key_waits", read)
+        wait(service, "c3", "g1", "t4", "t5")
+        return counts
+
+    monkeypatch.setattr(broker._connections, "key_waits", read_then_race)
+    with pytest.raises(TooManyWaits):
+        wait(service, "c2", "g1", "t6")
+    assert stored(broker, clock, "t6") == [] and stored(broker, clock, "t5") == ["c3"]

@@ -5,11 +5,14 @@
 
 Each guard below is a fence, a condition or a check in ``cirrusmq_broker`` that the
 reliability contract (docs/reliability.md) rests on. For each one in turn: copy the tree
-(layers/, sdk/, infra/, tests/reliability/, template.yaml) into a scratch directory, remove
+(layers/, sdk/, infra/, functions/, tests/, template.yaml) into a scratch directory, remove
 the guard there (each edit's snippet must occur exactly once in its file, or the run stops:
 the table cannot silently rot), and search the model-based test (mutant_search.py) with the
 scratch copy first on PYTHONPATH: the general search (seed, history cap), then, if it did
 not catch the mutant, the guard's aimed runs (some rules only, some drawn more often).
+A guard the harness does not drive names targeted tests instead (``tests``): it is caught
+when they pass on the unmutated copy and fail on the mutant (``pytest -x -q``, run in the
+scratch copy with its packages first on PYTHONPATH, checked as for the search).
 
 A mutant is caught by a violation that the unmutated baseline, run on the same seed and
 rules, does not show in the same history (the baseline runs first; its violations are
@@ -34,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = "layers/broker/cirrusmq_broker"
-COPIED = ("layers", "sdk", "infra", "tests/reliability", "template.yaml", "pyproject.toml")
+COPIED = ("layers", "sdk", "infra", "functions", "tests", "template.yaml", "pyproject.toml")
 PATHS = ("layers/broker", "layers/api", "infra", "sdk")
 """The scratch copy's package roots, first on the child's PYTHONPATH."""
 
@@ -56,6 +59,8 @@ class Guard:
     aims: tuple[tuple[str, str], ...] = ()
     """(label, rules spec of mutant_search.py --rules): runs aimed at this guard's race."""
     note: str = ""
+    tests: tuple[str, ...] = ()
+    """pytest node ids: the catcher of a guard the harness does not drive (no search then)."""
 
 
 AIMED = (
@@ -254,11 +259,211 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/producers.py",
-                '                "ConditionExpression": not_yet_recorded,\n',
-                "",
+                '        put: dict[str, Any] = {"TableName": self._table, '
+                '"ConditionExpression": not_yet_recorded}\n',
+                '        put: dict[str, Any] = {"TableName": self._table}\n',
             ),
         ),
         aims=(RACES,),
+    ),
+    Guard(
+        "waiter-still-registered",
+        "a told waiter is deleted only if no wait registered it again while its post was in flight",
+        (
+            Edit(
+                "storage/connections.py",
+                "                condition, values = still_that_registration, "
+                '{":reg": waiter.registration}\n',
+                '                condition, values = "attribute_not_exists(pk) OR '
+                'attribute_exists(pk)", None\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/test_notifier.py::"
+            "test_a_registration_renewed_while_its_post_is_in_flight_stays",
+        ),
+    ),
+    Guard(
+        "connection-wait-cap",
+        "a connection takes new (group, topic) waits only while it has room for all of them",
+        (
+            Edit(
+                "storage/connections.py",
+                'open_with_room = "attribute_exists(pk) AND (attribute_not_exists(waits) OR '
+                'size(waits) <= :room)"\n',
+                'open_with_room = "attribute_exists(pk) AND (attribute_not_exists(waits) OR '
+                'size(waits) <= :room OR size(waits) > :room)"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/test_channel_waits.py::"
+            "test_two_waits_racing_on_one_connection_keep_its_cap",
+        ),
+    ),
+    Guard(
+        "key-wait-cap",
+        "a key's window takes new waits only while it has room for all of them",
+        (
+            Edit(
+                "storage/connections.py",
+                'key_window_with_room = "attribute_not_exists(registered) OR registered <= '
+                ':room"\n',
+                'key_window_with_room = "attribute_not_exists(registered) OR registered <= '
+                ':room OR registered > :room"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/test_channel_waits.py::test_two_waits_racing_on_one_key_keep_its_cap",
+        ),
+    ),
+    Guard(
+        "postpone-put-new",
+        "a postponed delay item's copy is put only where no item is (never over another)",
+        (
+            Edit(
+                "storage/delays/items.py",
+                '                "ConditionExpression": "attribute_not_exists(due_key)",\n',
+                "",
+            ),
+        ),
+        tests=("tests/broker/services/delays/test_missing_delay_object.py",),
+        note="the copy is put in one transaction with the delete of the item as read, "
+        "which already fails for a second run (defence in depth)",
+    ),
+    Guard(
+        "postpone-as-read",
+        "a postpone deletes the delay item only as it read it (not moved, cancel unchanged)",
+        (
+            Edit(
+                "storage/delays/items.py",
+                "                TransactItems=[self.delete_request(entry), "
+                "self.put_request(later)]\n",
+                '                TransactItems=[{"Delete": {k: v for k, v in '
+                'self.delete_request(entry)["Delete"].items() if k in ("TableName", "Key")}}, '
+                "self.put_request(later)]\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delays/test_missing_delay_object.py::"
+            "test_an_object_deleted_by_a_run_that_moved_its_item_settles_nothing_twice",
+        ),
+    ),
+    Guard(
+        "transaction-register-first",
+        "a transactional id is registered at epoch 1 only if not registered yet",
+        (
+            Edit(
+                "storage/transactions.py",
+                '        not_registered = "attribute_not_exists(item_key)"\n',
+                '        not_registered = "attribute_not_exists(item_key) OR '
+                'attribute_exists(item_key)"\n',
+            ),
+        ),
+        tests=(
+            "tests/compat/test_mqhttp_transactions.py::"
+            "test_a_half_message_publish_resent_after_a_lost_answer_opens_one_transaction",
+            "tests/broker/services/transactions/test_transactions.py::"
+            "test_a_one_request_registration_leaves_a_later_epoch_and_its_owner",
+        ),
+    ),
+    Guard(
+        "checker-run-lease",
+        "a checker (or delay) run claims its run lease only if no run already covers it",
+        (
+            Edit(
+                "storage/run_leases.py",
+                '            "attribute_not_exists(run_until) OR run_until < :need",\n',
+                '            "attribute_not_exists(run_until) OR run_until < :need OR '
+                'run_until >= :need",\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/transactions/test_checker_runs.py::"
+            "test_a_run_covered_by_a_looping_run_returns_after_its_first_pass",
+        ),
+    ),
+    Guard(
+        "handoff-settle-in-append",
+        "a move task's append carries the settle of what it moves in the lease (conditional "
+        "on the lease as read) in its own transaction",
+        (
+            Edit(
+                "services/retries/handoff.py",
+                "                items = [*self._states.settle_requests(state, current, after), "
+                "*fence(len(copies))]\n",
+                "                items = [*fence(len(copies))]\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_move_task_moves_each_message_once_and_completes",
+        ),
+    ),
+    Guard(
+        "move-task-progress-fence",
+        "a move task's append records its progress only on the task as read (version, "
+        "still running)",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                '"UpdateExpression": "SET moved = moved + :n, version = :next, runner_until = '
+                ':u",\n                "ConditionExpression": task_as_read,\n',
+                '"UpdateExpression": "SET moved = moved + :n, version = :next, runner_until = '
+                ':u",\n                "ConditionExpression": f"({task_as_read}) OR '
+                'attribute_exists(moved)",\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_cancel_landing_before_the_tasks_append_moves_nothing",
+        ),
+    ),
+    Guard(
+        "move-task-takeover",
+        "a move task is taken over only once its runner's hold has passed",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                'ConditionExpression=f"{task_as_read} AND runner_until < :now",\n',
+                'ConditionExpression=f"{task_as_read} AND (runner_until < :now OR '
+                'runner_until >= :now)",\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice",
+        ),
+    ),
+    Guard(
+        "move-task-one-running",
+        "a group's move task starts only if none is running",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                'no_task_running = "attribute_not_exists(running)"\n',
+                'no_task_running = "attribute_not_exists(running) OR attribute_exists(running)"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_running_task_refuses_a_second_and_lists_with_its_handle",
+        ),
+    ),
+    Guard(
+        "dedup-window",
+        "a FIFO deduplication record is replaced only once it is older than its window",
+        (
+            Edit(
+                "storage/producers.py",
+                'put["ConditionExpression"] = f"{not_yet_recorded} OR {recorded_before}"\n',
+                'put["ConditionExpression"] = f"{not_yet_recorded} OR {recorded_before} '
+                'OR attribute_exists(producer_key)"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_produce_deduplication.py::"
+            "test_a_repeat_within_the_window_answers_the_first_send",
+        ),
     ),
 )
 
@@ -342,6 +547,39 @@ def search(
     return result
 
 
+PYTEST = (
+    "import sys, pytest\n"
+    "code = pytest.main(sys.argv[1:])\n"
+    "import cirrusmq_broker\n"
+    "print('BROKER=' + cirrusmq_broker.__file__)\n"
+    "sys.exit(code)\n"
+)
+"""pytest in-process, then where the tests' ``cirrusmq_broker`` came from."""
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[bool, str]:
+    """Whether ``tests`` pass in ``tree`` (run there, its packages first on PYTHONPATH),
+    and the tail of their output."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(tree / p) for p in PATHS)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    command = [
+        "nice", "-n", "10", sys.executable, "-c", PYTEST,
+        "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *tests,
+    ]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    lines = done.stdout.splitlines()
+    broker = next((line[7:] for line in lines if line.startswith("BROKER=")), "")
+    if not broker or not Path(broker).is_relative_to(tree):
+        raise SystemExit(f"the tests' cirrusmq_broker came from {broker or '?'}, not {tree}")
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"pytest failed ({done.returncode}) in {tree}:\n{done.stdout[-3000:]}")
+    failed = [line for line in lines if line.startswith("FAILED")]
+    return done.returncode == 0, "\n".join(failed) or "\n".join(lines[-3:])
+
+
 def tree_digest(root: Path) -> str:
     """Of the sources a baseline depends on: a stored baseline is reused only for them."""
     h = hashlib.sha256()
@@ -359,6 +597,13 @@ class Baselines:
         self.tree, self.folder, self.args = tree, folder, args
         self.digest = tree_digest(tree)
         folder.mkdir(parents=True, exist_ok=True)
+        self.passing: dict[tuple[str, ...], tuple[bool, str]] = {}
+
+    def tests(self, tests: tuple[str, ...]) -> tuple[bool, str]:
+        """Whether ``tests`` pass on the unmutated tree (run once per set)."""
+        if tests not in self.passing:
+            self.passing[tests] = run_tests(self.tree, tests, self.args.timeout)
+        return self.passing[tests]
 
     def get(self, histories: int, rules: str | None) -> Path:
         a = self.args
@@ -385,6 +630,8 @@ def run_guard(
     guard: Guard, pristine: Path, baselines: Baselines, args: argparse.Namespace
 ) -> Outcome:
     outcome = Outcome(guard.name)
+    if guard.tests:
+        return run_guard_tests(guard, pristine, baselines, args)
     runs = [] if args.aimed_only and guard.aims else [("general", None, args.histories)]
     if not args.general_only:
         runs += [(label, rules, args.aimed_histories) for label, rules in guard.aims]
@@ -412,6 +659,32 @@ def run_guard(
                 outcome.caught_by, outcome.run = caught["kind"], label
                 outcome.detail = caught["detail"] + "\n" + caught["log"][-2500:]
                 break
+    return outcome
+
+
+def run_guard_tests(
+    guard: Guard, pristine: Path, baselines: Baselines, args: argparse.Namespace
+) -> Outcome:
+    """The guard's tests on the unmutated copy (they must pass), then on the mutant."""
+    outcome = Outcome(guard.name)
+    started = time.monotonic()
+    passed, tail = baselines.tests(guard.tests)
+    if not passed:  # no catcher: reported as a survivor, with why
+        outcome.runs.append(f"its tests fail on the unmutated tree: {tail}")
+        return outcome
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{guard.name}-") as scratch:
+        tree = scratch_copy(Path(scratch), pristine)
+        mutate(tree, guard)
+        passed, tail = run_tests(tree, guard.tests, args.timeout)
+    outcome.seconds = time.monotonic() - started
+    label = "tests " + " ".join(t.rsplit("/", 1)[-1] for t in guard.tests)
+    if passed:
+        outcome.runs.append(f"{label}: survived (the tests pass on the mutant)")
+    else:
+        failed = tail.splitlines()[0].removeprefix("FAILED ").split(" - ")[0]
+        outcome.caught_by, outcome.run = f"test {failed.rsplit('/', 1)[-1]}", "test"
+        outcome.runs.append(f"{label}: caught by {failed}")
+        outcome.detail = tail
     return outcome
 
 
@@ -444,9 +717,10 @@ def main(argv: list[str] | None = None) -> int:
         # one snapshot of the tree: edits made while the run goes on do not leak into it
         pristine = scratch_copy(Path(scratch) / "base")
         baselines = Baselines(pristine, Path(args.baseline_dir), args)
-        specs = set() if args.aimed_only else {(args.histories, None)}
+        searched = [g for g in chosen if not g.tests]
+        specs = set() if args.aimed_only or not searched else {(args.histories, None)}
         if not args.general_only:
-            specs |= {(args.aimed_histories, rules) for g in chosen for _, rules in g.aims}
+            specs |= {(args.aimed_histories, rules) for g in searched for _, rules in g.aims}
         with ThreadPoolExecutor(args.jobs) as pool:  # the baselines first, then the guards
             list(pool.map(lambda spec: baselines.get(*spec), sorted(specs, key=str)))
 

@@ -1018,3 +1018,14 @@ def test_a_late_resume_does_not_index_an_old_unindexed_commit_object(b, clock, m
     assert visible(b) == [b"x"]
     indexed = set(objects_of(b, "pay")) - set(first)
     assert len(indexed) == 1  # the old one is left to the sweeper
+
+
+def test_a_one_request_registration_leaves_a_later_epoch_and_its_owner(b) -> None:
+    """A one-request registration (a resent half-message publish) of an id registered
+    since at a later epoch answers that epoch and leaves it, and another key's
+    registration of the id is refused: registering epoch 1 is conditional on none."""
+    assert b.transactions.register_once(PG, "p1", access_key="k1") == 1
+    assert b.transactions.register(PG, "p1", access_key="k1") == 2
+    assert b.transactions.register_once(PG, "p1", access_key="k1") == 2
+    with pytest.raises(AccessDenied):
+        b.transactions.register_once(PG, "p1", access_key="k2")
