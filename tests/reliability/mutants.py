@@ -424,9 +424,8 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/move_tasks.py",
-                'ConditionExpression=f"{task_as_read} AND runner_until < :now",\n',
-                'ConditionExpression=f"{task_as_read} AND (runner_until < :now OR '
-                'runner_until >= :now)",\n',
+                'f"{task_as_read} AND runner_until < :now",\n',
+                'f"{task_as_read} AND (runner_until < :now OR runner_until >= :now)",\n',
             ),
         ),
         tests=(

@@ -193,28 +193,14 @@ class MoveTaskStore:
     def begin_step(self, task: MoveTask, held: list[str], runner_until: int) -> MoveTask | None:
         """Record the batch a step is about to move, conditional on the task as read;
         None if it changed (a cancel, another run)."""
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=to_item({"group_name": task.group, "stream": task.stream}),
-                UpdateExpression="SET held = :h, version = :next, runner_until = :u",
-                ConditionExpression=task_as_read,
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":h": json.dumps(held),
-                        ":next": task.version + 1,
-                        ":u": runner_until,
-                        ":v": task.version,
-                        ":running": RUNNING,
-                        ":cancelling": CANCELLING,
-                    }
-                ),  # fmt: skip
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return None
-            raise
+        recorded = self._update_as_read(
+            task,
+            "SET held = :h, version = :next, runner_until = :u",
+            task_as_read,
+            {":h": json.dumps(held), ":u": runner_until},
+        )
+        if not recorded:
+            return None
         return replace(task, held=tuple(held), version=task.version + 1, runner_until=runner_until)
 
     @staticmethod
@@ -226,29 +212,41 @@ class MoveTaskStore:
     def take_over(self, task: MoveTask, now: int, runner_until: int) -> MoveTask | None:
         """Hold a running task whose runner's hold passed (it died); None if another run
         holds it or it changed since read."""
+        held = self._update_as_read(
+            task,
+            "SET version = :next, runner_until = :u",
+            f"{task_as_read} AND runner_until < :now",
+            {":u": runner_until, ":now": now},
+        )
+        return replace(task, version=task.version + 1, runner_until=runner_until) if held else None
+
+    def _update_as_read(
+        self, task: MoveTask, update: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        """Apply ``update`` (which moves the version on) if ``condition`` on the task as read
+        holds; False if it does not."""
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key=to_item({"group_name": task.group, "stream": task.stream}),
-                UpdateExpression="SET version = :next, runner_until = :u",
-                ConditionExpression=f"{task_as_read} AND runner_until < :now",
+                UpdateExpression=update,
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#s": "status"},
                 ExpressionAttributeValues=to_item(
                     {
+                        **values,
                         ":next": task.version + 1,
-                        ":u": runner_until,
-                        ":now": now,
                         ":v": task.version,
                         ":running": RUNNING,
                         ":cancelling": CANCELLING,
                     }
-                ),  # fmt: skip
+                ),
             )
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                return None
+                return False
             raise
-        return replace(task, version=task.version + 1, runner_until=runner_until)
+        return True
 
     def cancel(self, group: str, stream: str) -> MoveTask | None:
         """Ask a running task to stop (CANCELLING); None if it is not running."""
