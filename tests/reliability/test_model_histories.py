@@ -105,3 +105,31 @@ def test_a_redrive_by_id_whose_answer_was_lost_is_retried() -> None:
         )
 
     replay(steps)
+
+
+def test_a_redriven_copy_acked_leaves_the_groups_own_copy_to_deliver() -> None:
+    """g1 dead-letters m1 and redrives it: the copy is appended to topic n, so g2 (which
+    let its own lease of m1 expire, into its retry topic) gets the copy as well. g2
+    receives the copy (attempt 1) and acks it: ``acked`` settles that copy only, so its
+    own copy of m1, from the retry topic, is still delivered once more."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1, g2 = m.groups["g1"], m.groups["g2"]
+        while b"m1" not in g1.dead:  # g1 has two attempts: m1 goes to its DLQ
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m._run(1, None, m._redrive_op("g1", b"m1"))
+        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+        while not (copy := [d for d in g2.deliveries if d.via_allowance]):
+            m._run(0, None, m._receive_op("g2", "n", 4, 50))
+            m.check_every_step()
+            m.clock.advance(11)
+        assert copy[0].body == b"m1" and copy[0].attempt == 1
+        m._run(0, None, m._ack_op("g2", copy))
+        assert m.log[-1] == "[0] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
