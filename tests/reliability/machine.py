@@ -1258,7 +1258,14 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; "
                 "it was dead-lettered since",
             )
-        gm.acked.add(d.body)
+        # The ack of a redriven copy, while the group's own copy of the message (leased,
+        # or moved to its retry topic) is not acked nor dead-lettered, settles the copy
+        # only: the own copy may still be delivered (and its deliveries are checked).
+        own_live = d.body not in gm.dead_ever and any(
+            x.body == d.body and not x.via_allowance for x in gm.deliveries
+        )
+        if not (d.via_allowance and own_live):
+            gm.acked.add(d.body)
         gm.visible_at.pop(d.body, None)
 
     def _check_storage(self) -> None:
