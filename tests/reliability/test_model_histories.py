@@ -133,3 +133,36 @@ def test_a_redriven_copy_acked_leaves_the_groups_own_copy_to_deliver() -> None:
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_redriven_copy_redelivered_after_the_own_copy_was_acked() -> None:
+    """As above, but g2 lets the lease of the redriven copy of m1 expire (into its retry
+    topic) and acks its own copy of m1: the copy is still delivered again, as a copy of
+    its own (a new offset of topic n, the retry keeping that origin)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1, g2 = m.groups["g1"], m.groups["g2"]
+        while b"m1" not in g1.dead:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m._run(1, None, m._redrive_op("g1", b"m1"))
+        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+
+        def own_after_copy() -> list:
+            ds = [d for d in g2.deliveries if d.body == b"m1"]
+            copies = [i for i, d in enumerate(ds) if d.via_allowance]
+            return [d for d in ds[copies[0] + 1 :] if not d.via_allowance] if copies else []
+
+        while not own_after_copy():
+            m._run(0, None, m._receive_op("g2", "n", 4, 10))
+            m.check_every_step()
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+        m._run(0, None, m._ack_op("g2", own_after_copy()[-1:]))
+        assert m.log[-1] == "[0] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
