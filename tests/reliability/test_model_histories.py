@@ -166,3 +166,28 @@ def test_a_redriven_copy_redelivered_after_the_own_copy_was_acked() -> None:
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_redriven_copy_outlives_the_groups_own_dead_letter() -> None:
+    """g2 receives both its own copy of m1 and the copy g1's redrive appended; its own copy
+    fails its last attempt (into g2's DLQ); the redriven copy is still delivered: a dead
+    letter is a copy, not the message."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1, g2 = m.groups["g1"], m.groups["g2"]
+        while b"m1" not in g1.dead:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m._run(1, None, m._redrive_op("g1", b"m1"))
+        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+        while b"m1" not in g2.dead:
+            m._run(0, None, m._receive_op("g2", "n", 4, 10))
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m.check_every_step()
+        assert len({d.copy for d in g2.deliveries if d.body == b"m1"}) == 2
+
+    replay(steps)
