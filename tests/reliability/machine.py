@@ -741,6 +741,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         gm = self.groups[group]
         body = gm.letter_bodies[offset]
         gm.dead.discard(body)
+        gm.dead_copies.discard(gm.letter_copies.get(offset, ()))
         self.copies[body] += 1
         topic = self.msgs[body].topic
         for other in self.groups.values():
@@ -1194,17 +1195,19 @@ class ReliabilityMachine(RuleBasedStateMachine):
         per_copy = gm.granted[body] > 0
         if per_copy:
             acked = copy in gm.acked_copies
+            dead = copy in gm.dead_copies
             visible_at = gm.copy_visible_at.get(copy, 0)
             last = gm.copy_attempt.get(copy, 0)
         else:
             acked = body in gm.acked
+            dead = body in gm.dead
             visible_at = gm.visible_at.get(body, 0)
             last = gm.last_attempt.get(body, 0)
         if body not in gm.exempt:
             problems = []
             if acked:
                 problems.append(("acked-redelivered", "its ack answered acked"))
-            if body in gm.dead:
+            if dead:
                 problems.append(("delivered-after-dead-letter", "it is a dead letter"))
             if now < visible_at:
                 problems.append(
@@ -1305,12 +1308,14 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 if letter.offset in gm.letter_bodies:
                     continue
                 gm.letter_bodies[letter.offset] = body
+                gm.letter_copies[letter.offset] = copy_of(letter.message)
                 gm.letter_seen[body] = len(self.log)
                 gm.dead_ever.add(body)
                 if letter.redriven:
                     self._grant(group, letter.offset)
                 else:
                     gm.dead.add(body)
+                    gm.dead_copies.add(gm.letter_copies[letter.offset])
                 if m.status in ("half", "rolled-back"):
                     self._violate("rolled-back-visible", f"dead letter {body!r} is {m.status}")
                 if gm.granted[body]:

@@ -117,6 +117,9 @@ class GroupModel:
     granted: Counter[bytes] = field(default_factory=Counter)
     """Copies redrives sent back, in all."""
     acked_copies: set[tuple] = field(default_factory=set)
+    dead_copies: set[tuple] = field(default_factory=set)
+    letter_copies: dict[int, tuple] = field(default_factory=dict)
+    """DLQ offset of each dead letter seen → its copy."""
     copy_attempt: dict[tuple, int] = field(default_factory=dict)
     copy_visible_at: dict[tuple, int] = field(default_factory=dict)
     """Per copy (``Delivery.copy``): checked instead of the per-message state once a
