@@ -25,7 +25,7 @@ from cirrusmq_broker.errors import (
     ScheduledMessageNotFound,
     TransactionAlreadyEnded,
 )
-from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
+from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage, StoredMessage
 from cirrusmq_broker.rules.transaction_state import Resolution
 from faults import INJECTOR, KINDS, Crash, Fault
 from hypothesis import strategies as st
@@ -143,6 +143,15 @@ class Stats:
     faults: int = 0
     violations: list[tuple[str, str]] = field(default_factory=list)
     """Violations of muted kinds: (kind, the history that showed it)."""
+
+
+def copy_of(message: StoredMessage) -> tuple:
+    """Which copy of a message this is: where it was first stored (a retry and a dead
+    letter keep that origin; a redrive appends a new copy)."""
+    system = message.system
+    if system.origin_offset is not None:
+        return (message.body, system.origin_topic, system.origin_queue, system.origin_offset)
+    return (message.body, message.topic, message.queue, message.offset)
 
 
 class ReliabilityMachine(RuleBasedStateMachine):
@@ -474,6 +483,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 return
             d.retired = True
             gm.visible_at.pop(d.body, None)
+            gm.copy_visible_at.pop(d.copy, None)
 
         return Op(
             f"nack {group} {d.body.decode()}#{d.attempt}",
@@ -731,6 +741,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         gm = self.groups[group]
         body = gm.letter_bodies[offset]
         gm.dead.discard(body)
+        gm.dead_copies.discard(gm.letter_copies.get(offset, ()))
         self.copies[body] += 1
         topic = self.msgs[body].topic
         for other in self.groups.values():
@@ -1179,26 +1190,38 @@ class ReliabilityMachine(RuleBasedStateMachine):
             self._violate("early", f"{what}: due at +{m.due - self.world.start}ms")
         self.delivered_any.add(body)
         via_allowance = False
+        copy = copy_of(received.message)
+        # Once a redrive gave this group another copy, each copy is checked on its own.
+        per_copy = gm.granted[body] > 0
+        if per_copy:
+            acked = copy in gm.acked_copies
+            dead = copy in gm.dead_copies
+            visible_at = gm.copy_visible_at.get(copy, 0)
+            last = gm.copy_attempt.get(copy, 0)
+        else:
+            acked = body in gm.acked
+            dead = body in gm.dead
+            visible_at = gm.visible_at.get(body, 0)
+            last = gm.last_attempt.get(body, 0)
         if body not in gm.exempt:
             problems = []
-            if body in gm.acked:
+            if acked:
                 problems.append(("acked-redelivered", "its ack answered acked"))
-            if body in gm.dead:
+            if dead:
                 problems.append(("delivered-after-dead-letter", "it is a dead letter"))
-            if now < gm.visible_at.get(body, 0):
+            if now < visible_at:
                 problems.append(
                     (
                         "redelivered-while-invisible",
-                        f"its lease runs to +{gm.visible_at[body] - self.world.start}ms",
+                        f"its lease runs to +{visible_at - self.world.start}ms",
                     )
                 )
-            if received.delivery_attempt <= gm.last_attempt.get(body, 0):
+            if received.delivery_attempt <= last:
                 problems.append(
-                    (
-                        "attempt-not-counted",
-                        f"the previous delivery was attempt {gm.last_attempt[body]}",
-                    )
+                    ("attempt-not-counted", f"the previous delivery was attempt {last}")
                 )
+            if per_copy and copy not in gm.copy_attempt and body in gm.last_attempt:
+                problems.append(("redrive-duplicate", "one copy more than redrives sent back"))
             if problems and gm.allowance[body] > 0:
                 gm.allowance[body] -= 1  # a redriven copy
                 via_allowance, problems = True, []
@@ -1216,11 +1239,14 @@ class ReliabilityMachine(RuleBasedStateMachine):
             received.invisible_until,
             step=len(self.log),
             via_allowance=via_allowance,
+            copy=copy,
         )
         gm.deliveries.append(d)
         gm.latest[body] = d
         gm.visible_at[body] = received.invisible_until
         gm.last_attempt[body] = received.delivery_attempt
+        gm.copy_visible_at[copy] = received.invisible_until
+        gm.copy_attempt[copy] = received.delivery_attempt
 
     def _check_fifo(self, gm: GroupModel, m: Msg, what: str, earlier: set[bytes]) -> None:
         def unsettled() -> list[Msg]:
@@ -1258,8 +1284,17 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; "
                 "it was dead-lettered since",
             )
-        gm.acked.add(d.body)
+        # The ack of a redriven copy, while the group's own copy of the message (leased,
+        # or moved to its retry topic) is not acked nor dead-lettered, settles the copy
+        # only: the own copy may still be delivered (and its deliveries are checked).
+        own_live = d.body not in gm.dead_ever and any(
+            x.body == d.body and not x.via_allowance for x in gm.deliveries
+        )
+        if not (d.via_allowance and own_live):
+            gm.acked.add(d.body)
         gm.visible_at.pop(d.body, None)
+        gm.acked_copies.add(d.copy)
+        gm.copy_visible_at.pop(d.copy, None)
 
     def _check_storage(self) -> None:
         """After every step: dead-letter queues and committed offsets, as stored."""
@@ -1273,15 +1308,21 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 if letter.offset in gm.letter_bodies:
                     continue
                 gm.letter_bodies[letter.offset] = body
+                gm.letter_copies[letter.offset] = copy_of(letter.message)
                 gm.letter_seen[body] = len(self.log)
                 gm.dead_ever.add(body)
                 if letter.redriven:
                     self._grant(group, letter.offset)
                 else:
                     gm.dead.add(body)
+                    gm.dead_copies.add(gm.letter_copies[letter.offset])
                 if m.status in ("half", "rolled-back"):
                     self._violate("rolled-back-visible", f"dead letter {body!r} is {m.status}")
-                if body in gm.acked and body not in gm.exempt:
+                if gm.granted[body]:
+                    acked = copy_of(letter.message) in gm.acked_copies
+                else:
+                    acked = body in gm.acked
+                if acked and body not in gm.exempt:
                     self._violate(
                         "acked-redelivered",
                         f"{group}: {body!r} acked, then dead-lettered (DLQ offset {letter.offset})",

@@ -90,6 +90,8 @@ class Delivery:
     """Superseded by change_invisible or ended by a nack: not acked, nacked or changed again."""
     via_allowance: bool = False
     """A copy a redrive sent back."""
+    copy: tuple = ()
+    """Which copy of the message (a redrive appends another): where it was first stored."""
 
 
 @dataclass
@@ -114,6 +116,14 @@ class GroupModel:
     """Extra copies a redrive (by any group) may still deliver to this group."""
     granted: Counter[bytes] = field(default_factory=Counter)
     """Copies redrives sent back, in all."""
+    acked_copies: set[tuple] = field(default_factory=set)
+    dead_copies: set[tuple] = field(default_factory=set)
+    letter_copies: dict[int, tuple] = field(default_factory=dict)
+    """DLQ offset of each dead letter seen → its copy."""
+    copy_attempt: dict[tuple, int] = field(default_factory=dict)
+    copy_visible_at: dict[tuple, int] = field(default_factory=dict)
+    """Per copy (``Delivery.copy``): checked instead of the per-message state once a
+    redrive gave the group another copy of the message."""
     exempt: set[bytes] = field(default_factory=set)
     """Rewound by an offset reset: redelivery rules do not apply to them any more."""
     excused: set[bytes] = field(default_factory=set)

@@ -105,3 +105,89 @@ def test_a_redrive_by_id_whose_answer_was_lost_is_retried() -> None:
         )
 
     replay(steps)
+
+
+def test_a_redriven_copy_acked_leaves_the_groups_own_copy_to_deliver() -> None:
+    """g1 dead-letters m1 and redrives it: the copy is appended to topic n, so g2 (which
+    let its own lease of m1 expire, into its retry topic) gets the copy as well. g2
+    receives the copy (attempt 1) and acks it: ``acked`` settles that copy only, so its
+    own copy of m1, from the retry topic, is still delivered once more."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1, g2 = m.groups["g1"], m.groups["g2"]
+        while b"m1" not in g1.dead:  # g1 has two attempts: m1 goes to its DLQ
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m._run(1, None, m._redrive_op("g1", b"m1"))
+        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+        while not (copy := [d for d in g2.deliveries if d.via_allowance]):
+            m._run(0, None, m._receive_op("g2", "n", 4, 50))
+            m.check_every_step()
+            m.clock.advance(11)
+        assert copy[0].body == b"m1" and copy[0].attempt == 1
+        m._run(0, None, m._ack_op("g2", copy))
+        assert m.log[-1] == "[0] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_redriven_copy_redelivered_after_the_own_copy_was_acked() -> None:
+    """As above, but g2 lets the lease of the redriven copy of m1 expire (into its retry
+    topic) and acks its own copy of m1: the copy is still delivered again, as a copy of
+    its own (a new offset of topic n, the retry keeping that origin)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1, g2 = m.groups["g1"], m.groups["g2"]
+        while b"m1" not in g1.dead:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m._run(1, None, m._redrive_op("g1", b"m1"))
+        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+
+        def own_after_copy() -> list:
+            ds = [d for d in g2.deliveries if d.body == b"m1"]
+            copies = [i for i, d in enumerate(ds) if d.via_allowance]
+            return [d for d in ds[copies[0] + 1 :] if not d.via_allowance] if copies else []
+
+        while not own_after_copy():
+            m._run(0, None, m._receive_op("g2", "n", 4, 10))
+            m.check_every_step()
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+        m._run(0, None, m._ack_op("g2", own_after_copy()[-1:]))
+        assert m.log[-1] == "[0] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_redriven_copy_outlives_the_groups_own_dead_letter() -> None:
+    """g2 receives both its own copy of m1 and the copy g1's redrive appended; its own copy
+    fails its last attempt (into g2's DLQ); the redriven copy is still delivered: a dead
+    letter is a copy, not the message."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1, g2 = m.groups["g1"], m.groups["g2"]
+        while b"m1" not in g1.dead:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m._run(1, None, m._redrive_op("g1", b"m1"))
+        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+        while b"m1" not in g2.dead:
+            m._run(0, None, m._receive_op("g2", "n", 4, 10))
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m.check_every_step()
+        assert len({d.copy for d in g2.deliveries if d.body == b"m1"}) == 2
+
+    replay(steps)
