@@ -16,6 +16,13 @@ class Registrations:
         self._store = store
         self._clock = clock
 
+    def _checked(self, producer_group: str, transactional_id: str) -> tuple[int, int]:
+        """Refuse bad names; now (ms) and when a registration made now expires (s)."""
+        check_group_name(producer_group)
+        check_id(transactional_id, "transactional id")
+        now = self._clock()
+        return now, now // 1000 + REGISTRATION_KEEP_SECONDS
+
     def register(
         self,
         producer_group: str,
@@ -28,10 +35,7 @@ class Registrations:
 
         The registration records ``access_key``: only that key (or an admin) may register
         the id again, send, end or poll with it (AccessDenied otherwise)."""
-        check_group_name(producer_group)
-        check_id(transactional_id, "transactional id")
-        now = self._clock()
-        expires_at = now // 1000 + REGISTRATION_KEEP_SECONDS
+        now, expires_at = self._checked(producer_group, transactional_id)
         try:
             return self._store.register(
                 producer_group,
@@ -56,10 +60,7 @@ class Registrations:
         registers it (epoch 1), a later one (the request sent again) finds that registration
         and fences nobody. Another key's registration of the id is AccessDenied (but to an
         admin)."""
-        check_group_name(producer_group)
-        check_id(transactional_id, "transactional id")
-        now = self._clock()
-        expires_at = now // 1000 + REGISTRATION_KEEP_SECONDS
+        now, expires_at = self._checked(producer_group, transactional_id)
         if self._store.register_first(
             producer_group, transactional_id, now, expires_at=expires_at, access_key=access_key
         ):
