@@ -383,6 +383,39 @@ GUARDS: tuple[Guard, ...] = (
         ),
     ),
     Guard(
+        "run-ask-once",
+        "a send asks for a scheduler run only if no ask since the last run is pending",
+        (
+            Edit(
+                "storage/run_leases.py",
+                '            "attribute_not_exists(asked_at) OR asked_at < :since",\n',
+                '            "attribute_not_exists(asked_at) OR asked_at < :since OR '
+                'asked_at >= :since",\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delays/test_scheduled_at_rest.py::"
+            "test_a_send_due_before_the_next_run_wakes_the_scheduler_once",
+        ),
+    ),
+    Guard(
+        "run-started-answers-asks",
+        "a run answers only the asks made before it started",
+        (
+            Edit(
+                "storage/run_leases.py",
+                '"REMOVE asked_at", "asked_at <= :now"',
+                '"REMOVE asked_at", "asked_at <= :now OR asked_at > :now"',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delays/test_scheduled_at_rest.py::"
+            "test_a_run_started_by_a_wake_answers_it_so_the_next_send_wakes_again",
+        ),
+        note="survives its test: an ask removed early is a later send's wake lost, covered "
+        "by the looping run and the minute schedule (lateness, never loss); no test shows it yet",
+    ),
+    Guard(
         "handoff-settle-in-append",
         "a move task's append carries the settle of what it moves in the lease (conditional "
         "on the lease as read) in its own transaction",
