@@ -4,7 +4,7 @@ the message's properties (rules/sql92). Both are applied to what a receive reads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidFilterExpression
 from ..limits import MAX_TAG_CHARS
@@ -150,4 +150,4 @@ class SqlFilter:
         return sql92.evaluate(self.condition, message.properties, message.tag)
 
 
-Filter = Union[TagFilter, SqlFilter]
+Filter = TagFilter | SqlFilter
