@@ -103,6 +103,7 @@ def group_describe(
                 "group": description.group,
                 "queues": [vars(q) for q in description.queues],
                 "consumers": [vars(c) for c in description.consumers],
+                "subscriptions": [vars(s) for s in description.subscriptions],
             }
         )
         return
@@ -129,7 +130,17 @@ def group_describe(
     ]
     print_table(fields, rows)
     out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+    _print_subscriptions(description)
     _print_consumers(description)
+
+
+def _print_subscriptions(description: GroupDescription) -> None:
+    """The filter the group records per topic, with its type (TAG or SQL92)."""
+    if not description.subscriptions:
+        return
+    fields = [Field("topic", "id"), Field("type"), Field("filter", "text")]
+    rows = [[s.topic, s.filter_type, s.filter] for s in description.subscriptions]
+    print_table(fields, rows)
 
 
 def _print_consumers(description: GroupDescription) -> None:
@@ -163,17 +174,30 @@ def group_subscribe(
     filter_expression: Annotated[
         str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
     ] = "*",
+    sql: Annotated[
+        str | None,
+        typer.Option(
+            "--sql",
+            help="SQL92 filter on the message's properties instead of tags, e.g. "
+            "\"a > 5 AND region IN ('eu', 'us')\" (TAGS is the tag).",
+        ),
+    ] = None,
 ) -> None:
     """Set the filter GROUP consumes TOPIC with (receives with another filter are refused)."""
+    if sql is not None and filter_expression != "*":
+        raise typer.BadParameter("give --filter (tags) or --sql, not both", param_hint="--sql")
     try:
-        expression = FilterExpression(filter_expression)
+        expression = (
+            FilterExpression(filter_expression) if sql is None else FilterExpression.sql(sql)
+        )
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--filter") from exc
+        hint = "--filter" if sql is None else "--sql"
+        raise typer.BadParameter(str(exc), param_hint=hint) from exc
     with connection.admin() as admin:
         subscription = admin.subscribe(group, topic, expression)
     out.print(
         f"group {subscription.group} now consumes {subscription.topic} with filter "
-        f"{subscription.filter}",
+        f"{subscription.filter_expression}",
         markup=False,
     )
 
