@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from ..admin import GroupDescription
-from ..message import FilterExpression
 from .connection import Connection, connected
+from .filters import SqlOption, TagOption, chosen_filter
 from .output import AsJson, out, print_json, print_table
 from .tables import Field
 
@@ -171,28 +171,11 @@ def group_subscribe(
     group: Group,
     topic: Annotated[str, typer.Option(help="Topic the group consumes.")],
     connection: Connection,
-    filter_expression: Annotated[
-        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
-    ] = "*",
-    sql: Annotated[
-        str | None,
-        typer.Option(
-            "--sql",
-            help="SQL92 filter on the message's properties instead of tags, e.g. "
-            "\"a > 5 AND region IN ('eu', 'us')\" (TAGS is the tag).",
-        ),
-    ] = None,
+    filter_expression: TagOption = "*",
+    sql: SqlOption = None,
 ) -> None:
     """Set the filter GROUP consumes TOPIC with (receives with another filter are refused)."""
-    if sql is not None and filter_expression != "*":
-        raise typer.BadParameter("give --filter (tags) or --sql, not both", param_hint="--sql")
-    try:
-        expression = (
-            FilterExpression(filter_expression) if sql is None else FilterExpression.sql(sql)
-        )
-    except ValueError as exc:
-        hint = "--filter" if sql is None else "--sql"
-        raise typer.BadParameter(str(exc), param_hint=hint) from exc
+    expression = chosen_filter(filter_expression, sql)
     with connection.admin() as admin:
         subscription = admin.subscribe(group, topic, expression)
     out.print(

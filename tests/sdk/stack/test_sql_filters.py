@@ -152,3 +152,28 @@ def test_cli_sets_and_shows_an_sql92_subscription(
     ]
     bad = runner.invoke(app, [*subscribe[:-1], "region ="])
     assert bad.exit_code != 0 and "position 8" in bad.output
+
+
+def test_cli_consume_and_read_take_an_sql92_filter(
+    endpoint, credentials, make_topic, group, tmp_path, monkeypatch
+):
+    from cirrusmq.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", endpoint)
+    monkeypatch.setenv("CIRRUSMQ_ACCESS_KEY", credentials.access_key)
+    monkeypatch.setenv("CIRRUSMQ_SECRET_KEY", credentials.secret_key)
+    monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
+    topic = make_topic(queues=1)
+    send_rows(endpoint, credentials, topic)
+    runner = CliRunner()
+    sql = ["--sql", "a > 5 AND region IN ('eu', 'us')", "--json"]
+    read = runner.invoke(app, ["read", topic, *sql])
+    assert read.exit_code == 0, read.output
+    bodies = [json.loads(line)["body"] for line in read.stdout.splitlines() if '"body"' in line]
+    assert bodies == MATCHING
+    consumed = runner.invoke(app, ["consume", group, topic, "--ack", *sql])
+    assert consumed.exit_code == 0, consumed.output
+    bodies = [json.loads(line)["body"] for line in consumed.stdout.splitlines() if '"body"' in line]
+    assert sorted(bodies) == sorted(MATCHING)
