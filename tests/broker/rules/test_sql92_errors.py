@@ -92,3 +92,31 @@ def test_unknown_filter_type_is_refused():
 def test_filter_type_selects_the_parser():
     assert parse_filter("TagA || TagB", None).subscription.filter_type == "TAG"
     assert parse_filter("a > 1", "SQL92").subscription.describe() == "SQL92 a > 1"
+
+
+def test_an_integer_of_thousands_of_digits_is_refused_not_failed():
+    """Python's int() refuses over 4,300 digits: the parser refuses first, with a position."""
+    with pytest.raises(InvalidFilterExpression) as caught:
+        SqlFilter.parse("a > " + "1" * 5000)
+    assert caught.value.details["position"] == 4
+
+
+def test_digits_and_blanks_are_ascii_only():
+    """RocketMQ's grammar reads ASCII digits ["0"-"9"] and blanks only."""
+    with pytest.raises(InvalidFilterExpression):
+        SqlFilter.parse("a > \u0665")  # ARABIC-INDIC DIGIT FIVE
+    with pytest.raises(InvalidFilterExpression):
+        SqlFilter.parse("a\u00a0> 5")  # NO-BREAK SPACE
+
+
+def test_canonical_text_of_a_double_negation_parses_back():
+    """``--`` starts a comment: the canonical text keeps the two minus signs apart."""
+    sql = SqlFilter.parse("a > - -5")
+    assert SqlFilter.parse(sql.expression).condition == sql.condition
+
+
+def test_a_filter_whose_canonical_text_is_too_long_is_refused():
+    """What the service stores and shows must be accepted when sent back."""
+    dense = "a IN (" + ",".join(["'x'"] * 2000) + ")"  # 8,006 characters, 10,005 canonical
+    with pytest.raises(InvalidFilterExpression):
+        SqlFilter.parse(dense)
