@@ -134,7 +134,13 @@ class SqlFilter:
             raise InvalidFilterExpression(
                 f"an SQL92 filter nests at most {MAX_SQL_DEPTH} operators deep"
             )
-        return cls(condition)
+        parsed = cls(condition)
+        if len(parsed.expression) > MAX_FILTER_CHARS:  # what is stored must parse again
+            raise InvalidFilterExpression(
+                f"an SQL92 filter has at most {MAX_FILTER_CHARS} characters in canonical form "
+                "(keywords upper-case, single spaces)"
+            )
+        return parsed
 
     @property
     def expression(self) -> str:

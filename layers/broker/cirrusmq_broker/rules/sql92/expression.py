@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 Value = None | bool | int | float | str
 Lookup = Callable[[str], "str | None"]
 
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_MAX_INTEGER_DIGITS = 400
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 
 class Unmatchable(Exception):
@@ -81,7 +82,6 @@ class Constant(Node):
 class Property(Node):
     name: str
     boolean = False
-    TAGS = "TAGS"
 
     def evaluate(self, lookup: Lookup) -> Value:
         return lookup(self.name)
@@ -103,7 +103,8 @@ class Negate(Node):
         return -value
 
     def render(self) -> str:
-        return "-" + _wrap(self.operand, UNARY_LEVEL)
+        text = _wrap(self.operand, UNARY_LEVEL)
+        return "- " + text if text.startswith("-") else "-" + text  # "--" starts a comment
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,11 @@ def compare(left: Value, right: Value) -> int | None:
 def _number(text: str) -> int | float:
     if not _NUMBER.fullmatch(text):
         raise Unmatchable(f"{text!r} is not a number")
-    return int(text) if text.lstrip("+-").isdigit() else float(text)
+    if not text.lstrip("+-").isdigit():
+        return float(text)
+    if len(text) > _MAX_INTEGER_DIGITS:  # past any 64-bit constant; int() refuses past 4,300
+        return float(text)
+    return int(text)
 
 
 _ORDER = {

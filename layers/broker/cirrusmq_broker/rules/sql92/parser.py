@@ -210,10 +210,10 @@ class _Parser:
             return Constant(token.text, position=token.position)
         if token.kind == "integer":
             self._take()
-            value = int(token.text.rstrip("lL"))
-            if value > _LONG_MAX:
+            digits = token.text.rstrip("lL")
+            if len(digits) > len(str(_LONG_MAX)) or int(digits) > _LONG_MAX:
                 raise self._error("an integer of at most 9223372036854775807", token)
-            return Constant(value, position=token.position)
+            return Constant(int(digits), position=token.position)
         if token.kind == "float":
             self._take()
             value = float(token.text)

@@ -37,7 +37,7 @@ _TOKEN = re.compile(
     |(?P<word>[a-z_$][a-z0-9_$]*)
     |(?P<op><>|>=|<=|[=<>(),+-])
     """,
-    re.IGNORECASE | re.VERBOSE | re.DOTALL,
+    re.IGNORECASE | re.VERBOSE | re.DOTALL | re.ASCII,
 )
 
 
