@@ -173,6 +173,8 @@ TABLE = [
     ("a < -5", {"a": "-6"}, None, True),
     ("a >= 5.5", {"a": "5.5"}, None, True),
     ("a > 5", {"a": "abc"}, None, False),
+    ("a <> 5", {"a": "6"}, None, True),  # <> on numbers: NOT (a = 5)
+    ("a <> 5", {"a": "5"}, None, False),
     ("a <> 5", {"a": "abc"}, None, False),  # throws there: no match, even for <>
     ("a > 5 OR b = 'y'", {"a": "abc", "b": "y"}, None, False),  # the throw ends it all
     # UnaryExpression.createBooleanCast: a bare property is TRUE only for a boolean value
