@@ -19,7 +19,6 @@ MAX_FILTER_CHARS = MAX_FILTER_TAGS * (MAX_TAG_CHARS + 4)
 MAX_SQL_DEPTH = 64
 """How deeply an SQL92 condition may nest (operators inside operators): evaluation recurses."""
 TAG, SQL92 = "TAG", "SQL92"
-FILTER_TYPES = (TAG, SQL92)
 
 
 @dataclass(frozen=True)
