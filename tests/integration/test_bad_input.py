@@ -139,7 +139,7 @@ CASES = {
     "receive-unknown-filter-type": (
         *receive_case(filter="a > 1", filter_type="SQL"),
         400,
-        "InvalidFilterExpression",
+        "InvalidRequest",
     ),
     "subscribe-bad-sql-filter": (
         "PUT",

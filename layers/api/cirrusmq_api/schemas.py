@@ -157,6 +157,7 @@ def documented_range(low: float, high: float) -> dict:
     return {"json_schema_extra": {"minimum": low, "maximum": high}}
 
 
+FilterType = Literal["TAG", "SQL92"]
 FILTER_TYPE_DESCRIPTION = (
     "How `filter` is read: TAG ('*' or 'TagA || TagB') or SQL92 (a condition on the "
     "message's properties, e.g. \"a > 5 AND region IN ('eu', 'us')\"; TAGS is its tag)."
@@ -166,7 +167,7 @@ FILTER_TYPE_DESCRIPTION = (
 class ReceiveRequest(Strict):
     topic: str
     filter: str = Field("*", description="'*' or 'TagA || TagB'; with SQL92, a condition.")
-    filter_type: str = Field("TAG", description=FILTER_TYPE_DESCRIPTION)
+    filter_type: FilterType = Field("TAG", description=FILTER_TYPE_DESCRIPTION)
     max_messages: int = Field(
         limits.DEFAULT_RECEIVE_MESSAGES, **documented_range(1, limits.MAX_RECEIVE_MESSAGES)
     )
@@ -225,7 +226,7 @@ class ReceiveResponse(BaseModel):
 
 class SubscriptionRequest(Strict):
     filter: str = Field(description="'*' or 'TagA || TagB'; with SQL92, a condition.")
-    filter_type: str = Field("TAG", description=FILTER_TYPE_DESCRIPTION)
+    filter_type: FilterType = Field("TAG", description=FILTER_TYPE_DESCRIPTION)
 
 
 class SubscriptionBody(BaseModel):
@@ -235,7 +236,7 @@ class SubscriptionBody(BaseModel):
         description="The canonical filter: '*' or tags sorted, ' || '-joined; an SQL92 "
         "condition with keywords upper-case, single spaces and the parentheses it needs."
     )
-    filter_type: str = Field("TAG", description="TAG or SQL92.")
+    filter_type: FilterType = Field("TAG", description="TAG or SQL92.")
 
 
 class ChangeInvisibleRequest(Strict):
@@ -270,7 +271,7 @@ class GroupQueueBody(BaseModel):
 class GroupSubscriptionBody(BaseModel):
     topic: str
     filter: str
-    filter_type: str = Field("TAG", description="TAG or SQL92.")
+    filter_type: FilterType = Field("TAG", description="TAG or SQL92.")
 
 
 # ------------------------------------------------------------ consumers
@@ -279,7 +280,7 @@ class HeartbeatRequest(Strict):
     subscriptions: dict[str, str] = Field(
         default_factory=dict, description="Topic -> filter ('*' or 'TagA || TagB')."
     )
-    filter_types: dict[str, str] = Field(
+    filter_types: dict[str, FilterType] = Field(
         default_factory=dict,
         description="Topic -> TAG or SQL92, how its filter is read (TAG when absent).",
     )

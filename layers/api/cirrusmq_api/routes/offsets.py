@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
@@ -42,7 +42,9 @@ def read_messages(
     filter: Annotated[  # noqa: A002
         str, Query(description="TAG: '*' or 'TagA || TagB'; SQL92: a condition.")
     ] = "*",
-    filter_type: Annotated[str, Query(description="TAG or SQL92: how `filter` is read.")] = "TAG",
+    filter_type: Annotated[
+        Literal["TAG", "SQL92"], Query(description="How `filter` is read.")
+    ] = "TAG",
     wait_seconds: Annotated[float, Query(description="Long poll, 0-20 s.")] = 0,
 ) -> ReadResponse:
     result = current_broker().log_reader.read(
