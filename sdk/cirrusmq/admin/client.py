@@ -142,6 +142,10 @@ class Admin:
             ),
             body.get("max_delivery_attempts") if isinstance(body, dict) else None,
             tuple(ConsumerInfo.from_wire(c) for c in read_list(body, "consumers", optional=True)),
+            tuple(
+                Subscription.from_wire(s, read_str(body, "group"))
+                for s in read_list(body, "subscriptions", optional=True)
+            ),
         )
 
     def subscribe(
@@ -155,18 +159,16 @@ class Admin:
         skipped.
         """
         expression = (
-            filter_expression.expression
+            filter_expression
             if isinstance(filter_expression, FilterExpression)
-            else FilterExpression(filter_expression).expression
+            else FilterExpression(filter_expression)
         )
         body = self._transport.request(
             "PUT",
             f"{group_path(group, 'subscriptions')}/{quote(topic, safe='')}",
-            json_body={"filter": expression},
+            json_body=expression.wire,
         )
-        return Subscription(
-            read_str(body, "group"), read_str(body, "topic"), read_str(body, "filter")
-        )
+        return Subscription.from_wire(body)
 
     def trace_message(self, topic: str, message_id: str) -> list[TraceEvent]:
         """What happened to a message of a traced topic, in time order (``NotFoundError``

@@ -138,8 +138,8 @@ async function renderGroup(view, group, ctx) {
       ),
       table(
         "Subscriptions",
-        ["Topic", "Filter"],
-        described.subscriptions.map((s) => [s.topic, s.filter]),
+        ["Topic", "Type", "Filter"],
+        described.subscriptions.map((s) => [s.topic, s.filter_type || "TAG", s.filter]),
       ),
       table(
         "Live consumers",

@@ -65,6 +65,7 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         group,
         request.topic,
         filter_expression=request.filter,
+        filter_type=request.filter_type,
         max_messages=request.max_messages,
         invisible_seconds=request.invisible_seconds,
         wait_seconds=request.wait_seconds,
@@ -111,8 +112,15 @@ def settle(group: str, receipt_handles: list[str]) -> AckResponse:
     summary="Set the group's filter on a topic (applies from the group's cursor on)",
 )
 def subscribe(group: str, topic: str, request: SubscriptionRequest) -> SubscriptionBody:
-    expression = current_broker().consume.subscribe(group, topic, request.filter)
-    return SubscriptionBody(group=group, topic=topic, filter=expression)
+    subscription = current_broker().consume.subscribe(
+        group, topic, request.filter, request.filter_type
+    )
+    return SubscriptionBody(
+        group=group,
+        topic=topic,
+        filter=subscription.expression,
+        filter_type=subscription.filter_type,
+    )
 
 
 @router.post("/v1/groups/<group>/invisible", summary="Change a message's invisible duration")

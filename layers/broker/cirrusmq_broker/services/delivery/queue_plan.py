@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ... import limits
 from ...model import IndexEntry, StoredMessage, Topic
 from ...rules import orderly
-from ...rules.filters import TagFilter
+from ...rules.filters import Filter
 from ...rules.group_state import GroupQueueState, Lease
 from ...rules.membership import Membership
 from ...rules.retries import deliveries
@@ -164,7 +164,7 @@ class QueuePlanner:
     def plan(
         self,
         state: GroupQueueState,
-        tag_filter: TagFilter,
+        tag_filter: Filter,
         budget: int,
         now: int,
         end: int,
@@ -232,7 +232,7 @@ class QueuePlanner:
             for message in batch[max(0, cursor - entry.base_offset) :]:
                 if wanted <= 0 or len(plan.new) >= min(MAX_SCAN_PER_QUEUE, room):
                     return plan
-                passes = tag_filter.matches(message.tag)
+                passes = tag_filter.accepts(message)
                 plan.new.append((message, passes))
                 plan.scan_end = message.offset + 1
                 wanted -= passes
