@@ -270,3 +270,45 @@ def test_a_task_finishing_while_another_source_starts_one_meets_no_contention(
     clock.advance(61)
     (resumed,) = broker.move_tasks.resume_running()  # the registry knows the running one
     assert (resumed.group, resumed.status) == ("g2", COMPLETED)
+
+
+def _as_an_earlier_release_stored_it(broker, task: MoveTask) -> None:
+    """Its lock in its group's partition, its group in the registry item's set."""
+    client, table = broker._dynamodb, broker.settings.groups_table
+    client.delete_item(
+        TableName=table, Key={"group_name": {"S": "#move-tasks"}, "stream": {"S": task.group}}
+    )
+    client.put_item(
+        TableName=table,
+        Item={
+            "group_name": {"S": task.group},
+            "stream": {"S": "#task"},
+            "running": {"S": task.stream},
+        },
+    )
+    client.update_item(
+        TableName=table,
+        Key={"group_name": {"S": "#move-tasks"}, "stream": {"S": "#running"}},
+        UpdateExpression="ADD #g :g",
+        ExpressionAttributeNames={"#g": "groups"},
+        ExpressionAttributeValues={":g": {"SS": [task.group]}},
+    )
+    client.update_item(
+        TableName=table,
+        Key={"group_name": {"S": task.group}, "stream": {"S": task.stream}},
+        UpdateExpression="REMOVE locked_in_registry",
+    )
+
+
+def test_a_task_an_earlier_release_started_holds_its_group_and_goes_on(broker, other, clock):
+    dead_letters_in_destination(broker, clock, [b"a", b"b"])
+    task = start(broker)
+    _as_an_earlier_release_stored_it(broker, task)
+    with pytest.raises(MoveTaskRunning):
+        start(other)
+    clock.advance(61)
+    (done,) = other.move_tasks.resume_running()
+    assert (done.stream, done.status, done.moved) == (task.stream, COMPLETED, 2)
+    assert drain(broker, clock, "reader", BACK) == [b"a", b"b"]
+    assert other.move_tasks.resume_running() == []  # its lock and registry entry are gone
+    assert start(other).status == RUNNING
