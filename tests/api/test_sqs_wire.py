@@ -165,3 +165,17 @@ def test_move_task_answers_parse_with_the_query_model(action: str, result: dict)
     parsed = QueryParser().parse(response, operation.output_shape)
     parsed.pop("ResponseMetadata")
     assert parsed == result
+
+
+def test_an_sqs_receipt_handle_carries_its_receive_time() -> None:
+    from cirrusmq_api.compat.sqs import receipts
+
+    handle = receipts.issue("cGF5bG9hZA.c2ln", 1_790_000_000_123)
+    assert receipts.split(handle) == ("cGF5bG9hZA.c2ln", 1_790_000_000_123)
+    assert receipts.broker_handle(handle) == "cGF5bG9hZA.c2ln"
+    assert receipts.split("cGF5bG9hZA.c2ln") == ("cGF5bG9hZA.c2ln", None)  # no time: no limit
+    assert receipts.split("forged~") == ("forged~", None)
+    receipts.check_total_visibility(handle, 43_200, 1_790_000_000_123)
+    with pytest.raises(SqsError) as caught:
+        receipts.check_total_visibility(handle, 43_200, 1_790_000_000_124)
+    assert caught.value.code == "InvalidParameterValue"
