@@ -15,11 +15,19 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from prerequisites import missing_prerequisites
 
 _HOME = "CIRRUSMQ_TEST_HOME"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller checks, before workers start
+        missing = missing_prerequisites(config.args)
+        if missing:
+            raise pytest.UsageError(
+                "missing prerequisites (README, Two commands):\n"
+                + "\n".join(f"  {m.line()}" for m in missing)
+            )
     os.environ.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     home = Path(tempfile.mkdtemp(prefix="cirrusmq-test-home-"))
     os.environ[_HOME] = str(home)
