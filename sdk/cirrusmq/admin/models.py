@@ -135,6 +135,11 @@ class GroupQueue:
     """``max_offset - committed_offset``."""
     inflight: int
     """Delivered, not acked yet."""
+    oldest_unacked_offset: int | None = None
+    """The delivered message that holds ``committed_offset`` back (None: nothing in
+    flight)."""
+    oldest_unacked_attempt: int | None = None
+    """How often that message was delivered."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,8 @@ class GroupDescription:
     """Deliveries before a message goes to the group's dead-letter topic."""
     consumers: tuple[ConsumerInfo, ...] = ()
     """Live consumers (registered by heartbeats) and their queues, by client id."""
+    subscriptions: tuple[Subscription, ...] = ()
+    """The filter the group consumes each topic with."""
 
     @property
     def lag(self) -> int:

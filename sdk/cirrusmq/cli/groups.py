@@ -102,6 +102,10 @@ def group_describe(
             {
                 "group": description.group,
                 "queues": [vars(q) for q in description.queues],
+                "subscriptions": [
+                    {"topic": s.topic, "filter": s.filter} for s in description.subscriptions
+                ],
+                "max_delivery_attempts": description.max_delivery_attempts,
                 "consumers": [vars(c) for c in description.consumers],
             }
         )
@@ -114,6 +118,7 @@ def group_describe(
         Field("max offset"),
         Field("lag"),
         Field("in flight"),
+        Field("oldest unacked", optional=True),
     ]
     rows = [
         [
@@ -124,11 +129,20 @@ def group_describe(
             str(q.max_offset),
             str(q.lag),
             str(q.inflight),
+            "-"
+            if q.oldest_unacked_offset is None
+            else f"{q.oldest_unacked_offset} (attempt {q.oldest_unacked_attempt})",
         ]
         for q in description.queues
     ]
     print_table(fields, rows)
-    out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+    attempts = description.max_delivery_attempts
+    out.print(
+        f"group {description.group}: lag {description.lag}, in flight {description.inflight}"
+        + ("" if attempts is None else f", max delivery attempts {attempts}")
+    )
+    subscriptions = ", ".join(f"{s.topic} ({s.filter})" for s in description.subscriptions)
+    out.print(f"subscriptions: {subscriptions or '-'}")
     _print_consumers(description)
 
 
