@@ -123,3 +123,20 @@ def test_the_messages_page_fits_a_narrow_screen(page, cirrusmq_stack, admin, nam
     expect(page.locator("td.preview")).to_have_count(1)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 420, width
+
+
+def test_a_key_is_created_with_several_subscribe_grants(page, cirrusmq_stack, admin, name):
+    sign_in(page, cirrusmq_stack)
+    page.get_by_role("link", name="Access keys").click()
+    page.get_by_label("Description").fill(name)
+    page.get_by_label("Subscribe as groups", exact=True).fill("billing")
+    page.get_by_label("Subscribe to topics", exact=True).fill("orders")
+    page.get_by_role("button", name="Add subscribe grant").click()
+    page.get_by_label("Subscribe as groups (grant 2)").fill("audit-*")
+    page.get_by_label("Subscribe to topics (grant 2)").fill("payments, refunds")
+    page.get_by_role("button", name="Create key").click()
+    created = page.get_by_role("region", name="New access key")
+    expect(created).to_contain_text("subscribe: groups audit-* on topics payments, refunds")
+    [key] = [k for k in admin.list_access_keys() if k.description == name]
+    grants = [(g.groups, g.topics) for g in key.permissions.subscribe]
+    assert grants == [(("billing",), ("orders",)), (("audit-*",), ("payments", "refunds"))]
