@@ -75,6 +75,7 @@ test-compat: install $(MOTO_SUITE)/tests/test_sqs/test_sqs.py $(COMPAT_QUERY_STA
 
 sam-build: install $(SAM)  ## sam build into .aws-sam/build (no Docker needed)
 	SAM_CLI_TELEMETRY=0 PYTHON=$(abspath $(VENV))/bin/python $(SAM) build $(ARGS)
+	@echo "sam is $(abspath $(SAM)) (its own venv, not on PATH): run it by that path, e.g. $(SAM) deploy --guided"
 
 bench: install  ## core queue benchmark (figures in README.md)
 	$(VENV)/bin/python tests/benchmarks/core_queue.py $(ARGS)
