@@ -197,7 +197,8 @@ def test_a_groups_lag_falls_as_it_consumes(page, cirrusmq_stack, admin, name):
         chart = page.get_by_role("img", name=re.compile(f"^Lag of group {group}"))
         expect(chart).to_have_attribute("aria-label", re.compile("from 6 to 0 messages"))
         assert chart.locator("polyline").count() == 1
-    # rewind to the earliest: the lag is back to everything
+    # rewind to the earliest (after a confirmation): the lag is back to everything
+    page.on("dialog", lambda dialog: dialog.accept())
     page.get_by_label("Rewind to").select_option("earliest")
     page.get_by_role("button", name="Rewind").click()
     status = page.get_by_role("status", name="Status")

@@ -12,7 +12,7 @@ from ..consumer.paths import group_path
 from ..credentials import Credentials
 from ..message import FilterExpression, MessageView
 from ..transport import Transport
-from ..wire import read_int, read_list, read_mapping, read_str
+from ..wire import read_int, read_list, read_mapping, read_optional_int, read_str
 from . import dead_letters as _dlq
 from .groups import GroupMetrics, GroupSummary, group_metrics, list_groups
 from .models import (
@@ -137,10 +137,12 @@ class Admin:
                 GroupQueue(
                     read_str(q, "topic"),
                     *(read_int(q, f) for f in _GROUP_QUEUE_INTS),
+                    read_optional_int(q, "oldest_unacked_offset"),
+                    read_optional_int(q, "oldest_unacked_attempt"),
                 )
                 for q in read_list(body, "queues")
             ),
-            body.get("max_delivery_attempts") if isinstance(body, dict) else None,
+            read_optional_int(body, "max_delivery_attempts"),
             tuple(ConsumerInfo.from_wire(c) for c in read_list(body, "consumers", optional=True)),
             tuple(
                 Subscription.from_wire(s, read_str(body, "group"))

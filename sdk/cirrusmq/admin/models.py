@@ -136,6 +136,11 @@ class GroupQueue:
     """``max_offset - committed_offset``."""
     inflight: int
     """Delivered, not acked yet."""
+    oldest_unacked_offset: int | None = None
+    """The delivered message that holds ``committed_offset`` back (None: nothing in
+    flight)."""
+    oldest_unacked_attempt: int | None = None
+    """How often that message was delivered."""
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ def group_describe(
             {
                 "group": description.group,
                 "queues": [vars(q) for q in description.queues],
+                "max_delivery_attempts": description.max_delivery_attempts,
                 "consumers": [vars(c) for c in description.consumers],
                 "subscriptions": [vars(s) for s in description.subscriptions],
             }
@@ -115,6 +116,7 @@ def group_describe(
         Field("max offset"),
         Field("lag"),
         Field("in flight"),
+        Field("oldest unacked", optional=True),
     ]
     rows = [
         [
@@ -125,11 +127,18 @@ def group_describe(
             str(q.max_offset),
             str(q.lag),
             str(q.inflight),
+            "-"
+            if q.oldest_unacked_offset is None
+            else f"{q.oldest_unacked_offset} (attempt {q.oldest_unacked_attempt})",
         ]
         for q in description.queues
     ]
     print_table(fields, rows)
-    out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+    attempts = description.max_delivery_attempts
+    out.print(
+        f"group {description.group}: lag {description.lag}, in flight {description.inflight}"
+        + ("" if attempts is None else f", max delivery attempts {attempts}")
+    )
     _print_subscriptions(description)
     _print_consumers(description)
 
