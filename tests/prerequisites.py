@@ -1,6 +1,7 @@
 """What the suite needs besides the venv, checked once as the run starts.
 
-The console tests drive the system's ``chromium``; the Spark tests start a JVM (Spark 4 needs
+The console tests drive the system's ``chromium``; the README's curl walkthrough runs
+``curl``, ``openssl`` and ``jq``; the Spark tests start a JVM (Spark 4 needs
 Java 17 or newer). A run that selects them on a machine without them stops at once with one
 line per missing program and the command that installs it, instead of failing each test (or
 Spark's ``JAVA_GATEWAY_EXITED``) minutes later; nothing is skipped.
@@ -39,6 +40,8 @@ class Missing:
 
 
 CHROMIUM = Missing("chromium", "tests/console", "sudo apt-get install -y chromium")
+README_TOOLS = ("curl", "openssl", "jq")
+"""What the README's curl walkthrough (tests/integration/test_readme_curl.py) runs."""
 JAVA = Missing(
     f"a JDK {MIN_JAVA}+ for Spark",
     "tests/spark",
@@ -92,6 +95,12 @@ def missing_prerequisites(
     missing = []
     if needs(args, "console") and shutil.which("chromium", path=env.get("PATH")) is None:
         missing.append(CHROMIUM)
+    if needs(args, "integration"):
+        for tool in README_TOOLS:
+            if shutil.which(tool, path=env.get("PATH")) is None:
+                missing.append(
+                    Missing(tool, "tests/integration", f"sudo apt-get install -y {tool}")
+                )
     if needs(args, "spark"):
         java = _java(env)
         major = None if java is None else java_major(java, env=dict(env))

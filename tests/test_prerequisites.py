@@ -34,6 +34,9 @@ def test_an_old_java_and_a_missing_chromium_are_named_with_their_install_command
     lines = [m.line() for m in missing_prerequisites([], env)]
     assert lines == [
         "tests/console need chromium (not found): sudo apt-get install -y chromium",
+        "tests/integration need curl (not found): sudo apt-get install -y curl",
+        "tests/integration need openssl (not found): sudo apt-get install -y openssl",
+        "tests/integration need jq (not found): sudo apt-get install -y jq",
         f"tests/spark need a JDK 17+ for Spark (found Java 11 at {java}): "
         "sudo apt-get install -y openjdk-17-jdk-headless (or set JAVA_HOME to one)",
     ]

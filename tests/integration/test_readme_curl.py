@@ -12,11 +12,9 @@ while this test session's stack may have been moved ahead by an earlier test's
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from cirrusmq_broker import clock
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -58,10 +56,6 @@ def run(script: str, status_log: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-CURL_AND_OPENSSL = pytest.mark.skipif(
-    shutil.which("curl") is None or shutil.which("openssl") is None or shutil.which("jq") is None,
-    reason="needs curl, openssl, jq",
-)
 CALL = re.compile(r"^(?:\w+=\$\()?cmq ")
 """A line that calls the API: ``cmq ...`` or ``R=$(cmq ...)``."""
 
@@ -92,6 +86,5 @@ def run_readme_block(stack, tmp_path: Path) -> str:
     return output
 
 
-@CURL_AND_OPENSSL
 def test_readme_block_runs_as_is(cirrusmq_stack, tmp_path):
     run_readme_block(cirrusmq_stack, tmp_path)

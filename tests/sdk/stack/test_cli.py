@@ -68,7 +68,7 @@ def test_send_consume_and_describe_group(cli, topic, group):
     assert described["max_delivery_attempts"] == 16
     shown = cli("group", "describe", group).output
     assert "lag" in shown and "oldest unacked" in shown
-    assert any(line.split() == [topic, "TAG", "A"] for line in shown.splitlines())
+    assert any(topic in line and " TAG " in line for line in shown.splitlines())
     assert "max delivery attempts 16" in shown
     listed = json.loads(cli("group", "list", "--json").output)
     assert {"group": group, "topics": [topic]} in listed
