@@ -13,6 +13,7 @@ from broker_helpers import index_items
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import InvalidLargeBody, InvalidMessage, MessageTooLarge
 from cirrusmq_broker.model import LargeBody, MessageInput
+from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.services.large_bodies import (
     KEY_PROPERTY,
     SHA256_PROPERTY,
@@ -45,7 +46,7 @@ def upload(broker, topic: str, data: bytes) -> LargeBody:
 def test_a_grant_presigns_one_url_per_64_mib_part_under_the_topic_prefix(broker):
     broker.admin.create_topic("t", retention_hours=24)
     grant = broker.large_bodies.grant("t", 2 * limits.LARGE_BODY_PART_BYTES + 1)
-    assert grant.upload.key.startswith("topics/topic=t/bodies/dt=")
+    assert grant.upload.key.startswith("topics/topic=t/_bodies/dt=")
     assert len(grant.upload.part_urls) == 3 and grant.part_bytes == 64 * 1024 * 1024
     query = parse_qs(urlparse(grant.upload.part_urls[2]).query)
     assert query["partNumber"] == ["3"] and query["uploadId"] == [grant.upload.upload_id]
@@ -83,7 +84,9 @@ def test_a_large_message_is_stored_as_the_extended_clients_pointer(broker):
     ("change", "error"),
     [
         (
-            lambda p: LargeBody("topics/topic=other/bodies/dt=2026-12-02/" + "0" * 26, 7, p.sha256),
+            lambda p: LargeBody(
+                "topics/topic=other/_bodies/dt=2026-12-02/" + "0" * 26, 7, p.sha256
+            ),
             InvalidLargeBody,
         ),  # another topic's prefix
         (
@@ -124,7 +127,21 @@ def test_a_grant_above_2_gib_is_refused(broker):
 
 def test_the_services_pointer_properties_cannot_be_set_by_a_sender(broker):
     broker.admin.create_topic("t")
-    forged = {KEY_PROPERTY: "topics/topic=t/bodies/dt=2026-12-02/" + "0" * 26}
+    forged = {KEY_PROPERTY: "topics/topic=t/_bodies/dt=2026-12-02/" + "0" * 26}
     with pytest.raises(InvalidMessage):
         broker.produce.send("t", [MessageInput(b"x", properties=forged)])
     assert index_items(broker) == []
+
+
+def test_a_deleted_topics_purge_leaves_its_bodies_to_their_lifecycle_tier(broker, clock, s3_clock):
+    """A dead letter (another topic) may still point at the body: only its tier expires it."""
+    broker.admin.create_topic("t")
+    pointer = upload(broker, "t", b"payload")
+    broker.produce.send(
+        "t", broker.large_bodies.resolve("t", [MessageInput(b"", large_body=pointer)])
+    )
+    broker.admin.delete_topic("t")
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    assert broker.janitor.purge_deleted_topics() == ["t"]
+    listed = boto3.client("s3").list_objects_v2(Bucket=broker.settings.bucket, Prefix="topics/")
+    assert [o["Key"] for o in listed["Contents"]] == [pointer.key]
