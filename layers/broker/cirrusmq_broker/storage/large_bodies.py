@@ -4,8 +4,10 @@ The service never reads or writes a large body's bytes. It starts a multipart up
 the object is tagged with its lifecycle tier from the start), hands the producer presigned
 URLs for the parts and for completing the upload, checks the finished object's size when a
 message points at it, and presigns GET URLs for consumers. Keys live under the topic's
-prefix: ``topics/topic=<t>/bodies/dt=<yyyy-mm-dd>/<ulid>`` (no queue part, so the orphan
-sweeper, which walks ``queue=`` prefixes, never sees them; a topic's purge deletes them).
+prefix: ``topics/topic=<t>/_bodies/dt=<yyyy-mm-dd>/<ulid>``. No queue part, so the orphan
+sweeper, which walks ``queue=`` prefixes, never sees them; a topic's purge deletes them; and
+the leading ``_`` hides them from Hive-style readers of ``topics/`` (Spark, Athena), which
+skip paths starting with ``_`` or ``.``: a native Parquet read never meets a body.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from ulid import ULID
 
 from .batch_objects import RETENTION_TAG, topic_prefix
 
-BODIES_PART = "bodies/"
+BODIES_PART = "_bodies/"
 KEY_PATTERN = re.compile(
-    r"topics/topic=(?P<topic>[A-Za-z0-9_-]{1,127})/bodies/dt=\d{4}-\d{2}-\d{2}/[0-9A-Z]{26}"
+    r"topics/topic=(?P<topic>[A-Za-z0-9_-]{1,127})/_bodies/dt=\d{4}-\d{2}-\d{2}/[0-9A-Z]{26}"
 )
 """A key the service hands out; any other key is not a large body of this service."""
 
