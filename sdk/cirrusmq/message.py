@@ -250,8 +250,14 @@ def _extended_payload(data: Mapping[str, Any]) -> LargeBody | None:
     if not isinstance(size, str) or not size.isdigit() or not isinstance(body, str):
         return None
     try:
-        pointer = json.loads(base64.b64decode(body, validate=True))
+        raw = base64.b64decode(body, validate=True)
     except ValueError:
+        return None
+    if not raw.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
+        return None
+    try:
+        pointer = json.loads(raw)
+    except (ValueError, RecursionError):
         return None
     if not (
         isinstance(pointer, list)

@@ -156,11 +156,13 @@ def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
 
 def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, str | None] | None:
     size = next((props[name] for name in SIZE_PROPERTIES if name in props), None)
-    if size is None or not size.isdigit() or not body or not body.startswith(b'["'):
+    if size is None or not size.isdigit() or not body:
+        return None
+    if not body.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
         return None
     try:
         pointer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not (
         isinstance(pointer, list)
