@@ -5,7 +5,8 @@ presigned URLs of a multipart upload, parts of 64 MiB), PUTs the parts while it 
 completes the upload and sends a message that names the object (:class:`LargeBodyRef`). A
 consumer's message carries a :class:`LargeBody` with a presigned GET URL; :meth:`LargeBody.open`
 streams it and checks its size and SHA-256 at the end. Neither side ever holds more than one
-chunk (1 MiB) of the body in memory, and neither needs S3 credentials.
+chunk (1 MiB) of the body in memory, and neither needs S3 credentials (except to read a
+payload an SQS Extended Client put in its own bucket: see :class:`LargeBody`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,9 +364,3 @@ def _complete(http: httpx.Client, url: str, etags: list[str], key: str) -> None:
 def is_large(source: BodySource, threshold_bytes: int) -> bool:
     """Whether a message with this body goes out as a large body."""
     return isinstance(source, Path) or len(source) > threshold_bytes
-
-
-def as_source(body: bytes | str | os.PathLike[str]) -> BodySource:
-    if isinstance(body, os.PathLike):
-        return Path(body)
-    return body.encode() if isinstance(body, str) else bytes(body)

@@ -198,3 +198,19 @@ def test_a_body_that_does_not_match_its_hash_raises_while_it_is_read(endpoint, c
     with pytest.raises(LargeBodyError) as raised, message.body_stream() as stream:
         stream.read()
     assert raised.value.code == "LargeBodyMismatch"
+
+
+def test_an_async_producer_offloads_a_large_body(endpoint, credentials, topic):
+    import asyncio
+
+    from cirrusmq import AsyncProducer
+
+    data = os.urandom(5 * MIB)
+
+    async def produce() -> str:
+        async with AsyncProducer(endpoint, credentials) as producer:
+            return (await producer.send(Message(topic, data))).message_id
+
+    message_id = asyncio.run(produce())
+    message = receive_one(endpoint, credentials, unique("g"), topic)
+    assert message.message_id == message_id and message.body == data
