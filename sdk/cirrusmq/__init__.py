@@ -57,6 +57,8 @@ from .errors import (
     ClientClosedError,
     ConflictError,
     ForbiddenError,
+    InvalidLargeBodyError,
+    LargeBodyError,
     MessageKeptError,
     MQError,
     NotFoundError,
@@ -74,6 +76,7 @@ from .errors import (
     UnauthorizedError,
     UnsupportedFeatureError,
 )
+from .large_body import BodyStream, LargeBody, LargeBodyRef
 from .message import ConsumeResult, FilterExpression, Message, MessageView, SendReceipt
 from .outbox import Refusal, RefusedBatch
 from .producer import AsyncProducer, Producer
@@ -125,6 +128,11 @@ __all__ = [
     "OutboxFullError",
     "OutboxLockedError",
     "PayloadTooLargeError",
+    "InvalidLargeBodyError",
+    "LargeBodyError",
+    "BodyStream",
+    "LargeBody",
+    "LargeBodyRef",
     "Permissions",
     "Producer",
     "PushConsumer",

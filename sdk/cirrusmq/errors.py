@@ -34,6 +34,8 @@ __all__ = [
     "UnauthorizedError",
     "UnsupportedFeatureError",
     "error_from_response",
+    "InvalidLargeBodyError",
+    "LargeBodyError",
 ]
 
 
@@ -159,7 +161,18 @@ class SubscriptionConflictError(ConflictError):
 
 
 class PayloadTooLargeError(MQError):
-    """413: a message body over 4 MiB or a request over 6 MiB."""
+    """413: a request over 6 MiB, or a body over 2 GiB (refused before anything is sent)."""
+
+
+class InvalidLargeBodyError(BadRequestError):
+    """400 ``InvalidLargeBody``: a message's large body is not an upload the service handed
+    out for its topic, is missing (expired, not completed) or has another size."""
+
+
+class LargeBodyError(MQError):
+    """A large body could not be uploaded or read, or what was read does not match its
+    pointer (size or SHA-256: ``code`` ``LargeBodyMismatch``). Retriable when the transfer
+    itself failed."""
 
 
 class ThrottledError(MQError):
@@ -253,6 +266,7 @@ _BY_CODE: dict[str, type[MQError]] = {
     "SubscriptionConflict": SubscriptionConflictError,
     "ProducerFenced": ProducerFencedError,
     "TransactionAlreadyEnded": TransactionEndedError,
+    "InvalidLargeBody": InvalidLargeBodyError,
 }
 
 _BY_STATUS: dict[int, type[MQError]] = {

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import base64
 import enum
+import io
+import json
 import math
 import os
 import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
+from .large_body import CHUNK_BYTES, LargeBody, LargeBodyRef
 from .wire import (
     read_base64,
     read_int,
@@ -60,7 +64,9 @@ class Message:
     topic: str
     """The topic to send to."""
     body: bytes
-    """The payload, 1 byte to 4 MiB."""
+    """The payload, 1 byte to 2 GiB: up to 4 MiB it travels inline, above it (or when it
+    is a path: a file whose contents are the body, read part by part) the producer uploads
+    it as its own object first (docs/sdk.md, *Large messages*)."""
     tag: str | None = None
     """One tag consumers can filter on (``TagA || TagB``)."""
     keys: tuple[str, ...] = ()
@@ -75,9 +81,13 @@ class Message:
     delay_level: int | None = None
     """RocketMQ delay level 1-18 (1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h
     2h), counted from when the service stores the message."""
+    large_body: LargeBodyRef | None = None
+    """Set by the producer once it uploaded the body (``body`` is then empty)."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.body, str):
+        if isinstance(self.body, os.PathLike):
+            object.__setattr__(self, "body", Path(self.body))
+        elif isinstance(self.body, str):
             object.__setattr__(self, "body", self.body.encode())
         elif not isinstance(self.body, bytes):
             object.__setattr__(self, "body", bytes(self.body))
@@ -89,11 +99,15 @@ class Message:
 
     def to_wire(self, message_id: str, born_timestamp: int) -> dict[str, Any]:
         """The JSON form of this message in a send request."""
+        if isinstance(self.body, Path):
+            raise ValueError("a message whose body is a file is uploaded before it is sent")
         wire: dict[str, Any] = {
             "message_id": message_id,
             "body": base64.b64encode(self.body).decode("ascii"),
             "born_timestamp": born_timestamp,
         }
+        if self.large_body is not None:
+            wire["large_body"] = self.large_body.to_wire()
         if self.tag is not None:
             wire["tag"] = self.tag
         if self.keys:
@@ -109,13 +123,37 @@ class Message:
         return wire
 
 
+class _Body:
+    """``MessageView.body``: the inline bytes, or a large body read (all of it, once) on
+    first access."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}_bytes"
+
+    def __get__(self, view: MessageView | None, owner: type | None = None) -> bytes:
+        if view is None:
+            raise AttributeError("body")  # a required field: no default
+        if view.large_body is not None and self._slot + "_loaded" not in view.__dict__:
+            view.__dict__[self._slot] = view.large_body.read()
+            view.__dict__[self._slot + "_loaded"] = True
+        return view.__dict__[self._slot]
+
+    def __set__(self, view: MessageView, value: bytes) -> None:
+        view.__dict__[self._slot] = value
+
+
 @dataclass(frozen=True)
 class MessageView:
-    """A received (or looked-up) message."""
+    """A received (or looked-up) message.
+
+    A large message (``large_body`` set) reads its body from S3: ``body`` loads all of it
+    on first access, :meth:`body_stream` streams it. Its ``properties`` carry the pointer
+    (``ExtendedPayloadSize``, ``cirrusmq.body.*``).
+    """
 
     message_id: str
     topic: str
-    body: bytes
+    body: bytes = _Body()  # type: ignore[assignment]
     tag: str | None
     keys: tuple[str, ...]
     properties: Mapping[str, str]
@@ -134,6 +172,24 @@ class MessageView:
     """1 on the first delivery to a group, then 2, 3, ..."""
     invisible_until: int | None = None
     """Until when (ms since the epoch) the group will not see it again unless it is acked."""
+    large_body: LargeBody | None = None
+    """The body object of a message whose body was too large to travel inline."""
+
+    def __repr__(self) -> str:
+        body = repr(self.large_body) if self.large_body is not None else repr(self.body)
+        return f"MessageView(message_id={self.message_id!r}, topic={self.topic!r}, body={body})"
+
+    @property
+    def body_size(self) -> int:
+        """The body's size in bytes (without reading a large body)."""
+        return self.large_body.size if self.large_body is not None else len(self.body)
+
+    def body_stream(self, *, chunk_bytes: int = CHUNK_BYTES) -> BinaryIO:
+        """The body as a binary stream: a large body is read from S3 chunk by chunk (and
+        checked against its size and SHA-256 at the end), an inline one from memory."""
+        if self.large_body is not None:
+            return self.large_body.open(chunk_bytes=chunk_bytes)  # type: ignore[return-value]
+        return io.BytesIO(self.body)
 
     @property
     def text(self) -> str:
@@ -158,7 +214,68 @@ class MessageView:
             receipt_handle=read_optional_str(data, "receipt_handle"),
             delivery_attempt=read_optional_int(data, "delivery_attempt", 0) or 0,
             invisible_until=read_optional_int(data, "invisible_until"),
+            large_body=_large_body(data),
         )
+
+
+POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+"""The Amazon SQS Extended Client's pointer class: its offloaded message's body is
+``[POINTER_CLASS, {"s3BucketName": ..., "s3Key": ...}]``."""
+SIZE_ATTRIBUTES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
+"""The Extended Client's reserved attribute (and its legacy name): the payload's size."""
+
+
+def _large_body(data: Any) -> LargeBody | None:
+    """The ``large_body`` of a message's JSON form, or the payload an SQS Extended Client
+    offloaded, if it has either."""
+    if not isinstance(data, Mapping):
+        return None
+    if data.get("large_body") is None:
+        return _extended_payload(data)
+    pointer = data["large_body"]
+    return LargeBody(
+        key=read_str(pointer, "key"),
+        size=read_int(pointer, "size"),
+        sha256=read_optional_str(pointer, "sha256"),
+        url=read_str(pointer, "url"),
+    )
+
+
+def _extended_payload(data: Mapping[str, Any]) -> LargeBody | None:
+    """An SQS Extended Client's offloaded payload: a size attribute and a pointer body."""
+    properties = data.get("properties")
+    if not isinstance(properties, Mapping):
+        return None
+    size = next((properties[a] for a in SIZE_ATTRIBUTES if a in properties), None)
+    body = data.get("body")
+    if not isinstance(size, str) or not size.isdigit() or not isinstance(body, str):
+        return None
+    try:
+        raw = base64.b64decode(body, validate=True)
+    except ValueError:
+        return None
+    if not raw.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
+        return None
+    try:
+        pointer = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not (
+        isinstance(pointer, list)
+        and len(pointer) == 2
+        and pointer[0] == POINTER_CLASS
+        and isinstance(pointer[1], Mapping)
+        and isinstance(pointer[1].get("s3BucketName"), str)
+        and isinstance(pointer[1].get("s3Key"), str)
+    ):
+        return None
+    return LargeBody(
+        key=pointer[1]["s3Key"],
+        size=int(size),
+        sha256=None,
+        url=None,
+        bucket=pointer[1]["s3BucketName"],
+    )
 
 
 def parse_receive_response(body: Any) -> list[MessageView]:

@@ -194,6 +194,7 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", "/v1/topics/{topic}"): _admin("delete topic {topic}"),
     ("PATCH", "/v1/topics/{topic}"): _admin("update topic {topic}"),
     ("POST", "/v1/topics/{topic}/messages"): _publish,
+    ("POST", "/v1/topics/{topic}/large-bodies"): _publish,
     ("GET", "/v1/topics/{topic}/messages/{message_id}"): _read_topic,
     ("GET", "/v1/topics/{topic}/messages/{message_id}/trace"): _read_topic,  # as a lookup
     ("POST", "/v1/groups/{group}/receive"): _receive,

@@ -5,9 +5,11 @@ from __future__ import annotations
 import base64
 import binascii
 
+from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import InvalidMessage
-from cirrusmq_broker.model import MessageInput, ReceivedMessage, StoredMessage, Topic
+from cirrusmq_broker.model import LargeBody, MessageInput, ReceivedMessage, StoredMessage, Topic
 from cirrusmq_broker.services.delivery import AckOutcome
+from cirrusmq_broker.services.large_bodies import stored_pointer
 
 from .schemas import AckResultBody, MessageBody, MessageIn, ReceivedMessageBody, TopicBody
 
@@ -30,6 +32,11 @@ def message_input(message: MessageIn, position: int) -> MessageInput:
         born_timestamp=message.born_timestamp,
         delay_level=message.delay_level,
         delivery_timestamp=message.delivery_timestamp,
+        large_body=(
+            LargeBody(message.large_body.key, message.large_body.size, message.large_body.sha256)
+            if message.large_body is not None
+            else None
+        ),
     )
 
 
@@ -57,7 +64,17 @@ def message_fields(message: StoredMessage) -> dict:
         "message_group": message.message_group,
         "born_timestamp": message.born_timestamp,
         "stored_timestamp": message.stored_timestamp,
+        "large_body": large_body_fields(message),
     }
+
+
+def large_body_fields(message: StoredMessage) -> dict | None:
+    """A large message's pointer with a presigned GET of its body (None: inline body)."""
+    pointer = stored_pointer(message.properties)
+    if pointer is None:
+        return None
+    url = current_broker().large_bodies.download_url(message.properties)
+    return {"key": pointer.key, "size": pointer.size, "sha256": pointer.sha256, "url": url}
 
 
 def message_body(message: StoredMessage) -> MessageBody:

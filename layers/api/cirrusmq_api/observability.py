@@ -59,6 +59,7 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/groups/{group}/dead-letters/redrive": "RedriveDeadLetters",
     "POST /v1/groups/{group}/dead-letters/purge": "PurgeDeadLetters",
     "POST /v1/topics/{topic}/messages": "SendMessages",
+    "POST /v1/topics/{topic}/large-bodies": "GrantLargeBody",
     "DELETE /v1/topics/{topic}/scheduled/{message_id}": "CancelScheduled",
     "GET /v1/topics/{topic}/messages/{message_id}": "LookupMessage",
     "POST /v1/groups/{group}/receive": "Receive",

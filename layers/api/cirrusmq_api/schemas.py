@@ -74,8 +74,28 @@ class TopicListBody(BaseModel):
     topics: list[TopicBody]
 
 
+class LargeBodyIn(Strict):
+    key: str = Field(max_length=1024, description="The key of a grant (POST .../large-bodies).")
+    size: int = Field(ge=1, description="The uploaded body's size in bytes (up to 2 GiB).")
+    sha256: str = Field(description="Lowercase hex SHA-256 of the body.")
+
+
+class LargeBodyOut(BaseModel):
+    key: str
+    size: int
+    sha256: str
+    url: str = Field(description="Presigned GET of the body, valid for an hour.")
+
+
 class MessageIn(Strict):
-    body: str = Field(description="Base64 (standard alphabet) message body, 1 byte to 4 MiB.")
+    body: str = Field(
+        "",
+        description="Base64 (standard alphabet) message body, 1 byte to 4 MiB; empty "
+        "with large_body.",
+    )
+    large_body: LargeBodyIn | None = Field(
+        None, description="A body uploaded as its own object through a large-body grant."
+    )
     message_id: str | None = Field(None, description="Client-made id; generated when absent.")
     tag: str | None = None
     keys: list[str] = Field(default_factory=list)
@@ -125,6 +145,25 @@ class MessageBody(BaseModel):
     message_group: str | None
     born_timestamp: int
     stored_timestamp: int
+    large_body: LargeBodyOut | None = Field(
+        None,
+        description="Set on a message whose body is its own object: body then holds the "
+        "SQS Extended Client's pointer JSON; read the payload from large_body.url.",
+    )
+
+
+class LargeBodyGrantRequest(Strict):
+    size: int = Field(ge=1, description="The body's size in bytes, up to 2 GiB.")
+
+
+class LargeBodyGrantBody(BaseModel):
+    key: str = Field(description="Name this key in the message's large_body.")
+    upload_id: str
+    part_bytes: int = Field(description="Every part but the last has this many bytes.")
+    part_urls: list[str] = Field(description="PUT part n (1-based) to part_urls[n-1].")
+    complete_url: str = Field(description="POST the CompleteMultipartUpload XML here.")
+    abort_url: str = Field(description="DELETE here to give the upload up.")
+    expires_timestamp: int = Field(description="The URLs are valid until then (ms).")
 
 
 class TraceEventBody(BaseModel):

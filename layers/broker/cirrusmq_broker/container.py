@@ -69,6 +69,7 @@ from .storage.trace_objects import TraceObjectStore
 from .telemetry import NAMESPACE, SERVICE
 
 if TYPE_CHECKING:
+    from .services.large_bodies import LargeBodyService
     from .services.transactions import TransactionService
 
 
@@ -160,6 +161,21 @@ class Broker:
             clock=self.clock,
             delay_writer=self.delay_writer,
             wake=self.release_wake,
+        )
+
+    @functools.cached_property
+    def large_bodies(self) -> LargeBodyService:
+        """Upload grants, pointer checks and download URLs of bodies above 4 MiB."""
+        from .services.large_bodies import LargeBodyService
+        from .storage.clients import presigning_client
+        from .storage.large_bodies import LargeBodyStore
+
+        return LargeBodyService(
+            topics=self.catalog,
+            store=LargeBodyStore(
+                self._s3, self.settings.bucket, presigner=presigning_client(self.settings)
+            ),
+            clock=self.clock,
         )
 
     @functools.cached_property

@@ -38,6 +38,12 @@ class InvalidMessage(InvalidRequest):
     code = "InvalidMessage"
 
 
+class InvalidLargeBody(InvalidRequest):
+    """A large-body pointer names no finished upload of this topic, or the wrong size."""
+
+    code = "InvalidLargeBody"
+
+
 class TooManyMessages(InvalidRequest):
     code = "TooManyMessages"
 

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """A message body: 1 byte to 4 MiB."""
+MAX_LARGE_BODY_BYTES = 2 * 1024 * 1024 * 1024
+"""A large body (stored as its own S3 object, uploaded by the producer): up to 2 GiB."""
+LARGE_BODY_PART_BYTES = 64 * 1024 * 1024
+"""The part size of a large body's multipart upload (the last part may be smaller)."""
+LARGE_BODY_URL_SECONDS = 3600
+"""How long a presigned upload or download URL of a large body is valid."""
+LARGE_BODY_MIN_RETENTION_HOURS = 14 * 24
+"""A large body is kept at least as long as a dead-letter topic keeps its copies."""
 MAX_REQUEST_BYTES = 6 * 1024 * 1024
 """A request or a response: at most 6 MiB (Lambda's synchronous payload limit)."""
 MAX_MESSAGES_PER_SEND = 1000

@@ -55,6 +55,20 @@ class MessageInput:
     """RocketMQ delay level 1-18: due that long after the send."""
     delivery_timestamp: int | None = None
     """Due at this time (ms since the epoch), up to 365 days ahead."""
+    large_body: LargeBody | None = None
+    """A body uploaded as its own S3 object; ``body`` is then empty on the wire."""
+
+
+@dataclass(frozen=True)
+class LargeBody:
+    """A pointer to a large body: an object the producer uploaded through a grant."""
+
+    key: str
+    """The object's key in the message bucket (under the topic's prefix)."""
+    size: int
+    """Its size in bytes, checked against the object when the message is sent."""
+    sha256: str
+    """Lowercase hex SHA-256 of the body, checked by the consumer's SDK while it reads."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError, TransportError
+from ..large_body import INLINE_MAX_BYTES, grant_request, is_large, upload_granted
 from ..message import (
     Message,
     SendReceipt,
@@ -87,6 +88,7 @@ class AsyncProducer:
         outbox_path: str | PathLike[str] | None = None,
         outbox_max_messages: int = 100_000,
         outbox_max_bytes: int = 256 * 1024 * 1024,
+        large_body_threshold_bytes: int = INLINE_MAX_BYTES,
         transport: AsyncTransport | None = None,
     ) -> None:
         self.options = ProducerOptions(
@@ -98,6 +100,7 @@ class AsyncProducer:
             outbox_path=outbox_path,
             outbox_max_messages=outbox_max_messages,
             outbox_max_bytes=outbox_max_bytes,
+            large_body_threshold_bytes=large_body_threshold_bytes,
         )
         self.endpoint = endpoint
         self.credentials = credentials
@@ -268,9 +271,21 @@ class AsyncProducer:
             self._transport_closed = True
             await self._transport.close()
 
+    async def _offloaded(self, message: Message) -> Message:
+        """``message``, or the message naming its body uploaded now (see Producer)."""
+        if message.large_body is not None or not is_large(
+            message.body, self.options.large_body_threshold_bytes
+        ):
+            return message
+        path, request = grant_request(message.topic, message.body)
+        grant = await self._transport.request("POST", path, json_body=request)
+        pointer = await asyncio.to_thread(upload_granted, grant, message.body)
+        return dataclasses.replace(message, body=b"", large_body=pointer)
+
     async def _submit(self, messages: list[Message], *, blocking: bool) -> list[_Ticket]:
         if self._state_name == "new":
             await self.start()
+        messages = [await self._offloaded(m) for m in messages]
         loop = asyncio.get_running_loop()
         born_ms = int(time.time() * 1000)
         items = []

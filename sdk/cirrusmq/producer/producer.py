@@ -13,6 +13,7 @@ thread that drives :mod:`.send_state`; the I/O-free rules are already out.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -27,6 +28,7 @@ from urllib.parse import quote
 
 from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError, OutboxError, TransportError
+from ..large_body import INLINE_MAX_BYTES, is_large, upload_body
 from ..message import Message, SendReceipt, scheduled_path
 from ..outbox import OutboxEntry, RefusedBatch
 from ..transport import RetryPolicy, Transport
@@ -102,6 +104,7 @@ class Producer:
         outbox_path: str | PathLike[str] | None = None,
         outbox_max_messages: int = 100_000,
         outbox_max_bytes: int = 256 * 1024 * 1024,
+        large_body_threshold_bytes: int = INLINE_MAX_BYTES,
         transport: Transport | None = None,
     ) -> None:
         self.options = ProducerOptions(
@@ -113,6 +116,7 @@ class Producer:
             outbox_path=outbox_path,
             outbox_max_messages=outbox_max_messages,
             outbox_max_bytes=outbox_max_bytes,
+            large_body_threshold_bytes=large_body_threshold_bytes,
         )
         self.endpoint = endpoint
         self.credentials = credentials
@@ -357,6 +361,7 @@ class Producer:
     def _submit(self, messages: list[Message], *, blocking: bool) -> list[_Ticket]:
         if self._state_name == "new":
             self.start()
+        messages = [self._offloaded(m) for m in messages]
         born_ms = int(time.time() * 1000)
         items = []
         for message in messages:
@@ -380,6 +385,17 @@ class Producer:
             if state.add(items, urgent=blocking):
                 self._cond.notify_all()
         return [t for t, _ in items]
+
+    def _offloaded(self, message: Message) -> Message:
+        """``message`` itself, or — when its body is a file or over
+        ``large_body_threshold_bytes`` — the message naming its body uploaded now, in the
+        calling thread (even for ``send_async``: the upload is the send's slow part)."""
+        if message.large_body is not None or not is_large(
+            message.body, self.options.large_body_threshold_bytes
+        ):
+            return message
+        pointer = upload_body(self._transport, message.topic, message.body)
+        return dataclasses.replace(message, body=b"", large_body=pointer)
 
     # ------------------------------------------------------------------ sender thread
     def _run(self) -> None:

@@ -115,8 +115,12 @@ class ProducerOptions:
     outbox_path: str | PathLike[str] | None = None
     outbox_max_messages: int = 100_000
     outbox_max_bytes: int = 256 * 1024 * 1024
+    large_body_threshold_bytes: int = 4 * 1024 * 1024
+    """Bodies above this size (at most 4 MiB) are uploaded as their own objects first."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.large_body_threshold_bytes <= 4 * 1024 * 1024:
+            raise ValueError("large_body_threshold_bytes must be 0-4 MiB (the inline limit)")
         validate_options(
             linger_ms=self.linger_ms,
             max_batch_messages=self.max_batch_messages,

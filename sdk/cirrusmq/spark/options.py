@@ -131,6 +131,9 @@ class ReadOptions:
     queues: int | None
     objects_per_partition: int
     max_offsets_per_trigger: int | None
+    read_large_bodies: bool = False
+    """``largeBodies=read``: a large message's ``body`` is its object's content (each read
+    whole into the executor's memory); ``pointer`` (the default): the pointer JSON."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -143,7 +146,11 @@ class ReadOptions:
         max_offsets = _int(options, "maxOffsetsPerTrigger", None)
         if max_offsets is not None and max_offsets < 1:
             raise OptionError("maxOffsetsPerTrigger must be at least 1")
+        large_bodies = (get(options, "largeBodies") or "pointer").lower()
+        if large_bodies not in ("pointer", "read"):
+            raise OptionError("largeBodies is 'pointer' (the default) or 'read'")
         return cls(
+            read_large_bodies=large_bodies == "read",
             topic=topic,
             starting=get(options, "startingOffsets"),
             ending=get(options, "endingOffsets"),

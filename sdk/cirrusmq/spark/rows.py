@@ -50,6 +50,10 @@ ARROW_SCHEMA = pa.schema(
         ("transaction_id", pa.string()),
         ("producer_id", pa.string()),
         ("producer_sequence", pa.int64()),
+        ("body_bucket", pa.string()),
+        ("body_key", pa.string()),
+        ("body_size", pa.int64()),
+        ("body_sha256", pa.string()),
     ]
 )
 log = logging.getLogger("cirrusmq.spark")
@@ -57,7 +61,15 @@ log = logging.getLogger("cirrusmq.spark")
 COUNT_MISMATCH = "batch_count_mismatch"
 """The stable name of the error logged when an object's rows disagree with its index item."""
 
-_FROM_OBJECT = [f.name for f in ARROW_SCHEMA if f.name not in ("topic", "queue", "offset")]
+POINTER_COLUMNS = ("body_bucket", "body_key", "body_size", "body_sha256")
+_FROM_OBJECT = [
+    f.name
+    for f in ARROW_SCHEMA
+    if f.name not in ("topic", "queue", "offset") and f.name not in POINTER_COLUMNS
+]
+POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+SIZE_PROPERTIES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
+SHA256_PROPERTY = "cirrusmq.body.sha256"
 
 _clients: dict[StackOptions, Any] = {}
 _lock = threading.Lock()
@@ -73,9 +85,14 @@ def s3_client(stack: StackOptions) -> Any:
 
 
 def read_slices(
-    stack: StackOptions, topic: str, slices: Iterable[Slice]
+    stack: StackOptions,
+    topic: str,
+    slices: Iterable[Slice],
+    *,
+    read_large_bodies: bool = False,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of ``slices`` as record batches of :data:`ARROW_SCHEMA`.
+    """The rows of ``slices`` as record batches of :data:`ARROW_SCHEMA`; with
+    ``read_large_bodies``, a large message's ``body`` is its object's content.
 
     An object deleted since planning (retention, a purge) is skipped: its offsets are gone.
     """
@@ -88,6 +105,8 @@ def read_slices(
         except client.exceptions.NoSuchKey:
             continue
         batch = slice_rows(pq.read_table(io.BytesIO(data)), topic, piece)
+        if read_large_bodies:
+            batch = with_large_bodies(batch, client)
         if batch.num_rows:
             yield batch
 
@@ -112,6 +131,67 @@ def slice_rows(table: pa.Table, topic: str, piece: Slice) -> pa.RecordBatch:
             columns.append(pa.array([0] * n, kind))
         else:
             columns.append(pa.nulls(n, kind))
+    columns += pointer_columns(columns[_FIELD["body"]], columns[_FIELD["properties"]])
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+_FIELD = {name: i for i, name in enumerate(ARROW_SCHEMA.names)}
+
+
+def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
+    """``body_bucket``, ``body_key``, ``body_size``, ``body_sha256`` of each row: a large
+    message's pointer (a body that is the Extended Client's pointer JSON and a size
+    property), nulls for an inline body."""
+    found: list[tuple[str, str, int, str | None] | None] = [
+        _pointer(body, dict(props or ()))
+        for body, props in zip(bodies.to_pylist(), properties.to_pylist(), strict=True)
+    ]
+    return [
+        pa.array([p[0] if p else None for p in found], pa.string()),
+        pa.array([p[1] if p else None for p in found], pa.string()),
+        pa.array([p[2] if p else None for p in found], pa.int64()),
+        pa.array([p[3] if p else None for p in found], pa.string()),
+    ]
+
+
+def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, str | None] | None:
+    size = next((props[name] for name in SIZE_PROPERTIES if name in props), None)
+    if size is None or not size.isdigit() or not body:
+        return None
+    if not body.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
+        return None
+    try:
+        pointer = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not (
+        isinstance(pointer, list)
+        and len(pointer) == 2
+        and pointer[0] == POINTER_CLASS
+        and isinstance(pointer[1], dict)
+        and isinstance(pointer[1].get("s3BucketName"), str)
+        and isinstance(pointer[1].get("s3Key"), str)
+    ):
+        return None
+    return pointer[1]["s3BucketName"], pointer[1]["s3Key"], int(size), props.get(SHA256_PROPERTY)
+
+
+def with_large_bodies(batch: pa.RecordBatch, client: Any) -> pa.RecordBatch:
+    """``batch`` with each large message's ``body`` replaced by its object's content (a
+    body past its retention stays the pointer)."""
+    buckets, keys = batch.column("body_bucket").to_pylist(), batch.column("body_key").to_pylist()
+    if not any(keys):
+        return batch
+    bodies = batch.column("body").to_pylist()
+    for row, (bucket, key) in enumerate(zip(buckets, keys, strict=True)):
+        if key is None:
+            continue
+        try:
+            bodies[row] = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except client.exceptions.NoSuchKey:
+            continue
+    columns = list(batch.columns)
+    columns[_FIELD["body"]] = pa.array(bodies, pa.binary())
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 

@@ -80,7 +80,12 @@ class _Reading:
             return iter(())
         from .rows import read_slices  # pyarrow: executors only, not the planner process
 
-        return read_slices(self.stack, self.query.topic, partition.slices)
+        return read_slices(
+            self.stack,
+            self.query.topic,
+            partition.slices,
+            read_large_bodies=self.query.read_large_bodies,
+        )
 
     def _log(self) -> QueueLog:
         return QueueLog(self.stack, self.query.topic, self.query.queues)

@@ -22,6 +22,7 @@ one (:class:`~cirrusmq.errors.ProducerFencedError`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from typing import Any
 from ..client_transport import client_transport
 from ..credentials import Credentials
 from ..errors import ClientClosedError, MQError, ProducerFencedError
+from ..large_body import INLINE_MAX_BYTES, is_large, upload_body
 from ..message import Message, MessageView, new_message_id
 from ..transport import Transport
 from ..wire import read_int, read_list, read_mapping, read_str
@@ -86,7 +88,14 @@ class Transaction:
             else:
                 part, self._parts = self._parts, self._parts + 1
                 born = now_ms()
-                wire = [m.to_wire(new_message_id(), born) for m in messages]
+                wire = [
+                    (
+                        self.producer._offloaded(m)
+                        if is_large(m.body, INLINE_MAX_BYTES) and m.large_body is None
+                        else m
+                    ).to_wire(new_message_id(), born)
+                    for m in messages
+                ]
             self._unsettled = (part, list(messages), wire)
         try:
             receipts = self.producer._send(self, part, messages, wire)
@@ -215,6 +224,11 @@ class TransactionProducer:
             TransactionReceipt(read_str(r, "message_id"), read_int(r, "queue"), txn.id)
             for r in read_list(read_mapping(body), "receipts")
         ]
+
+    def _offloaded(self, message: Message) -> Message:
+        """``message`` naming its body uploaded now (a body above 4 MiB, or a file)."""
+        pointer = upload_body(self._transport, message.topic, message.body)
+        return dataclasses.replace(message, body=b"", large_body=pointer)
 
     def _send_request(
         self,

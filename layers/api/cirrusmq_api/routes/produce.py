@@ -15,7 +15,13 @@ from cirrusmq_broker.model import ProducerStamp
 from ..access import claim_request, current_principal
 from ..convert import message_input
 from ..observability import count_messages
-from ..schemas import SendReceiptBody, SendRequest, SendResponse
+from ..schemas import (
+    LargeBodyGrantBody,
+    LargeBodyGrantRequest,
+    SendReceiptBody,
+    SendRequest,
+    SendResponse,
+)
 
 router = APIGatewayHttpRouter()
 
@@ -31,13 +37,34 @@ def send_messages(topic: str, request: SendRequest) -> SendResponse:
     )
     if stamp is None:  # a replay would store the messages again (a stamped one is answered
         claim_request()  # from the producer record)
-    result = current_broker().produce.send(
-        topic, [message_input(m, i) for i, m in enumerate(request.messages)], stamp
+    broker = current_broker()
+    inputs = broker.large_bodies.resolve(
+        topic, [message_input(m, i) for i, m in enumerate(request.messages)]
     )
+    result = broker.produce.send(topic, inputs, stamp)
     count_messages(len(result.receipts))
     return SendResponse(
         receipts=[SendReceiptBody(**vars(r), scheduled=r.offset is None) for r in result.receipts],
         duplicate=result.duplicate,
+    )
+
+
+@router.post(
+    "/v1/topics/<topic>/large-bodies",
+    summary="Start the upload of a large body (above 4 MiB, up to 2 GiB)",
+)
+def grant_large_body(topic: str, request: LargeBodyGrantRequest) -> LargeBodyGrantBody:
+    """Presigned URLs for a multipart upload of the body straight to S3 (parts of
+    ``part_bytes``); the producer then sends a message naming ``key`` in its large_body."""
+    grant = current_broker().large_bodies.grant(topic, request.size)
+    return LargeBodyGrantBody(
+        key=grant.upload.key,
+        upload_id=grant.upload.upload_id,
+        part_bytes=grant.part_bytes,
+        part_urls=grant.upload.part_urls,
+        complete_url=grant.upload.complete_url,
+        abort_url=grant.upload.abort_url,
+        expires_timestamp=grant.expires_timestamp,
     )
 
 

@@ -165,7 +165,9 @@ def send_half_messages(
         transactional_id=request.transactional_id,
         epoch=request.epoch,
         topic_name=request.topic,
-        inputs=[message_input(m, i) for i, m in enumerate(request.messages)],
+        inputs=current_broker().large_bodies.resolve(
+            request.topic, [message_input(m, i) for i, m in enumerate(request.messages)]
+        ),
         part=request.part,
         timings=timings,
         access_key=_owner_key(),

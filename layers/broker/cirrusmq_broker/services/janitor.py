@@ -61,6 +61,7 @@ from ..storage.batch_objects import (
 )
 from ..storage.groups import GroupStateStore
 from ..storage.janitor_checkpoints import SweepCheckpoint, SweepCheckpoints
+from ..storage.large_bodies import key_topic
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from ..storage.topics import TopicStore
@@ -192,7 +193,9 @@ class JanitorService:
         the item was still this incarnation, so no append came after), objects only if
         written before the delete (plus the clock allowance), and the item only if it is
         still this incarnation. A crashed produce's object written after the delete stays
-        (the sweeper of a topic created again under the name removes it).
+        (the sweeper of a topic created again under the name removes it). Large bodies
+        (``_bodies/``) stay too: a copy in another topic (a dead letter) may point at one;
+        their lifecycle tier expires them.
         """
         heads = self._heads.get_many(topic.name, list(range(topic.queues)), consistent=True)
         self._still_purging(topic)  # so the heads were read before any create again
@@ -220,7 +223,11 @@ class JanitorService:
                     topic_prefix(topic.name), position=position
                 )
                 self._still_purging(topic)
-                doomed = [o.key for o in page if self._written_ms(o) <= written_before]
+                doomed = [
+                    o.key
+                    for o in page
+                    if self._written_ms(o) <= written_before and key_topic(o.key) is None
+                ]
                 self._objects.delete(doomed)
                 deleted_in_pass = relist and (deleted_in_pass or bool(doomed))
                 if time_left() <= 0:

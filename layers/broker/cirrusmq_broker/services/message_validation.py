@@ -15,6 +15,7 @@ from ..validation import (
     check_tag,
     check_timestamp,
 )
+from .large_bodies import RESERVED_PROPERTIES
 
 
 def validate_messages(
@@ -38,6 +39,11 @@ def validate_messages(
             raise MessageTooLarge(
                 f"message {position}: body of {len(raw.body)} bytes is over "
                 f"{limits.MAX_BODY_BYTES} bytes"
+            )
+        if raw.large_body is None and RESERVED_PROPERTIES.intersection(raw.properties):
+            raise InvalidMessage(
+                f"message {position}: properties {sorted(RESERVED_PROPERTIES)} are set by "
+                "the service on a message with a large body"
             )
         message_id = (
             check_message_id(raw.message_id) if raw.message_id is not None else make_id(position)

@@ -110,6 +110,30 @@ def aws_client(service: str, settings: Settings, *, quick: bool = False) -> Any:
         return client
 
 
+def presigning_client(settings: Settings) -> Any:
+    """An S3 client that presigns URLs with Signature Version 4 (which S3 requires of new
+    buckets and regions); it makes no calls itself."""
+    key = ("s3", settings.aws_endpoint_url, settings.aws_region, "presign")
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            extra: dict[str, Any] = {}
+            if settings.aws_endpoint_url:
+                extra = {
+                    "endpoint_url": settings.aws_endpoint_url,
+                    "aws_access_key_id": "cirrusmq-local",
+                    "aws_secret_access_key": "cirrusmq-local",
+                }
+            client = boto3.session.Session().client(
+                "s3",
+                region_name=settings.aws_region or "us-east-1",
+                config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+                **extra,
+            )
+            _clients[key] = client
+        return client
+
+
 def translate_retriable_errors(client: Any) -> None:
     """Make ``client`` raise Throttled / StorageUnavailable for AWS answers a caller may retry."""
     client.meta.events.register("after-call.*.*", _after_call)

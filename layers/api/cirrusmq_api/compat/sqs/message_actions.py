@@ -399,7 +399,7 @@ def _received(
     body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
         "MessageId": stored.message_id,
-        "ReceiptHandle": receipts.issue(received.receipt_handle, received_at),
+        "ReceiptHandle": receipts.issue(sqs_receipt_handle(received.receipt_handle), received_at),
         "MD5OfBody": md5_of_body(body),
         "Body": body,
     }
@@ -433,11 +433,19 @@ def _received(
 
 
 # ------------------------------------------------------------------ delete, visibility
+def sqs_receipt_handle(handle: str) -> str:
+    """A broker receipt handle as SQS clients get it: its URL-safe base64 ``-`` becomes
+    ``+`` (standard base64, as SQS's own handles). The SQS Extended Client wraps a handle
+    in ``-``-delimited markers and recovers it as the text after the last ``-``."""
+    return handle.replace("-", "+")
+
+
 def _handle(entry: dict[str, Any]) -> str:
+    """The broker receipt handle an SQS request names (one with ``-`` is taken too)."""
     handle = entry.get("ReceiptHandle")
     if not isinstance(handle, str) or not handle:
         raise SqsError("MissingParameter", "The request must contain the parameter ReceiptHandle.")
-    return handle
+    return handle.replace("+", "-")
 
 
 def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError | None]:
@@ -502,8 +510,8 @@ def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
         )
     except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
         raise invalid_parameter(
-            f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
-            "exist or is not available for visibility timeout change."
+            f"Value {entry['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: "
+            "Message does not exist or is not available for visibility timeout change."
         ) from None
     except BrokerError as exc:
         raise from_broker(exc) from None
