@@ -176,6 +176,8 @@ def test_an_sqs_receipt_handle_carries_its_receive_time() -> None:
     assert receipts.split("cGF5bG9hZA.c2ln") == ("cGF5bG9hZA.c2ln", None)  # no time: no limit
     assert receipts.split("forged~") == ("forged~", None)
     receipts.check_total_visibility(handle, 43_200, 1_790_000_000_123)
-    with pytest.raises(SqsError) as caught:
+    # the error class of the module imported here: a local stack run earlier in the process
+    # imports the API's modules afresh, as each Lambda container does
+    with pytest.raises(receipts.SqsError) as caught:
         receipts.check_total_visibility(handle, 43_200, 1_790_000_000_124)
     assert caught.value.code == "InvalidParameterValue"
