@@ -19,6 +19,9 @@ LATEST = -1
 """Kafka's convention in JSON offsets: -1 is the queue's end (the next offset)."""
 
 DEFAULT_OBJECTS_PER_PARTITION = 8
+DEFAULT_FETCH_THREADS = 4
+"""Batch objects a read task fetches at once (a GET is mostly waiting for the answer)."""
+MAX_FETCH_THREADS = 64
 DIRECTORY_BUCKET_KEY = re.compile(r"retention_days=\d+/topics/")
 """A batch object key filed under a retention tier: only a directory bucket holds it
 (a stack deployed with ``BatchStorage=express``)."""
@@ -131,6 +134,7 @@ class ReadOptions:
     queues: int | None
     objects_per_partition: int
     max_offsets_per_trigger: int | None
+    fetch_threads: int = DEFAULT_FETCH_THREADS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -143,6 +147,9 @@ class ReadOptions:
         max_offsets = _int(options, "maxOffsetsPerTrigger", None)
         if max_offsets is not None and max_offsets < 1:
             raise OptionError("maxOffsetsPerTrigger must be at least 1")
+        fetch_threads = _int(options, "fetchThreads", DEFAULT_FETCH_THREADS)
+        if not 1 <= fetch_threads <= MAX_FETCH_THREADS:
+            raise OptionError(f"fetchThreads must be between 1 and {MAX_FETCH_THREADS}")
         return cls(
             topic=topic,
             starting=get(options, "startingOffsets"),
@@ -152,6 +159,7 @@ class ReadOptions:
             queues=_int(options, "queues", None),
             objects_per_partition=per_partition,
             max_offsets_per_trigger=max_offsets,
+            fetch_threads=fetch_threads,
         )
 
 

@@ -80,7 +80,12 @@ class _Reading:
             return iter(())
         from .rows import read_slices  # pyarrow: executors only, not the planner process
 
-        return read_slices(self.stack, self.query.topic, partition.slices)
+        return read_slices(
+            self.stack,
+            self.query.topic,
+            partition.slices,
+            fetch_threads=self.query.fetch_threads,
+        )
 
     def _log(self) -> QueueLog:
         return QueueLog(self.stack, self.query.topic, self.query.queues)
