@@ -122,7 +122,11 @@ def main() -> None:
             ),
             "native Parquet, local mirror": lambda: spark.read.parquet(str(Path(tmp) / "topics")),
         }
-        print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, {args.master}")
+        pushdown = spark.conf.get("spark.sql.python.filterPushdown.enabled", None)
+        print(
+            f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, {args.master}, "
+            f"spark.sql.python.filterPushdown.enabled={pushdown}"
+        )
         print(f"{'reader':<34} {'rows':>8} {'best s':>8} {'rows/s':>10} {'plan s':>7}")
         rates: dict[str, float] = {}
         for name, make in cases.items():
