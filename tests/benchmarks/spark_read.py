@@ -1,5 +1,5 @@
-"""Spark read benchmark: rows/s of the ``cirrusmq`` data source vs Spark's native Parquet
-reader on the same batch objects.
+"""Spark read benchmark: rows/s of the ``cirrusmq`` data source vs plain Parquet reads of the
+same batch objects (over the same S3 endpoint, and Spark's native reader on a local copy).
 
     python tests/benchmarks/spark_read.py [--messages 20000] [--batch 500] [--body 256]
                                           [--queues 8] [--repeat 3] [--master local[2]]
@@ -11,12 +11,19 @@ sink) of:
 
 1. the data source (planning from the log index in DynamoDB, executors fetching the objects
    from S3 — both the moto server — with boto3 and decoding them with pyarrow);
-2. the data source with ``objectsPerPartition=1`` (one task per object);
-3. Spark's native Parquet reader on a local mirror of the same ``topics/topic=<t>/`` prefix
+2. the data source with ``fetchThreads=1`` (one GET at a time per task);
+3. the S3 baseline: the same objects over the same S3 endpoint with the same tasks (the
+   objects of a queue in groups of ``objectsPerPartition``, 8), read by pyarrow's own S3
+   filesystem (``pyarrow.fs.S3FileSystem``) in a minimal Python data source yielding the
+   objects' record batches: no index, no offsets — what any Python reader of these objects
+   pays (``spark.read.parquet("s3a://...")`` needs hadoop-aws, which pyspark does not ship);
+4. Spark's native Parquet reader on a local mirror of the same ``topics/topic=<t>/`` prefix
    (downloaded first; not timed): no index, no HTTP, Spark's vectorized reader.
 
-The data source pays the moto server's HTTP round trips (~100 ops/s on a loaded machine)
-that S3 in AWS answers far faster; the native figure is the ceiling for the same bytes.
+Then a breakdown of the data source's work outside Spark, in this process: planning (the
+index and heads in DynamoDB), and reading every planned partition (S3 GETs, decoding).
+All figures come from one run in one process; compare ratios, not absolute numbers (the
+moto server answers ~100-300 operations/s on a loaded machine).
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 
 def main() -> None:
@@ -83,6 +93,7 @@ def main() -> None:
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.showConsoleProgress", "false")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
@@ -93,21 +104,133 @@ def main() -> None:
             reader = spark.read.format("cirrusmq").options(**options).option("topic", topic)
             return reader.options(**extra).load()
 
+        spark.dataSource.register(S3Baseline)
+        baseline = {
+            "bucket": bucket,
+            "prefix": f"topics/topic={topic}/",
+            "endpoint": stack.aws_endpoint,
+            "region": options["region"],
+            "key": options["accessKeyId"],
+            "secret": options["secretAccessKey"],
+        }
+
         cases = {
             "data source (8 objects/task)": lambda: source(),
-            "data source (1 object/task)": lambda: source(objectsPerPartition="1"),
+            "data source (fetchThreads=1)": lambda: source(fetchThreads="1"),
+            "S3 baseline (pyarrow S3, 8/task)": lambda: (
+                spark.read.format(S3Baseline.name()).options(**baseline).load()
+            ),
             "native Parquet, local mirror": lambda: spark.read.parquet(str(Path(tmp) / "topics")),
         }
-        print(f"{'reader':<32} {'rows':>8} {'best s':>8} {'rows/s':>10}")
+        pushdown = spark.conf.get("spark.sql.python.filterPushdown.enabled", None)
+        print(
+            f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, {args.master}, "
+            f"spark.sql.python.filterPushdown.enabled={pushdown}"
+        )
+        print(f"{'reader':<34} {'rows':>8} {'best s':>8} {'rows/s':>10} {'plan s':>7}")
+        rates: dict[str, float] = {}
         for name, make in cases.items():
             rows = make().count()
-            best = float("inf")
+            best = plan = float("inf")
             for _ in range(args.repeat):
                 t = time.perf_counter()
                 make().write.format("noop").mode("overwrite").save()
                 best = min(best, time.perf_counter() - t)
-            print(f"{name:<32} {rows:>8} {best:>8.2f} {rows / best:>10,.0f}")
+                t = time.perf_counter()
+                make()._jdf.queryExecution().executedPlan()  # planning only (part of best s)
+                plan = min(plan, time.perf_counter() - t)
+            rates[name] = rows / best
+            print(f"{name:<34} {rows:>8} {best:>8.2f} {rows / best:>10,.0f} {plan:>7.2f}")
+        ours = rates["data source (8 objects/task)"]
+        print(
+            f"data source / S3 baseline {ours / rates['S3 baseline (pyarrow S3, 8/task)']:.2f}, "
+            f"/ native local mirror {ours / rates['native Parquet, local mirror']:.2f} "
+            f"(load average {os.getloadavg()[0]:.1f})"
+        )
         spark.stop()
+        breakdown(options, topic)
+
+
+def breakdown(options: dict[str, str], topic: str) -> None:
+    """Where the data source's time goes, outside Spark: planning, then the executors' work."""
+    from cirrusmq.spark.options import ReadOptions, StackOptions
+    from cirrusmq.spark.source import CirrusMQBatchReader
+
+    read = ReadOptions.parse({**options, "topic": topic})
+    reader = CirrusMQBatchReader(StackOptions.parse(options), read)
+    t = time.perf_counter()
+    partitions = reader.partitions()
+    planned = time.perf_counter() - t
+    t = time.perf_counter()
+    rows = sum(b.num_rows for p in partitions for b in reader.read(p))
+    fetched = time.perf_counter() - t
+    print(
+        f"breakdown (this process, no Spark): planning {planned:.2f} s "
+        f"({len(partitions)} partitions); reading {rows} rows {fetched:.2f} s"
+    )
+
+
+class S3Baseline(DataSource):
+    """Batch objects read with pyarrow's S3 filesystem: one task per group of objects."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "cirrusmq_bench_s3_baseline"
+
+    def schema(self):  # type: ignore[no-untyped-def]
+        from cirrusmq.spark.rows import ARROW_SCHEMA
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        fields = [f for f in ARROW_SCHEMA if f.name not in ("topic", "queue", "offset")]
+        return from_arrow_schema(pa.schema(fields))
+
+    def reader(self, schema):  # type: ignore[no-untyped-def]
+        return S3BaselineReader(dict(self.options))
+
+
+class S3BaselineReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def _fs(self):  # type: ignore[no-untyped-def]
+        from pyarrow import fs
+
+        endpoint = self.options["endpoint"].split("://", 1)[-1]
+        return fs.S3FileSystem(
+            access_key=self.options["key"],
+            secret_key=self.options["secret"],
+            region=self.options["region"],
+            endpoint_override=endpoint,
+            scheme="http",
+        )
+
+    def partitions(self):  # type: ignore[no-untyped-def]
+        from pyarrow import fs
+
+        root = f"{self.options['bucket']}/{self.options['prefix'].rstrip('/')}"
+        found = self._fs().get_file_info(fs.FileSelector(root, recursive=True))
+        by_queue: dict[str, list[str]] = {}
+        for info in found:
+            if info.is_file and info.path.endswith(".parquet"):
+                by_queue.setdefault(info.path.split("/queue=")[1].split("/")[0], []).append(
+                    info.path
+                )
+        groups = []
+        for queue in sorted(by_queue, key=int):
+            paths = sorted(by_queue[queue])
+            groups += [InputPartition(paths[i : i + 8]) for i in range(0, len(paths), 8)]
+        return groups
+
+    def read(self, partition):  # type: ignore[no-untyped-def]
+        import pyarrow.parquet as pq
+        from cirrusmq.spark.rows import ARROW_SCHEMA
+
+        target = [f for f in ARROW_SCHEMA if f.name not in ("topic", "queue", "offset")]
+        filesystem = self._fs()
+        for path in partition.value:
+            table = pq.read_table(path, filesystem=filesystem)
+            columns = [table[f.name].cast(f.type) for f in target]
+            yield from pa.Table.from_arrays(columns, schema=pa.schema(target)).to_batches()
 
 
 if __name__ == "__main__":

@@ -147,3 +147,16 @@ def test_bad_options_are_refused(spark, cirrusmq_stack):
         spark.read.format("cirrusmq").options(**cirrusmq_stack.spark_options()).load().count()
     with pytest.raises(PySparkException, match="bucket"):
         spark.read.format("cirrusmq").option("topic", "x").load().count()
+
+
+def test_fetch_threads_change_nothing_in_what_is_read(
+    spark, cirrusmq_stack, admin, producer, topic_name
+):
+    """One GET at a time or several in flight per task: the same rows, each offset once."""
+    admin.create_topic(topic_name, queues=2)
+    send_batches(producer, topic_name, batches=4, per_batch=6, queues=2)
+    one = load(spark, cirrusmq_stack, topic_name, fetchThreads="1").collect()
+    many = load(spark, cirrusmq_stack, topic_name, fetchThreads="8").collect()
+    assert len(one) == 24
+    assert sorted(map(tuple, many)) == sorted(map(tuple, one))
+    assert len({(r.queue, r.offset) for r in many}) == 24

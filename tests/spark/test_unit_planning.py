@@ -144,3 +144,66 @@ def test_a_directory_bucket_key_without_batch_bucket_is_an_error_not_an_empty_re
         )
         with pytest.raises(OptionError, match="batchBucket"):
             list(read_slices(plain, "t", [Slice(0, key, 0, 0, 3, 100, 3)]))
+
+
+def test_fetch_threads_option_defaults_to_a_few_and_is_bounded():
+    assert ReadOptions.parse({"topic": "t"}).fetch_threads == 4
+    assert ReadOptions.parse({"topic": "t", "FETCHTHREADS": "1"}).fetch_threads == 1
+    for bad in ("0", "65", "x"):
+        with pytest.raises(OptionError, match="fetchThreads"):
+            ReadOptions.parse({"topic": "t", "fetchThreads": bad})
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4, 16])
+def test_concurrent_fetches_yield_the_slices_in_order_and_skip_deleted_objects(threads):
+    """GETs in flight at once change nothing in what is read: the planned order, each
+    slice cut as planned, an object deleted since planning skipped."""
+    import os
+
+    import boto3
+    from cirrusmq.spark.rows import read_slices
+    from moto import mock_aws
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    stack = StackOptions.parse(
+        {"bucket": "messages", "logIndexTable": "i", "queueHeadsTable": "h", "region": "us-east-1"}
+    )
+    slices = []
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="messages")
+        for n in range(7):
+            messages = [NewMessage(f"m{n}-{i}", f"b{n}-{i}".encode()) for i in range(4)]
+            data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
+            key = f"topics/topic=t/queue=0/dt=2023-11-14/{n}.parquet"
+            if n != 3:  # object 3: deleted since planning (retention)
+                s3.put_object(Bucket="messages", Key=key, Body=data)
+            first = 4 * n + (1 if n == 0 else 0)  # the range starts inside object 0
+            slices.append(Slice(0, key, 4 * n, first, 4 * n + 4, len(data), 4))
+        batches = list(read_slices(stack, "t", slices, fetch_threads=threads))
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    bodies = [x for b in batches for x in b.column("body").to_pylist()]
+    expected = [o for o in range(1, 28) if not 12 <= o < 16]
+    assert offsets == expected
+    assert bodies == [f"b{o // 4}-{o % 4}".encode() for o in expected]
+
+
+def test_a_read_stopped_early_leaves_no_fetch_running():
+    """A task that stops reading (a LIMIT) closes the generator: the fetches it will not
+    use are cancelled, and closing returns."""
+    import threading
+
+    from cirrusmq.spark.rows import _fetched
+
+    started = []
+
+    def fetch(piece):
+        started.append(piece.object_key)
+        return b""
+
+    slices = [Slice(0, f"k{n}", n, n, n + 1, 1, 1) for n in range(50)]
+    reading = _fetched(slices, fetch, 4)
+    assert next(reading)[0].object_key == "k0"
+    reading.close()
+    assert len(started) <= 5
+    assert not [t for t in threading.enumerate() if t.name.startswith("cirrusmq-get")]

@@ -19,6 +19,9 @@ LATEST = -1
 """Kafka's convention in JSON offsets: -1 is the queue's end (the next offset)."""
 
 DEFAULT_OBJECTS_PER_PARTITION = 8
+DEFAULT_FETCH_THREADS = 4
+"""Batch objects a read task fetches at once (a GET is mostly waiting for the answer)."""
+MAX_FETCH_THREADS = 64
 DIRECTORY_BUCKET_KEY = re.compile(r"retention_days=\d+/topics/")
 """A batch object key filed under a retention tier: only a directory bucket holds it
 (a stack deployed with ``BatchStorage=express``)."""
@@ -134,6 +137,7 @@ class ReadOptions:
     read_large_bodies: bool = False
     """``largeBodies=read``: a large message's ``body`` is its object's content (each read
     whole into the executor's memory); ``pointer`` (the default): the pointer JSON."""
+    fetch_threads: int = DEFAULT_FETCH_THREADS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -149,6 +153,9 @@ class ReadOptions:
         large_bodies = (get(options, "largeBodies") or "pointer").lower()
         if large_bodies not in ("pointer", "read"):
             raise OptionError("largeBodies is 'pointer' (the default) or 'read'")
+        fetch_threads = _int(options, "fetchThreads", DEFAULT_FETCH_THREADS)
+        if not 1 <= fetch_threads <= MAX_FETCH_THREADS:
+            raise OptionError(f"fetchThreads must be between 1 and {MAX_FETCH_THREADS}")
         return cls(
             read_large_bodies=large_bodies == "read",
             topic=topic,
@@ -159,6 +166,7 @@ class ReadOptions:
             queues=_int(options, "queues", None),
             objects_per_partition=per_partition,
             max_offsets_per_trigger=max_offsets,
+            fetch_threads=fetch_threads,
         )
 
 

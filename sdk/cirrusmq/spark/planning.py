@@ -10,8 +10,11 @@ messages (``half/``) are never read, and neither are orphaned objects.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 from .options import EARLIEST, LATEST, ReadOptions, StackOptions, parse_offsets
 
@@ -19,6 +22,10 @@ MAX_QUEUES = 64
 """The most queues a topic can have (validation): a topic not in the topics table (an
 internal one, e.g. ``retry.<group>.<topic>``) has its queues found from their heads."""
 INDEX_PAGE = 100
+PLAN_THREADS = 8
+"""Queues whose index is queried at once while planning (each query is a round trip)."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -94,22 +101,23 @@ class QueueLog:
         """Per queue, the offset that ``spec`` (``earliest``/``latest``/JSON) or
         ``timestamp_ms`` names; queues the JSON leaves out get ``default``."""
         if timestamp_ms is not None:
-            return {q: self.offset_at_time(q, timestamp_ms, h) for q, h in heads.items()}
+            return _each_queue(lambda q: self.offset_at_time(q, timestamp_ms, heads[q]), heads)
         parsed = default if spec is None else parse_offsets(spec, self.topic, what=what)
         wanted = parsed if isinstance(parsed, dict) else {}
         fallback = parsed if isinstance(parsed, int) else default
         unknown = sorted(set(wanted) - set(heads))
         if unknown:
             raise ValueError(f"{what}: topic {self.topic!r} has no queue {unknown[0]}")
-        resolved: dict[int, int] = {}
-        for queue, head in heads.items():
-            offset = wanted.get(queue, fallback)
+
+        def offset_of(queue: int) -> int:
+            offset, head = wanted.get(queue, fallback), heads[queue]
             if offset == EARLIEST:
                 offset = self.earliest(queue, head)
             elif offset == LATEST:
                 offset = head
-            resolved[queue] = min(offset, head)
-        return resolved
+            return min(offset, head)
+
+        return _each_queue(offset_of, heads)
 
     def batch_range(self, read: ReadOptions) -> tuple[dict[int, int], dict[int, int]]:
         """The (start, end) offsets per queue of a batch read (earliest..latest by default)."""
@@ -161,12 +169,23 @@ class QueueLog:
     ) -> list[list[Slice]]:
         """The slices of ``[start, end)`` of every queue, in groups of at most
         ``objects_per_partition`` objects (one Spark input partition each)."""
+        found = _each_queue(lambda q: self.slices(q, start[q], end.get(q, start[q])), start)
         groups: list[list[Slice]] = []
-        for queue in sorted(start):
-            slices = self.slices(queue, start[queue], end.get(queue, start[queue]))
+        for queue in sorted(found):
+            slices = found[queue]
             for i in range(0, len(slices), objects_per_partition):
                 groups.append(slices[i : i + objects_per_partition])
         return groups
+
+
+def _each_queue(work: Callable[[int], T], queues: Iterable[int]) -> dict[int, T]:
+    """``{queue: work(queue)}``, up to :data:`PLAN_THREADS` queues at once (boto3 clients
+    are thread-safe; the index queries of different queues do not depend on each other)."""
+    order = list(queues)
+    if len(order) <= 1:
+        return {q: work(q) for q in order}
+    with ThreadPoolExecutor(min(PLAN_THREADS, len(order)), "cirrusmq-plan") as pool:
+        return dict(zip(order, pool.map(work, order), strict=True))
 
 
 def _after(timestamp_ms: int | None) -> int | None:

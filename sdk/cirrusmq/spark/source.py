@@ -85,6 +85,7 @@ class _Reading:
             self.query.topic,
             partition.slices,
             read_large_bodies=self.query.read_large_bodies,
+            fetch_threads=self.query.fetch_threads,
         )
 
     def _log(self) -> QueueLog:
