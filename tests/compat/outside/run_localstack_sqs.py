@@ -17,7 +17,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from cirrusmq.testing import LocalStack
 
@@ -36,8 +35,6 @@ def _environment(stack: LocalStack) -> dict[str, str]:
         TEST_AWS_ACCOUNT_ID="000000000000",
         TEST_AWS_REGION_NAME="us-east-1",
         TEST_SKIP_LOCALSTACK_START="1",
-        # LocalStack's config.internal_service_url(), which a test posts to directly
-        GATEWAY_LISTEN=urlsplit(stack.endpoint).netloc,
         AWS_CONFIG_FILE=os.devnull,
         AWS_SHARED_CREDENTIALS_FILE=os.devnull,
     )
@@ -68,11 +65,12 @@ def main() -> int:
     parser.add_argument("--report", type=Path, default=Path(".compat-suites/localstack-sqs.xml"))
     parser.add_argument("--allow-failures", action="store_true", help="exit 0 when tests fail")
     args, pytest_args = parser.parse_known_args()  # the rest goes to pytest (make ARGS=...)
+    python = os.path.abspath(args.python) if os.sep in args.python else args.python
     report = args.report.resolve()
     report.parent.mkdir(parents=True, exist_ok=True)
     report.unlink(missing_ok=True)
     command = [
-        args.python, "-m", "pytest", "--timeout", "120", "-rfE", "--color=no", "--tb=short",
+        python, "-m", "pytest", "--timeout", "120", "-rfE", "--color=no", "--tb=short",
         f"--junitxml={report}", *pytest_args,
     ]  # fmt: skip
     with LocalStack(schedules=False) as stack:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -49,10 +50,23 @@ def not_applicable() -> dict[str, str]:
     return excluded
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to run without the runner's stack; aim LocalStack's own URLs at it.
+
+    ``tests/aws/conftest.py`` sets LocalStack's gateway to port 4566, where LocalStack would
+    listen in process; ``config.internal_service_url()`` (a test posts to it directly) must
+    name the stack instead.
+    """
     endpoint = os.environ.get(STACK_MARKER)
     if not endpoint or os.environ.get("TEST_AWS_ENDPOINT_URL") != endpoint:
         pytest.exit("run through tests/compat/outside/run_localstack_sqs.py (make test-compat)", 2)
+    from localstack import config as localstack_config
+
+    gateway = urlsplit(endpoint)
+    localstack_config.GATEWAY_LISTEN = localstack_config.UniqueHostAndPortList(
+        [localstack_config.HostAndPort(host=gateway.hostname, port=gateway.port)]
+    )
 
 
 @pytest.hookimpl(trylast=True)
