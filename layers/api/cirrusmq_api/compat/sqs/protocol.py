@@ -24,6 +24,15 @@ JSON = "json"
 QUERY = "query"
 TARGET_PREFIX = "AmazonSQS."
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
+NO_RESULT = frozenset(
+    {
+        "AddPermission", "ChangeMessageVisibility", "DeleteMessage", "DeleteQueue",
+        "PurgeQueue", "RemovePermission", "SetQueueAttributes", "TagQueue", "UntagQueue",
+    }
+)  # fmt: skip
+"""Actions without an output shape: their query answer has no ``<{Action}Result>`` element.
+Every other action's answer has one, empty when there is nothing to say (an empty receive, no
+tags), as SQS sends it and as botocore's query parser requires."""
 
 QUERY_LISTS: dict[str, tuple[str, str]] = {
     # query name -> (JSON name, kind): "list" of scalars/structures, "map" of Name/Value
@@ -195,7 +204,11 @@ def answer(protocol: str, action: str, result: dict[str, Any]) -> dict[str, Any]
         return _response(200, "application/x-amz-json-1.0", json.dumps(result), rid)
     body = (
         f'<{action}Response xmlns="{XML_NAMESPACE}">'
-        + (f"<{action}Result>{_xml(result, action)}</{action}Result>" if result else "")
+        + (
+            ""
+            if action in NO_RESULT
+            else f"<{action}Result>{_xml(result, action)}</{action}Result>"
+        )
         + f"<ResponseMetadata><RequestId>{rid}</RequestId></ResponseMetadata>"
         + f"</{action}Response>"
     )
