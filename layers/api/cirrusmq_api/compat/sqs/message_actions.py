@@ -262,7 +262,7 @@ def _entries(params: dict[str, Any], entry_type: str) -> list[dict[str, Any]]:
     ids = [e.get("Id") for e in entries]
     for batch_id in ids:
         if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
-            raise SqsError(
+            raise batch_error(
                 "InvalidBatchEntryId",
                 "A batch entry id can only contain alphanumeric characters, hyphens and "
                 "underscores. It can be at most 80 letters long.",
