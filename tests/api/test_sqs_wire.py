@@ -103,6 +103,17 @@ def test_query_lists_and_maps_become_the_json_shape() -> None:
     }
 
 
+def test_query_empty_lists_are_the_bare_name_without_a_value() -> None:
+    """botocore sends an empty list (``MessageAttributeNames=[]``) as ``MessageAttributeName=``."""
+    fields = {"QueueUrl": "u", "MessageAttributeName": "", "AttributeName": "", "Tag": ""}
+    assert protocol.query_params(fields) == {
+        "QueueUrl": "u",
+        "MessageAttributeNames": [],
+        "AttributeNames": [],
+        "tags": {},
+    }
+
+
 def test_attribute_digest_matches_a_known_value() -> None:
     # computed by hand from SQS's algorithm: len+name, len+type, 1, len+value
     import hashlib
