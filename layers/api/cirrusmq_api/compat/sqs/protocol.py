@@ -158,6 +158,10 @@ def _translate(tree: dict[str, Any]) -> dict[str, Any]:
                 }
             else:
                 out[json_name] = [_translate(i) if isinstance(i, dict) else i for i in items]
+        elif name in QUERY_LISTS and value == "":
+            # botocore sends an empty list as the bare name without a value
+            json_name, kind = QUERY_LISTS[name]
+            out[json_name] = {} if kind == "map" else []
         elif isinstance(value, dict):
             out[name] = _translate(value)
         else:
