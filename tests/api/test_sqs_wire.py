@@ -3,6 +3,7 @@ signer, the query protocol's flattened lists, the MD5 of message attributes."""
 
 from __future__ import annotations
 
+import json
 import time
 from urllib.parse import urlsplit
 
@@ -112,6 +113,22 @@ def test_query_empty_lists_are_the_bare_name_without_a_value() -> None:
         "AttributeNames": [],
         "tags": {},
     }
+
+
+@pytest.mark.parametrize(
+    ("code", "json_type"),
+    [
+        ("InvalidParameterValue", "InvalidParameterValueException"),
+        ("MissingParameter", "MissingRequiredParameterException"),
+        ("QueueDoesNotExist", "QueueDoesNotExist"),
+    ],
+)
+def test_json_errors_name_the_exception_sqs_names(code: str, json_type: str) -> None:
+    """SQS's JSON ``__type`` of its two generic errors is the exception's name, while the
+    ``x-amzn-query-error`` header keeps the query code (what botocore reports as the code)."""
+    answer = protocol.error_answer(protocol.JSON, SqsError(code, "words"))
+    assert json.loads(answer["body"])["__type"] == f"com.amazonaws.sqs#{json_type}"
+    assert answer["headers"]["x-amzn-query-error"] == f"{code};Sender"
 
 
 def test_attribute_digest_matches_a_known_value() -> None:
