@@ -24,6 +24,12 @@ JSON = "json"
 QUERY = "query"
 TARGET_PREFIX = "AmazonSQS."
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
+JSON_TYPES = {
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+}
+"""The JSON ``__type`` SQS gives its generic errors: the exception's name, not the query code
+(which the ``x-amzn-query-error`` header still carries)."""
 NO_RESULT = frozenset(
     {
         "AddPermission", "ChangeMessageVisibility", "DeleteMessage", "DeleteQueue",
@@ -223,7 +229,8 @@ def error_answer(protocol: str, error: SqsError) -> dict[str, Any]:
     rid = request_id()
     fault = "Sender" if error.sender else "Receiver"
     if protocol == JSON:
-        body = json.dumps({"__type": f"com.amazonaws.sqs#{error.code}", "message": error.message})
+        json_type = JSON_TYPES.get(error.code, error.code)
+        body = json.dumps({"__type": f"com.amazonaws.sqs#{json_type}", "message": error.message})
         headers = {"x-amzn-query-error": f"{error.query_code};{fault}"}
         return _response(error.status, "application/x-amz-json-1.0", body, rid, headers)
     body = (
