@@ -104,9 +104,10 @@ def test_query_lists_and_maps_become_the_json_shape() -> None:
     }
 
 
-def test_query_empty_lists_are_the_bare_name_without_a_value() -> None:
-    """botocore sends an empty list (``MessageAttributeNames=[]``) as ``MessageAttributeName=``."""
-    fields = {"QueueUrl": "u", "MessageAttributeName": "", "AttributeName": "", "Tag": ""}
+def test_query_empty_lists_are_the_member_name_without_a_value() -> None:
+    """botocore sends an empty list (``MessageAttributeNames=[]``) as ``MessageAttributeNames=``:
+    the member's own name, not the flattened entries' name."""
+    fields = {"QueueUrl": "u", "MessageAttributeNames": "", "AttributeNames": "", "tags": ""}
     assert protocol.query_params(fields) == {
         "QueueUrl": "u",
         "MessageAttributeNames": [],
