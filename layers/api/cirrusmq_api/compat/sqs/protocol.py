@@ -150,6 +150,10 @@ def query_params(fields: Mapping[str, str]) -> dict[str, Any]:
     return _translate(tree)
 
 
+_EMPTY = {json_name: kind for json_name, kind in QUERY_LISTS.values()}
+"""The JSON names of the query protocol's lists and maps, and which each is."""
+
+
 def _translate(tree: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in tree.items():
@@ -164,10 +168,9 @@ def _translate(tree: dict[str, Any]) -> dict[str, Any]:
                 }
             else:
                 out[json_name] = [_translate(i) if isinstance(i, dict) else i for i in items]
-        elif name in QUERY_LISTS and value == "":
-            # botocore sends an empty list as the bare name without a value
-            json_name, kind = QUERY_LISTS[name]
-            out[json_name] = {} if kind == "map" else []
+        elif name in _EMPTY and value == "":
+            # botocore sends an empty list or map as the member's name without a value
+            out[name] = {} if _EMPTY[name] == "map" else []
         elif isinstance(value, dict):
             out[name] = _translate(value)
         else:
