@@ -21,8 +21,17 @@ MOTO_SUITE         := $(COMPAT_DIR)/moto-$(MOTO_SUITE_VERSION)
 COMPAT_QUERY_VENV  := .venv-sqs-compat-query
 COMPAT_QUERY_PY    := $(COMPAT_QUERY_VENV)/bin/python
 COMPAT_QUERY_STAMP := $(COMPAT_QUERY_VENV)/.installed-moto-server-$(MOTO_SUITE_VERSION)
+# LocalStack's SQS tests (AWS-recorded snapshots), vendored unmodified in
+# tests/compat/outside/localstack, run in their own venv: localstack-core needs Python 3.13 and
+# pins boto3/botocore of its own (tests/compat/outside/localstack/requirements.txt).
+LS_SUITE_DIR  := tests/compat/outside/localstack
+LS_SUITE_VENV := .venv-localstack-suite
+LS_SUITE_PY   := $(LS_SUITE_VENV)/bin/python
+LS_SUITE_STAMP := $(LS_SUITE_VENV)/.installed-$(shell cksum < $(LS_SUITE_DIR)/requirements.txt | cut -d' ' -f1)
+LS_SUITE_PYTHON ?= $(firstword $(foreach p,python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
+  $(shell $(p) -c 'import sys; assert sys.version_info >= (3, 13); print("$(p)")' 2>/dev/null)))
 
-.PHONY: install dev test test-deploy test-compat sam-build bench lint sqs-query-clients
+.PHONY: install dev test test-deploy test-compat test-compat-moto test-compat-localstack sam-build bench lint sqs-query-clients
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -67,11 +76,23 @@ $(COMPAT_QUERY_STAMP):
 	  "moto[server]==$(MOTO_SUITE_VERSION)" "freezegun==1.5.5" "pytest==9.2.0" "pytest-timeout==2.4.0"
 	rm -f $(COMPAT_QUERY_VENV)/.installed-* && touch $@
 
-test-compat: install $(MOTO_SUITE)/tests/test_sqs/test_sqs.py $(COMPAT_QUERY_STAMP)  ## moto's AWS-verified SQS tests against a fresh local stack, both protocols (docs/compat.md)
+$(LS_SUITE_STAMP): $(LS_SUITE_DIR)/requirements.txt
+	@test -n "$(LS_SUITE_PYTHON)" || { echo "LocalStack's suite needs Python 3.13 (set LS_SUITE_PYTHON)"; exit 1; }
+	test -x $(LS_SUITE_PY) || $(LS_SUITE_PYTHON) -m venv $(LS_SUITE_VENV)
+	$(LS_SUITE_PY) -m pip install --quiet --no-deps -r $(LS_SUITE_DIR)/requirements.txt
+	rm -f $(LS_SUITE_VENV)/.installed-* && touch $@
+
+test-compat: test-compat-moto test-compat-localstack  ## both outside SQS conformance suites against a fresh local stack (docs/compat.md)
+
+test-compat-moto: install $(MOTO_SUITE)/tests/test_sqs/test_sqs.py $(COMPAT_QUERY_STAMP)  ## moto's AWS-verified SQS tests, both protocols
 	@test "$$($(VENV)/bin/python -c 'import moto; print(moto.__version__)')" = "$(MOTO_SUITE_VERSION)" \
 	  || { echo "moto's tests need the installed moto $(MOTO_SUITE_VERSION)"; exit 1; }
 	nice -n 10 timeout 1800 $(VENV)/bin/python tests/compat/outside/run_moto_sqs.py $(MOTO_SUITE) \
 	  --python json=$(abspath $(VENV))/bin/python --python query=$(abspath $(COMPAT_QUERY_PY)) $(ARGS)
+
+test-compat-localstack: install $(LS_SUITE_STAMP)  ## LocalStack's AWS-validated SQS tests (both protocols); prints "N of M applicable pass"
+	nice -n 10 timeout 1800 $(VENV)/bin/python tests/compat/outside/run_localstack_sqs.py \
+	  --python $(abspath $(LS_SUITE_PY)) --report $(COMPAT_DIR)/localstack-sqs.xml $(LS_ARGS)
 
 sam-build: install $(SAM)  ## sam build into .aws-sam/build (no Docker needed)
 	SAM_CLI_TELEMETRY=0 PYTHON=$(abspath $(VENV))/bin/python $(SAM) build $(ARGS)

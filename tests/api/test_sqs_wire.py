@@ -113,6 +113,34 @@ def test_query_lists_and_maps_become_the_json_shape() -> None:
     }
 
 
+def test_query_empty_lists_are_the_member_name_without_a_value() -> None:
+    """botocore sends an empty list (``MessageAttributeNames=[]``) as ``MessageAttributeNames=``:
+    the member's own name, not the flattened entries' name."""
+    fields = {"QueueUrl": "u", "MessageAttributeNames": "", "AttributeNames": "", "tags": ""}
+    assert protocol.query_params(fields) == {
+        "QueueUrl": "u",
+        "MessageAttributeNames": [],
+        "AttributeNames": [],
+        "tags": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("code", "json_type"),
+    [
+        ("InvalidParameterValue", "InvalidParameterValueException"),
+        ("MissingParameter", "MissingRequiredParameterException"),
+        ("QueueDoesNotExist", "QueueDoesNotExist"),
+    ],
+)
+def test_json_errors_name_the_exception_sqs_names(code: str, json_type: str) -> None:
+    """SQS's JSON ``__type`` of its two generic errors is the exception's name, while the
+    ``x-amzn-query-error`` header keeps the query code (what botocore reports as the code)."""
+    answer = protocol.error_answer(protocol.JSON, SqsError(code, "words"))
+    assert json.loads(answer["body"])["__type"] == f"com.amazonaws.sqs#{json_type}"
+    assert answer["headers"]["x-amzn-query-error"] == f"{code};Sender"
+
+
 def test_attribute_digest_matches_a_known_value() -> None:
     # computed by hand from SQS's algorithm: len+name, len+type, 1, len+value
     import hashlib

@@ -9,6 +9,7 @@ from cirrusmq_broker.errors import (
     BrokerError,
     InvalidReceiptHandle,
     NotFound,
+    TopicBeingDeleted,
     TopicNotFound,
 )
 
@@ -72,6 +73,15 @@ def queue_does_not_exist() -> SqsError:
     )
 
 
+def queue_deleted_recently() -> SqsError:
+    """A queue created again while its deleted namesake is still being removed."""
+    return batch_error(
+        "QueueDeletedRecently",
+        "You must wait 60 seconds after deleting a queue before you can create another with "
+        "the same name.",
+    )
+
+
 def receipt_handle_invalid(message: str = "The input receipt handle is invalid.") -> SqsError:
     return SqsError("ReceiptHandleIsInvalid", message)
 
@@ -84,6 +94,8 @@ def from_broker(exc: BrokerError) -> SqsError:
     """The SQS error a broker error stands for (4xx stay the sender's, never a 5xx)."""
     if isinstance(exc, TopicNotFound):
         return queue_does_not_exist()
+    if isinstance(exc, TopicBeingDeleted):
+        return queue_deleted_recently()
     if isinstance(exc, InvalidReceiptHandle) or exc.code in (
         "ForeignReceiptHandle",
         "ReceiptHandleExpired",

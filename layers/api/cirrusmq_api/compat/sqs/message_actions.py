@@ -101,8 +101,17 @@ def _dedup_id(entry: dict[str, Any], body: str, attributes: dict[str, str]) -> s
             "MessageDeduplicationId provided explicitly"
         )
     if not isinstance(dedup, str) or not _DEDUP_ID.fullmatch(dedup):
-        raise invalid_parameter("MessageDeduplicationId must be 1-128 printable ASCII characters.")
+        raise _invalid_id("MessageDeduplicationId", dedup)
     return dedup
+
+
+def _invalid_id(name: str, value: Any) -> SqsError:
+    """SQS's error for a MessageGroupId / MessageDeduplicationId outside its 1-128 printable
+    ASCII characters; the value is echoed (a longer one cut at 1000 characters)."""
+    return invalid_parameter(
+        f"Value {str(value)[:1000]} for parameter {name} is invalid. Reason: {name} can only "
+        "include alphanumeric and punctuation characters. 1 to 128 in length."
+    )
 
 
 def _dedup_stamp(queue: QueueName, dedup: str, group: str | None) -> ProducerStamp:
@@ -147,7 +156,7 @@ def _message(
     )  # fmt: skip
     group = entry.get("MessageGroupId")
     if group is not None and not (isinstance(group, str) and _GROUP_ID.fullmatch(group)):
-        raise invalid_parameter("MessageGroupId must be 1-128 printable ASCII characters.")
+        raise _invalid_id("MessageGroupId", group)
     if queue.fifo:
         if delay:
             raise invalid_parameter(
@@ -262,7 +271,7 @@ def _entries(params: dict[str, Any], entry_type: str) -> list[dict[str, Any]]:
     ids = [e.get("Id") for e in entries]
     for batch_id in ids:
         if not isinstance(batch_id, str) or not _BATCH_ID.fullmatch(batch_id):
-            raise SqsError(
+            raise batch_error(
                 "InvalidBatchEntryId",
                 "A batch entry id can only contain alphanumeric characters, hyphens and "
                 "underscores. It can be at most 80 letters long.",
@@ -353,9 +362,18 @@ def _sqs_redelivery(call: Call, queue: QueueName) -> None:
 
 def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = _consumer(call, params)
-    most = int_param(params, "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
+    most = (
+        int_param(
+            params, "MaxNumberOfMessages", 1, MAX_RECEIVE,
+            reason=f"Must be between 1 and {MAX_RECEIVE}, if provided.",
+        )
+        or 1
+    )  # fmt: skip
     visibility = _visibility(params)
-    wait = int_param(params, "WaitTimeSeconds", 0, limits.MAX_WAIT_SECONDS)
+    wait = int_param(
+        params, "WaitTimeSeconds", 0, limits.MAX_WAIT_SECONDS,
+        reason=f"Must be >= 0 and <= {limits.MAX_WAIT_SECONDS}, if provided.",
+    )  # fmt: skip
     system_names = list_param(params, "AttributeNames") + list_param(
         params, "MessageSystemAttributeNames"
     )

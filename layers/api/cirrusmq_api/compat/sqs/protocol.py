@@ -24,6 +24,21 @@ JSON = "json"
 QUERY = "query"
 TARGET_PREFIX = "AmazonSQS."
 XML_NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
+JSON_TYPES = {
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+}
+"""The JSON ``__type`` SQS gives its generic errors: the exception's name, not the query code
+(which the ``x-amzn-query-error`` header still carries)."""
+NO_RESULT = frozenset(
+    {
+        "AddPermission", "ChangeMessageVisibility", "DeleteMessage", "DeleteQueue",
+        "PurgeQueue", "RemovePermission", "SetQueueAttributes", "TagQueue", "UntagQueue",
+    }
+)  # fmt: skip
+"""Actions without an output shape: their query answer has no ``<{Action}Result>`` element.
+Every other action's answer has one, empty when there is nothing to say (an empty receive, no
+tags), as SQS sends it and as botocore's query parser requires."""
 
 QUERY_LISTS: dict[str, tuple[str, str]] = {
     # query name -> (JSON name, kind): "list" of scalars/structures, "map" of Name/Value
@@ -135,6 +150,10 @@ def query_params(fields: Mapping[str, str]) -> dict[str, Any]:
     return _translate(tree)
 
 
+_EMPTY = {json_name: kind for json_name, kind in QUERY_LISTS.values()}
+"""The JSON names of the query protocol's lists and maps, and which each is."""
+
+
 def _translate(tree: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in tree.items():
@@ -149,6 +168,9 @@ def _translate(tree: dict[str, Any]) -> dict[str, Any]:
                 }
             else:
                 out[json_name] = [_translate(i) if isinstance(i, dict) else i for i in items]
+        elif name in _EMPTY and value == "":
+            # botocore sends an empty list or map as the member's name without a value
+            out[name] = {} if _EMPTY[name] == "map" else []
         elif isinstance(value, dict):
             out[name] = _translate(value)
         else:
@@ -195,7 +217,11 @@ def answer(protocol: str, action: str, result: dict[str, Any]) -> dict[str, Any]
         return _response(200, "application/x-amz-json-1.0", json.dumps(result), rid)
     body = (
         f'<{action}Response xmlns="{XML_NAMESPACE}">'
-        + (f"<{action}Result>{_xml(result, action)}</{action}Result>" if result else "")
+        + (
+            ""
+            if action in NO_RESULT
+            else f"<{action}Result>{_xml(result, action)}</{action}Result>"
+        )
         + f"<ResponseMetadata><RequestId>{rid}</RequestId></ResponseMetadata>"
         + f"</{action}Response>"
     )
@@ -206,7 +232,8 @@ def error_answer(protocol: str, error: SqsError) -> dict[str, Any]:
     rid = request_id()
     fault = "Sender" if error.sender else "Receiver"
     if protocol == JSON:
-        body = json.dumps({"__type": f"com.amazonaws.sqs#{error.code}", "message": error.message})
+        json_type = JSON_TYPES.get(error.code, error.code)
+        body = json.dumps({"__type": f"com.amazonaws.sqs#{json_type}", "message": error.message})
         headers = {"x-amzn-query-error": f"{error.query_code};{fault}"}
         return _response(error.status, "application/x-amz-json-1.0", body, rid, headers)
     body = (

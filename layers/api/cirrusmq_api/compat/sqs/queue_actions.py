@@ -181,7 +181,8 @@ def list_queues(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             names.append(queue)
     names.sort(key=lambda q: q.name)
     page = names[:most]
-    result: dict[str, Any] = {"QueueUrls": [q.url(call.endpoint) for q in page]}
+    # SQS leaves QueueUrls out when no queue matches (JSON {}, query <ListQueuesResult/>)
+    result: dict[str, Any] = {"QueueUrls": [q.url(call.endpoint) for q in page]} if page else {}
     if len(names) > most and "MaxResults" in params:
         result["NextToken"] = page[-1].name
     return result
