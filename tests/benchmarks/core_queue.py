@@ -78,12 +78,13 @@ would bill them, each with its goals (Lambda duration counted), $ per million me
 
 - ``default`` (the template's defaults: HTTP API, on-demand DynamoDB, the template's
   MemorySize): batch 100 at most $0.15, batch 1,000 at most $0.015.
-- ``steady`` (proposed template parameters, not in template.yaml yet:
-  ``FrontDoor=function-url DynamoDbCapacity=provisioned FunctionMemorySize=512``): no
-  front-door charge (a Lambda function URL is billed as the function's requests and
-  duration only), DynamoDB provisioned capacity under auto scaling at 70 % target utilization
-  ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices read 2026-12-02: a unit
-  used costs the hour's price / 3,600 / 0.70), the billed handler time priced at 512 MB (the
+- ``steady`` (``DynamoDbCapacity=provisioned``; proposed, not in template.yaml yet: a
+  Lambda function URL as the front door and MemorySize 512): no front-door charge (a
+  function URL is billed as the function's requests and duration only), the message path's
+  tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
+  utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices read
+  2026-12-02: a unit used costs the hour's price / 3,600 / 0.70), the other tables
+  on-demand, the billed handler time priced at 512 MB (the
   handlers wait on DynamoDB and S3; the local runtime gives no CPU share by memory, so
   moto cannot show a difference): batch 100 at most $0.10, batch 1,000 at most $0.010.
   Provisioned capacity is paid by the hour whether used or not: the figures hold only for a
@@ -171,11 +172,21 @@ class Profile:
     goals: dict[int, float]
     """Batch size -> $ per million messages, Lambda duration counted."""
 
+    def provisioned(self, label: str) -> bool:
+        """Whether a table's (or its index's) units are billed as provisioned capacity."""
+        return self.dynamodb == "provisioned" and label.split("/")[0] in PROVISIONED_TABLES
+
+
+PROVISIONED_TABLES = frozenset(
+    ("LogIndexTable", "QueueHeadsTable", "GroupsTable", "ProducersTable", "NoncesTable")
+)
+"""The tables (and their indexes) template.yaml's ``DynamoDbCapacity=provisioned`` provisions;
+the others stay on-demand."""
 
 PROFILES = {
     "default": Profile(
         "default",
-        "the template as it is: HTTP API, on-demand DynamoDB",
+        "the template's defaults: DynamoDbCapacity=on-demand, the HTTP API",
         "http-api",
         "on-demand",
         None,
@@ -183,8 +194,8 @@ PROFILES = {
     ),
     "steady": Profile(
         "steady",
-        "proposed parameters, not in template.yaml yet: FrontDoor=function-url"
-        " DynamoDbCapacity=provisioned FunctionMemorySize=512",
+        "DynamoDbCapacity=provisioned; proposed, not in template.yaml yet:"
+        " FrontDoor=function-url, MemorySize 512",
         "function-url",
         "provisioned",
         512,
@@ -435,9 +446,13 @@ class Usage:
         else:
             put = self.calls["S3 PUT"] * PRICE["s3_put"]
             get = self.calls["S3 GET"] * PRICE["s3_get"]
-        provisioned = profile.dynamodb == "provisioned"
-        write_unit = PROVISIONED_WRITE_UNIT if provisioned else PRICE["ddb_write_unit"]
-        read_unit = PROVISIONED_READ_UNIT if provisioned else PRICE["ddb_read_unit"]
+        writes = reads = 0.0
+        for label, units in self.write_units.items():
+            provisioned = profile.provisioned(label)
+            writes += units * (PROVISIONED_WRITE_UNIT if provisioned else PRICE["ddb_write_unit"])
+        for label, units in self.read_units.items():
+            provisioned = profile.provisioned(label)
+            reads += units * (PROVISIONED_READ_UNIT if provisioned else PRICE["ddb_read_unit"])
         front_door = PRICE["api_request"] if profile.front_door == "http-api" else 0.0
         gb_s = self.billed_gb_s
         if profile.memory_mb is not None:
@@ -448,8 +463,8 @@ class Usage:
         return {
             "S3 PUT": put,
             "S3 GET": get,
-            "DDB write": self.wru * write_unit,
-            "DDB read": self.rru * read_unit,
+            "DDB write": writes,
+            "DDB read": reads,
             "HTTP API": self.requests * front_door,
             "Lambda req": self.requests * PRICE["lambda_request"],
             "Lambda GB-s": gb_s * PRICE["lambda_gb_s"],
@@ -1202,7 +1217,7 @@ def print_profiles(
             f"provisioned at {PROVISIONED_UTILIZATION:.0%} target utilization"
             f" (${PROVISIONED_PRICE['wcu_hour']}/WCU-h, ${PROVISIONED_PRICE['rcu_hour']}/RCU-h"
             f" = ${PROVISIONED_WRITE_UNIT * 1e6:.3f}/M WRU, ${PROVISIONED_READ_UNIT * 1e6:.4f}/M"
-            " RRU used)"
+            f" RRU used) on {', '.join(sorted(PROVISIONED_TABLES))}, on-demand elsewhere"
             if profile.dynamodb == "provisioned"
             else f"on-demand (${PRICE['ddb_write_unit'] * 1e6:.3f}/M WRU,"
             f" ${PRICE['ddb_read_unit'] * 1e6:.3f}/M RRU)"
