@@ -82,11 +82,12 @@ would bill them, each with its goals (Lambda duration counted), $ per million me
   Lambda function URL as the front door and MemorySize 512): no front-door charge (a
   function URL is billed as the function's requests and duration only), the message path's
   tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
-  utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices read
-  2026-12-02: a unit used costs the hour's price / 3,600 / 0.70), the other tables
-  on-demand, the billed handler time priced at 512 MB (the
-  handlers wait on DynamoDB and S3; the local runtime gives no CPU share by memory, so
-  moto cannot show a difference): batch 100 at most $0.10, batch 1,000 at most $0.010.
+  utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices of
+  aws.amazon.com/dynamodb/pricing/provisioned as of 2026-12-02: a unit used costs the
+  hour's price / 3,600 / 0.70), the other tables on-demand, the billed handler time priced
+  at 512 MB (the handlers wait on DynamoDB and S3; the local runtime gives no CPU share by
+  memory, so moto cannot show a difference): batch 100 at most $0.10, batch 1,000 at most
+  $0.010.
   Provisioned capacity is paid by the hour whether used or not: the figures hold only for a
   load steady enough for auto scaling to track it (see docs/deploy.md).
 
@@ -203,7 +204,6 @@ PROFILES = {
     ),
 }
 """The profiles priced (``--profile``): default, and the steady-load profile."""
-PROVISIONED_AS_OF = "DynamoDB provisioned capacity, us-east-1 list prices, read 2026-12-02"
 PROVISIONED_UTILIZATION = 0.70
 """Auto scaling's target utilization: capacity is paid for at 1 / 0.70 of what is used."""
 PROVISIONED_PRICE = {
