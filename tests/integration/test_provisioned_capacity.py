@@ -1,6 +1,6 @@
 """A local stack deployed with ``DynamoDbCapacity=provisioned`` (the steady-load profile):
 the message path's tables are provisioned, the others on-demand, and produce, receive and
-ack work through real HTTP."""
+ack work through real HTTP; the functions' memory is a parameter too."""
 
 from __future__ import annotations
 
@@ -46,3 +46,10 @@ def test_produce_receive_ack(cirrusmq_stack: LocalStack) -> None:
             f"m{i}".encode() for i in range(5)
         ]
         assert ack(api, "g", got).json()["acked"] == 5
+
+
+def test_function_memory_size_is_a_parameter() -> None:
+    with LocalStack(schedules=False, parameters={"FunctionMemorySize": 512}) as stack:
+        memory = {name: fn.function.memory_size for name, fn in stack.functions.items()}
+    assert memory["ProduceFunction"] == memory["ConsumeFunction"] == 512
+    assert memory["SchedulerFunction"] == 256  # a function's own MemorySize stays its own
