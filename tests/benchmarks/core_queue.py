@@ -78,8 +78,8 @@ would bill them, each with its goals (Lambda duration counted), $ per million me
 
 - ``default`` (the template's defaults: HTTP API, on-demand DynamoDB, the template's
   MemorySize): batch 100 at most $0.15, batch 1,000 at most $0.015.
-- ``steady`` (``DynamoDbCapacity=provisioned``; proposed, not in template.yaml yet: a
-  Lambda function URL as the front door and MemorySize 512): no front-door charge (a
+- ``steady`` (``DynamoDbCapacity=provisioned FunctionMemorySize=512``; proposed, not in
+  template.yaml yet: a Lambda function URL as the front door): no front-door charge (a
   function URL is billed as the function's requests and duration only), the message path's
   tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
   utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices of
@@ -195,8 +195,8 @@ PROFILES = {
     ),
     "steady": Profile(
         "steady",
-        "DynamoDbCapacity=provisioned; proposed, not in template.yaml yet:"
-        " FrontDoor=function-url, MemorySize 512",
+        "DynamoDbCapacity=provisioned FunctionMemorySize=512; proposed, not in"
+        " template.yaml yet: a Lambda function URL as the front door",
         "function-url",
         "provisioned",
         512,

@@ -136,7 +136,9 @@ def test_functions_merge_globals(template) -> None:
     assert admin.code_uri == ROOT / "functions" / "admin"
     assert admin.handler == "app.lambda_handler"
     assert admin.timeout == 30
-    assert admin.memory_size == 1024
+    assert admin.memory_size == {"Ref": "FunctionMemorySize"}  # from Globals
+    defaults = Resolver(template, resolve_parameters(template))
+    assert defaults.function(admin).memory_size == 1024
     assert admin.environment["CIRRUSMQ_TOPICS_TABLE"] == {"Ref": "TopicsTable"}
     consume = template.functions["ConsumeFunction"]
     assert consume.environment["CIRRUSMQ_RECEIPT_SECRET"] == {"Ref": "ReceiptSigningSecret"}
