@@ -9,6 +9,7 @@ the template names the resource itself (``TableName``, ``BucketName``, ``Functio
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import secrets
@@ -156,6 +157,16 @@ class Resolver:
     def environment(self, function: Function) -> dict[str, str]:
         """A function's environment variables, resolved to text."""
         return {key: self.text(value) for key, value in function.environment.items()}
+
+    def function(self, function: Function) -> Function:
+        """The function with its MemorySize resolved (it may name a parameter)."""
+        memory = self.text(function.memory_size)
+        try:
+            return dataclasses.replace(function, memory_size=int(memory))
+        except ValueError:
+            raise TemplateError(
+                f"{function.logical_id} MemorySize must be an integer, got {memory!r}"
+            ) from None
 
     def condition(self, name: str) -> bool:
         """Evaluate a named entry of the template's ``Conditions``."""

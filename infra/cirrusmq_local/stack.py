@@ -237,7 +237,7 @@ class LocalStack:
 
     def _start(self, template: Template, resolver: Resolver) -> None:
         functions = [
-            fn
+            resolver.function(fn)
             for fn in template.functions.values()
             if fn.condition is None or resolver.condition(fn.condition)
         ]

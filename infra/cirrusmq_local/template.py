@@ -178,7 +178,8 @@ class Function:
     handler: str
     runtime: str | None
     timeout: int
-    memory_size: int
+    memory_size: Any
+    """An integer, or an intrinsic (``{"Ref": parameter}``) the stack resolves."""
     environment: Mapping[str, Any]
     http_routes: tuple[HttpRoute, ...] = ()
     schedules: tuple[ScheduleEvent, ...] = ()
@@ -242,6 +243,13 @@ def _int(value: Any, what: str) -> int:
         return int(value)
     except ValueError:
         raise TemplateError(f"{what} must be an integer, got {value!r}") from None
+
+
+def _int_or_intrinsic(value: Any, what: str) -> Any:
+    """A literal integer, or an intrinsic kept as it is for the resolver."""
+    if isinstance(value, Mapping) and _is_intrinsic(value):
+        return dict(value)
+    return _int(value, what)
 
 
 def _as_tuple(value: Any, what: str) -> tuple[Any, ...]:
@@ -435,7 +443,9 @@ def _parse_function(
         handler=handler,
         runtime=props.get("Runtime"),
         timeout=_int(props.get("Timeout", DEFAULT_TIMEOUT), f"{logical_id} Timeout"),
-        memory_size=_int(props.get("MemorySize", DEFAULT_MEMORY), f"{logical_id} MemorySize"),
+        memory_size=_int_or_intrinsic(
+            props.get("MemorySize", DEFAULT_MEMORY), f"{logical_id} MemorySize"
+        ),
         environment=dict(environment),
         http_routes=tuple(routes),
         schedules=tuple(schedules),

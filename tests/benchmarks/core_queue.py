@@ -1,11 +1,14 @@
 """Core queue benchmark: throughput, AWS calls and list-price cost per message, local stack.
 
     python tests/benchmarks/core_queue.py [--messages 1000] [--inflight 2000] [--s3-express]
-        [--no-piggyback] [--batches 1,10,100,1000]
+        [--no-piggyback] [--batches 1,10,100,1000] [--profile default,steady]
 
 What it does, all through the HTTP API of one ``LocalStack`` (moto server), one client:
 
-1. For batch sizes 1, 10, 100 and 1,000 it produces N messages of 1 KiB (``--messages``; at
+1. For batch sizes 1, 10, 100 and 1,000, after an uncounted warm-up on the topic (48
+   one-message sends received and acked: the group's subscription and its state item on each
+   queue exist, as under a steady load, which pays those writes once per (group, queue);
+   ``--no-warm-up`` counts them in the round), it produces N messages of 1 KiB (``--messages``; at
    least two batches, so 2,000 at batch 1,000), stamped with a producer id + sequence and
    client-made message ids as the SDK's ``Producer`` sends them, then receives
    (``max_messages`` = batch size) and acks them all, twice on two topics: once with a
@@ -70,8 +73,23 @@ per GB uploaded and $0.0006 per GB retrieved for the part of each request above 
 nothing for batch objects below that), list prices us-east-1 as AWS's S3 FAQ gives them
 (read 2026-11-26). Storage is not counted for either class.
 
-Targets (the cheaper-small-batches issue): at batch 100 at most $0.15 per million messages,
-at batch 1,000 at most $0.0238 (the figure before acks rode on receives).
+Profiles (``--profile``; default: both): the same counted calls priced as two deployments
+would bill them, each with its goals (Lambda duration counted), $ per million messages:
+
+- ``default`` (the template's defaults: HTTP API, on-demand DynamoDB, the template's
+  MemorySize): batch 100 at most $0.15, batch 1,000 at most $0.015.
+- ``steady`` (``DynamoDbCapacity=provisioned FunctionMemorySize=512``; proposed, not in
+  template.yaml yet: a Lambda function URL as the front door): no front-door charge (a
+  function URL is billed as the function's requests and duration only), the message path's
+  tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
+  utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices of
+  aws.amazon.com/dynamodb/pricing/provisioned as of 2026-12-02: a unit used costs the
+  hour's price / 3,600 / 0.70), the other tables on-demand, the billed handler time priced
+  at 512 MB (the handlers wait on DynamoDB and S3; the local runtime gives no CPU share by
+  memory, so moto cannot show a difference): batch 100 at most $0.10, batch 1,000 at most
+  $0.010.
+  Provisioned capacity is paid by the hour whether used or not: the figures hold only for a
+  load steady enough for auto scaling to track it (see docs/deploy.md).
 
 Throughput figures come from one run on this machine: compare them as ratios.
 """
@@ -137,7 +155,63 @@ EXPRESS_PARAMETERS = {"BatchStorage": "express", "ExpressZoneId": "use1-az4"}
 GB = 1024**3
 SQS_CHUNK_BYTES = 64 * 1024
 SQS_BEST_PER_MILLION = 3 / 10 * PRICE["sqs_request"] * 1_000_000  # $0.12
-TARGETS = {1000: 0.0238, 100: 0.15}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A deployment's prices: the template parameters that change what a call costs."""
+
+    name: str
+    parameters: str
+    """The template parameters that deploy it (documentation; the run is the same)."""
+    front_door: str
+    """``http-api`` ($1.00 per million requests) or ``function-url`` (no charge of its own)."""
+    dynamodb: str
+    """``on-demand`` (per request unit) or ``provisioned`` (per capacity unit-hour)."""
+    memory_mb: int | None
+    """Lambda MemorySize the duration is priced at; None: the template's (as measured)."""
+    goals: dict[int, float]
+    """Batch size -> $ per million messages, Lambda duration counted."""
+
+    def provisioned(self, label: str) -> bool:
+        """Whether a table's (or its index's) units are billed as provisioned capacity."""
+        return self.dynamodb == "provisioned" and label.split("/")[0] in PROVISIONED_TABLES
+
+
+PROVISIONED_TABLES = frozenset(
+    ("LogIndexTable", "QueueHeadsTable", "GroupsTable", "ProducersTable", "NoncesTable")
+)
+"""The tables (and their indexes) template.yaml's ``DynamoDbCapacity=provisioned`` provisions;
+the others stay on-demand."""
+
+PROFILES = {
+    "default": Profile(
+        "default",
+        "the template's defaults: DynamoDbCapacity=on-demand, the HTTP API",
+        "http-api",
+        "on-demand",
+        None,
+        {100: 0.15, 1000: 0.015},
+    ),
+    "steady": Profile(
+        "steady",
+        "DynamoDbCapacity=provisioned FunctionMemorySize=512; proposed, not in"
+        " template.yaml yet: a Lambda function URL as the front door",
+        "function-url",
+        "provisioned",
+        512,
+        {100: 0.10, 1000: 0.010},
+    ),
+}
+"""The profiles priced (``--profile``): default, and the steady-load profile."""
+PROVISIONED_UTILIZATION = 0.70
+"""Auto scaling's target utilization: capacity is paid for at 1 / 0.70 of what is used."""
+PROVISIONED_PRICE = {
+    "wcu_hour": 0.00065,  # one write capacity unit for an hour: 3,600 WRU at 100 %
+    "rcu_hour": 0.00013,  # one read capacity unit for an hour: 3,600 RRU at 100 %
+}
+PROVISIONED_WRITE_UNIT = PROVISIONED_PRICE["wcu_hour"] / 3600 / PROVISIONED_UTILIZATION
+PROVISIONED_READ_UNIT = PROVISIONED_PRICE["rcu_hour"] / 3600 / PROVISIONED_UTILIZATION
 MONTH_S = 30 * 86400
 SQS_IDLE_PER_MONTH = MONTH_S / 20 * PRICE["sqs_request"]  # 129,600 long polls
 
@@ -328,6 +402,8 @@ class Usage:
     requests: int = 0
     handler_ms: list[float] = field(default_factory=list)
     billed_gb_s: float = 0.0
+    billed_ms: int = 0
+    """Lambda time billed, in 1 ms increments (for pricing at another MemorySize)."""
     estimated_writes: int = 0
     failed_writes: int = 0
     express_upload_bytes: int = 0
@@ -342,6 +418,7 @@ class Usage:
         self.requests += other.requests
         self.handler_ms += other.handler_ms
         self.billed_gb_s += other.billed_gb_s
+        self.billed_ms += other.billed_ms
         self.estimated_writes += other.estimated_writes
         self.failed_writes += other.failed_writes
         self.express_upload_bytes += other.express_upload_bytes
@@ -356,8 +433,11 @@ class Usage:
     def wru(self) -> float:
         return sum(self.write_units.values())
 
-    def cost(self, *, s3_express: bool = False) -> dict[str, float]:
-        """Dollars by component (batch objects in S3 Standard, or S3 Express One Zone)."""
+    def cost(
+        self, *, s3_express: bool = False, profile: Profile = PROFILES["default"]
+    ) -> dict[str, float]:
+        """Dollars by component (batch objects in S3 Standard, or S3 Express One Zone), at
+        the prices of ``profile`` (front door, DynamoDB capacity mode, Lambda memory)."""
         if s3_express:
             put = self.calls["S3 PUT"] * S3_EXPRESS_PRICE["s3_put"]
             put += self.express_upload_bytes / GB * S3_EXPRESS_PRICE["upload_gb"]
@@ -366,14 +446,28 @@ class Usage:
         else:
             put = self.calls["S3 PUT"] * PRICE["s3_put"]
             get = self.calls["S3 GET"] * PRICE["s3_get"]
+        writes = reads = 0.0
+        for label, units in self.write_units.items():
+            provisioned = profile.provisioned(label)
+            writes += units * (PROVISIONED_WRITE_UNIT if provisioned else PRICE["ddb_write_unit"])
+        for label, units in self.read_units.items():
+            provisioned = profile.provisioned(label)
+            reads += units * (PROVISIONED_READ_UNIT if provisioned else PRICE["ddb_read_unit"])
+        front_door = PRICE["api_request"] if profile.front_door == "http-api" else 0.0
+        gb_s = self.billed_gb_s
+        if profile.memory_mb is not None:
+            # the same billed time at the profile's MemorySize: the handlers wait on
+            # DynamoDB and S3, so their time is taken not to grow at 512 MB (the local
+            # runtime gives no function a CPU share by memory: moto cannot show it)
+            gb_s = self.billed_ms / 1000 * profile.memory_mb / 1024
         return {
             "S3 PUT": put,
             "S3 GET": get,
-            "DDB write": self.wru * PRICE["ddb_write_unit"],
-            "DDB read": self.rru * PRICE["ddb_read_unit"],
-            "HTTP API": self.requests * PRICE["api_request"],
+            "DDB write": writes,
+            "DDB read": reads,
+            "HTTP API": self.requests * front_door,
             "Lambda req": self.requests * PRICE["lambda_request"],
-            "Lambda GB-s": self.billed_gb_s * PRICE["lambda_gb_s"],
+            "Lambda GB-s": gb_s * PRICE["lambda_gb_s"],
         }
 
 
@@ -458,6 +552,7 @@ class Meter:
                     usage.requests += 1
                     usage.handler_ms.append(seconds * 1000)
                     usage.billed_gb_s += billed_ms / 1000 * runtime.function.memory_size / 1024
+                    usage.billed_ms += billed_ms
                 meter.kind = "other"
 
         remove = observe_calls(self.observe)
@@ -845,6 +940,26 @@ class BatchRun:
         return merged([*self.produce.usage.values(), *self.standalone.usage.values()])
 
 
+WARM_UP_SENDS = 48
+"""One-message sends before a measured round: stamped sends land on a queue chosen by a hash
+of the stamp, and 48 of them miss one of 8 queues with a probability of about 1 %."""
+
+
+def warm_up(client: Client, meter: Meter, topic: str) -> None:
+    """Subscribe the group and create its state item on each queue, uncounted: a steady
+    load pays these writes once per (group, queue), not per message."""
+    for _ in range(WARM_UP_SENDS):
+        client.send(topic, 1)
+    got, pending = 0, []
+    while got < WARM_UP_SENDS:
+        handles = client.receive("bench", topic, WARM_UP_SENDS, wait=1, ack=pending)
+        if not handles:
+            raise RuntimeError(f"warm-up of {topic}: received {got} of {WARM_UP_SENDS}")
+        got, pending = got + len(handles), handles
+    client.ack("bench", pending)
+    meter.take()
+
+
 def run_batches(
     client: Client,
     meter: Meter,
@@ -853,17 +968,22 @@ def run_batches(
     batches: tuple[int, ...] = BATCH_SIZES,
     *,
     piggyback: bool = True,
+    warm: bool = True,
 ) -> list[BatchRun]:
     runs = []
     sqs_rates: dict[int, tuple[float, float]] = {}  # SQS batches are capped at 10: run once
     for batch in batches:
         topic, total = f"bench-{batch}", max(messages, 2 * batch)
         client.create_topic(topic, 8)
+        if warm:
+            warm_up(client, meter, topic)
         p = timed(meter, produce(client, topic, total, batch))
         standalone = None
         if piggyback:  # the same again, acking each delivery in a request of its own
             before = f"bench-{batch}-standalone"
             client.create_topic(before, 8)
+            if warm:
+                warm_up(client, meter, before)
             timed(meter, produce(client, before, total, batch))
             standalone = timed(meter, consume(client, before, total, batch, piggyback=False))
             if standalone.messages != total:
@@ -1061,19 +1181,77 @@ def print_calls(runs: list[BatchRun]) -> None:
     )
 
 
-def verdict(batch: int, total: float, without_duration: float) -> str:
-    target = TARGETS.get(batch)
-    if target is None:
+def verdict(
+    batch: int, total: float, without_duration: float, profile: Profile = PROFILES["default"]
+) -> str:
+    """The profile's goal at ``batch`` (Lambda duration counted) and whether it is met."""
+    goal = profile.goals.get(batch)
+    if goal is None:
         return ""
-    if total <= target:
-        return f"<= ${target:.3f}: met"
-    if without_duration <= target:
-        return f"<= ${target:.3f}: met without Lambda duration"
-    return f"<= ${target:.3f}: NOT met"
+    if total <= goal:
+        return f"<= ${goal:.3f}: met"
+    short = f"NOT met by ${total - goal:.4f}"
+    if without_duration <= goal:
+        return f"<= ${goal:.3f}: {short} (met without Lambda duration)"
+    return f"<= ${goal:.3f}: {short} (${without_duration - goal:.4f} without Lambda duration)"
 
 
-def per_million_cost(usage: Usage, messages: int, *, s3_express: bool = False) -> dict[str, float]:
-    return {k: v * 1_000_000 / messages for k, v in usage.cost(s3_express=s3_express).items()}
+def per_million_cost(
+    usage: Usage,
+    messages: int,
+    *,
+    s3_express: bool = False,
+    profile: Profile = PROFILES["default"],
+) -> dict[str, float]:
+    cost = usage.cost(s3_express=s3_express, profile=profile)
+    return {k: v * 1_000_000 / messages for k, v in cost.items()}
+
+
+def print_profiles(
+    runs: list[BatchRun], profiles: list[Profile], memory_mb: int, *, s3_express: bool = False
+) -> None:
+    """One table per profile: the same counted calls at the profile's prices, its goals."""
+    for profile in profiles:
+        memory = profile.memory_mb or memory_mb
+        ddb = (
+            f"provisioned at {PROVISIONED_UTILIZATION:.0%} target utilization"
+            f" (${PROVISIONED_PRICE['wcu_hour']}/WCU-h, ${PROVISIONED_PRICE['rcu_hour']}/RCU-h"
+            f" = ${PROVISIONED_WRITE_UNIT * 1e6:.3f}/M WRU, ${PROVISIONED_READ_UNIT * 1e6:.4f}/M"
+            f" RRU used) on {', '.join(sorted(PROVISIONED_TABLES))}, on-demand elsewhere"
+            if profile.dynamodb == "provisioned"
+            else f"on-demand (${PRICE['ddb_write_unit'] * 1e6:.3f}/M WRU,"
+            f" ${PRICE['ddb_read_unit'] * 1e6:.3f}/M RRU)"
+        )
+        door = (
+            "HTTP API ($1.00/M requests)"
+            if profile.front_door == "http-api"
+            else "Lambda function URL (no charge of its own)"
+        )
+        storage = "S3 Express One Zone" if s3_express else "S3 Standard"
+        print(
+            f"\nProfile {profile.name!r} ({profile.parameters}): {door}; DynamoDB {ddb};"
+            f" Lambda arm64 at {memory} MB; batch objects in {storage}. $ per million"
+            " messages (produce + receive + ack, acks riding on receives), goals with Lambda"
+            " duration counted:"
+        )
+        components = list(Usage().cost())
+        print(
+            f"{'batch':>5} | "
+            + " | ".join(f"{c:>11}" for c in components)
+            + f" | {'total':>8} | {'w/o GB-s':>8} | goal"
+        )
+        for run in runs:
+            cost = per_million_cost(
+                run.total(), run.messages, s3_express=s3_express, profile=profile
+            )
+            total = sum(cost.values())
+            without = total - cost["Lambda GB-s"]
+            print(
+                f"{run.batch:>5} | "
+                + " | ".join(f"{cost[c]:>11.4f}" for c in components)
+                + f" | {total:>8.4f} | {without:>8.4f} |"
+                f" {verdict(run.batch, total, without, profile)}"
+            )
 
 
 def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
@@ -1085,7 +1263,7 @@ def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
     print(
         f"{'batch':>5} | "
         + " | ".join(f"{c:>11}" for c in components)
-        + f" | {'total':>8} | {'w/o GB-s':>8} | {'SQS same':>8} | {'vs SQS $0.12':>12} | target"
+        + f" | {'total':>8} | {'w/o GB-s':>8} | {'SQS same':>8} | {'vs SQS $0.12':>12} | goal"
     )
     for run in runs:
         cost = per_million_cost(run.total(), run.messages)
@@ -1134,7 +1312,7 @@ def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
         )
         print(
             f"{'batch':>5} | {'S3 PUT':>8} | {'S3 GET':>8} | {'total':>8} | {'w/o GB-s':>8} |"
-            f" {'SQS same':>8} | {'vs SQS $0.12':>12} | target"
+            f" {'SQS same':>8} | {'vs SQS $0.12':>12} | goal"
         )
         for run in runs:
             cost = per_million_cost(run.total(), run.messages, s3_express=True)
@@ -1290,6 +1468,19 @@ def main(argv: list[str] | None = None) -> int:
         help="store the batch objects in the template's S3 Express One Zone directory bucket"
         " (BatchStorage=express) and price them at its rates too",
     )
+    parser.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="count the group's one-off writes (subscription, a state item per queue) in"
+        " the first round instead of leaving them out as a warm-up",
+    )
+    parser.add_argument(
+        "--profile",
+        type=lambda text: [PROFILES[name] for name in text.split(",")],
+        default=list(PROFILES.values()),
+        help="deployment profiles to price the counted calls at, comma-separated:"
+        f" {', '.join(PROFILES)} (default: all)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
@@ -1313,6 +1504,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.messages,
                 args.batches,
                 piggyback=not args.no_piggyback,
+                warm=not args.no_warm_up,
             )
             cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
             idle = run_idle(client, meter)
@@ -1325,6 +1517,7 @@ def main(argv: list[str] | None = None) -> int:
     print_throughput(runs, args.messages)
     print_calls(runs)
     print_costs(runs, s3_express=args.s3_express)
+    print_profiles(runs, args.profile, max(memory), s3_express=args.s3_express)
     print(f"  batch objects stored: {stored_in}")
     print_inflight(cases, at_limit, setup_s)
     print_idle(idle, max(memory))

@@ -85,7 +85,8 @@ def test_tables(template) -> None:
     }
     log_index = template.tables["LogIndexTable"]
     assert [k["AttributeName"] for k in log_index.key_schema] == ["stream", "base_offset"]
-    assert log_index.billing_mode == "PAY_PER_REQUEST"
+    defaults = Resolver(template, resolve_parameters(template))
+    assert table_to_api(log_index, "t", defaults)["BillingMode"] == "PAY_PER_REQUEST"
     assert log_index.time_to_live is not None
     assert log_index.time_to_live.attribute_name == "expires_at"
     groups = template.tables["GroupsTable"]
@@ -135,7 +136,9 @@ def test_functions_merge_globals(template) -> None:
     assert admin.code_uri == ROOT / "functions" / "admin"
     assert admin.handler == "app.lambda_handler"
     assert admin.timeout == 30
-    assert admin.memory_size == 1024
+    assert admin.memory_size == {"Ref": "FunctionMemorySize"}  # from Globals
+    defaults = Resolver(template, resolve_parameters(template))
+    assert defaults.function(admin).memory_size == 1024
     assert admin.environment["CIRRUSMQ_TOPICS_TABLE"] == {"Ref": "TopicsTable"}
     consume = template.functions["ConsumeFunction"]
     assert consume.environment["CIRRUSMQ_RECEIPT_SECRET"] == {"Ref": "ReceiptSigningSecret"}
