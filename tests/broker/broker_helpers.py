@@ -75,6 +75,29 @@ def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -
         events.unregister("after-call.dynamodb.Query", unique_id="lagging-hide")
 
 
+@contextmanager
+def lagging_item_reads(client: Any, table: str) -> Iterator[None]:
+    """Eventually consistent GetItems of ``table`` through ``client`` find nothing, as a read
+    served by a replica that has not seen the item's write yet does; consistent reads see
+    the item."""
+
+    def mark(params: dict, context: dict, **_: Any) -> None:
+        context["lagging"] = params.get("TableName") == table and not params.get("ConsistentRead")
+
+    def hide(parsed: dict, context: dict, **_: Any) -> None:
+        if context.get("lagging"):
+            parsed.pop("Item", None)
+
+    events = client.meta.events
+    events.register("before-parameter-build.dynamodb.GetItem", mark, unique_id="lagging-get")
+    events.register("after-call.dynamodb.GetItem", hide, unique_id="lagging-get-hide")
+    try:
+        yield
+    finally:
+        events.unregister("before-parameter-build.dynamodb.GetItem", unique_id="lagging-get")
+        events.unregister("after-call.dynamodb.GetItem", unique_id="lagging-get-hide")
+
+
 def serialised_aws_calls(monkeypatch: Any) -> None:
     """One AWS call at a time, as DynamoDB applies each write atomically: moto's in-process
     backend checks a condition and applies a write in separate Python steps, so threads

@@ -22,12 +22,19 @@ class TopicCatalog:
         self._lock = threading.Lock()
 
     def active(self, name: str) -> Topic:
-        """The active topic ``name``; TopicNotFound otherwise."""
+        """The active topic ``name``; TopicNotFound otherwise.
+
+        A topic is read eventually consistently; one that read finds missing or not active
+        is read again consistently before TopicNotFound is raised: a replica behind the
+        topic's write is no proof it is gone, and callers drop delay items or roll
+        transactions back on TopicNotFound."""
         check_topic_name(name)
         with self._lock:
             topic = self._cache.get(name)
         if topic is None:
             topic = self._store.get(name)
+            if topic is None or topic.status is not TopicStatus.ACTIVE:
+                topic = self._store.get(name, consistent=True)
             if topic is None or topic.status is not TopicStatus.ACTIVE:
                 raise TopicNotFound(f"topic {name!r} does not exist")
             with self._lock:
