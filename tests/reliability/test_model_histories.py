@@ -191,3 +191,27 @@ def test_a_redriven_copy_outlives_the_groups_own_dead_letter() -> None:
         assert len({d.copy for d in g2.deliveries if d.body == b"m1"}) == 2
 
     replay(steps)
+
+
+def test_a_letter_redriven_by_the_step_that_dead_lettered_it_is_a_redriven_copy() -> None:
+    """In one step (a receive, a redrive, the receive re-run: ``rerun_after_change``) the
+    receive's expiry move sends g1's last attempts of m1 and m2 to its DLQ, the cursor
+    redrive sends both letters straight back, and the re-run receive gets the copies
+    (attempt 1). No check listed the DLQ in between: the model must list it when the
+    redrive answers, or it takes a copy for a redelivery that did not count its attempt."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1 = m.groups["g1"]
+        while g1.last_attempt.get(b"m1") != 2:  # g1 has two attempts
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        m.clock.advance(11)  # past the last attempt's lease
+        m.rerun_after_change(0, "receive", 0, 3, None, "redrive", 0, 0)
+        assert m.log[-2] == "[1] redrive g1 (cursor) -> ok redriven=2"  # m1 and m2
+        assert "m1#1" in m.log[-1]
+        m.check_every_step()
+
+    replay(steps)
