@@ -722,6 +722,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
             ids, what = [self.msgs[body].message_id], f"redrive {group} by id {body.decode()}"
 
         def apply(outcome: str, value: Any) -> None:
+            # the letters that reached the DLQ since the last check (within this very
+            # step) are listed now, those it sent back granted as such, before any
+            # delivery of their copies is judged
+            self._check_storage()
             for offset in letters:
                 self._grant(group, offset)
             if outcome != "ok":
