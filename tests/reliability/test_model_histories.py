@@ -215,3 +215,25 @@ def test_a_letter_redriven_by_the_step_that_dead_lettered_it_is_a_redriven_copy(
         m.check_every_step()
 
     replay(steps)
+
+
+def test_an_ack_of_the_handle_before_a_change_of_invisible_time_settles_the_message() -> None:
+    """g1 changes the invisible time of m1 (a new handle), then acks m1 by the handle it
+    had before (seed 919243822, worker 1, with a transaction part). The broker answers
+    ``acked`` and never delivers m1 again: a change of invisible time is not a delivery,
+    and the old handle may still ack (docs/http-api.md). The model took the new handle
+    for a redelivery (stale-ack-acked); the search reported ``lost``, the violation of
+    the history's rest that ran after it."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        live = [d for _, d in m._live(stale_too=False)]
+        m1 = next(
+            i for i, d in enumerate(live) if d.body == b"m1" and d in m.groups["g1"].deliveries
+        )
+        m._interleave(0, m._op_change_invisible(m1, 0), 10, m._op_ack(m1, 0))
+        assert m.log[-2] == "[0] change_invisible g1 m1#1 10s (ran to its end first) -> ok m1#1"
+        assert m.log[-1] == "[1] ack g1 ['m1#1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
