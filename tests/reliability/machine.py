@@ -189,6 +189,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """(transaction, part) whose send answered stored."""
         self.copies = Counter[bytes]()
         """Copies of a message a redrive appended to its topic (granted letters)."""
+        self.violated = False
+        """A step raised a violation: the history is closed, not brought to rest."""
         try:
             self._setup()
         except BaseException:
@@ -298,6 +300,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         history = "\n".join(f"  {i:3}. {line}" for i, line in enumerate(self.log))
         text = f"{kind}: {INVARIANTS[kind]}\n  {detail}\nhistory:\n{history}"
         if self.raise_kinds is None or kind in self.raise_kinds:
+            self.violated = True
             raise violation_type(kind)(text)
         self.stats.violations.append((kind, text))
 
@@ -1363,7 +1366,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
     # ================================================================== at rest
     def teardown(self) -> None:
         try:
-            self._quiesce()
+            if not self.violated:  # else the rest would judge what the step left half-done
+                self._quiesce()
         finally:
             INJECTOR.disarm()
             self.world.close()
