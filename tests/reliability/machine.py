@@ -37,6 +37,7 @@ from hypothesis.stateful import (
     rule,
 )
 from model import INVARIANTS, Delivery, GroupModel, Msg, Txn, violation_type
+from moves_rules import MoveRules
 from world import World
 
 TOPICS = {"n": ("NORMAL", 2), "f": ("FIFO", 2), "x": ("TRANSACTION", 2)}
@@ -154,7 +155,7 @@ def copy_of(message: StoredMessage) -> tuple:
     return (message.body, message.topic, message.queue, message.offset)
 
 
-class ReliabilityMachine(RuleBasedStateMachine):
+class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     """Random histories of the broker's moves against the reference model."""
 
     raise_kinds: ClassVar[frozenset[str] | None] = None
@@ -206,6 +207,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         for group, topic in PAIRS:  # subscribed before anything is sent
             broker.consume.receive(self.n(group), self.n(topic), max_messages=1)
         self.epoch = broker.transactions.register(self.n(PRODUCER_GROUP), TRANSACTIONAL_ID)
+        self._moves_setup(broker)
 
     # ================================================================== running requests
     def _run(self, b: int, fault: Fault | None, op: Op | None) -> None:
@@ -1419,6 +1421,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
             quiet = 0 if got else quiet + 1
             if quiet >= 2:
                 break
+        self._moves_at_rest()
         self._check_storage()
         self._check_at_rest()
 
