@@ -135,6 +135,9 @@ class Op:
     """(outcome: ok / error / crash, the result or the error)."""
     moves_groups: bool = True
     """It may change a group's state or dead letters (checked after the step)."""
+    in_flight: Callable[[], Callable[[], None]] | None = None
+    """While it is paused part-way (``interleave``) it may have taken effect already:
+    marks that in the model for the other request's checks; returns the undo."""
 
 
 @dataclass
@@ -277,6 +280,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         while not (INJECTOR.paused.is_set() or done.is_set()):
             done.wait(0.001)
         paused = INJECTOR.paused.is_set() and not done.is_set()
+        undo = first.in_flight() if paused and first.in_flight is not None else None
         if paused:
             first_thread = INJECTOR.thread
             INJECTOR.thread = threading.get_ident()
@@ -292,6 +296,8 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                 f"[{1 - b}] {second.what} (while [{b}] {first.what} {tag})", None, outcome2, value2
             )
             second.apply(outcome2, value2)
+        if undo is not None:
+            undo()
         outcome1, value1 = result["first"]
         self._after(f"[{b}] {first.what} ({tag})", result.get("fired"), outcome1, value1)
         first.apply(outcome1, value1)
@@ -439,7 +445,20 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             what,
             lambda broker: broker.consume.ack(self.n(group), [x.handle for x in chosen]),
             apply,
+            in_flight=self._acks_in_flight(group, chosen),
         )
+
+    def _acks_in_flight(self, group: str, ds: list[Delivery]) -> Callable[[], Callable[[], None]]:
+        """An ack paused part-way may have acked some of its messages already: they count
+        as maybe acked until it answers."""
+
+        def mark() -> Callable[[], None]:
+            gm = self.groups[group]
+            added = {d.body for d in ds} - gm.maybe_acked
+            gm.maybe_acked |= added
+            return lambda: gm.maybe_acked.difference_update(added)
+
+        return mark
 
     def _op_ack_on_receive(self, p: int, q: int) -> Op | None:
         """A receive carrying acks (the receive route's ``ack``): the acks run through the
@@ -474,7 +493,9 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             if outcome == "ok":
                 receiving.apply(outcome, value[1])
 
-        return Op(f"{receiving.what} carrying {acking.what}", call, apply)
+        return Op(
+            f"{receiving.what} carrying {acking.what}", call, apply, in_flight=acking.in_flight
+        )
 
     def _op_nack(self, p: int, q: int) -> Op | None:
         live = self._live(stale_too=False)
@@ -1437,6 +1458,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             f"ack {group} {[d.body.decode() for d in ds]}",
             lambda broker: broker.consume.ack(self.n(group), [d.handle for d in ds]),
             apply,
+            in_flight=self._acks_in_flight(group, ds),
         )
 
     def _check_at_rest(self) -> None:
