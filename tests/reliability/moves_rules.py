@@ -66,6 +66,24 @@ class MoveRules:
     ``clock`` and ``log`` are the machine's."""
 
     def _moves_setup(self, broker: Any) -> None:
+        """The model's state; the topics and settings come with the first rule that needs
+        them (``_mv_ready``): a history without these rules costs nothing more."""
+        self.mv_ready = False
+        self.mv_sent: dict[bytes, bool] = {}
+        """Body → whether its send answered (required at rest)."""
+        self.mv_acked: dict[str, set[bytes]] = {SOURCE_GROUP: set(), DEAD_GROUP: set()}
+        self.mv_maybe_acked: dict[str, set[bytes]] = {SOURCE_GROUP: set(), DEAD_GROUP: set()}
+        self.mv_handles: list[tuple[str, bytes, str, int]] = []
+        """(group, body, handle, its lease's deadline) of the deliveries not acked yet."""
+        self.mv_tasks: list[MoveTaskId] = []
+
+    def _mv_ready(self, b: int) -> None:
+        """Topics s, d, b, g3's one attempt and dead-letter destination, the subscriptions
+        (once per history, on container ``b``, without faults)."""
+        if self.mv_ready:
+            return
+        self.mv_ready = True
+        broker = self.world.brokers[b]
         for name in (SOURCE, DEAD, BACK):
             broker.admin.create_topic(self.n(name), queues=2)
         broker.retries.set_max_delivery_attempts(self.n(SOURCE_GROUP), 1)
@@ -74,13 +92,7 @@ class MoveRules:
         )
         for group, topic in ((SOURCE_GROUP, SOURCE), (DEAD_GROUP, DEAD)):
             broker.consume.receive(self.n(group), self.n(topic), max_messages=1)
-        self.mv_sent: dict[bytes, bool] = {}
-        """Body → whether its send answered (required at rest)."""
-        self.mv_acked: dict[str, set[bytes]] = {SOURCE_GROUP: set(), DEAD_GROUP: set()}
-        self.mv_maybe_acked: dict[str, set[bytes]] = {SOURCE_GROUP: set(), DEAD_GROUP: set()}
-        self.mv_handles: list[tuple[str, bytes, str, int]] = []
-        """(group, body, handle, its lease's deadline) of the deliveries not acked yet."""
-        self.mv_tasks: list[MoveTaskId] = []
+        self.log.append(f"[{b}] topics s, d, b; g3: one attempt, dead letters to d")
 
     def _mv_op(self, what: str, call: Any, apply: Any = None) -> Any:
         from machine import Op  # the machine's module imports this one
@@ -235,11 +247,13 @@ class MoveRules:
     # ------------------------------------------------------------------ the rules
     @rule(b=_containers, q=_picks, fault=_faults)
     def mv_send(self, b: int, q: int, fault: Fault | None) -> None:
+        self._mv_ready(b)
         self._run(b, fault, self._mv_send(q))
 
     @rule(b=_containers, p=_picks, q=_picks, fault=_faults)
     def mv_receive(self, b: int, p: int, q: int, fault: Fault | None) -> None:
         group = (SOURCE_GROUP, DEAD_GROUP)[p % 2]
+        self._mv_ready(b)
         self._run(b, fault, self._mv_receive(group, 1 + q % 4))
 
     @rule(b=_containers, p=_picks, fault=_faults)
@@ -250,15 +264,18 @@ class MoveRules:
 
     @rule(b=_containers, fault=_faults)
     def mv_move(self, b: int, fault: Fault | None) -> None:
-        self._run(b, fault, self._mv_start_run())
+        if self.mv_ready:
+            self._run(b, fault, self._mv_start_run())
 
     @rule(b=_containers, fault=_faults)
     def mv_resume(self, b: int, fault: Fault | None) -> None:
-        self._run(b, fault, self._mv_resume())
+        if self.mv_ready:
+            self._run(b, fault, self._mv_resume())
 
     @rule(b=_containers, fault=_faults)
     def mv_cancel(self, b: int, fault: Fault | None) -> None:
-        self._run(b, fault, self._mv_cancel())
+        if self.mv_tasks:
+            self._run(b, fault, self._mv_cancel())
 
     @rule(
         b=_containers,
@@ -270,6 +287,7 @@ class MoveRules:
         """The first request pauses right before its ``nth`` TransactWriteItems (an
         expiry move's append into ``d``, a task's append into ``b`` or its finish), the
         second runs on the other container, then the first goes on."""
+        self._mv_ready(b)
         if pair[0] == "expire":
             first, second = self._mv_expiry_race(b, p)
         else:
@@ -315,7 +333,9 @@ class MoveRules:
     # ------------------------------------------------------------------ at rest
     def _moves_at_rest(self) -> None:
         """Every lease expired, every task run to its end, a last task run; then each
-        message's path is judged."""
+        message's path is judged (nothing to do if no rule of these ran)."""
+        if not self.mv_ready:
+            return
         for _ in range(4):  # g3's leases into d, gd's own ones back, all moved to b
             self.clock.advance(61)
             self._run(0, None, self._mv_resume())
