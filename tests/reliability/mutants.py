@@ -595,6 +595,23 @@ GUARDS: tuple[Guard, ...] = (
             "test_a_failed_wake_withdraws_its_own_ask_not_a_later_sends",
         ),
     ),
+    Guard(
+        "handoff-idempotent-append",
+        "a move task's append whose stamp was recorded already counts nothing and reads "
+        "the lease again (an earlier attempt of the very move committed)",
+        (
+            Edit(
+                "services/retries/handoff.py",
+                "                    return optimistic.CONFLICT  # another attempt of this very "
+                "move: read again\n",
+                "                    pass\n",
+            ),
+        ),
+        tests=("tests/broker/services/test_move_tasks.py",),
+        note="the stamp names the lease version as read, and the append that recorded it "
+        "moved that version on: a re-run reads another version, so no run meets its own "
+        "stamp again (defence in depth)",
+    ),
 )
 
 
