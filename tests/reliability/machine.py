@@ -37,6 +37,7 @@ from hypothesis.stateful import (
     rule,
 )
 from model import INVARIANTS, Delivery, GroupModel, Msg, Txn, violation_type
+from moves_rules import MoveRules
 from world import World
 
 TOPICS = {"n": ("NORMAL", 2), "f": ("FIFO", 2), "x": ("TRANSACTION", 2)}
@@ -134,6 +135,9 @@ class Op:
     """(outcome: ok / error / crash, the result or the error)."""
     moves_groups: bool = True
     """It may change a group's state or dead letters (checked after the step)."""
+    in_flight: Callable[[], Callable[[], None]] | None = None
+    """While it is paused part-way (``interleave``) it may have taken effect already:
+    marks that in the model for the other request's checks; returns the undo."""
 
 
 @dataclass
@@ -154,7 +158,7 @@ def copy_of(message: StoredMessage) -> tuple:
     return (message.body, message.topic, message.queue, message.offset)
 
 
-class ReliabilityMachine(RuleBasedStateMachine):
+class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     """Random histories of the broker's moves against the reference model."""
 
     raise_kinds: ClassVar[frozenset[str] | None] = None
@@ -189,6 +193,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """(transaction, part) whose send answered stored."""
         self.copies = Counter[bytes]()
         """Copies of a message a redrive appended to its topic (granted letters)."""
+        self.violated = False
+        """A step raised a violation: the history is closed, not brought to rest."""
         try:
             self._setup()
         except BaseException:
@@ -204,6 +210,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         for group, topic in PAIRS:  # subscribed before anything is sent
             broker.consume.receive(self.n(group), self.n(topic), max_messages=1)
         self.epoch = broker.transactions.register(self.n(PRODUCER_GROUP), TRANSACTIONAL_ID)
+        self._moves_setup(broker)
 
     # ================================================================== running requests
     def _run(self, b: int, fault: Fault | None, op: Op | None) -> None:
@@ -273,6 +280,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         while not (INJECTOR.paused.is_set() or done.is_set()):
             done.wait(0.001)
         paused = INJECTOR.paused.is_set() and not done.is_set()
+        undo = first.in_flight() if paused and first.in_flight is not None else None
         if paused:
             first_thread = INJECTOR.thread
             INJECTOR.thread = threading.get_ident()
@@ -288,6 +296,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 f"[{1 - b}] {second.what} (while [{b}] {first.what} {tag})", None, outcome2, value2
             )
             second.apply(outcome2, value2)
+        if undo is not None:
+            undo()
         outcome1, value1 = result["first"]
         self._after(f"[{b}] {first.what} ({tag})", result.get("fired"), outcome1, value1)
         first.apply(outcome1, value1)
@@ -298,6 +308,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         history = "\n".join(f"  {i:3}. {line}" for i, line in enumerate(self.log))
         text = f"{kind}: {INVARIANTS[kind]}\n  {detail}\nhistory:\n{history}"
         if self.raise_kinds is None or kind in self.raise_kinds:
+            self.violated = True
             raise violation_type(kind)(text)
         self.stats.violations.append((kind, text))
 
@@ -434,7 +445,20 @@ class ReliabilityMachine(RuleBasedStateMachine):
             what,
             lambda broker: broker.consume.ack(self.n(group), [x.handle for x in chosen]),
             apply,
+            in_flight=self._acks_in_flight(group, chosen),
         )
+
+    def _acks_in_flight(self, group: str, ds: list[Delivery]) -> Callable[[], Callable[[], None]]:
+        """An ack paused part-way may have acked some of its messages already: they count
+        as maybe acked until it answers."""
+
+        def mark() -> Callable[[], None]:
+            gm = self.groups[group]
+            added = {d.body for d in ds} - gm.maybe_acked
+            gm.maybe_acked |= added
+            return lambda: gm.maybe_acked.difference_update(added)
+
+        return mark
 
     def _op_ack_on_receive(self, p: int, q: int) -> Op | None:
         """A receive carrying acks (the receive route's ``ack``): the acks run through the
@@ -469,7 +493,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
             if outcome == "ok":
                 receiving.apply(outcome, value[1])
 
-        return Op(f"{receiving.what} carrying {acking.what}", call, apply)
+        return Op(
+            f"{receiving.what} carrying {acking.what}", call, apply, in_flight=acking.in_flight
+        )
 
     def _op_nack(self, p: int, q: int) -> Op | None:
         live = self._live(stale_too=False)
@@ -722,6 +748,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
             ids, what = [self.msgs[body].message_id], f"redrive {group} by id {body.decode()}"
 
         def apply(outcome: str, value: Any) -> None:
+            # the letters that reached the DLQ since the last check (within this very
+            # step) are listed now, those it sent back granted as such, before any
+            # delivery of their copies is judged
+            self._check_storage()
             for offset in letters:
                 self._grant(group, offset)
             if outcome != "ok":
@@ -1270,7 +1300,14 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
     def _acked(self, group: str, d: Delivery) -> None:
         gm = self.groups[group]
-        later = [x for x in gm.deliveries if x.step > d.step and x.body == d.body]
+        # delivered again since: a later delivery counts one more attempt; a change of
+        # invisible time gives a new handle for the same attempt (not a delivery: the
+        # handle it replaced may still ack, docs/http-api.md)
+        later = [
+            x
+            for x in gm.deliveries
+            if x.step > d.step and x.body == d.body and x.attempt > d.attempt
+        ]
         if d.body not in gm.exempt and any(not x.via_allowance for x in later):
             self._violate(
                 "stale-ack-acked",
@@ -1352,7 +1389,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
     # ================================================================== at rest
     def teardown(self) -> None:
         try:
-            self._quiesce()
+            if not self.violated:  # else the rest would judge what the step left half-done
+                self._quiesce()
         finally:
             INJECTOR.disarm()
             self.world.close()
@@ -1404,6 +1442,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
             quiet = 0 if got else quiet + 1
             if quiet >= 2:
                 break
+        self._moves_at_rest()
         self._check_storage()
         self._check_at_rest()
 
@@ -1419,6 +1458,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
             f"ack {group} {[d.body.decode() for d in ds]}",
             lambda broker: broker.consume.ack(self.n(group), [d.handle for d in ds]),
             apply,
+            in_flight=self._acks_in_flight(group, ds),
         )
 
     def _check_at_rest(self) -> None:

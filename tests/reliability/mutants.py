@@ -497,6 +497,121 @@ GUARDS: tuple[Guard, ...] = (
             "test_a_repeat_within_the_window_answers_the_first_send",
         ),
     ),
+    Guard(
+        "dedup-window-expires",
+        "a FIFO deduplication record older than its window is replaced: a send after the "
+        "window is a new message, not answered as a repeat",
+        (
+            Edit(
+                "storage/producers.py",
+                'put["ConditionExpression"] = f"{not_yet_recorded} OR {recorded_before}"\n',
+                'put["ConditionExpression"] = f"{not_yet_recorded} OR ({recorded_before} '
+                'AND {not_yet_recorded})"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_produce_deduplication.py::"
+            "test_a_repeat_after_the_window_is_a_new_message_and_holds_the_stamp",
+        ),
+    ),
+    Guard(
+        "move-task-cancel-fence",
+        "a cancel moves the task's version on: a runner's append read before it stores nothing",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                '{":cancelling": CANCELLING, ":running": RUNNING, ":one": 1}',
+                '{":cancelling": CANCELLING, ":running": RUNNING, ":one": 0}',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_cancel_landing_before_the_tasks_append_moves_nothing",
+        ),
+    ),
+    Guard(
+        "move-task-lock-names-task",
+        "a finish clears the group's lock only while it names the finishing task (lock_names_task)",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                'lock_names_task = "running = :stream"\n',
+                'lock_names_task = "running = :stream OR attribute_exists(running)"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_finish_clears_the_lock_only_while_it_names_the_finishing_task",
+        ),
+        note="the lock and the task change in one transaction each, so no writer leaves a "
+        "running task whose lock names another: its test sets the lock by hand (defence "
+        "in depth)",
+    ),
+    Guard(
+        "move-task-resume-held",
+        "a task taken over first moves what of its last step's batch is still leased",
+        (
+            Edit(
+                "services/move_tasks.py",
+                "        if task.held and task.status == RUNNING:\n",
+                "        if False:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice",
+        ),
+    ),
+    Guard(
+        "dead-letter-destination-fence",
+        "a dead-letter move into the group's destination topic carries the settle of the "
+        "lease as read",
+        (
+            Edit(
+                "services/retries/retry_topic.py",
+                "recorded = self._moves.append(destination, queue, copies, stamp, digest, "
+                "fence=fence)\n",
+                "recorded = self._moves.append(destination, queue, copies, stamp, digest, "
+                "fence=None if elsewhere else fence)\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_an_ack_landing_before_a_dead_letter_move_keeps_it_out_of_the_destination",
+        ),
+    ),
+    Guard(
+        "run-withdraw-own-ask",
+        "a wake that could not start a run withdraws its own ask only (``withdraw_ask``)",
+        (
+            Edit(
+                "storage/run_leases.py",
+                '"REMOVE asked_at", "asked_at = :at"',
+                '"REMOVE asked_at", "asked_at = :at OR asked_at <> :at"',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delays/test_scheduled_at_rest.py::"
+            "test_a_failed_wake_withdraws_its_own_ask_not_a_later_sends",
+        ),
+    ),
+    Guard(
+        "handoff-idempotent-append",
+        "a move task's append whose stamp was recorded already counts nothing and reads "
+        "the lease again (an earlier attempt of the very move committed)",
+        (
+            Edit(
+                "services/retries/handoff.py",
+                "                    return optimistic.CONFLICT  # another attempt of this very "
+                "move: read again\n",
+                "                    pass\n",
+            ),
+        ),
+        tests=("tests/broker/services/test_move_tasks.py",),
+        note="the stamp names the lease version as read, and the append that recorded it "
+        "moved that version on: a re-run reads another version, so no run meets its own "
+        "stamp again (defence in depth)",
+    ),
 )
 
 

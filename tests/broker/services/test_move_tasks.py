@@ -14,7 +14,14 @@ from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import InvalidRequest, MoveTaskRunning
 from cirrusmq_broker.services.move_tasks import MoveTaskId
 from cirrusmq_broker.services.moves import MoveAppender
-from cirrusmq_broker.storage.move_tasks import CANCELLED, COMPLETED, RUNNING, MoveTask
+from cirrusmq_broker.storage.dynamo import to_item
+from cirrusmq_broker.storage.move_tasks import (
+    CANCELLED,
+    COMPLETED,
+    LOCK_STREAM,
+    RUNNING,
+    MoveTask,
+)
 
 SOURCE, DLQ, BACK = "src", "dead", "back"
 GROUP, DLQ_GROUP = "g", "gdead"
@@ -79,6 +86,35 @@ def test_a_cleared_destination_sends_dead_letters_to_the_groups_dead_letter_topi
     clock.advance(11)
     broker.consume.receive(GROUP, SOURCE)
     assert [d.message.body for d in broker.dead_letters.list(GROUP).dead_letters] == [b"a"]
+
+
+def test_an_ack_landing_before_a_dead_letter_move_keeps_it_out_of_the_destination(
+    broker, other, clock, monkeypatch
+) -> None:
+    """The last attempt's lease expired; while a receive's expiry move is about to append
+    it to the group's destination, another container's ack of it answers ``acked``: the
+    move's append carries the settle of the lease as read, so it stores nothing."""
+    for name in (SOURCE, DLQ):
+        broker.admin.create_topic(name, queues=2)
+    broker.retries.set_max_delivery_attempts(GROUP, 1)
+    broker.retries.set_dead_letter_destination(GROUP, DLQ, {"from": SOURCE})
+    send(broker, SOURCE, b"a")
+    (leased,) = broker.consume.receive(GROUP, SOURCE, invisible_seconds=10)
+    clock.advance(11)
+    real = MoveAppender.append
+    acks: list = []
+
+    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+        if topic.name == DLQ and not acks:
+            acks.append(other.consume.ack(GROUP, [leased.receipt_handle]))
+        return real(self, topic, queue, messages, stamp, *args, **kwargs)
+
+    monkeypatch.setattr(MoveAppender, "append", append)
+    assert broker.consume.receive(GROUP, SOURCE) == []
+    monkeypatch.undo()
+    assert [outcome.status.value for outcome in acks[0]] == ["acked"]
+    assert drain(broker, clock, DLQ_GROUP, DLQ) == []
+    assert drain(broker, clock, GROUP, SOURCE) == []
 
 
 def test_a_move_task_moves_each_message_once_and_completes(broker, clock) -> None:
@@ -312,3 +348,22 @@ def test_a_task_an_earlier_release_started_holds_its_group_and_goes_on(broker, o
     assert drain(broker, clock, "reader", BACK) == [b"a", b"b"]
     assert other.move_tasks.resume_running() == []  # its lock and registry entry are gone
     assert start(other).status == RUNNING
+
+
+def test_a_finish_clears_the_lock_only_while_it_names_the_finishing_task(broker, clock) -> None:
+    """The lock item and the task item change together (start and finish are one
+    transaction each), so no writer leaves a running task whose lock names another; the
+    finish's condition on the lock is a second line behind that. Shown on a lock set by
+    hand to name another task: the finish refuses and leaves it."""
+    dead_letters_in_destination(broker, clock, [b"a"])
+    task = start(broker)
+    store = broker.move_tasks._store
+    lock = to_item({"group_name": DLQ_GROUP, "stream": LOCK_STREAM, "running": "#task#other"})
+    store._client.put_item(TableName=store._table, Item=lock)
+    assert not store.finish(task, COMPLETED, clock.now // 1000)
+    assert store.running(DLQ_GROUP) is None  # the lock still names the other task
+    item = store._client.get_item(
+        TableName=store._table, Key=to_item({"group_name": DLQ_GROUP, "stream": LOCK_STREAM})
+    )["Item"]
+    assert item["running"] == {"S": "#task#other"}
+    assert store.get(task.group, task.stream).status == RUNNING

@@ -306,3 +306,27 @@ def test_the_checker_looks_at_an_open_transaction(broker, clock, monkeypatch):
     app = load_handler("txn_checker", broker, monkeypatch)
     context = types.SimpleNamespace(get_remaining_time_in_millis=lambda: 300_000)
     assert app.lambda_handler({"task": "check", "loop_seconds": 0}, context)["asked"] == 1
+
+
+def test_a_failed_wake_withdraws_its_own_ask_not_a_later_sends(broker, clock, waking):
+    """A wake's start fails after another container's send (its ask taken as lost, 10 s
+    on) asked for a run and started it: the withdrawal removes only the failed ask, so a
+    send after that, covered by the started run, starts none."""
+    attempts: list[int] = []
+
+    def start() -> None:
+        attempts.append(clock.now)
+        if len(attempts) == 1:
+            clock.advance(11)  # the Lambda endpoint hangs past the ask's pending time
+            other.produce.send("t", [MessageInput(b"b", delay_level=3)])  # asks, starts
+            raise ConnectionError("the Lambda endpoint did not answer")
+
+    broker = waking(start)
+    other = Broker(broker.settings, clock)
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [MessageInput(b"a", delay_level=3)])  # the send still succeeds
+    assert len(attempts) == 2
+    clock.advance(1)
+    third = Broker(broker.settings, clock)
+    third.produce.send("t", [MessageInput(b"c", delay_level=3)])  # the started run covers it
+    assert len(attempts) == 2, "the failed wake withdrew the ask of the run that started"
