@@ -18,7 +18,7 @@ from cirrusmq_broker.storage.dynamo import to_item
 from cirrusmq_broker.storage.move_tasks import (
     CANCELLED,
     COMPLETED,
-    LOCK_STREAM,
+    REGISTRY_GROUP,
     RUNNING,
     MoveTask,
 )
@@ -358,12 +358,11 @@ def test_a_finish_clears_the_lock_only_while_it_names_the_finishing_task(broker,
     dead_letters_in_destination(broker, clock, [b"a"])
     task = start(broker)
     store = broker.move_tasks._store
-    lock = to_item({"group_name": DLQ_GROUP, "stream": LOCK_STREAM, "running": "#task#other"})
+    lock_key = {"group_name": REGISTRY_GROUP, "stream": DLQ_GROUP}
+    lock = to_item({**lock_key, "running": "#task#other"})
     store._client.put_item(TableName=store._table, Item=lock)
     assert not store.finish(task, COMPLETED, clock.now // 1000)
     assert store.running(DLQ_GROUP) is None  # the lock still names the other task
-    item = store._client.get_item(
-        TableName=store._table, Key=to_item({"group_name": DLQ_GROUP, "stream": LOCK_STREAM})
-    )["Item"]
+    item = store._client.get_item(TableName=store._table, Key=to_item(lock_key))["Item"]
     assert item["running"] == {"S": "#task#other"}
     assert store.get(task.group, task.stream).status == RUNNING
