@@ -188,6 +188,7 @@ class QueuePlanner:
         held: frozenset[int] = frozenset(),
         *,
         planned: bool = False,
+        saved: bool = False,
     ) -> bool:
         """Whether a FIFO queue (leases loaded) has nothing to hand out but new messages:
         a delivery in flight, no expired lease it may redeliver, and its ``held`` offsets
@@ -217,9 +218,11 @@ class QueuePlanner:
                 if busy.deadline == min(live)
                 else FIFO_RECHECK_SECONDS
             )
-            self._fifo_busy[key] = _Busy(
-                time.monotonic() + interval, min(live), interval, held, open_ids
-            )
+            if saved:  # re-read at the next poll, then as after a first sighting
+                until, interval = time.monotonic(), FIFO_RECHECK_SECONDS / 2
+            else:
+                until = time.monotonic() + interval
+            self._fifo_busy[key] = _Busy(until, min(live), interval, held, open_ids)
         return True
 
     def plan(
@@ -253,11 +256,16 @@ class QueuePlanner:
             self.held_wait(state, plan, now)
         return plan
 
-    def held_wait(self, state: GroupQueueState, plan: QueuePlan, now: int) -> None:
-        """After ``plan`` (FIFO), with ``state`` as planned or as saved with its deliveries:
-        if every held message waits for a lease, polls skip the queue for a while."""
+    def held_wait(
+        self, state: GroupQueueState, plan: QueuePlan, now: int, *, saved: bool = False
+    ) -> None:
+        """After ``plan`` (FIFO), with ``state`` as planned (nothing to hand out) or as
+        ``saved`` with what it handed out: if every held message waits for a lease, polls
+        skip the queue for a while. After a save the next poll still reads the leases (a
+        delivery just made is re-read as soon as one found in flight), but needs no
+        lookup of its held messages while the same leases are open."""
         if plan.waiting and state.complete and state.held:
-            self._fifo_waits(state, now, state.held, planned=True)
+            self._fifo_waits(state, now, state.held, planned=True, saved=saved)
 
     def _plan(
         self,

@@ -380,7 +380,7 @@ class Receiver:
                 return []  # nothing to hand out and nothing to record
             if self._states.save(state, self._redelivery_traces(state, plan)):
                 if orderly_for is not None:
-                    self._planner.held_wait(state, plan, now)
+                    self._planner.held_wait(state, plan, now, saved=True)
                 return [self._handles.received(state, m, lease) for m, lease in delivered]
             return optimistic.CONFLICT
 
