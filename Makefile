@@ -46,8 +46,10 @@ dev: install  ## install, then start the local stack (Ctrl-C stops it)
 	$(VENV)/bin/cirrusmq dev $(ARGS)
 
 test: install $(SQS_QUERY_AWS)  ## install, then run the test suite (without the `deploy` tests), on both cores
-	$(VENV)/bin/pytest -n 2 --dist loadfile -m "not deploy and not serial" $(ARGS)
-	$(VENV)/bin/pytest -m serial $(ARGS)
+	@echo "== make test, phase 1/2: the suite on 2 processes (about 20 minutes on 2 cores; [done/total] ends each line) =="
+	$(VENV)/bin/pytest -n 2 --dist loadfile -m "not deploy and not serial" -o console_output_style=count $(ARGS)
+	@echo "== make test, phase 2/2: the serial tests (the schemathesis fuzz, about 3 minutes) =="
+	$(VENV)/bin/pytest -m serial -o console_output_style=count $(ARGS)
 
 test-deploy: install $(SAM)  ## fresh-venv installs, the wheel, sam build + sam validate --lint
 	CIRRUSMQ_SAM=$(SAM) CIRRUSMQ_REQUIRE_DEPLOY_TOOLS=1 $(VENV)/bin/pytest -m deploy $(ARGS)
@@ -73,6 +75,7 @@ test-compat: install $(MOTO_SUITE)/tests/test_sqs/test_sqs.py $(COMPAT_QUERY_STA
 
 sam-build: install $(SAM)  ## sam build into .aws-sam/build (no Docker needed)
 	SAM_CLI_TELEMETRY=0 PYTHON=$(abspath $(VENV))/bin/python $(SAM) build $(ARGS)
+	@echo "sam is $(abspath $(SAM)) (its own venv, not on PATH): run it by that path, e.g. $(SAM) deploy --guided"
 
 bench: install  ## core queue benchmark (figures in README.md)
 	$(VENV)/bin/python tests/benchmarks/core_queue.py $(ARGS)

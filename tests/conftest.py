@@ -15,11 +15,22 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from prerequisites import missing_prerequisites
 
 _HOME = "CIRRUSMQ_TEST_HOME"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # the controller checks, before workers start; `-m deploy` / `-m serial` (make
+    # test-deploy, the second phase of make test) select neither browser nor Spark tests
+    only_marked = config.option.markexpr.strip() in {"deploy", "serial"}
+    if not hasattr(config, "workerinput") and not only_marked:
+        missing = missing_prerequisites(config.args)
+        if missing:
+            raise pytest.UsageError(
+                "missing prerequisites (README, Two commands):\n"
+                + "\n".join(f"  {m.line()}" for m in missing)
+            )
     os.environ.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
     home = Path(tempfile.mkdtemp(prefix="cirrusmq-test-home-"))
     os.environ[_HOME] = str(home)

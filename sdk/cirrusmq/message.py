@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+TAG, SQL92 = "TAG", "SQL92"
 _TAG_EXPRESSION = re.compile(r"^\s*[^\s|*]+(\s*\|\|\s*[^\s|*]+)*\s*$")
 
 
@@ -235,15 +236,27 @@ def scheduled_path(
 
 @dataclass(frozen=True)
 class FilterExpression:
-    """Which tags a subscription receives: ``*`` (all) or ``TagA || TagB``."""
+    """Which messages a subscription receives: by tag (``*`` for all, or ``TagA || TagB``),
+    or by an SQL92 condition on their properties (:meth:`sql`), as RocketMQ's
+    ``FilterExpression`` with its ``TAG`` and ``SQL92`` types.
+
+    Both are applied by the service on what a receive reads anyway; the service checks an
+    SQL92 condition (a malformed one is ``InvalidFilterExpression`` with its position)."""
 
     expression: str = "*"
+    filter_type: str = TAG
+    """``TAG`` or ``SQL92``."""
     ALL: ClassVar[FilterExpression]
     """Every tag (``*``)."""
 
     def __post_init__(self) -> None:
+        if self.filter_type not in (TAG, SQL92):
+            raise ValueError(f"unknown filter type {self.filter_type!r}: use TAG or SQL92")
         text = self.expression.strip()
-        if text != "*" and not _TAG_EXPRESSION.match(text):
+        if self.filter_type == SQL92:
+            if not text:
+                raise ValueError('an SQL92 filter needs a condition, e.g. "a > 5"')
+        elif text != "*" and not _TAG_EXPRESSION.match(text):
             raise ValueError(f"invalid filter expression {self.expression!r}: use '*' or 'A || B'")
         object.__setattr__(self, "expression", text)
 
@@ -252,8 +265,22 @@ class FilterExpression:
         """A filter accepting any of ``tags``."""
         return cls(" || ".join(tags))
 
+    @classmethod
+    def sql(cls, condition: str) -> FilterExpression:
+        """A filter accepting messages whose properties meet ``condition`` (RocketMQ's SQL92
+        subset: ``> >= < <= = <> BETWEEN IN IS NULL AND OR NOT``, ``TAGS`` is the tag), e.g.
+        ``FilterExpression.sql("a > 5 AND region IN ('eu', 'us')")``."""
+        return cls(condition, SQL92)
+
+    @property
+    def wire(self) -> dict[str, str]:
+        """The request fields naming this filter (``filter_type`` only for SQL92)."""
+        if self.filter_type == TAG:
+            return {"filter": self.expression}
+        return {"filter": self.expression, "filter_type": self.filter_type}
+
     def __str__(self) -> str:
-        return self.expression
+        return self.expression if self.filter_type == TAG else f"SQL92 {self.expression}"
 
 
 FilterExpression.ALL = FilterExpression("*")

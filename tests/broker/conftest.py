@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from cirrusmq_broker.container import Broker
 from cirrusmq_broker.settings import Settings
 from cirrusmq_local.in_process import broker_settings
 from moto import mock_aws
+from moto.core.botocore_stubber import BotocoreStubber
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 
@@ -45,9 +47,23 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+_MOTO_REQUESTS = threading.Lock()
+_PROCESS_REQUEST = BotocoreStubber.process_request
+
+
+def _one_request_at_a_time(self: BotocoreStubber, request: object) -> object:
+    """moto's in-process request handler, one request at a time: moto keeps its data in plain
+    dicts (a transaction deep-copies the tables it touches, a query iterates one), and the
+    broker's services call AWS from several threads (parallel queue moves and reads)."""
+    with _MOTO_REQUESTS:
+        return _PROCESS_REQUEST(self, request)  # type: ignore[arg-type]
+
+
 @pytest.fixture
-def aws() -> Iterator[None]:
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In-process moto, its requests serialised as the local stack's server does."""
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setattr(BotocoreStubber, "process_request", _one_request_at_a_time)
     with mock_aws():
         yield
 

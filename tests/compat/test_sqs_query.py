@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from .sqs_helpers import moto_attribute_md5, queue_name  # noqa: F401 - fixtures
+from .sqs_helpers import moto_attribute_md5, queue_name, sqs  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("CIRRUSMQ_SQS_QUERY_VENV", ROOT / ".venv-sqs-query"))
 PYTHON, AWS = VENV / "bin" / "python", VENV / "bin" / "aws"
 SCRIPT = Path(__file__).with_name("sqs_query_script.py")
+MOVE_SCRIPT = Path(__file__).with_name("sqs_query_move_script.py")
 
 if not AWS.exists():
     if os.environ.get("CI"):
@@ -78,6 +79,41 @@ def test_boto3_over_the_query_protocol(cirrusmq_stack, queue_name) -> None:  # n
     }
     assert out["modeled_exception"] is True
     assert out["after_delete"] == []
+
+
+def _arn(sqs, url: str) -> str:  # noqa: F811
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    return attributes["Attributes"]["QueueArn"]
+
+
+def test_message_move_tasks_over_the_query_protocol(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = _arn(sqs, dlq_url)
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})
+    other_url = sqs.create_queue(QueueName=f"{queue_name}-other")["QueueUrl"]
+    other_arn = _arn(sqs, other_url)
+    for body in ("a", "b"):
+        sqs.send_message(QueueUrl=dlq_url, MessageBody=body)
+    credentials = cirrusmq_stack.credentials
+    done = subprocess.run(
+        [str(PYTHON), str(MOVE_SCRIPT), cirrusmq_stack.endpoint, credentials.access_key,
+         credentials.secret_key, dlq_arn, other_arn],
+        capture_output=True, text=True, timeout=120, env=_environment(cirrusmq_stack),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["protocol"] == "query"
+    assert out["handle"]
+    (task,) = out["listed"]
+    assert task["Status"] == "COMPLETED"
+    assert (task["SourceArn"], task["DestinationArn"]) == (dlq_arn, other_arn)
+    assert task["MaxNumberOfMessagesPerSecond"] == 50
+    assert task["ApproximateNumberOfMessagesMoved"] == 2
+    assert task["ApproximateNumberOfMessagesToMove"] == 2
+    assert task["StartedTimestamp"] > 0
+    assert "TaskHandle" not in task  # only a running task has one
+    assert out["cancel"] == "ResourceNotFoundException"
 
 
 def _aws(stack, *args: str) -> subprocess.CompletedProcess:

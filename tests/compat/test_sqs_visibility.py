@@ -342,3 +342,46 @@ def test_a_message_never_deleted_does_not_hold_back_the_queue(
         + int(counts["ApproximateNumberOfMessagesNotVisible"])
         == 1
     )  # the poison, still there
+
+
+# ------------------------------------------------------------------- the 12-hour limit
+BEYOND_LIMIT = (
+    "Value {} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout "
+    "for the message is beyond the limit [43200 seconds]"
+)
+
+
+def test_visibility_ends_at_most_12_hours_after_the_receive(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """SQS measures the 12-hour limit from the ReceiveMessage that issued the handle:
+    extending the visibility does not reset it; a new receive does."""
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="long work")
+    message = _one(sqs, url, VisibilityTimeout=7200)
+    handle = message["ReceiptHandle"]
+    cirrusmq_stack.advance_time(3600)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=39000)
+    with pytest.raises(sqs.exceptions.ClientError) as caught:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=39601)
+    error = caught.value.response["Error"]
+    assert (error["Code"], error["Message"]) == (
+        "InvalidParameterValue",
+        BEYOND_LIMIT.format(39601),
+    )
+    batch = sqs.change_message_visibility_batch(
+        QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle, "VisibilityTimeout": 43200}]
+    )
+    ((failed,),) = [batch["Failed"]]
+    assert (failed["Id"], failed["Code"], failed["SenderFault"]) == (
+        "a", "InvalidParameterValue", True,
+    )  # fmt: skip
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    again = _one(sqs, url)  # a new receive: 12 hours from now
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=again["ReceiptHandle"], VisibilityTimeout=43000
+    )
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import re
 
-from cirrusmq import Message, Permissions, Producer, SimpleConsumer, SubscribeGrant, signing
+from cirrusmq import (
+    FilterExpression,
+    Message,
+    Permissions,
+    Producer,
+    SimpleConsumer,
+    SubscribeGrant,
+    signing,
+)
 from playwright.sync_api import expect
 
 from .conftest import CREDENTIALS_KEY, console_url, sign_in
@@ -189,12 +197,27 @@ def test_a_groups_lag_falls_as_it_consumes(page, cirrusmq_stack, admin, name):
         chart = page.get_by_role("img", name=re.compile(f"^Lag of group {group}"))
         expect(chart).to_have_attribute("aria-label", re.compile("from 6 to 0 messages"))
         assert chart.locator("polyline").count() == 1
-    # rewind to the earliest: the lag is back to everything
+    # rewind to the earliest (after a confirmation): the lag is back to everything
+    page.on("dialog", lambda dialog: dialog.accept())
     page.get_by_label("Rewind to").select_option("earliest")
     page.get_by_role("button", name="Rewind").click()
     status = page.get_by_role("status", name="Status")
     expect(status).to_contain_text(f"Rewound {group} on {name} to earliest")
     expect(lag).to_have_text("10")
+
+
+def test_the_group_page_shows_the_subscription_filter_and_its_type(
+    page, cirrusmq_stack, admin, name
+):
+    admin.create_topic(name, queues=1)
+    group = f"g-{name}"
+    admin.subscribe(group, name, FilterExpression.sql("region IN ('eu') AND a > 5"))
+    sign_in(page, cirrusmq_stack)
+    page.goto(console_url(cirrusmq_stack, f"#/groups/{group}"))
+    subscriptions = page.get_by_role("table", name="Subscriptions")
+    row = subscriptions.locator("tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("td")).to_have_text([name, "SQL92", "region IN ('eu') AND a > 5"])
 
 
 def test_the_group_list_shows_only_the_groups_a_narrow_key_may_see(

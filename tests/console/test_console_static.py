@@ -62,3 +62,11 @@ def test_console_code_never_turns_text_into_html():
         assert not HTML_SINKS.search(text), name
         if name.endswith(".html"):
             assert "<script>" not in text and " style=" not in text, name  # no inline code
+
+
+def test_the_root_sends_the_browser_to_the_console(cirrusmq_stack):
+    response = httpx.get(cirrusmq_stack.endpoint + "/")
+    assert response.status_code == 302
+    assert response.headers["location"] == "/console/"
+    followed = httpx.get(cirrusmq_stack.endpoint + "/", follow_redirects=True)
+    assert followed.status_code == 200 and 'src="/console/app.js"' in followed.text

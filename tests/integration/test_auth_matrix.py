@@ -405,6 +405,7 @@ OPEN_ROUTES = {
     ("GET", "/v1/health"): 200,
     ("GET", "/v1/openapi.json"): 200,
     # the web console's static files (its pages sign their own API calls)
+    ("GET", "/"): 302,  # to the console
     ("GET", "/console"): 200,
     ("GET", "/console/{name}"): 200,
 }

@@ -131,6 +131,23 @@ CASES = {
     "receive-zero-messages": (*receive_case(max_messages=0), 400, "InvalidRequest"),
     "receive-too-many-messages": (*receive_case(max_messages=1001), 400, "InvalidRequest"),
     "receive-bad-filter": (*receive_case(filter="A ||"), 400, "InvalidFilterExpression"),
+    "receive-bad-sql-filter": (
+        *receive_case(filter="a > 'x'", filter_type="SQL92"),
+        400,
+        "InvalidFilterExpression",
+    ),
+    "receive-unknown-filter-type": (
+        *receive_case(filter="a > 1", filter_type="SQL"),
+        400,
+        "InvalidRequest",
+    ),
+    "subscribe-bad-sql-filter": (
+        "PUT",
+        "/v1/groups/grp/subscriptions/{topic}",
+        {"filter": "a IN (1)", "filter_type": "SQL92"},
+        400,
+        "InvalidFilterExpression",
+    ),
     "receive-missing-topic": ("POST", "/v1/groups/grp/receive", {}, 400, "InvalidRequest"),
     # ack and invisible
     "ack-empty": ("POST", "/v1/groups/grp/ack", {"receipt_handles": []}, 400, "InvalidRequest"),
@@ -754,3 +771,21 @@ def test_a_refused_request_stores_nothing(hostile, case):
         answer = api.request(method, path, json=document)
     assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
     assert stored_state(stack) == before, answer.text
+
+
+def test_a_malformed_sql_filter_names_the_position_and_what_was_expected(api, topic_name):
+    make_topic(api, topic_name, queues=1)
+    response = api.post(
+        "/v1/groups/grp/receive",
+        json={"topic": topic_name, "filter": "a > 5 AND", "filter_type": "SQL92"},
+    )
+    assert response.status_code == 400
+    error = response.json()
+    assert error["code"] == "InvalidFilterExpression"
+    assert error["details"] == {
+        "position": 9,
+        "expected": "a property, a constant, NOT or '('",
+        "found": "the end of the expression",
+    }
+    described = api.get("/v1/groups/grp").json()
+    assert described["subscriptions"] == []  # nothing recorded

@@ -185,3 +185,38 @@ def test_the_watcher_alone_ends_the_child(tmp_path: Path) -> None:
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(child)
+
+
+def test_the_banner_names_the_console_and_where_the_cli_is(dev) -> None:
+    _process, banner = dev
+    assert f"console       {banner['HTTP API']}/console/" in banner["text"]
+    cli = Path(sys.executable).parent / "cirrusmq"
+    assert f"source {cli.parent}/activate" in banner["text"]
+    assert str(cli) in banner["text"]
+
+
+def test_requests_leave_the_terminal_quiet(dev, env) -> None:
+    """Only the functions' ERROR lines reach the terminal without --verbose."""
+    process, _banner = dev
+    created = _cli("topic", "create", "quiet", "--queues", "1", env=env)
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert _cli("topic", "list", env=env).returncode == 0
+    process.send_signal(signal.SIGINT)
+    assert process.stdout is not None
+    rest = process.stdout.read()
+    process.wait(30)
+    assert "stopped." in rest
+    assert "cirrusmq_broker" not in rest, rest
+
+
+def test_a_port_in_use_is_named_with_its_likely_cause_and_the_way_out(env) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = _cli("dev", "--port", str(port), "--no-schedules", env=env)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode == 1, output
+    assert f"port {port} on 127.0.0.1 is in use" in output
+    assert "another `make dev`" in output and "--port" in output
+    assert "Errno" not in output

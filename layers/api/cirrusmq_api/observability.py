@@ -46,6 +46,7 @@ REQUEST_KINDS: dict[str, str] = {
     "GET /v1/groups/{group}/metrics": "GroupMetrics",
     "GET /v1/health": "Health",
     "GET /v1/openapi.json": "OpenApi",
+    "GET /": "ConsoleHome",
     "GET /console": "ConsoleIndex",
     "GET /console/{name}": "ConsoleFile",
     "POST /v1/keys": "CreateKey",

@@ -157,9 +157,17 @@ def documented_range(low: float, high: float) -> dict:
     return {"json_schema_extra": {"minimum": low, "maximum": high}}
 
 
+FilterType = Literal["TAG", "SQL92"]
+FILTER_TYPE_DESCRIPTION = (
+    "How `filter` is read: TAG ('*' or 'TagA || TagB') or SQL92 (a condition on the "
+    "message's properties, e.g. \"a > 5 AND region IN ('eu', 'us')\"; TAGS is its tag)."
+)
+
+
 class ReceiveRequest(Strict):
     topic: str
-    filter: str = Field("*", description="'*' or 'TagA || TagB'.")
+    filter: str = Field("*", description="'*' or 'TagA || TagB'; with SQL92, a condition.")
+    filter_type: FilterType = Field("TAG", description=FILTER_TYPE_DESCRIPTION)
     max_messages: int = Field(
         limits.DEFAULT_RECEIVE_MESSAGES, **documented_range(1, limits.MAX_RECEIVE_MESSAGES)
     )
@@ -217,13 +225,18 @@ class ReceiveResponse(BaseModel):
 
 
 class SubscriptionRequest(Strict):
-    filter: str = Field(description="'*' or 'TagA || TagB'.")
+    filter: str = Field(description="'*' or 'TagA || TagB'; with SQL92, a condition.")
+    filter_type: FilterType = Field("TAG", description=FILTER_TYPE_DESCRIPTION)
 
 
 class SubscriptionBody(BaseModel):
     group: str
     topic: str
-    filter: str = Field(description="The canonical filter: '*' or tags sorted, ' || '-joined.")
+    filter: str = Field(
+        description="The canonical filter: '*' or tags sorted, ' || '-joined; an SQL92 "
+        "condition with keywords upper-case, single spaces and the parentheses it needs."
+    )
+    filter_type: FilterType = Field("TAG", description="TAG or SQL92.")
 
 
 class ChangeInvisibleRequest(Strict):
@@ -258,6 +271,7 @@ class GroupQueueBody(BaseModel):
 class GroupSubscriptionBody(BaseModel):
     topic: str
     filter: str
+    filter_type: FilterType = Field("TAG", description="TAG or SQL92.")
 
 
 # ------------------------------------------------------------ consumers
@@ -265,6 +279,10 @@ class HeartbeatRequest(Strict):
     client_id: str = Field(description="1-128 of A-Z a-z 0-9 @ . _ : -")
     subscriptions: dict[str, str] = Field(
         default_factory=dict, description="Topic -> filter ('*' or 'TagA || TagB')."
+    )
+    filter_types: dict[str, FilterType] = Field(
+        default_factory=dict,
+        description="Topic -> TAG or SQL92, how its filter is read (TAG when absent).",
     )
     orderly: StrictBool = False
     heartbeat_timeout_seconds: int = Field(

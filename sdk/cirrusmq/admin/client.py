@@ -12,7 +12,7 @@ from ..consumer.paths import group_path
 from ..credentials import Credentials
 from ..message import FilterExpression, MessageView
 from ..transport import Transport
-from ..wire import read_int, read_list, read_mapping, read_str
+from ..wire import read_int, read_list, read_mapping, read_optional_int, read_str
 from . import dead_letters as _dlq
 from .groups import GroupMetrics, GroupSummary, group_metrics, list_groups
 from .models import (
@@ -137,11 +137,17 @@ class Admin:
                 GroupQueue(
                     read_str(q, "topic"),
                     *(read_int(q, f) for f in _GROUP_QUEUE_INTS),
+                    read_optional_int(q, "oldest_unacked_offset"),
+                    read_optional_int(q, "oldest_unacked_attempt"),
                 )
                 for q in read_list(body, "queues")
             ),
-            body.get("max_delivery_attempts") if isinstance(body, dict) else None,
+            read_optional_int(body, "max_delivery_attempts"),
             tuple(ConsumerInfo.from_wire(c) for c in read_list(body, "consumers", optional=True)),
+            tuple(
+                Subscription.from_wire(s, read_str(body, "group"))
+                for s in read_list(body, "subscriptions", optional=True)
+            ),
         )
 
     def subscribe(
@@ -155,18 +161,16 @@ class Admin:
         skipped.
         """
         expression = (
-            filter_expression.expression
+            filter_expression
             if isinstance(filter_expression, FilterExpression)
-            else FilterExpression(filter_expression).expression
+            else FilterExpression(filter_expression)
         )
         body = self._transport.request(
             "PUT",
             f"{group_path(group, 'subscriptions')}/{quote(topic, safe='')}",
-            json_body={"filter": expression},
+            json_body=expression.wire,
         )
-        return Subscription(
-            read_str(body, "group"), read_str(body, "topic"), read_str(body, "filter")
-        )
+        return Subscription.from_wire(body)
 
     def trace_message(self, topic: str, message_id: str) -> list[TraceEvent]:
         """What happened to a message of a traced topic, in time order (``NotFoundError``

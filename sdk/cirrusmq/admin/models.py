@@ -7,6 +7,7 @@ from typing import Any
 
 from ..consumer.membership import ConsumerInfo
 from ..credentials import Credentials
+from ..message import FilterExpression
 from ..wire import malformed, read_bool, read_int, read_list, read_mapping, read_str, read_str_list
 
 __all__ = [
@@ -135,6 +136,11 @@ class GroupQueue:
     """``max_offset - committed_offset``."""
     inflight: int
     """Delivered, not acked yet."""
+    oldest_unacked_offset: int | None = None
+    """The delivered message that holds ``committed_offset`` back (None: nothing in
+    flight)."""
+    oldest_unacked_attempt: int | None = None
+    """How often that message was delivered."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,8 @@ class GroupDescription:
     """Deliveries before a message goes to the group's dead-letter topic."""
     consumers: tuple[ConsumerInfo, ...] = ()
     """Live consumers (registered by heartbeats) and their queues, by client id."""
+    subscriptions: tuple[Subscription, ...] = ()
+    """The filter the group records per topic, by topic."""
 
     @property
     def lag(self) -> int:
@@ -163,7 +171,24 @@ class Subscription:
     group: str
     topic: str
     filter: str
-    """``*`` or ``TagA || TagB``."""
+    """``*`` or ``TagA || TagB``; with ``filter_type`` SQL92, a condition."""
+    filter_type: str = "TAG"
+    """``TAG`` or ``SQL92``."""
+
+    @classmethod
+    def from_wire(cls, body: Any, group: str | None = None) -> Subscription:
+        """From a subscription body (``group`` when the body names none)."""
+        return cls(
+            group if group is not None else read_str(body, "group"),
+            read_str(body, "topic"),
+            read_str(body, "filter"),
+            body.get("filter_type") or "TAG",
+        )
+
+    @property
+    def filter_expression(self) -> FilterExpression:
+        """The filter, as a receive would ask for it."""
+        return FilterExpression(self.filter, self.filter_type)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ the commands; ``cirrusmq spark`` comes from :mod:`cirrusmq.spark.cli`.
 
 from __future__ import annotations
 
+import logging
+
 import typer
 
 from . import (
@@ -81,4 +83,11 @@ app.command()(dev.dev)
 
 def main() -> None:
     """Entry point of the ``cirrusmq`` script."""
+    quiet_sdk_log()
     app()
+
+
+def quiet_sdk_log() -> None:
+    """The SDK's log lines stay out of the terminal: a command reports its failure itself,
+    in one line (``connection.reported_errors``), and ``cirrusmq dev`` sets up its own log."""
+    logging.getLogger("cirrusmq").addHandler(logging.NullHandler())

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from .connection import Connection, connected
+from .filters import SqlOption, TagOption, chosen_filter
 from .output import err, print_message
 
 __all__ = ["consume"]
@@ -18,9 +19,8 @@ def consume(
     group: Annotated[str, typer.Argument(help="Consumer group.")],
     topic: Annotated[str, typer.Argument(help="Topic to consume.")],
     connection: Connection,
-    filter_expression: Annotated[
-        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
-    ] = "*",
+    filter_expression: TagOption = "*",
+    sql: SqlOption = None,
     ack: Annotated[
         bool, typer.Option("--ack", help="Ack what is printed (otherwise it comes back later).")
     ] = False,
@@ -40,9 +40,10 @@ def consume(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """Receive messages as GROUP from TOPIC and print them (until none is left, or --follow)."""
+    chosen = chosen_filter(filter_expression, sql)
     await_s = wait if wait is not None else (20 if follow else 1)
     received = 0
-    with connection.simple_consumer(group, {topic: filter_expression}, await_s) as c:
+    with connection.simple_consumer(group, {topic: chosen}, await_s) as c:
         try:
             while max_messages is None or received < max_messages:
                 room = 32 if max_messages is None else min(32, max_messages - received)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -11,7 +13,11 @@ from types import FrameType
 
 import typer
 
-__all__ = ["dev", "parameter_overrides", "write_local_profile"]
+__all__ = ["dev", "parameter_overrides", "port_taken_message", "write_local_profile"]
+
+FUNCTIONS_LOGGER = "cirrusmq_broker"
+"""The functions' Powertools logger: its lines reach the stack's telemetry (which echoes the
+ERROR ones, every one with --verbose), never the terminal's logging handler a second time."""
 
 
 def dev(
@@ -49,10 +55,11 @@ def dev(
             f"the local stack needs the [local] extra: pip install 'cirrusmq[local]' ({exc})"
         )
         raise typer.Exit(2) from exc
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    taken = port_taken_message(host, port)
+    if taken is not None:  # before moto starts: a second `make dev` fails at once
+        typer.echo(taken, err=True)
+        raise typer.Exit(1)
+    _configure_logging(verbose)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -71,7 +78,11 @@ def dev(
     try:
         try:
             stack.start()
-        except (TemplateError, OSError, RuntimeError) as exc:
+        except OSError as exc:
+            taken = port_taken_message(host, port) if exc.errno == errno.EADDRINUSE else None
+            typer.echo(taken or f"cannot start the local stack: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        except (TemplateError, RuntimeError) as exc:
             typer.echo(f"cannot start the local stack: {exc}", err=True)
             raise typer.Exit(1) from exc
         profile_path = write_local_profile(stack) if write_profile else None
@@ -84,6 +95,38 @@ def dev(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     typer.echo("stopped.")
+
+
+def port_taken_message(host: str, port: int) -> str | None:
+    """Why the HTTP API cannot listen on ``host:port`` when something holds it, else None."""
+    if port == 0:
+        return None
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return None  # another problem: the stack's own start reports it
+        else:
+            return None
+    return (
+        f"cannot start the local stack: port {port} on {host} is in use — most likely "
+        "another `make dev` (or `cirrusmq dev`) still runs: stop it with Ctrl-C in its "
+        f"terminal, or start this one on another port: `make dev ARGS='--port {port + 1}'` "
+        f"(`cirrusmq dev --port {port + 1}`; 0 picks a free one)"
+    )
+
+
+def _configure_logging(verbose: bool) -> None:
+    """The launcher's own lines on stderr (WARNING and up, INFO too with --verbose)."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    functions = logging.Filter(FUNCTIONS_LOGGER)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda record: not functions.filter(record))
 
 
 def parameter_overrides(values: list[str]) -> dict[str, str]:
@@ -131,13 +174,16 @@ def _print_summary(stack: object, profile_path: Path | None = None) -> None:
         ]
     else:
         profile = ["  profile       not written: pass --endpoint and the keys to the CLI"]
+    cli = Path(sys.executable).parent / "cirrusmq"
     lines = [
         f"CirrusMQ local stack ({stack.template_path})",
         f"  HTTP API      {stack.endpoint}",
+        f"  console       {stack.endpoint}/console/   (sign in with the access key below)",
         f"  AWS (moto)    {stack.aws_endpoint}   region us-east-1, any access key",
         f"  access key    {stack.credentials.access_key}",
         f"  secret key    {stack.credentials.secret_key}",
         *profile,
+        f"  cli           {cli} (or `source {cli.parent}/activate`, then `cirrusmq ...`)",
         "  data          in memory only: topics and messages are gone when this stops",
         f"  metrics       {stack.endpoint}/local/metrics and /local/logs: what the functions "
         "emit (docs/operations.md); their logs: errors here, all with --verbose",

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from ..admin import GroupDescription
-from ..message import FilterExpression
 from .connection import Connection, connected
+from .filters import SqlOption, TagOption, chosen_filter
 from .output import AsJson, out, print_json, print_table
 from .tables import Field
 
@@ -102,7 +102,9 @@ def group_describe(
             {
                 "group": description.group,
                 "queues": [vars(q) for q in description.queues],
+                "max_delivery_attempts": description.max_delivery_attempts,
                 "consumers": [vars(c) for c in description.consumers],
+                "subscriptions": [vars(s) for s in description.subscriptions],
             }
         )
         return
@@ -114,6 +116,7 @@ def group_describe(
         Field("max offset"),
         Field("lag"),
         Field("in flight"),
+        Field("oldest unacked", optional=True),
     ]
     rows = [
         [
@@ -124,12 +127,29 @@ def group_describe(
             str(q.max_offset),
             str(q.lag),
             str(q.inflight),
+            "-"
+            if q.oldest_unacked_offset is None
+            else f"{q.oldest_unacked_offset} (attempt {q.oldest_unacked_attempt})",
         ]
         for q in description.queues
     ]
     print_table(fields, rows)
-    out.print(f"group {description.group}: lag {description.lag}, in flight {description.inflight}")
+    attempts = description.max_delivery_attempts
+    out.print(
+        f"group {description.group}: lag {description.lag}, in flight {description.inflight}"
+        + ("" if attempts is None else f", max delivery attempts {attempts}")
+    )
+    _print_subscriptions(description)
     _print_consumers(description)
+
+
+def _print_subscriptions(description: GroupDescription) -> None:
+    """The filter the group records per topic, with its type (TAG or SQL92)."""
+    if not description.subscriptions:
+        return
+    fields = [Field("topic", "id"), Field("type"), Field("filter", "text")]
+    rows = [[s.topic, s.filter_type, s.filter] for s in description.subscriptions]
+    print_table(fields, rows)
 
 
 def _print_consumers(description: GroupDescription) -> None:
@@ -160,20 +180,16 @@ def group_subscribe(
     group: Group,
     topic: Annotated[str, typer.Option(help="Topic the group consumes.")],
     connection: Connection,
-    filter_expression: Annotated[
-        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
-    ] = "*",
+    filter_expression: TagOption = "*",
+    sql: SqlOption = None,
 ) -> None:
     """Set the filter GROUP consumes TOPIC with (receives with another filter are refused)."""
-    try:
-        expression = FilterExpression(filter_expression)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--filter") from exc
+    expression = chosen_filter(filter_expression, sql)
     with connection.admin() as admin:
         subscription = admin.subscribe(group, topic, expression)
     out.print(
         f"group {subscription.group} now consumes {subscription.topic} with filter "
-        f"{subscription.filter}",
+        f"{subscription.filter_expression}",
         markup=False,
     )
 

@@ -12,9 +12,10 @@ import typer
 from rich.table import Table
 
 from ..admin.offsets import ResetTarget
-from ..message import FilterExpression, MessageView
+from ..message import MessageView
 from ..wire import read_bool, read_int, read_list
 from .connection import Connection, connected
+from .filters import SqlOption, TagOption, chosen_filter
 from .output import AsJson, Yes, err, out, print_json, print_message
 from .times import parse_timestamp
 
@@ -134,18 +135,14 @@ def read(
     queue: Annotated[int, typer.Option(help="Queue number.")] = 0,
     offset: Annotated[int, typer.Option(help="First offset to read.")] = 0,
     max_messages: Annotated[int, typer.Option("--max", help="At most this many (1-1000).")] = 32,
-    filter_expression: Annotated[
-        str, typer.Option("--filter", help="Tag filter: '*' or 'TagA || TagB'.")
-    ] = "*",
+    filter_expression: TagOption = "*",
+    sql: SqlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     *,
     connection: Connection,
 ) -> None:
     """Read messages of one queue by offset (no consumer group; nothing is acked)."""
-    try:
-        expression = FilterExpression(filter_expression).expression
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--filter") from exc
+    expression = chosen_filter(filter_expression, sql)
     with connection.transport() as transport:
         body: Any = transport.request(
             "GET",
@@ -153,7 +150,7 @@ def read(
             params={
                 "offset": str(offset),
                 "max_messages": str(max_messages),
-                "filter": expression,
+                **expression.wire,
             },
         )
     for m in read_list(body, "messages"):

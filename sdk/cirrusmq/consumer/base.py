@@ -73,7 +73,7 @@ def receive_steps(
     def request(topic: str, room: int, wait_s: float) -> ReceiveRequest:
         body = {
             "topic": topic,
-            "filter": subscriptions[topic].expression,
+            **subscriptions[topic].wire,
             "max_messages": room,
             "invisible_seconds": invisible_s,
             "wait_seconds": wait_s,

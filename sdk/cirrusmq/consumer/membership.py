@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from ..message import TAG, FilterExpression, normalize_subscriptions
 from ..transport import Transport
 from ..wire import read_bool, read_int, read_list, read_mapping, read_str
 from .paths import group_path
@@ -71,18 +72,21 @@ def heartbeat(
     transport: Transport,
     group: str,
     client_id: str,
-    subscriptions: Mapping[str, str],
+    subscriptions: Mapping[str, FilterExpression | str],
     *,
     orderly: bool = False,
     timeout_s: int = 120,
 ) -> ConsumerInfo:
     """Register ``client_id`` with ``group`` (or keep it registered) for ``timeout_s``."""
+    filters = normalize_subscriptions(subscriptions)
+    types = {t: f.filter_type for t, f in filters.items() if f.filter_type != TAG}
     body = transport.request(
         "POST",
         group_path(group, "heartbeat"),
         json_body={
             "client_id": client_id,
-            "subscriptions": dict(subscriptions),
+            "subscriptions": {t: f.expression for t, f in filters.items()},
+            **({"filter_types": types} if types else {}),
             "orderly": orderly,
             "heartbeat_timeout_seconds": int(timeout_s),
         },
@@ -103,7 +107,7 @@ class Heartbeater:
         transport: Transport,
         group: str,
         client_id: str,
-        subscriptions: Callable[[], Mapping[str, str]],
+        subscriptions: Callable[[], Mapping[str, FilterExpression | str]],
         *,
         orderly: bool,
         interval_s: float,

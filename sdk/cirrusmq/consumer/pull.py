@@ -319,7 +319,7 @@ class PullConsumer:
         params = {
             "offset": str(offset),
             "max_messages": str(room),
-            "filter": self.filter.expression,
+            **self.filter.wire,
             "wait_seconds": str(wait_s),
         }
         try:

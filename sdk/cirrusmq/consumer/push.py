@@ -224,7 +224,7 @@ class PushConsumer:
                 self._transport,
                 group,
                 self.client_id,
-                lambda: {t: f.expression for t, f in self._consumer.subscriptions.items()},
+                lambda: self._consumer.subscriptions,
                 orderly=orderly,
                 interval_s=heartbeat_interval_s,
                 timeout_s=heartbeat_timeout_s,

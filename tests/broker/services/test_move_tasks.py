@@ -4,13 +4,17 @@ does (a delete, a cancel) or a dying runner landing between a task's steps."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import pytest
-from broker_helpers import send
+from broker_helpers import cancellation, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import InvalidRequest, MoveTaskRunning
 from cirrusmq_broker.services.move_tasks import MoveTaskId
 from cirrusmq_broker.services.moves import MoveAppender
-from cirrusmq_broker.storage.move_tasks import CANCELLED, COMPLETED, RUNNING
+from cirrusmq_broker.storage.move_tasks import CANCELLED, COMPLETED, RUNNING, MoveTask
 
 SOURCE, DLQ, BACK = "src", "dead", "back"
 GROUP, DLQ_GROUP = "g", "gdead"
@@ -199,3 +203,112 @@ def test_a_task_left_running_goes_on_without_a_new_start(broker, other, clock) -
     assert (done.stream, done.status, done.moved) == (task.stream, COMPLETED, 3)
     assert drain(broker, clock, "reader", BACK) == [b"a", b"b", b"c"]
     assert other.move_tasks.resume_running() == []  # none running: nothing to do
+
+
+def _items(params: dict) -> set[tuple[str, str, str]]:
+    """The items (table, partition, sort key) a TransactWriteItems request touches."""
+    touched = set()
+    for entry in json.loads(params["body"])["TransactItems"]:
+        ((_, op),) = entry.items()
+        key = op.get("Key") or op["Item"]
+        touched.add((op["TableName"], str(key["group_name"]), str(key["stream"])))
+    return touched
+
+
+@contextmanager
+def overlapping(client, action: Callable[[], object]) -> Iterator[list[str]]:
+    """The next TransactWriteItems of ``client`` is in flight while ``action`` runs: a
+    transaction of ``action`` touching one of its items is cancelled (TransactionConflict),
+    as DynamoDB cancels it; yields what each of ``action``'s transactions met."""
+    held: list[set] = []
+    met: list[str] = []
+
+    def hold(params, **_):
+        if held:
+            conflict = bool(_items(params) & held[0])
+            met.append("conflict" if conflict else "free")
+            return cancellation("TransactionConflict") if conflict else None
+        held.append(_items(params))
+        action()
+        return None
+
+    event = "before-call.dynamodb.TransactWriteItems"
+    client.meta.events.register(event, hold)
+    try:
+        yield met
+    finally:
+        client.meta.events.unregister(event, hold)
+
+
+def _two_sources(broker) -> None:
+    for name in (DLQ, BACK, "dead2"):
+        broker.admin.create_topic(name, queues=2)
+
+
+def test_tasks_of_different_sources_start_at_once_without_contention(broker, other) -> None:
+    _two_sources(broker)
+    started: list[MoveTask] = []
+    second = lambda: started.append(other.move_tasks.start("g2", "dead2", destination=BACK))  # noqa: E731
+    with overlapping(broker._dynamodb, second) as met:
+        first = broker.move_tasks.start(DLQ_GROUP, DLQ, destination=BACK)
+    assert met == ["free"]
+    assert [t.status for t in (first, *started)] == [RUNNING, RUNNING]
+    assert other.move_tasks.recent("g2", 10) == started
+
+
+def test_a_task_finishing_while_another_source_starts_one_meets_no_contention(
+    broker, other, clock
+) -> None:
+    _two_sources(broker)
+    task = broker.move_tasks.start(DLQ_GROUP, DLQ, destination=BACK)
+    started: list[MoveTask] = []
+    second = lambda: started.append(other.move_tasks.start("g2", "dead2", destination=BACK))  # noqa: E731
+    with overlapping(broker._dynamodb, second) as met:
+        done = broker.move_tasks.run(task)  # nothing to move: it completes
+    assert met == ["free"]
+    assert done.status == COMPLETED and [t.status for t in started] == [RUNNING]
+    clock.advance(61)
+    (resumed,) = broker.move_tasks.resume_running()  # the registry knows the running one
+    assert (resumed.group, resumed.status) == ("g2", COMPLETED)
+
+
+def _as_an_earlier_release_stored_it(broker, task: MoveTask) -> None:
+    """Its lock in its group's partition, its group in the registry item's set."""
+    client, table = broker._dynamodb, broker.settings.groups_table
+    client.delete_item(
+        TableName=table, Key={"group_name": {"S": "#move-tasks"}, "stream": {"S": task.group}}
+    )
+    client.put_item(
+        TableName=table,
+        Item={
+            "group_name": {"S": task.group},
+            "stream": {"S": "#task"},
+            "running": {"S": task.stream},
+        },
+    )
+    client.update_item(
+        TableName=table,
+        Key={"group_name": {"S": "#move-tasks"}, "stream": {"S": "#running"}},
+        UpdateExpression="ADD #g :g",
+        ExpressionAttributeNames={"#g": "groups"},
+        ExpressionAttributeValues={":g": {"SS": [task.group]}},
+    )
+    client.update_item(
+        TableName=table,
+        Key={"group_name": {"S": task.group}, "stream": {"S": task.stream}},
+        UpdateExpression="REMOVE locked_in_registry",
+    )
+
+
+def test_a_task_an_earlier_release_started_holds_its_group_and_goes_on(broker, other, clock):
+    dead_letters_in_destination(broker, clock, [b"a", b"b"])
+    task = start(broker)
+    _as_an_earlier_release_stored_it(broker, task)
+    with pytest.raises(MoveTaskRunning):
+        start(other)
+    clock.advance(61)
+    (done,) = other.move_tasks.resume_running()
+    assert (done.stream, done.status, done.moved) == (task.stream, COMPLETED, 2)
+    assert drain(broker, clock, "reader", BACK) == [b"a", b"b"]
+    assert other.move_tasks.resume_running() == []  # its lock and registry entry are gone
+    assert start(other).status == RUNNING

@@ -315,3 +315,4 @@ def test_a_dead_letter_and_its_redrive_are_traced(broker: Broker, clock) -> None
     ]
     assert events[3]["target_topic"] == "dlq.g" and "negatively acknowledged" in events[3]["reason"]
     assert events[4]["group"] == "g" and events[4]["queue"] == 0
+    assert events[4]["offset"] == 1  # where the copy was stored: after the original (0)

@@ -7,11 +7,13 @@ from cirrusmq import (
     Admin,
     BadRequestError,
     ConflictError,
+    FilterExpression,
     GroupSummary,
     Message,
     NotFoundError,
     Producer,
     SimpleConsumer,
+    Subscription,
     Topic,
     TransportError,
 )
@@ -79,6 +81,25 @@ def test_describe_group_and_get_message(endpoint, credentials, admin, topic, gro
     (queue,) = [q for q in description.queues if q.max_offset]
     assert (queue.topic, queue.max_offset, queue.cursor) == (topic, 4, 3)
     assert admin.describe_group(group, topic=unique("other")).queues == ()
+
+
+def test_describe_group_names_the_oldest_unacked_message_and_the_subscriptions(
+    endpoint, credentials, admin, make_topic, group
+):
+    topic = make_topic(queues=1)
+    with Producer(endpoint, credentials) as producer:
+        producer.send_batch([Message(topic, f"m{i}", tag="A") for i in range(3)])
+    with SimpleConsumer(
+        endpoint, credentials, group, {topic: FilterExpression("A")}, await_duration=1
+    ) as consumer:
+        received = consumer.receive(2, 60)
+        consumer.ack(received[1])
+    admin.update_group(group, max_delivery_attempts=5)
+    description = admin.describe_group(group)
+    (queue,) = description.queues
+    assert (queue.oldest_unacked_offset, queue.oldest_unacked_attempt) == (0, 1)
+    assert description.subscriptions == (Subscription(group, topic, "A"),)
+    assert description.max_delivery_attempts == 5
 
 
 def test_list_groups_and_group_metrics(cirrusmq_stack, endpoint, credentials, admin, topic, group):

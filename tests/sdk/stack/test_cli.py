@@ -60,7 +60,16 @@ def test_send_consume_and_describe_group(cli, topic, group):
     assert "201 message(s) acked" in consumed.output
     described = json.loads(cli("group", "describe", group, "--topic", topic, "--json").output)
     assert sum(q["inflight"] for q in described["queues"]) == 1
-    assert "lag" in cli("group", "describe", group).output
+    (held,) = [q for q in described["queues"] if q["inflight"]]
+    assert held["oldest_unacked_attempt"] == 1
+    assert described["subscriptions"] == [
+        {"group": group, "topic": topic, "filter": "A", "filter_type": "TAG"}
+    ]
+    assert described["max_delivery_attempts"] == 16
+    shown = cli("group", "describe", group).output
+    assert "lag" in shown and "oldest unacked" in shown
+    assert any(topic in line and " TAG " in line for line in shown.splitlines())
+    assert "max delivery attempts 16" in shown
     listed = json.loads(cli("group", "list", "--json").output)
     assert {"group": group, "topics": [topic]} in listed
     assert group in cli("group", "list").output

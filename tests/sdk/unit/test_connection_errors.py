@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -67,6 +70,21 @@ def test_the_cli_names_the_option_or_the_variable(cli, closed_port) -> None:
     save_profile("prod", {"endpoint": closed_port}, cli.config)
     named = cli("txn", "list", "pg", "--profile", "prod")
     assert f"comes from profile 'prod' in {cli.config}" in named
+
+
+def test_the_cli_prints_a_connection_error_once(closed_port, tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CIRRUSMQ_")}
+    env.update(CIRRUSMQ_CONFIG=str(tmp_path / "config"), CIRRUSMQ_ENDPOINT=closed_port)
+    env.update(CIRRUSMQ_ACCESS_KEY="k", CIRRUSMQ_SECRET_KEY="s")
+    done = subprocess.run(
+        [sys.executable, "-m", "cirrusmq.cli", "topic", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert (done.stdout + done.stderr).count("cannot connect") == 1, done.stderr
 
 
 def test_load_config_says_where_the_endpoint_came_from(tmp_path) -> None:

@@ -94,3 +94,47 @@ def test_the_cli_sets_a_subscription(monkeypatch, tmp_path):
     assert json.loads(service.requests[0].content) == {"filter": "A || B"}
     bad = CliRunner().invoke(app, ["group", "subscribe", "g", "--topic", "t", "--filter", "a|"])
     assert bad.exit_code == 2 and service.requests[1:] == []
+
+
+def test_an_sql92_filter_is_put_with_its_type():
+    service = SubscriptionService()
+    with admin(service) as a:
+        subscription = a.subscribe("billing", "orders", FilterExpression.sql("a > 5"))
+    assert json.loads(service.requests[0].content) == {"filter": "a > 5", "filter_type": "SQL92"}
+    assert subscription.filter_type == "SQL92"
+    assert subscription.filter_expression == FilterExpression.sql("a > 5")
+
+
+def test_the_cli_sets_an_sql92_subscription(monkeypatch, tmp_path):
+    service = SubscriptionService()
+    monkeypatch.setenv("CIRRUSMQ_CONFIG", str(tmp_path / "config"))
+    monkeypatch.setenv("CIRRUSMQ_ENDPOINT", "http://fake")
+    monkeypatch.delenv("CIRRUSMQ_PROFILE", raising=False)
+    monkeypatch.setattr(commands, "Admin", lambda endpoint, credentials: admin(service))
+    result = CliRunner().invoke(
+        app, ["group", "subscribe", "billing", "--topic", "orders", "--sql", "region = 'eu'"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "group billing now consumes orders with filter SQL92 region = 'eu'" in result.stdout
+    assert json.loads(service.requests[0].content) == {
+        "filter": "region = 'eu'",
+        "filter_type": "SQL92",
+    }
+    both = ["group", "subscribe", "g", "--topic", "t", "--filter", "A", "--sql", "a > 1"]
+    assert CliRunner().invoke(app, both).exit_code == 2
+    assert (
+        CliRunner().invoke(app, ["group", "subscribe", "g", "--topic", "t", "--sql", " "]).exit_code
+        == 2
+    )
+    assert len(service.requests) == 1
+
+
+def test_filter_expression_types():
+    sql = FilterExpression.sql("  a > 5 ")
+    assert (sql.expression, sql.filter_type, str(sql)) == ("a > 5", "SQL92", "SQL92 a > 5")
+    assert sql.wire == {"filter": "a > 5", "filter_type": "SQL92"}
+    assert FilterExpression("A || B").wire == {"filter": "A || B"}
+    with pytest.raises(ValueError):
+        FilterExpression("a > 5", "SQL")
+    with pytest.raises(ValueError):
+        FilterExpression.sql("")

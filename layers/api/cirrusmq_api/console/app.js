@@ -45,8 +45,17 @@ const ctx = {
   },
 };
 
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return null; // a bad %-escape ("#/topics/%")
+  }
+}
+
 function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decoded);
+  if (parts.includes(null)) return { page: "topics", module: topics, args: [], invalid: true };
   const [page, ...args] = parts;
   // "#/topics/NAME" is the topic's messages page
   if (page === "topics" && args[0]) return { page: "topics", module: messages, args };
@@ -131,7 +140,7 @@ export async function render() {
     signInView();
     return;
   }
-  const { page, module, args } = route();
+  const { page, module, args, invalid } = route();
   renderNav(page, credentials);
   const main = $("main");
   const mine = ++renderCount;
@@ -139,7 +148,9 @@ export async function render() {
   try {
     const view = h("div");
     await module.render(view, args, ctx);
-    if (mine === renderCount) fill(main, view); // a newer navigation wins
+    if (mine !== renderCount) return; // a newer navigation wins
+    fill(main, view);
+    if (invalid) ctx.error(`${location.hash} is not a valid link (a bad %-escape): the topics are shown instead.`);
   } catch (error) {
     if (mine !== renderCount) return;
     fill(main);

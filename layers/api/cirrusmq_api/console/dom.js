@@ -64,7 +64,12 @@ export function table(caption, headers, rows, { empty = "None." } = {}) {
         ),
       )
     : [h("tr", {}, h("td", { colspan: headers.length, class: "muted" }, empty))];
-  return h("table", {}, h("caption", {}, caption), h("thead", {}, head), h("tbody", {}, body));
+  // wrapped: a wide table scrolls on its own on a narrow screen, the page does not
+  return h(
+    "div",
+    { class: "table-scroll" },
+    h("table", {}, h("caption", {}, caption), h("thead", {}, head), h("tbody", {}, body)),
+  );
 }
 
 export function num(value) {
@@ -109,9 +114,12 @@ export function bytesAsHex(bytes) {
   return lines.join("\n");
 }
 
-/** One line of a body for a table cell (text, at most `max` characters). */
+/** One line of a body for a table cell (text, at most `max` characters); control
+ * characters show as \xNN escapes, never as themselves. */
 export function bodyLine(bytes, max = 80) {
-  const text = bytesAsText(bytes).replace(/\s+/g, " ");
+  const text = bytesAsText(bytes)
+    .replace(/[\t\n\r ]+/g, " ")
+    .replace(/[\x00-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
   return text.length > max ? text.slice(0, max) + "…" : text;
 }
 

@@ -129,5 +129,24 @@ async function renderGroup(view, group, ctx) {
 export async function render(view, args, ctx) {
   if (args[0]) return renderGroup(view, args[0], ctx);
   const known = await listedGroups(); // suggested in the picker
-  view.append(h("h2", {}, "Dead letters"), groupPicker("Group name", "Show dead letters", "#/dead-letters", ctx, known));
+  const having = await Promise.all(
+    known.map((group) =>
+      call("GET", path("v1", "groups", group, "dead-letters"), { query: { limit: 1 } }).then(
+        (page) => page.dead_letters.length > 0,
+        () => false, // refused (dead letters are an admin's) or gone
+      ),
+    ),
+  );
+  const groups = known.filter((_, i) => having[i]);
+  fill(
+    view,
+    h("h2", {}, "Dead letters"),
+    table(
+      "Groups with dead letters",
+      ["Group", ""],
+      groups.map((g) => [g, h("a", { href: `#/dead-letters/${encodeURIComponent(g)}`, "aria-label": `Dead letters of ${g}` }, "Open")]),
+      { empty: "No group this key may see has dead letters." },
+    ),
+    groupPicker("Group name", "Show dead letters", "#/dead-letters", ctx, known),
+  );
 }

@@ -69,6 +69,9 @@ function rewindForm(group, topics, ctx, reload) {
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    const where = to.value === "timestamp" ? at.value || "a time" : `the ${to.value}`;
+    const question = `Rewind ${group} on ${topic.value} to ${where}? Messages in flight lose their leases and are delivered again.`;
+    if (!window.confirm(question)) return;
     const body = { to: to.value };
     if (to.value === "timestamp") {
       body.timestamp = utcInputMs(at);
@@ -106,6 +109,10 @@ async function renderGroup(view, group, ctx) {
   const body = h("div");
   const reload = async () => {
     const [described, chart] = await Promise.all([call("GET", path("v1", "groups", group)), loadChart(group)]);
+    if (!described.queues.length && !described.subscriptions.length && !(described.consumers || []).length) {
+      fill(body, h("p", { class: "panel" }, `No such group: ${group} has no state, subscription or live consumer this key may see.`));
+      return false;
+    }
     const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])];
     // The API lists the queues the group has taken messages from (not yet touched: absent).
     const lag = described.queues.reduce((sum, q) => sum + q.lag, 0);
@@ -138,8 +145,8 @@ async function renderGroup(view, group, ctx) {
       ),
       table(
         "Subscriptions",
-        ["Topic", "Filter"],
-        described.subscriptions.map((s) => [s.topic, s.filter]),
+        ["Topic", "Type", "Filter"],
+        described.subscriptions.map((s) => [s.topic, s.filter_type || "TAG", s.filter]),
       ),
       table(
         "Live consumers",
@@ -150,8 +157,7 @@ async function renderGroup(view, group, ctx) {
       topics.length ? rewindForm(group, topics, ctx, reload) : null,
     );
   };
-  await reload();
-  remember(group);
+  if ((await reload()) !== false) remember(group);
   const refresh = h(
     "button",
     {
@@ -176,16 +182,25 @@ export async function render(view, args, ctx) {
   if (args[0]) return renderGroup(view, args[0], ctx);
   const recent = recentGroups();
   const listed = await call("GET", path("v1", "groups"));
+  const lags = await Promise.all(
+    listed.groups.map((g) =>
+      call("GET", path("v1", "groups", g.group)).then(
+        (d) => d.queues.reduce((sum, q) => sum + q.lag, 0),
+        () => null, // not described (e.g. refused): shown as "–"
+      ),
+    ),
+  );
   // fill, not view.append: the DOM's append shows a missing (null) section as "null"
   fill(
     view,
     h("h2", {}, "Groups"),
     table(
       "Consumer groups",
-      ["Group", "Topics", ""],
-      listed.groups.map((g) => [
+      ["Group", "Topics", "Lag", ""],
+      listed.groups.map((g, i) => [
         g.group,
         g.topics.join(", ") || "–",
+        num(lags[i]),
         h("a", { href: `#/groups/${encodeURIComponent(g.group)}`, "aria-label": `Open group ${g.group}` }, "Open"),
       ]),
       { empty: "No group this key may see has consumed anything or subscribed yet." },

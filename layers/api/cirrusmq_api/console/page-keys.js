@@ -18,23 +18,34 @@ function createForm(ctx, created) {
   const description = h("input", { name: "description" });
   const admin = checkbox("Admin (everything, keys included)", { name: "admin" });
   const publish = h("input", { name: "publish", placeholder: "orders, billing-*" });
-  const groups = h("input", { name: "subscribe_groups", placeholder: "billing" });
-  const topics = h("input", { name: "subscribe_topics", placeholder: "orders" });
+  // subscribe grants: a (groups, topics) pair each; "Add subscribe grant" adds a pair
+  const grants = [];
+  const grantFields = h("span", { class: "grants" });
+  const addGrant = () => {
+    const suffix = grants.length ? ` (grant ${grants.length + 1})` : "";
+    const groups = h("input", { name: "subscribe_groups", placeholder: "billing" });
+    const topics = h("input", { name: "subscribe_topics", placeholder: "orders" });
+    grants.push({ groups, topics });
+    grantFields.append(field(`Subscribe as groups${suffix}`, groups), field(`Subscribe to topics${suffix}`, topics));
+  };
+  addGrant();
   const form = h(
     "form",
     { class: "inline", "aria-label": "Create access key" },
     field("Description", description),
     admin,
     field("Publish to topics", publish),
-    field("Subscribe as groups", groups),
-    field("Subscribe to topics", topics),
+    grantFields,
+    h("button", { type: "button", onclick: addGrant }, "Add subscribe grant"),
     h("button", { type: "submit", class: "primary" }, "Create key"),
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const permissions = { admin: admin.querySelector("input").checked, publish: patterns(publish.value), subscribe: [] };
-    if (groups.value.trim() || topics.value.trim()) {
-      permissions.subscribe.push({ groups: patterns(groups.value), topics: patterns(topics.value) });
+    for (const { groups, topics } of grants) {
+      if (groups.value.trim() || topics.value.trim()) {
+        permissions.subscribe.push({ groups: patterns(groups.value), topics: patterns(topics.value) });
+      }
     }
     try {
       const key = await call("POST", "/v1/keys", { body: { permissions, description: description.value } });

@@ -2,8 +2,8 @@
 import { call, path } from "./api.js";
 import { field, h, num, table, time } from "./dom.js";
 
-function picker(ctx) {
-  const name = h("input", { name: "producer_group", required: true });
+function picker(ctx, group) {
+  const name = h("input", { name: "producer_group", required: true, value: group || "" });
   const form = h(
     "form",
     { class: "inline", "aria-label": "Show transactions" },
@@ -34,8 +34,8 @@ async function resolve(group, txn, resolution, ctx) {
 }
 
 export async function render(view, args, ctx) {
-  view.append(h("h2", {}, "Transactions"), picker(ctx));
   const group = args[0];
+  view.append(h("h2", {}, "Transactions"), picker(ctx, group));
   if (!group) return;
   const { transactions } = await call("GET", path("v1", "producer-groups", group, "transactions"));
   view.append(

@@ -49,8 +49,9 @@ SECURITY_HEADERS = {
 
 
 def is_console_path(method: str, path: str) -> bool:
-    """True for a ``GET`` of the console's pages and files (served without a signature)."""
-    return method.upper() == "GET" and (path == PREFIX or path.startswith(PREFIX + "/"))
+    """True for a ``GET`` of the root, the console's page and its files (served without a
+    signature)."""
+    return method.upper() == "GET" and (path in ("/", PREFIX) or path.startswith(PREFIX + "/"))
 
 
 @functools.cache
@@ -72,6 +73,12 @@ def _serve(name: str) -> Response:
         return Response(404, content_types.APPLICATION_JSON, json.dumps(body))
     content_type, text = found
     return Response(200, content_type, text, headers=dict(SECURITY_HEADERS))
+
+
+@router.get("/", include_in_schema=False)
+def console_home():  # noqa: ANN201 (as below)
+    """The service's root: a redirect to the console's page."""
+    return Response(302, content_types.TEXT_PLAIN, "", headers={"Location": PREFIX + "/"})
 
 
 @router.get(PREFIX, include_in_schema=False)

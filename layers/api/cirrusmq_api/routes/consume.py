@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.services.delivery.response_size import json_text_bytes
@@ -33,6 +35,7 @@ router = APIGatewayHttpRouter()
 
 @router.get("/v1/topics/<topic>/messages/<message_id>", summary="Look a message up by id")
 def lookup_message(topic: str, message_id: str) -> MessageBody:
+    message_id = unquote(message_id)  # ':' may come as %3A
     caller = current_principal().access_key
     return message_body(current_broker().lookup.lookup(topic, message_id, access_key=caller))
 
@@ -42,6 +45,7 @@ def lookup_message(topic: str, message_id: str) -> MessageBody:
     summary="A message's trace events, in time order (topics with trace on)",
 )
 def trace_message(topic: str, message_id: str) -> TraceBody:
+    message_id = unquote(message_id)  # ':' may come as %3A
     caller = current_principal().access_key
     events = current_broker().trace_reader.trace_message(topic, message_id, access_key=caller)
     return TraceBody(topic=topic, message_id=message_id, events=visible_trace_events(topic, events))
@@ -65,6 +69,7 @@ def receive(group: str, request: ReceiveRequest) -> ReceiveResponse:
         group,
         request.topic,
         filter_expression=request.filter,
+        filter_type=request.filter_type,
         max_messages=request.max_messages,
         invisible_seconds=request.invisible_seconds,
         wait_seconds=request.wait_seconds,
@@ -111,8 +116,15 @@ def settle(group: str, receipt_handles: list[str]) -> AckResponse:
     summary="Set the group's filter on a topic (applies from the group's cursor on)",
 )
 def subscribe(group: str, topic: str, request: SubscriptionRequest) -> SubscriptionBody:
-    expression = current_broker().consume.subscribe(group, topic, request.filter)
-    return SubscriptionBody(group=group, topic=topic, filter=expression)
+    subscription = current_broker().consume.subscribe(
+        group, topic, request.filter, request.filter_type
+    )
+    return SubscriptionBody(
+        group=group,
+        topic=topic,
+        filter=subscription.expression,
+        filter_type=subscription.filter_type,
+    )
 
 
 @router.post("/v1/groups/<group>/invisible", summary="Change a message's invisible duration")

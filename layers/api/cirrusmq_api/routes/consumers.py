@@ -30,6 +30,7 @@ def heartbeat(group: str, request: HeartbeatRequest) -> ConsumerBody:
         group,
         request.client_id,
         request.subscriptions,
+        filter_types=request.filter_types,
         orderly=request.orderly,
         heartbeat_timeout_seconds=request.heartbeat_timeout_seconds,
         access_key=principal.access_key,

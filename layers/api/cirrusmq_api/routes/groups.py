@@ -94,8 +94,8 @@ def describe_group(group: str, topic: Annotated[str | None, Query()] = None) -> 
             GroupQueueBody(**vars(s), lag=s.lag) for s in description.queues if allowed(s.topic)
         ],
         subscriptions=[
-            GroupSubscriptionBody(topic=t, filter=f)
-            for t, f in sorted(description.subscriptions.items())
+            GroupSubscriptionBody(topic=t, filter=s.expression, filter_type=s.filter_type)
+            for t, s in sorted(description.subscriptions.items())
             if allowed(t)
         ],
         max_delivery_attempts=current_broker().retries.max_delivery_attempts(group, fresh=True),

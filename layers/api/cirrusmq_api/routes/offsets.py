@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
@@ -39,7 +39,12 @@ def read_messages(
     queue: str,
     offset: Annotated[int, Query(description="First offset to read.")],
     max_messages: Annotated[int, Query(description="1-1000.")] = 32,
-    filter: Annotated[str, Query(description="'*' or 'TagA || TagB'.")] = "*",  # noqa: A002
+    filter: Annotated[  # noqa: A002
+        str, Query(description="TAG: '*' or 'TagA || TagB'; SQL92: a condition.")
+    ] = "*",
+    filter_type: Annotated[
+        Literal["TAG", "SQL92"], Query(description="How `filter` is read.")
+    ] = "TAG",
     wait_seconds: Annotated[float, Query(description="Long poll, 0-20 s.")] = 0,
 ) -> ReadResponse:
     result = current_broker().log_reader.read(
@@ -48,6 +53,7 @@ def read_messages(
         offset,
         max_messages=max_messages,
         filter_expression=filter,
+        filter_type=filter_type,
         wait_seconds=wait_seconds,
     )
     return ReadResponse(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -54,5 +55,5 @@ def cancel_scheduled(  # noqa: ANN201 (204, no body)
     AlreadyDelivered once it was due and delivered, 404 ScheduledMessageNotFound."""
     if delivery_timestamp is None:
         raise InvalidRequest("delivery_timestamp (the send receipt's due time) is required")
-    current_broker().delay_cancel.cancel(topic, message_id, delivery_timestamp)
+    current_broker().delay_cancel.cancel(topic, unquote(message_id), delivery_timestamp)
     return Response(204, None, body=None)

@@ -306,7 +306,7 @@ class DeadLetterService:
                 group, entry.base_offset, claims, offsets, expires_at=expires_at
             ),
         ]
-        outcome = self._moves.append(
+        outcome = self._moves.store(
             topic,
             queue % topic.queues,
             [redriven_copy(m) for m in letters],
@@ -314,9 +314,11 @@ class DeadLetterService:
             record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
             fence=extra,
         )
-        if outcome is None:
-            record_placed(topic, "redriven", letters, queue % topic.queues, None, group=group)
-        return outcome is None
+        stored = outcome.recorded_digest is None
+        if stored:
+            placed = queue % topic.queues
+            record_placed(topic, "redriven", letters, placed, outcome.base_offset, group=group)
+        return stored
 
     def _redrive_ids(
         self,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from .. import limits
 from ..errors import InvalidOffset, InvalidRequest, InvalidTimestamp, QueueNotFound
 from ..model import IndexEntry, StoredMessage, Topic
-from ..rules.filters import TagFilter
+from ..rules.filters import TAG, Filter, parse_filter
 from ..storage.log_index import LogIndex
 from ..storage.queue_heads import QueueHeads
 from .batch_reader import BatchReader
@@ -130,11 +130,12 @@ class LogReader:
         *,
         max_messages: int = DEFAULT_READ_MESSAGES,
         filter_expression: str = "*",
+        filter_type: str = TAG,
         wait_seconds: float = 0,
     ) -> ReadResult:
         """Up to ``max_messages`` messages from ``offset`` on, waiting up to ``wait_seconds``
         while there is nothing at or after ``offset``."""
-        tag_filter = TagFilter.parse(filter_expression)
+        tag_filter = parse_filter(filter_expression, filter_type)
         if not 1 <= max_messages <= MAX_READ_MESSAGES:
             raise InvalidRequest(f"max_messages must be 1-{MAX_READ_MESSAGES}")
         if not 0 <= wait_seconds <= limits.MAX_WAIT_SECONDS:
@@ -159,7 +160,7 @@ class LogReader:
             self._sleep(min(POLL_INTERVAL_SECONDS, remaining))
 
     def _read_once(
-        self, topic: Topic, queue: int, offset: int, end: int, tag_filter: TagFilter, budget: int
+        self, topic: Topic, queue: int, offset: int, end: int, tag_filter: Filter, budget: int
     ) -> ReadResult:
         now_s = self._clock() // 1000
         page = self._index.read_from(
@@ -186,7 +187,7 @@ class LogReader:
             for message in batch[max(0, position - entry.base_offset) :]:
                 if len(messages) >= budget or scanned >= MAX_SCAN_MESSAGES:
                     return ReadResult(topic.name, queue, offset, start, position, end, messages)
-                if tag_filter.matches(message.tag):
+                if tag_filter.accepts(message):
                     size = _wire_size(message)
                     if messages and size > bytes_left:
                         return ReadResult(topic.name, queue, offset, start, position, end, messages)

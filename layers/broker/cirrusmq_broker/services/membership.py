@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..errors import AccessDenied, InvalidDuration, InvalidRequest, TopicNotFound
 from ..model import MessageType
-from ..rules.filters import TagFilter
+from ..rules.filters import parse_filter
 from ..rules.membership import (
     DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
     MAX_HEARTBEAT_TIMEOUT_SECONDS,
@@ -65,13 +65,16 @@ class MembershipService:
         client_id: str,
         subscriptions: Mapping[str, str],
         *,
+        filter_types: Mapping[str, str] | None = None,
         orderly: bool = False,
         heartbeat_timeout_seconds: int = DEFAULT_HEARTBEAT_TIMEOUT_SECONDS,
         access_key: str | None = None,
         admin: bool = False,
     ) -> ConsumerStatus:
         """Register ``client_id`` (or keep it registered) for ``heartbeat_timeout_seconds``;
-        its status, with the queues it is allocated now.
+        its status, with the queues it is allocated now. ``filter_types``: topic → TAG or
+        SQL92, how its expression in ``subscriptions`` is read (TAG when absent); an SQL92
+        filter is listed as ``SQL92 <condition>``.
 
         The registration records ``access_key``, an admin's too: while it is live, a heartbeat
         signed by another key is ClientIdInUse and changes nothing. An ``admin`` caller is
@@ -92,7 +95,8 @@ class MembershipService:
         topics = {}
         for topic, expression in subscriptions.items():
             check_topic_name(topic)
-            topics[topic] = TagFilter.parse(expression).expression
+            typed = parse_filter(expression, (filter_types or {}).get(topic))
+            topics[topic] = typed.subscription.describe()
         for topic in topics:
             self._topics.active(topic)  # TopicNotFound: nothing is stored
         timeout_ms = heartbeat_timeout_seconds * 1000

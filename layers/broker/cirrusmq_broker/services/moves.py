@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
@@ -28,6 +29,16 @@ from ..storage.topics import TopicStore
 from .batch_writer import BatchWriter, content_named, encode
 
 INTERNAL_TOPIC_CACHE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class MoveOutcome:
+    """What one :meth:`MoveAppender.store` did."""
+
+    base_offset: int | None
+    """The offset of the first message, when they were stored now."""
+    recorded_digest: str | None
+    """When nothing was stored now: the digest recorded for the stamp before."""
 
 
 class MoveAppender:
@@ -105,6 +116,29 @@ class MoveAppender:
         (nothing is stored now); ``digest`` defaults to one derived from the stamp alone.
         TopicNotFound if the topic was deleted.
         """
+        outcome = self.store(
+            topic,
+            queue,
+            messages,
+            stamp,
+            digest,
+            record_keep_seconds,
+            fence=fence,
+        )
+        return outcome.recorded_digest
+
+    def store(
+        self,
+        topic: Topic,
+        queue: int,
+        messages: list[NewMessage],
+        stamp: ProducerStamp,
+        digest: str | None = None,
+        record_keep_seconds: int = 0,
+        *,
+        fence: list[dict[str, Any]] | None = None,
+    ) -> MoveOutcome:
+        """:meth:`append`, telling also where the messages were stored."""
         now = self._clock()
         digest = digest or stamp_digest(stamp)
         batch = self._writer.write(
@@ -112,7 +146,7 @@ class MoveAppender:
             content_named(object_name_prefix(stamp, digest)),
         )
         try:
-            self._writer.append(
+            bases = self._writer.append(
                 [batch],
                 stamp=stamp,
                 build_record=lambda bases: ProducerRecord(digest, bases),
@@ -123,12 +157,12 @@ class MoveAppender:
             )
         except AlreadyRecorded:
             record = self._producers.get(stamp)
-            return record.digest if record is not None else digest
+            return MoveOutcome(None, record.digest if record is not None else digest)
         except QueueClosed as exc:
             with self._lock:
                 self._topics.pop(topic.name, None)
             raise TopicNotFound(f"topic {topic.name!r} does not exist") from exc
-        return None
+        return MoveOutcome(bases.get(queue), None)
 
 
 def object_name_prefix(stamp: ProducerStamp, digest: str) -> str:

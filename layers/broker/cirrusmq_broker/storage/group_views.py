@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..rules.filters import Subscription
 from ..rules.group_state import GroupQueueState
 from ..rules.membership import Membership
 from .consumer_registry import ConsumerRegistry
@@ -24,7 +25,7 @@ class GroupView:
 
     heads: dict[int, QueueHead]
     states: dict[int, GroupQueueState]
-    subscription: str | None
+    subscription: Subscription | None
     members: Membership | None = None
     """The group's consumers (read when asked for: orderly receives of FIFO topics)."""
 

@@ -1,19 +1,24 @@
-"""Move tasks (GroupsTable items of the source group): one item per task, and one lock item
-naming the group's running task.
+"""Move tasks (GroupsTable items): one item per task in its source group's partition, and
+one lock item per source group in the registry partition, naming the group's running task.
 
-``#task#<started ms, 15 digits>.<id>``: the task (source and destination, status, counts,
-``version``, and ``runner_until``: until when its runner holds it). ``#task``: the lock,
-``running`` = the stream of the running task. Starting a task puts both in one transaction,
-on condition that no task is running (``no_task_running``); finishing one updates it and
-clears the lock in one transaction. Every progress write (in a move's append transaction) is
-conditional on the task's version and on it still running (``task_as_read``), so a cancel
-or another runner in between makes the move store nothing. Finished tasks expire after
-``FINISHED_KEEP_SECONDS``. Sort keys start with ``#``: not queue states.
+``<group> / #task#<started ms, 15 digits>.<id>``: the task (source and destination, status,
+counts, ``version``, and ``runner_until``: until when its runner holds it). ``REGISTRY_GROUP
+/ <group>`` (a partition no group can have): the lock, ``running`` = the stream of the
+running task. Starting a task puts both in one transaction, on condition that no task is
+running (``no_task_running``); finishing one updates it and deletes the lock in one
+transaction. Every progress write (in a move's append transaction) is conditional on the
+task's version and on it still running (``task_as_read``), so a cancel or another runner in
+between makes the move store nothing. Finished tasks expire after ``FINISHED_KEEP_SECONDS``.
+Sort keys of task items start with ``#``: not queue states.
 
-The registry (``REGISTRY_GROUP`` / ``REGISTRY_STREAM``, a name no group can have): the set
-``groups`` of the groups with a running task, added to in the start's transaction and taken
-from in the finish's, so the scheduled resume reads one item to find every running task
-(none: one read of an item that does not exist).
+The registry partition holds exactly the locks of running tasks, so the scheduled resume
+finds every running task with one query (none: one query of an empty partition), and tasks
+of different source groups share no item: their transactions never conflict.
+
+Tasks an earlier release started keep their lock in their group's partition
+(``<group> / LOCK_STREAM``) and their group in the set ``groups`` of the registry item
+``REGISTRY_GROUP / LEGACY_REGISTRY_STREAM``: a start checks that lock too (the same
+``no_task_running``), and such a task (``locked_in_registry`` False) finishes there.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from .dynamo import cancellation_codes, error_code, from_item, to_item
 TASK_PREFIX = "#task#"
 LOCK_STREAM = "#task"
 REGISTRY_GROUP = "#move-tasks"
-REGISTRY_STREAM = "#running"
+LEGACY_REGISTRY_STREAM = "#running"
 FINISHED_KEEP_SECONDS = 14 * 24 * 3600
 
 RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED = (
@@ -70,6 +75,9 @@ class MoveTask:
     held: tuple[str, ...] = ()
     """The receipt handles of the batch its last step received (its cursor): a run that
     takes the task over moves what of them is still leased first."""
+    locked_in_registry: bool = True
+    """Its lock is its group's item of the registry partition (False: a task an earlier
+    release started, locked in its group's partition)."""
 
 
 class MoveTaskStore:
@@ -87,11 +95,18 @@ class MoveTaskStore:
                             "TableName": self._table,
                             "Item": to_item(
                                 {
-                                    "group_name": task.group,
-                                    "stream": LOCK_STREAM,
+                                    "group_name": REGISTRY_GROUP,
+                                    "stream": task.group,
                                     "running": task.stream,
                                 }
                             ),  # fmt: skip
+                            "ConditionExpression": no_task_running,
+                        }
+                    },
+                    {
+                        "ConditionCheck": {
+                            "TableName": self._table,
+                            "Key": _legacy_lock_key(task.group),
                             "ConditionExpression": no_task_running,
                         }
                     },
@@ -102,7 +117,6 @@ class MoveTaskStore:
                             "ConditionExpression": task_not_stored,
                         }
                     },
-                    self._registry_request("ADD", task.group),
                 ]
             )
         except ClientError as exc:
@@ -122,37 +136,35 @@ class MoveTaskStore:
         return _task(from_item(item)) if item else None
 
     def running_groups(self) -> list[str]:
-        """The groups with a running task (the registry: one read)."""
-        item = self._client.get_item(
-            TableName=self._table,
-            Key=to_item({"group_name": REGISTRY_GROUP, "stream": REGISTRY_STREAM}),
-            ConsistentRead=True,
-        ).get("Item")
-        return sorted(item["groups"]["SS"]) if item and "groups" in item else []
-
-    def _registry_request(self, action: str, group: str) -> dict[str, Any]:
-        """A transaction item adding ``group`` to (ADD) or taking it from (DELETE) the
-        registry's set: unconditional, the lock item's condition in the same transaction
-        orders starts and finishes of one group."""
-        return {
-            "Update": {
-                "TableName": self._table,
-                "Key": to_item({"group_name": REGISTRY_GROUP, "stream": REGISTRY_STREAM}),
-                "UpdateExpression": f"{action} #g :g",
-                "ExpressionAttributeNames": {"#g": "groups"},
-                "ExpressionAttributeValues": {":g": {"SS": [group]}},
-            }
+        """The groups with a running task: the registry partition's locks (one query), and
+        the groups of the earlier release's registry item in it."""
+        groups: set[str] = set()
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "group_name = :r",
+            "ExpressionAttributeValues": to_item({":r": REGISTRY_GROUP}),
+            "ConsistentRead": True,
         }
+        while True:
+            response = self._client.query(**query)
+            for item in response["Items"]:
+                if "running" in item:
+                    groups.add(item["stream"]["S"])
+                groups.update(item.get("groups", {}).get("SS", []))
+            if "LastEvaluatedKey" not in response:
+                return sorted(groups)
+            query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def running(self, group: str) -> MoveTask | None:
         """The group's running (or cancelling) task, if any."""
-        item = self._client.get_item(
-            TableName=self._table,
-            Key=to_item({"group_name": group, "stream": LOCK_STREAM}),
-            ConsistentRead=True,
-        ).get("Item")
-        stream = from_item(item).get("running") if item else None
-        return self.get(group, str(stream)) if stream else None
+        for key in (_lock_key(group), _legacy_lock_key(group)):
+            item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
+                "Item"
+            )
+            stream = from_item(item).get("running") if item else None
+            if stream:
+                return self.get(group, str(stream))
+        return None
 
     def recent(self, group: str, limit: int) -> list[MoveTask]:
         """The group's most recent tasks, newest first."""
@@ -294,16 +306,7 @@ class MoveTaskStore:
                             ),
                         }
                     },
-                    {
-                        "Update": {
-                            "TableName": self._table,
-                            "Key": to_item({"group_name": task.group, "stream": LOCK_STREAM}),
-                            "UpdateExpression": "REMOVE running",
-                            "ConditionExpression": lock_names_task,
-                            "ExpressionAttributeValues": to_item({":stream": task.stream}),
-                        }
-                    },
-                    self._registry_request("DELETE", task.group),
+                    *self._unlock_requests(task),
                 ]
             )
         except ClientError as exc:
@@ -311,6 +314,40 @@ class MoveTaskStore:
                 return False
             raise
         return True
+
+    def _unlock_requests(self, task: MoveTask) -> list[dict[str, Any]]:
+        """Transaction items releasing the lock that names ``task``: its registry item
+        deleted, or an earlier release's lock cleared and its group taken from that
+        release's registry set."""
+        names_task = {
+            "ConditionExpression": lock_names_task,
+            "ExpressionAttributeValues": to_item({":stream": task.stream}),
+        }
+        if task.locked_in_registry:
+            delete = {"TableName": self._table, "Key": _lock_key(task.group), **names_task}
+            return [{"Delete": delete}]
+        clear = {
+            "TableName": self._table,
+            "Key": _legacy_lock_key(task.group),
+            "UpdateExpression": "REMOVE running",
+            **names_task,
+        }
+        registry = {
+            "TableName": self._table,
+            "Key": to_item({"group_name": REGISTRY_GROUP, "stream": LEGACY_REGISTRY_STREAM}),
+            "UpdateExpression": "DELETE #g :g",
+            "ExpressionAttributeNames": {"#g": "groups"},
+            "ExpressionAttributeValues": {":g": {"SS": [task.group]}},
+        }
+        return [{"Update": clear}, {"Update": registry}]
+
+
+def _lock_key(group: str) -> dict[str, Any]:
+    return to_item({"group_name": REGISTRY_GROUP, "stream": group})
+
+
+def _legacy_lock_key(group: str) -> dict[str, Any]:
+    return to_item({"group_name": group, "stream": LOCK_STREAM})
 
 
 def _refused(exc: ClientError) -> bool:
@@ -336,6 +373,7 @@ def _item(task: MoveTask) -> dict[str, Any]:
         "failure": task.failure,
         "version": task.version,
         "runner_until": task.runner_until,
+        "locked_in_registry": task.locked_in_registry,
     }
 
 
@@ -356,4 +394,5 @@ def _task(values: dict[str, Any]) -> MoveTask:
         version=int(values.get("version", 1)),
         runner_until=int(values.get("runner_until", 0)),
         held=tuple(json.loads(values.get("held") or "[]")),
+        locked_in_registry=bool(values.get("locked_in_registry", False)),
     )

@@ -18,6 +18,7 @@ from cirrusmq_broker.errors import (
     SubscriptionConflict,
 )
 from cirrusmq_broker.model import MessageInput, MessageType, ProducerStamp
+from cirrusmq_broker.rules.filters import Subscription
 from cirrusmq_broker.rules.receipts import ReceiptHandle, ReceiptSigner
 from cirrusmq_broker.services.delivery.queue_plan import FLOW_RECHECK_SECONDS
 from cirrusmq_broker.storage.groups import GroupStateStore
@@ -224,12 +225,12 @@ def test_a_group_member_with_another_filter_is_refused(broker):
     with pytest.raises(SubscriptionConflict) as err:
         broker.consume.receive("g", "t", filter_expression="C")
     assert err.value.details == {"topic": "t", "subscribed": "A || B", "requested": "C"}
-    assert broker.consume.subscribe("g", "t", "C") == "C"
+    assert broker.consume.subscribe("g", "t", "C") == Subscription("C")
     send(broker, "t", b"y", tag="C")
     assert [m.message.body for m in broker.consume.receive("g", "t", filter_expression="C")] == [
         b"y"
     ]
-    assert broker.consume.describe_group("g").subscriptions == {"t": "C"}
+    assert broker.consume.describe_group("g").subscriptions == {"t": Subscription("C")}
 
 
 def test_lookup_by_a_time_carrying_id(broker):

@@ -103,16 +103,16 @@ def _landing_before_first_append(monkeypatch, action) -> list:
     request landing between the redrive's reads and its append)."""
     from cirrusmq_broker.services.moves import MoveAppender
 
-    real = MoveAppender.append
+    real = MoveAppender.store  # every move's append goes through it
     landed: list = []
 
-    def append(self, topic, queue, messages, stamp, *args, **kwargs):
+    def store(self, topic, queue, messages, stamp, *args, **kwargs):
         if stamp.producer_id.startswith("~redrive") and not landed:
             landed.append(None)
             landed[0] = action()
         return real(self, topic, queue, messages, stamp, *args, **kwargs)
 
-    monkeypatch.setattr(MoveAppender, "append", append)
+    monkeypatch.setattr(MoveAppender, "store", store)
     return landed
 
 

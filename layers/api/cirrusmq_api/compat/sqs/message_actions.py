@@ -15,7 +15,7 @@ from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
-from . import naming
+from . import naming, receipts
 from .context import Call, int_param, list_param
 from .digests import md5_of_attributes, md5_of_body
 from .errors import (
@@ -367,6 +367,7 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     if wait is None:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
     _sqs_redelivery(call, queue)
+    received_at = call.broker.clock()
     try:
         keep_dead_letter_destination(call, queue, attributes)
         received = call.broker.consume.receive(
@@ -376,7 +377,9 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     except BrokerError as exc:
         raise from_broker(exc) from None
     now = call.broker.clock()
-    messages = [_received(r, system_names, attribute_names, now, queue.fifo) for r in received]
+    messages = [
+        _received(r, system_names, attribute_names, now, queue.fifo, received_at) for r in received
+    ]
     return {"Messages": messages} if messages else {}
 
 
@@ -386,15 +389,17 @@ def _received(
     attribute_names: list[str],
     now: int,
     fifo: bool,
+    received_at: int,
 ) -> dict[str, Any]:
-    """One message of a receive answer. ``ApproximateFirstReceiveTimestamp`` is this
-    receive's time on a first delivery; on a redelivery (the first receive is not recorded)
-    the time this copy of the message was stored."""
+    """One message of a receive answer; its handle names ``received_at``, when the receive
+    was asked. ``ApproximateFirstReceiveTimestamp`` is this receive's time on a first
+    delivery; on a redelivery (the first receive is not recorded) the time this copy of
+    the message was stored."""
     stored = received.message
     body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
         "MessageId": stored.message_id,
-        "ReceiptHandle": received.receipt_handle,
+        "ReceiptHandle": receipts.issue(received.receipt_handle, received_at),
         "MD5OfBody": md5_of_body(body),
         "Body": body,
     }
@@ -437,7 +442,9 @@ def _handle(entry: dict[str, Any]) -> str:
 
 def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError | None]:
     try:
-        outcomes = call.broker.consume.ack(queue.group, handles, _may_consume(call, queue))
+        outcomes = call.broker.consume.ack(
+            queue.group, [receipts.broker_handle(h) for h in handles], _may_consume(call, queue)
+        )
     except BrokerError as exc:
         raise from_broker(exc) from None
     results: list[SqsError | None] = []
@@ -487,10 +494,11 @@ def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
             "MissingParameter", "The request must contain the parameter VisibilityTimeout."
         )
     active_topic(call, queue)
+    receipts.check_total_visibility(handle, timeout, call.broker.clock())
     _sqs_redelivery(call, queue)
     try:
         call.broker.consume.change_invisible(
-            queue.group, handle, timeout, _may_consume(call, queue)
+            queue.group, receipts.broker_handle(handle), timeout, _may_consume(call, queue)
         )
     except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
         raise invalid_parameter(

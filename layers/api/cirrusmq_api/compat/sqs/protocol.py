@@ -53,7 +53,7 @@ XML_LIST_ITEMS: dict[str, str] = {
     "Messages": "Message",
     "Successful": "",  # <Action>ResultEntry, filled in per action
     "Failed": "BatchResultErrorEntry",
-    "Results": "Result",
+    "Results": "",  # ListMessageMoveTasksResultEntry
 }
 XML_MAPS: dict[str, str] = {
     "Attributes": "Attribute",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ... import limits
 from ...model import IndexEntry, StoredMessage, Topic
 from ...rules import orderly
-from ...rules.filters import TagFilter
+from ...rules.filters import Filter
 from ...rules.group_state import MAX_HELD, GroupQueueState, Lease
 from ...rules.membership import Membership
 from ...rules.retries import deliveries
@@ -228,7 +228,7 @@ class QueuePlanner:
     def plan(
         self,
         state: GroupQueueState,
-        tag_filter: TagFilter,
+        tag_filter: Filter,
         budget: int,
         now: int,
         end: int,
@@ -270,7 +270,7 @@ class QueuePlanner:
     def _plan(
         self,
         state: GroupQueueState,
-        tag_filter: TagFilter,
+        tag_filter: Filter,
         budget: int,
         now: int,
         end: int,
@@ -328,7 +328,7 @@ class QueuePlanner:
             for message in batch[max(0, cursor - entry.base_offset) :]:
                 if len(plan.new) >= min(MAX_SCAN_PER_QUEUE, room):
                     return plan
-                passes = tag_filter.matches(message.tag)
+                passes = tag_filter.accepts(message)
                 group = group_of(message)
                 # once the budget is spent, the rest of this batch is still looked at while
                 # its messages would wait anyway (their group is held or in this delivery):

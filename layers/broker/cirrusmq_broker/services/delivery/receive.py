@@ -40,7 +40,7 @@ from ...errors import (
 )
 from ...model import MessageType, ReceivedMessage, StoredMessage, Topic
 from ...rules import orderly
-from ...rules.filters import TagFilter
+from ...rules.filters import TAG, Filter, Subscription, parse_filter
 from ...rules.group_state import GroupQueueState, Lease
 from ...rules.membership import ClientIdInUse, Membership, check_client_id
 from ...rules.next_due import next_due_ms
@@ -103,6 +103,7 @@ class Receiver:
         topic_name: str,
         *,
         filter_expression: str = "*",
+        filter_type: str = TAG,
         max_messages: int = limits.DEFAULT_RECEIVE_MESSAGES,
         invisible_seconds: int = limits.DEFAULT_INVISIBLE_SECONDS,
         wait_seconds: float = 0,
@@ -133,7 +134,7 @@ class Receiver:
         check_group_name(group)
         if client_id is not None:
             check_client_id(client_id)
-        tag_filter = TagFilter.parse(filter_expression)
+        tag_filter = parse_filter(filter_expression, filter_type)
         if not 1 <= max_messages <= limits.MAX_RECEIVE_MESSAGES:
             raise InvalidRequest(f"max_messages must be 1-{limits.MAX_RECEIVE_MESSAGES}")
         check_invisible(invisible_seconds, self._settings.min_invisible_seconds, group)
@@ -148,7 +149,7 @@ class Receiver:
             view = self._views.read(group, topic.name, topic.queues, members=fifo)
             _check_client_owner(view.members, client_id, access_key, self._clock())
             if view.subscription is None and recorded:
-                view.subscription = tag_filter.expression
+                view.subscription = tag_filter.subscription
             self._check_subscription(group, topic.name, tag_filter, view.subscription)
             recorded = True  # checked on every pass: a changed subscription stops this poll
             if before_receive is not None:
@@ -189,7 +190,7 @@ class Receiver:
     def _serve_retries(
         self,
         due: DueRetries,
-        tag_filter: TagFilter,
+        tag_filter: Filter,
         max_messages: int,
         invisible_seconds: int,
         give_up: float,
@@ -217,34 +218,42 @@ class Receiver:
             due_hint(hint)
 
     def _check_subscription(
-        self, group: str, topic: str, tag_filter: TagFilter, subscribed: str | None
+        self, group: str, topic: str, tag_filter: Filter, subscribed: Subscription | None
     ) -> None:
-        """Record the group's filter on its first receive; refuse another filter later."""
-        wanted = tag_filter.expression
+        """Record the group's filter on its first receive; refuse another filter (of another
+        type or expression) later."""
+        wanted = tag_filter.subscription
         if subscribed is None:
             if self._states.subscribe(group, topic, wanted, only_if_new=True):
                 return
             subscribed = self._states.subscription(group, topic)
         if subscribed is not None and subscribed != wanted:
             raise SubscriptionConflict(
-                f"group {group!r} is subscribed to topic {topic!r} with filter {subscribed!r}, "
-                f"not {wanted!r}; change the subscription first",
-                details={"topic": topic, "subscribed": subscribed, "requested": wanted},
+                f"group {group!r} is subscribed to topic {topic!r} with filter "
+                f"{subscribed.describe()!r}, not {wanted.describe()!r}; change the "
+                "subscription first",
+                details={
+                    "topic": topic,
+                    "subscribed": subscribed.describe(),
+                    "requested": wanted.describe(),
+                },
             )
 
-    def subscribe(self, group: str, topic_name: str, filter_expression: str) -> str:
-        """Set the group's filter on a topic (from the cursor on); returns its canonical text."""
+    def subscribe(
+        self, group: str, topic_name: str, filter_expression: str, filter_type: str = TAG
+    ) -> Subscription:
+        """Set the group's filter on a topic (from the cursor on); returns it, canonical."""
         check_group_name(group)
-        expression = TagFilter.parse(filter_expression).expression
+        subscription = parse_filter(filter_expression, filter_type).subscription
         topic = self._topics.active(topic_name)
-        self._states.subscribe(group, topic.name, expression, only_if_new=False)
-        return expression
+        self._states.subscribe(group, topic.name, subscription, only_if_new=False)
+        return subscription
 
     def _pass(
         self,
         view: GroupView,
         topic: Topic,
-        tag_filter: TagFilter,
+        tag_filter: Filter,
         budget: int,
         invisible_s: int,
         give_up: float,
@@ -338,7 +347,7 @@ class Receiver:
         state: GroupQueueState,
         plan: QueuePlan,
         share: int,
-        tag_filter: TagFilter,
+        tag_filter: Filter,
         now: int,
         invisible_ms: int,
         end: int,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...model import GroupQueueStatus
+from ...rules.filters import Subscription
 from ...storage.groups import GroupStateStore
 from ...storage.queue_heads import QueueHead, QueueHeads
 from ...validation import check_group_name, check_topic_name
@@ -15,7 +16,7 @@ from ...validation import check_group_name, check_topic_name
 @dataclass(frozen=True)
 class GroupDescription:
     queues: list[GroupQueueStatus]
-    subscriptions: dict[str, str]
+    subscriptions: dict[str, Subscription]
     """Topic → the group's filter on it."""
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...rules.filters import Subscription
 from ...rules.group_state import GroupQueueState, Lease
 from ..dynamo import BATCH_WRITE_LIMIT, batch_write, from_item, to_item
 from .codec import lease_of, state_of
 from .keys import INTERNAL_MARK, LEASE_MARK, NOT_A_STREAM, SUBSCRIPTION_SUFFIX
+from .subscriptions import subscription_of
 
 
 class GroupScan:
@@ -19,11 +21,11 @@ class GroupScan:
         self._client = client
         self._table = table
 
-    def list_group(self, group: str) -> tuple[list[GroupQueueState], dict[str, str]]:
+    def list_group(self, group: str) -> tuple[list[GroupQueueState], dict[str, Subscription]]:
         """Every state of the group with all its leases, and its subscriptions."""
         states: dict[str, GroupQueueState] = {}
         leases: list[tuple[str, Lease]] = []
-        subscriptions: dict[str, str] = {}
+        subscriptions: dict[str, Subscription] = {}
         paginator = self._client.get_paginator("query")
         for page in paginator.paginate(
             TableName=self._table,
@@ -38,7 +40,7 @@ class GroupScan:
                 if stream.startswith(NOT_A_STREAM):
                     continue  # the group's consumer registry (storage/consumer_registry.py)
                 if stream.endswith(SUBSCRIPTION_SUFFIX):
-                    subscriptions[values["topic"]] = values["filter"]
+                    subscriptions[values["topic"]] = subscription_of(values)
                 elif LEASE_MARK in stream:
                     leases.append((stream.split(LEASE_MARK)[0], lease_of(values)))
                 else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ...rules.filters import Subscription
 from ...rules.group_state import GroupQueueState, Lease
 from ..dynamo import KeysToRead
 from .lease_acks import LeaseAcks
@@ -95,14 +96,16 @@ class GroupStateStore:
         return self.moves.parse_marks(topic, queue, lease_ids, found)
 
     # ------------------------------------------------------------------ subscriptions
-    def subscribe(self, group: str, topic: str, expression: str, *, only_if_new: bool) -> bool:
-        return self.subscriptions.subscribe(group, topic, expression, only_if_new=only_if_new)
+    def subscribe(
+        self, group: str, topic: str, subscription: Subscription, *, only_if_new: bool
+    ) -> bool:
+        return self.subscriptions.subscribe(group, topic, subscription, only_if_new=only_if_new)
 
-    def subscription(self, group: str, topic: str) -> str | None:
+    def subscription(self, group: str, topic: str) -> Subscription | None:
         return self.subscriptions.subscription(group, topic)
 
     # ------------------------------------------------------------------ whole groups
-    def list_group(self, group: str) -> tuple[list[GroupQueueState], dict[str, str]]:
+    def list_group(self, group: str) -> tuple[list[GroupQueueState], dict[str, Subscription]]:
         return self.scan.list_group(group)
 
     def delete_topic_states(self, topic: str) -> int:

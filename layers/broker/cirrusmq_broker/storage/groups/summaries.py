@@ -11,6 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...errors import StorageContended
+from ...rules.filters import Subscription
 from ...rules.group_state import GroupQueueState, Lease
 from ..dynamo import KeysToRead, batch_get, lost_race, to_item
 from .codec import (
@@ -23,6 +24,7 @@ from .codec import (
 )
 from .keys import item_key, subscription_stream, summary_stream
 from .leases import LeaseItems
+from .subscriptions import subscription_of
 
 
 class Summaries:
@@ -47,13 +49,13 @@ class Summaries:
     @staticmethod
     def parse(
         group: str, topic: str, queues: list[int], items: list[dict[str, Any]]
-    ) -> tuple[dict[int, GroupQueueState], str | None]:
+    ) -> tuple[dict[int, GroupQueueState], Subscription | None]:
         """Summaries (absent ones start fresh) and the subscribed filter from read items."""
         states = {q: GroupQueueState(group, topic, q) for q in queues}
         subscription = None
         for values in items:
             if values["stream"] == subscription_stream(topic):
-                subscription = values["filter"]
+                subscription = subscription_of(values)
             elif values.get("topic") == topic and values.get("queue") in states:
                 states[values["queue"]] = state_of(values)
         return states, subscription
