@@ -55,6 +55,9 @@ class MessageInput:
     """RocketMQ delay level 1-18: due that long after the send."""
     delivery_timestamp: int | None = None
     """Due at this time (ms since the epoch), up to 365 days ahead."""
+    not_before: int | None = None
+    """FIFO topics: stored at once, in its group's order, but not handed out before this
+    time (ms since the epoch; SQS's FIFO queue delay); while it waits it holds its group."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,8 @@ class SystemFields:
     """
 
     delivery_timestamp: int | None = None
-    """When a delayed message was due (ms)."""
+    """When a delayed message was due (ms); on a FIFO topic, a message sent with a
+    ``not_before`` time: not handed out before it."""
     origin_topic: str | None = None
     """For a retry or dead letter: the topic it was first stored in."""
     origin_queue: int | None = None

@@ -61,7 +61,11 @@ class QueuePlan:
     held_gone: list[int] = field(default_factory=list)
     """FIFO: held offsets past retention (they settle)."""
     waiting: bool = True
-    """FIFO: every message it leaves held waits for a lease (none only for the budget)."""
+    """FIFO: every message it leaves held waits for a lease or its not-before time (none
+    only for the budget)."""
+    due_at: int | None = None
+    """FIFO: the earliest not-before time of the messages it leaves held (ms; None: none
+    waits for its time)."""
     skip_to: int = 0
     """Nothing retained lies below this offset: the cursor may jump here."""
     scan_end: int = 0
@@ -100,6 +104,17 @@ class _Busy:
     """The ids of the open leases then."""
 
 
+@dataclass(frozen=True)
+class _NotDue:
+    """A FIFO queue seen with no lease open and every held message waiting for its
+    not-before time (or behind one of its group)."""
+
+    held: frozenset[int]
+    """The offsets held then: the same summary (and no unread message) is skipped..."""
+    due_at: int
+    """... until this time (ms), when the earliest of them becomes due."""
+
+
 _IDLE = _Busy(0.0, 0, 0.0)
 
 
@@ -131,6 +146,8 @@ class QueuePlanner:
         """(group, topic, queue) → when its leases were last read for flow control (s)."""
         self._fifo_busy: dict[tuple[str, str, int], _Busy] = {}
         """FIFO queue → when it is served again while its deliveries stay in flight."""
+        self._not_due: dict[tuple[str, str, int], _NotDue] = {}
+        """FIFO queue → when its held messages become due, while no lease is open."""
 
     def delivery_ended(self, group: str, topic: str, queue: int) -> None:
         """An ack settled a delivery of the queue: a FIFO queue may serve again at once."""
@@ -168,6 +185,12 @@ class QueuePlanner:
         if not verdict.allowed and (not verdict.in_flight_decides or state.complete):
             return False  # another consumer's queue: decided without reading leases
         unread = view.heads[queue].next_offset > state.cursor and len(state.held) < MAX_HELD
+        if not unread and state.held and state.open_leases == 0:
+            key = (state.group, state.topic, state.queue)
+            with self._lock:
+                hold = self._not_due.get(key)
+            if hold is not None and hold.held == state.held and hold.due_at > now:
+                return False  # nothing is due before then: no lookup of the held messages
         if not state.complete and state.open_leases > 0:
             key = (state.group, state.topic, state.queue)
             with self._lock:
@@ -189,13 +212,15 @@ class QueuePlanner:
         *,
         planned: bool = False,
         saved: bool = False,
+        due_at: int | None = None,
     ) -> bool:
         """Whether a FIFO queue (leases loaded) has nothing to hand out but new messages:
         a delivery in flight, no expired lease it may redeliver, and its ``held`` offsets
         each waiting for a lease (``planned``: a plan found so; else the same leases are
         open as when a plan last found so). Then it is not served again before
         FIFO_RECHECK_SECONDS (doubling) or the delivery's deadline, unless an ack through
-        this process ends a delivery first."""
+        this process ends a delivery first, or ``due_at`` (a held message's not-before
+        time) comes."""
         live = [
             lease.deadline
             for lease in state.leases.values()
@@ -222,7 +247,8 @@ class QueuePlanner:
                 until, interval = time.monotonic(), FIFO_RECHECK_SECONDS / 2
             else:
                 until = time.monotonic() + interval
-            self._fifo_busy[key] = _Busy(until, min(live), interval, held, open_ids)
+            deadline = min(live) if due_at is None else min(*live, due_at)
+            self._fifo_busy[key] = _Busy(until, deadline, interval, held, open_ids)
         return True
 
     def plan(
@@ -264,8 +290,17 @@ class QueuePlanner:
         skip the queue for a while. After a save the next poll still reads the leases (a
         delivery just made is re-read as soon as one found in flight), but needs no
         lookup of its held messages while the same leases are open."""
-        if plan.waiting and state.complete and state.held:
-            self._fifo_waits(state, now, state.held, planned=True, saved=saved)
+        if not (plan.waiting and state.held):
+            return
+        if plan.due_at is not None and state.open_leases == 0:
+            with self._lock:
+                if len(self._not_due) > 10_000:
+                    self._not_due.clear()
+                self._not_due[(state.group, state.topic, state.queue)] = _NotDue(
+                    state.held, plan.due_at
+                )
+        elif state.complete:
+            self._fifo_waits(state, now, state.held, planned=True, saved=saved, due_at=plan.due_at)
 
     def _plan(
         self,
@@ -333,7 +368,8 @@ class QueuePlanner:
                 # once the budget is spent, the rest of this batch is still looked at while
                 # its messages would wait anyway (their group is held or in this delivery):
                 # holding them now spares a later read of the batch
-                waits = fifo and passes and orderly.meets(group, held)
+                due = not_before(message, now) if fifo and passes else None
+                waits = fifo and passes and (orderly.meets(group, held) or due is not None)
                 if wanted <= 0 and not (fifo and (waits or not passes)):
                     if not (fifo and passes and orderly.meets(group, taking)):
                         return plan
@@ -344,6 +380,9 @@ class QueuePlanner:
                 plan.scan_end = message.offset + 1
                 if waits:
                     plan.hold.add(message.offset)
+                    if due is not None:  # not due yet: nothing after it of its group goes
+                        held = orderly.joined(held, group)
+                        plan.due_at = min(due, plan.due_at or due)
                 elif passes:
                     wanted -= 1  # (later messages of its group may join this delivery)
                     taking = orderly.joined(taking, group)
@@ -372,8 +411,11 @@ class QueuePlanner:
                     held = None  # its group is unknown: nothing after it goes first
                 continue
             group = group_of(message)
+            due = not_before(message, now)
             if not orderly.meets(group, held):
-                if wanted <= 0:
+                if due is not None:  # it waits for its time, and holds its group
+                    plan.due_at = min(due, plan.due_at or due)
+                elif wanted <= 0:
                     plan.waiting = False  # it waits for the budget only
                 else:
                     plan.unheld.append(message)
@@ -381,6 +423,13 @@ class QueuePlanner:
                     continue
             held = orderly.joined(held, group)
         return wanted, held
+
+
+def not_before(message: StoredMessage, now: int) -> int | None:
+    """A FIFO message's not-before time while it is still ahead of ``now`` (ms), else None
+    (a message sent with ``not_before`` carries it as its delivery timestamp)."""
+    due = message.system.delivery_timestamp
+    return due if due is not None and due > now else None
 
 
 def group_of(message: StoredMessage) -> frozenset[str] | None:
