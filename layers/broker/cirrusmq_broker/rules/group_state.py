@@ -13,7 +13,9 @@ FIFO topics hold per message group: a lease records the message groups of what i
 be redelivered in place), later messages of that group are not handed out. A receive that
 passes over such a message leaves it in ``held`` (offsets below the cursor, on the summary,
 bounded by ``MAX_HELD``) and hands out other groups' messages; a held message is handed out,
-before anything after it of its group, once no lease holds its group.
+before anything after it of its group, once no lease holds its group. A message sent with a
+not-before time (``MessageInput.not_before``) is held the same way until that time, and
+holds its group meanwhile.
 
 A lease's slot (its start, and whether it holds one message moved out by change_invisible)
 names its stored item and is part of its id; the rest of the id changes whenever the lease

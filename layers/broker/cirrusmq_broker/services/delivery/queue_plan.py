@@ -5,7 +5,7 @@ Flow control holds new messages back while a queue has too much in flight for th
 the client its lock and the allocation allow (orderly.py), per message group: expired
 leases are redelivered in place, then the messages held for their group whose group no
 lease holds any more, then new messages from the cursor; a new message of a group a lease
-holds is held (group_state.py). On other
+holds, or one not due yet (a not-before time), is held (group_state.py). On other
 topics a group whose redelivery is immediate (SQS's visibility timeout) has its expired
 leases redelivered in place, oldest first, before new messages; for other groups the
 retries' lease expiry has moved them to the retry topic before the plan is made.
