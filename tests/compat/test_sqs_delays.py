@@ -73,11 +73,6 @@ def test_a_queue_delay_change_applies_to_the_sends_after_it(stack) -> None:
     assert _bodies(sqs, url) == ["c"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a CirrusMQ FIFO topic takes no delayed messages: the FIFO queue's delay needs "
-    "the broker to hold a FIFO message until due (docs/compat.md, What differs from SQS)",
-)
 def test_a_fifo_queue_s_delay_holds_each_send(stack) -> None:
     """SQS applies a FIFO queue's DelaySeconds to every send (only a per-message delay is
     refused on FIFO), also after a SetQueueAttributes change."""

@@ -1,9 +1,13 @@
 """SQS FIFO queues: ``.fifo`` names on FIFO topics, MessageGroupId order, deduplication by
-id and by content, and a group held while a message of it is in flight."""
+id and by content, and a message group held while a message of it is in flight (other
+groups of the same queue flow)."""
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
+from cirrusmq_broker import limits
 
 from .sqs_helpers import error_code, queue_name, sqs  # noqa: F401 - fixtures
 
@@ -100,3 +104,31 @@ def test_fifo_errors(sqs, queue_name, call, code) -> None:  # noqa: F811
     with pytest.raises(sqs.exceptions.ClientError) as caught:
         call(sqs, queue_name)
     assert error_code(caught.value) == code
+
+
+def _same_queue_groups() -> tuple[str, str]:
+    """Two MessageGroupIds that hash to the same queue of an SQS queue's topic."""
+    queue_of = lambda group: zlib.crc32(group.encode()) % limits.DEFAULT_QUEUES  # noqa: E731
+    other = next(f"b{n}" for n in range(1000) if queue_of(f"b{n}") == queue_of("a"))
+    return "a", other
+
+
+def test_a_group_flows_while_another_of_the_same_queue_is_in_flight(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+    a, b = _same_queue_groups()
+    for n, group in enumerate((a, b, a, b)):
+        sqs.send_message(
+            QueueUrl=url, MessageBody=f"{group}-{n}", MessageGroupId=group,
+            MessageDeduplicationId=str(n),
+        )  # fmt: skip
+    [first] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
+    assert first["Body"] == f"{a}-0"
+    rest = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    assert [m["Body"] for m in rest["Messages"]] == [f"{b}-1", f"{b}-3"]  # a's next waits
+    assert {m["Attributes"]["MessageGroupId"] for m in rest["Messages"]} == {b}
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    last = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in last] == [f"{a}-2"]

@@ -92,6 +92,9 @@ class Delivery:
     """A copy a redrive sent back."""
     copy: tuple = ()
     """Which copy of the message (a redrive appends another): where it was first stored."""
+    lease: tuple | None = None
+    """FIFO: (topic, queue, lease id) it is leased under; change_invisible and a nack of one
+    message move the deadline of its whole delivery (every message of the lease)."""
 
 
 @dataclass

@@ -57,6 +57,9 @@ class MessageInput:
     """Due at this time (ms since the epoch), up to 365 days ahead."""
     large_body: LargeBody | None = None
     """A body uploaded as its own S3 object; ``body`` is then empty on the wire."""
+    not_before: int | None = None
+    """FIFO topics: stored at once, in its group's order, but not handed out before this
+    time (ms since the epoch; SQS's FIFO queue delay); while it waits it holds its group."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ class SystemFields:
     """
 
     delivery_timestamp: int | None = None
-    """When a delayed message was due (ms)."""
+    """When a delayed message was due (ms); on a FIFO topic, a message sent with a
+    ``not_before`` time: not handed out before it."""
     origin_topic: str | None = None
     """For a retry or dead letter: the topic it was first stored in."""
     origin_queue: int | None = None

@@ -115,3 +115,37 @@ def test_a_lease_id_with_unicode_digits_names_no_slot():
 
     assert lease_slot("12.abc") == (12, False)
     assert lease_slot("\u00b2.abc") is None and lease_slot("\u00b2m.abc") is None
+
+
+def test_fifo_held_offsets_hold_the_committed_offset_until_a_lease_takes_them():
+    s = state()
+    a = frozenset({"a"})
+    first = s.lease_new(2, delivered=[0], cursor_base=2, now=0, invisible_ms=10, groups=a)
+    assert first is not None and (first.start, first.end) == (0, 1)
+    s.lease_new(4, delivered=[3], cursor_base=4, now=0, invisible_ms=10, hold=[1, 2],
+                groups=frozenset({"b"}))  # fmt: skip
+    assert s.held == {1, 2} and s.held_groups() == {"a", "b"}
+    ack(s, first, 0)
+    s.refresh()
+    assert s.committed == 1  # 1 and 2 wait for their group: not settled
+    taken = s.lease_new(4, delivered=[1, 2], cursor_base=4, now=0, invisible_ms=10, groups=a)
+    assert taken is not None and (taken.start, taken.end, taken.acked) == (1, 3, frozenset())
+    assert s.held == frozenset() and s.cursor == 4
+
+
+def test_fifo_gate_redelivers_an_expired_lease_only_when_no_other_lease_holds_its_groups():
+    from dataclasses import replace
+
+    from cirrusmq_broker.rules import orderly
+
+    s = state()
+    a, b = frozenset({"a"}), frozenset({"b"})
+    old = s.lease_new(2, delivered=[0, 1], cursor_base=2, now=0, invisible_ms=10, groups=a)
+    s.lease_new(3, delivered=[2], cursor_base=3, now=0, invisible_ms=100, groups=b)
+    assert orderly.gate(s, 50) == ([old], a | b)  # a's lease expired, b's in flight
+    s.redeliver(old.lease_id, 1, now=50, invisible_ms=100)  # 0 again; 1 stays expired
+    again, held = orderly.gate(s, 60)
+    assert again == [] and held == a | b  # 1 waits behind 0 of its group
+    legacy = s.leases[next(iter(s.leases))]
+    s.leases[legacy.lease_id] = replace(legacy, groups=None)
+    assert orderly.gate(s, 60)[1] is None  # a lease without groups holds every group

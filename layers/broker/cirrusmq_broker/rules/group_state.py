@@ -5,7 +5,17 @@ Per (group, topic, queue) a small summary: ``cursor`` is the next offset to hand
 bound of the open leases' deadlines and ``open_leases`` an upper bound of their number.
 Each lease (offsets [start, end) handed to a consumer until ``deadline``) is stored on its
 own, with the offsets of it settled so far; an offset below the cursor that no lease holds
-unsettled is settled. So writing a summary or a lease costs the same whatever is in flight.
+unsettled, and that ``held`` does not name, is settled. So writing a summary or a lease costs
+the same whatever is in flight.
+
+FIFO topics hold per message group: a lease records the message groups of what it delivered
+(``groups``), and while a lease holds a group unsettled (in flight, or expired and waiting to
+be redelivered in place), later messages of that group are not handed out. A receive that
+passes over such a message leaves it in ``held`` (offsets below the cursor, on the summary,
+bounded by ``MAX_HELD``) and hands out other groups' messages; a held message is handed out,
+before anything after it of its group, once no lease holds its group. A message sent with a
+not-before time (``MessageInput.not_before``) is held the same way until that time, and
+holds its group meanwhile.
 
 A lease's slot (its start, and whether it holds one message moved out by change_invisible)
 names its stored item and is part of its id; the rest of the id changes whenever the lease
@@ -20,6 +30,10 @@ import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+
+MAX_HELD = 100
+"""Offsets a FIFO queue's summary holds back for their message group at most: a receive
+that would hold more stops its scan there (the cursor waits)."""
 
 LeaseSlot = tuple[int, bool]
 """(start, moved-out single message): where a lease is stored; unique among open leases."""
@@ -79,6 +93,9 @@ class Lease:
     stale, the message comes back."""
     version: int = 0
     """Of the stored item (0: not stored yet); every stored change increases it."""
+    groups: frozenset[str] | None = None
+    """FIFO topics: the message groups of the messages delivered under this lease (None:
+    not recorded, or a message without a group: the lease holds every group)."""
 
     @property
     def slot(self) -> LeaseSlot:
@@ -131,7 +148,10 @@ class GroupQueueState:
     """Lease id → lease: every open lease if ``complete``, else those read so far."""
     complete: bool = False
     touched: dict[LeaseSlot, Lease | None] = field(default_factory=dict)
-    stored: tuple[int, int, int, int | None, int] | None = None
+    held: frozenset[int] = frozenset()
+    """FIFO topics: offsets below the cursor, neither settled nor leased, that wait for a
+    lease of their message group to settle (see the module doc)."""
+    stored: tuple[int, int, int, int | None, int, frozenset[int]] | None = None
     """The summary as stored (None: not stored)."""
     # --- orderly consumption (FIFO topics): the queue's lock, see orderly.py
     lock_owner: str | None = None
@@ -147,13 +167,14 @@ class GroupQueueState:
             self.stored = self.summary()
 
     # ------------------------------------------------------------------ reading
-    def summary(self) -> tuple[int, int, int, int | None, int]:
+    def summary(self) -> tuple[int, int, int, int | None, int, frozenset[int]]:
         return (
             self.committed,
             self.cursor,
             self.cursor_base,
             self.earliest_deadline,
             self.open_leases,
+            self.held,
         )
 
     def changed(self) -> bool:
@@ -173,7 +194,7 @@ class GroupQueueState:
 
     def settled_offset(self) -> int:
         """The lowest offset not yet settled (``committed`` when every lease is loaded)."""
-        lowest = self.cursor
+        lowest = min(self.held, default=self.cursor)
         for lease in self.leases.values():
             pending = lease.unsettled()
             if pending:
@@ -192,6 +213,16 @@ class GroupQueueState:
     def may_have_expired(self, now: int) -> bool:
         """Whether a lease may be past its deadline (the bound may be stale-low)."""
         return self.earliest_deadline is not None and self.earliest_deadline <= now
+
+    def held_groups(self) -> frozenset[str] | None:
+        """FIFO: the message groups the loaded leases hold unsettled (None: every group)."""
+        groups: set[str] = set()
+        for lease in self.leases.values():
+            if lease.unsettled():
+                if lease.groups is None:
+                    return None
+                groups |= lease.groups
+        return frozenset(groups)
 
     def expired_leases(self, now: int) -> list[Lease]:
         """Loaded leases past their deadline with something left to deliver, oldest first."""
@@ -238,6 +269,11 @@ class GroupQueueState:
         """Jump the cursor over offsets that no longer exist (retention expired them)."""
         if offset > self.cursor:
             self.cursor = self.cursor_base = offset
+        self.held = frozenset(o for o in self.held if o >= offset)
+
+    def release(self, offsets: Iterable[int]) -> None:
+        """FIFO: ``offsets`` no longer wait for their group (handed out, or gone)."""
+        self.held = self.held - frozenset(offsets)
 
     def settle(self, lease_id: str, offsets: Iterable[int]) -> None:
         """Count ``offsets`` of a loaded lease as settled (they are past retention)."""
@@ -252,16 +288,33 @@ class GroupQueueState:
         cursor_base: int,
         now: int,
         invisible_ms: int,
+        hold: Iterable[int] = (),
+        groups: frozenset[str] | None = None,
     ) -> Lease | None:
-        """Hand out [cursor, end): ``delivered`` offsets are leased, the rest count as settled."""
+        """Hand out [cursor, end): ``delivered`` offsets are leased, ``hold`` wait for their
+        message group (FIFO), the rest count as settled.
+
+        FIFO (``groups``: the delivered messages' groups): ``delivered`` may name held
+        offsets below the cursor too; the lease spans the offsets delivered, from the first
+        (so its start names no other lease's slot) to the last: an offset it passes over
+        is not its own (in its ``acked``), held or leased elsewhere or settled."""
         start, delivered_set = self.cursor, set(delivered)
         self.cursor, self.cursor_base = end, cursor_base
+        self.held = (self.held - delivered_set) | frozenset(hold)
         if not delivered_set:
             return None
+        if groups is not None:
+            start, end = min(delivered_set), max(delivered_set) + 1
         skipped = frozenset(o for o in range(start, end) if o not in delivered_set)
         slot = (start, False)
         lease = Lease(
-            new_lease_id(slot, len(delivered_set)), start, end, now + invisible_ms, 1, acked=skipped
+            new_lease_id(slot, len(delivered_set)),
+            start,
+            end,
+            now + invisible_ms,
+            1,
+            acked=skipped,
+            groups=groups,
         )
         self._put(lease)
         return lease
@@ -298,6 +351,7 @@ class GroupQueueState:
                 frozenset(o for o in lease.moved if o >= split),
                 frozenset(o for o in lease.acked if o >= split),
                 frozenset(o for o in lease.gone if o >= split),
+                groups=lease.groups,
             )
             self._put(rest)
         return taken

@@ -8,9 +8,11 @@ live member the queue is allocated to (heartbeats keep it); it is free at once w
 owner deregisters (the release clears it) or when the queue was allocated away from a live
 owner that has nothing in flight on it (a rebalance).
 
-Sequencing: a FIFO queue has at most one lease in flight per group. New messages are
-handed out only when no lease is open; an expired lease is redelivered whole (attempt + 1)
-to the lock owner before anything after it.
+Sequencing is per message group (a lease records the groups it delivered, see
+group_state.py): while a lease holds a group unsettled, in flight or expired, no later
+message of that group is handed out; other groups' messages of the queue flow. An expired
+lease is redelivered whole (attempt + 1), to the lock owner, before anything after it of
+its groups. A lease without recorded groups holds every group of its queue.
 """
 
 from __future__ import annotations
@@ -85,13 +87,35 @@ def take_lock(state: GroupQueueState, client_id: str, now: int, invisible_ms: in
     state.lock_expiry = lock_expiry(now, invisible_ms)
 
 
-def gate(state: GroupQueueState, now: int) -> tuple[list[Lease], bool]:
-    """What a FIFO queue may hand out now (leases loaded): (the one expired lease to
-    redeliver, or none; whether new messages may follow the cursor)."""
-    open_leases = [lease for lease in state.leases.values() if lease.unsettled()]
-    if any(lease.deadline > now for lease in open_leases):
-        return [], False  # a delivery is in flight: the queue waits for it
-    expired = state.expired_leases(now)
-    if expired:
-        return expired[:1], False
-    return [], True
+def gate(state: GroupQueueState, now: int) -> tuple[list[Lease], frozenset[str] | None]:
+    """What a FIFO queue may hand out now (leases loaded): (the expired leases to redeliver
+    in place, oldest first: one holding a group that a live or older lease holds too waits
+    for it; the message groups every open lease holds, None for every group: new and held
+    messages of those wait)."""
+    held: frozenset[str] | None = frozenset()
+    for lease in state.leases.values():
+        if lease.unsettled() and lease.deadline > now:
+            held = joined(held, lease.groups)
+    again = []
+    for lease in state.expired_leases(now):
+        if not meets(lease.groups, held):
+            again.append(lease)
+        held = joined(held, lease.groups)
+    return again, held
+
+
+def meets(groups: frozenset[str] | None, held: frozenset[str] | None) -> bool:
+    """Whether messages of ``groups`` wait for ``held`` (None: every group)."""
+    if groups is None:
+        return held is None or bool(held)
+    return held is None or bool(groups & held)
+
+
+def joined(held: frozenset[str] | None, groups: frozenset[str] | None) -> frozenset[str] | None:
+    """``held`` with ``groups`` (None: every group)."""
+    return None if held is None or groups is None else held | groups
+
+
+def message_groups(groups: list[str | None]) -> frozenset[str] | None:
+    """The groups a delivery of messages of ``groups`` holds (a message without one: all)."""
+    return None if None in groups else frozenset(g for g in groups if g is not None)

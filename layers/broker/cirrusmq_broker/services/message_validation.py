@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from .. import limits
-from ..errors import InvalidMessage, MessageGroupRequired, MessageTooLarge, TooManyMessages
+from ..errors import (
+    DelayNotAllowed,
+    InvalidDelay,
+    InvalidMessage,
+    MessageGroupRequired,
+    MessageTooLarge,
+    TooManyMessages,
+)
 from ..model import NO_SYSTEM_FIELDS, MessageInput, MessageType, NewMessage, SystemFields, Topic
+from ..rules.delays import MAX_DELAY_MS
 from ..validation import (
     check_keys,
     check_message_group,
@@ -69,7 +78,25 @@ def validate_messages(
                     if raw.born_timestamp is not None
                     else now
                 ),
-                system=system,
+                system=_held_until(topic, raw, now, system, position),
             )
         )
     return messages
+
+
+def _held_until(
+    topic: Topic, raw: MessageInput, now: int, system: SystemFields, position: int
+) -> SystemFields:
+    """``system`` with the message's not-before time (FIFO topics only; a past one is none)."""
+    if raw.not_before is None:
+        return system
+    if topic.message_type is not MessageType.FIFO:
+        raise DelayNotAllowed(
+            f"message {position}: not_before holds a message of a FIFO topic in its group; "
+            f"topic {topic.name!r} is {topic.message_type.value}"
+        )
+    if raw.not_before - now > MAX_DELAY_MS:
+        raise InvalidDelay(f"message {position}: not_before is more than 365 days ahead")
+    if raw.not_before <= now:
+        return system
+    return replace(system, delivery_timestamp=raw.not_before)

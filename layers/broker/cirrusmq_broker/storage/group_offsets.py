@@ -92,7 +92,7 @@ class GroupOffsetWriter:
                 "Key": self._summary_key(group, topic, queue),
                 "UpdateExpression": "SET #t = :t, #q = :q, committed = :o, #c = :o, "
                 "cursor_base = :b, open_leases = :zero, version = :next "
-                "REMOVE earliest_deadline",
+                "REMOVE earliest_deadline, held",  # held: FIFO offsets waiting for their group
                 "ExpressionAttributeNames": {"#t": "topic", "#q": "queue", "#c": "cursor"},
                 "ExpressionAttributeValues": to_item(values),
                 "ConditionExpression": expression,

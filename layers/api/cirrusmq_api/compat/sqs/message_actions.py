@@ -167,7 +167,8 @@ def _message(
             raise SqsError(
                 "MissingParameter", "The request must contain the parameter MessageGroupId."
             )
-    stamp, message_id = None, None
+    stamp, message_id, not_before = None, None, None
+    now = call.broker.clock()
     fields = to_message_fields(message_attributes)
     if queue.fifo:
         dedup = _dedup_id(entry, body, attributes)
@@ -175,10 +176,13 @@ def _message(
         stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
         message_id = str(uuid.uuid4())
         fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
-        delay = 0  # a FIFO topic delivers in order, undelayed: the queue's delay is not applied
+        # the queue's delay holds the message in its group's order until due (stored now:
+        # its SequenceNumber and deduplication are those of this send)
+        queue_delay = int(attributes["DelaySeconds"])
+        not_before = now + queue_delay * 1000 if queue_delay else None
+        delay = 0
     elif delay is None:
         delay = int(attributes["DelaySeconds"])
-    now = call.broker.clock()
     message = MessageInput(
         body=data,
         message_id=message_id,
@@ -191,6 +195,7 @@ def _message(
         },
         message_group=group if isinstance(group, str) and group else None,
         delivery_timestamp=now + delay * 1000 if delay else None,
+        not_before=not_before,
     )
     digests = {"MD5OfMessageBody": md5_of_body(body)}
     if message_attributes:

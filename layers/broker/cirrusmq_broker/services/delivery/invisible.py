@@ -28,6 +28,7 @@ from ..offset_lookup import OffsetLookup
 from ..receipt_handles import ReceiptHandles, denied
 from ..retries import RetryTopic
 from ..retries.settings import RetrySettings
+from .queue_plan import QueuePlanner
 
 
 class InvisibleTime:
@@ -40,8 +41,10 @@ class InvisibleTime:
         retry_topic: RetryTopic,
         settings: RetrySettings,
         clock: Callable[[], int],
+        planner: QueuePlanner | None = None,
     ) -> None:
         self._states = states
+        self._planner = planner
         self._settings = settings
         self._lookup = lookup
         self._handles = handles
@@ -92,6 +95,8 @@ class InvisibleTime:
                 )
             if not self._states.save(state):
                 return optimistic.CONFLICT
+            if fifo and self._planner is not None:  # its delivery may end sooner now
+                self._planner.delivery_ended(group, handle.topic, handle.queue)
             found = self._lookup.messages_at(
                 state.topic, state.queue, [handle.offset], now_s=self._clock() // 1000
             )

@@ -10,8 +10,8 @@ moves on until ``max_messages`` (or the response byte budget) is reached, so eve
 served first once every N calls and none starves behind a busy one.
 
 Per queue, expired leases go first to the retries' lease expiry (retries/lease_expiry.py):
-on a FIFO topic they stay and are redelivered in place, one delivery at a time (the
-queue's lock, see orderly.py); on other topics their messages move to the retry topic,
+on a FIFO topic they stay and are redelivered in place, before anything after them of
+their message groups (see orderly.py); on other topics their messages move to the retry topic,
 unless the group's redelivery is immediate (SQS): then they stay and are redelivered in
 place, oldest first, before new messages.
 Then the queue's plan (queue_plan.py) is leased, and the queue's summary and the leases
@@ -381,13 +381,15 @@ class Receiver:
             # a lease runs its whole invisible time from when it is stored: the pass's clock
             # reading may be old by now (expiry moves, batch reads, a lost save)
             now = max(now, self._clock())
-            delivered = _apply(state, plan, share, now, invisible_ms)
+            delivered = _apply(state, plan, share, now, invisible_ms, fifo=orderly_for is not None)
             if orderly_for is not None and orderly_for[0] is not None and delivered:
                 orderly.take_lock(state, orderly_for[0], now, invisible_ms)
             state.refresh()
             if not delivered and not state.changed():
                 return []  # nothing to hand out and nothing to record
             if self._states.save(state, self._redelivery_traces(state, plan)):
+                if orderly_for is not None:
+                    self._planner.held_wait(state, plan, now, saved=True)
                 return [self._handles.received(state, m, lease) for m, lease in delivered]
             return optimistic.CONFLICT
 
@@ -410,13 +412,21 @@ class Receiver:
 
 
 def _apply(
-    state: GroupQueueState, plan: QueuePlan, share: int, now: int, invisible_ms: int
+    state: GroupQueueState,
+    plan: QueuePlan,
+    share: int,
+    now: int,
+    invisible_ms: int,
+    *,
+    fifo: bool = False,
 ) -> list[tuple[StoredMessage, Lease]]:
-    """Lease ``share`` messages of ``plan`` in ``state`` (redeliveries first); what each
-    delivered message is leased under."""
+    """Lease ``share`` messages of ``plan`` in ``state`` (redeliveries first, then held
+    messages whose group is free, then new ones); what each delivered message is leased
+    under. ``fifo``: the new lease records its messages' groups."""
     delivered: list[tuple[StoredMessage, Lease]] = []
     for lease_id, offsets in plan.missing.items():
         state.settle(lease_id, offsets)
+    state.release(plan.held_gone)
     state.skip_to(plan.skip_to)
     for lease, messages in plan.redeliveries:
         room = share - len(delivered)
@@ -428,28 +438,34 @@ def _apply(
             )
             delivered.extend((m, taken) for m in messages[:room])
     room = share - len(delivered)
-    wanted = [m for m, passes in plan.new if passes]
-    taken_new, untaken = wanted[:room], wanted[room:]
+    unheld = plan.unheld[: max(room, 0)]
+    room -= len(unheld)
+    wanted = plan.fresh()
+    taken_new, untaken = wanted[: max(room, 0)], wanted[max(room, 0) :]
     end = untaken[0].offset if untaken else plan.scan_end
-    if end > state.cursor:
+    taken = unheld + taken_new
+    if end > state.cursor or unheld:
         lease = state.lease_new(
-            end,
-            delivered=[m.offset for m in taken_new],
-            cursor_base=plan.base_for(end),
+            max(end, state.cursor),
+            delivered=[m.offset for m in taken],
+            cursor_base=plan.base_for(end) if end > state.cursor else state.cursor_base,
             now=now,
             invisible_ms=invisible_ms,
+            hold=[o for o in plan.hold if o < end],
+            groups=orderly.message_groups([m.message_group for m in taken]) if fifo else None,
         )
         if lease is not None:
-            delivered.extend((m, lease) for m in taken_new)
+            delivered.extend((m, lease) for m in taken)
     return delivered
 
 
 def _has_work(view: GroupView, queue: int, now: int) -> bool:
-    """Whether the group has unread messages or expired leases on ``queue``."""
+    """Whether the group has unread messages, expired leases, or (FIFO) messages held for
+    their message group on ``queue``."""
     state, head = view.states[queue], view.heads[queue]
     if head.closed:  # the topic is being deleted (or this is a stale read of its old head)
         return False
-    return head.next_offset > state.cursor or state.may_have_expired(now)
+    return head.next_offset > state.cursor or state.may_have_expired(now) or bool(state.held)
 
 
 def _check_client_owner(

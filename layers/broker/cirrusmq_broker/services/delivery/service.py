@@ -65,6 +65,7 @@ class ConsumeService:
             retry_topic=retries.retry_topic,
             settings=retries.settings,
             clock=clock,
+            planner=planner,
         )
         status = GroupStatus(states=states, heads=heads, clock=clock)
         # the operations, as their modules define them

@@ -31,6 +31,7 @@ def summary_values(state: GroupQueueState, *, version: int) -> dict[str, Any]:
         "version": version,
         "lock_owner": state.lock_owner,  # orderly consumption (FIFO topics)
         "lock_expiry": state.lock_expiry or None,
+        "held": set(state.held) or None,  # FIFO: offsets waiting for their message group
     }
 
 
@@ -48,6 +49,7 @@ def state_of(v: dict[str, Any]) -> GroupQueueState:
         version=v["version"],
         lock_owner=v.get("lock_owner"),
         lock_expiry=v.get("lock_expiry", 0),
+        held=frozenset(v.get("held", ())),
     )
     state.stored = state.summary()
     state.stored_lock = (state.lock_owner, state.lock_expiry)
@@ -67,6 +69,7 @@ def lease_values(state: GroupQueueState, lease: Lease) -> dict[str, Any]:
         "acked": set(lease.acked) or None,
         "moved": set(lease.moved) or None,
         "gone": set(lease.gone) or None,
+        "groups": set(lease.groups) if lease.groups else None,  # FIFO: message groups held
     }
 
 
@@ -82,6 +85,7 @@ def lease_of(v: dict[str, Any]) -> Lease:
         frozenset(v.get("acked", ())),
         frozenset(v.get("gone", ())),
         v.get("v", 0),
+        frozenset(v["groups"]) if v.get("groups") else None,
     )
 
 
