@@ -58,6 +58,7 @@ class LogIndex:
                         "max_timestamp": entry.max_timestamp,
                         "stored_timestamp": entry.stored_timestamp,
                         "expires_at": expires_at,
+                        "key_filter": entry.key_filter,
                     }
                 ),
                 "ConditionExpression": not_yet_appended,
@@ -326,4 +327,10 @@ def _entry(topic: str, queue: int, values: dict[str, Any]) -> IndexEntry:
         min_timestamp=values["min_timestamp"],
         max_timestamp=values["max_timestamp"],
         stored_timestamp=values.get("stored_timestamp", values["max_timestamp"]),
+        key_filter=_bytes(values.get("key_filter")),
     )
+
+
+def _bytes(value: Any) -> bytes | None:
+    """A binary attribute as bytes (boto3 reads it as ``Binary``)."""
+    return None if value is None else bytes(getattr(value, "value", value))
