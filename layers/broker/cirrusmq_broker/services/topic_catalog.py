@@ -21,9 +21,11 @@ class TopicCatalog:
         self._cache: TTLCache[str, Topic] = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS)
         self._lock = threading.Lock()
 
-    def active(self, name: str) -> Topic:
-        """The active topic ``name``; TopicNotFound otherwise."""
-        check_topic_name(name)
+    def active(self, name: str, *, internal: bool = False) -> Topic:
+        """The active topic ``name``; TopicNotFound otherwise. ``internal``: a retry or
+        dead-letter topic's name, which the caller has checked (it carries a dot)."""
+        if not internal:
+            check_topic_name(name)
         with self._lock:
             topic = self._cache.get(name)
         if topic is None:

@@ -181,6 +181,39 @@ class LogIndex:
         )
         return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
 
+    def stored_newest_first(
+        self,
+        topic: str,
+        queue: int,
+        start_ms: int,
+        end_ms: int,
+        *,
+        limit: int,
+        after: dict[str, Any] | None = None,
+    ) -> tuple[list[tuple[IndexEntry, int]], dict[str, Any] | None]:
+        """One page of the entries stored in [start_ms, end_ms], newest first (entries
+        stored in the same millisecond in no set order), each with its expiry (s); and
+        where the next page starts (None: this was the last)."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": STORED_TIME_INDEX,
+            "KeyConditionExpression": "#s = :s AND stored_timestamp BETWEEN :a AND :b",
+            "ExpressionAttributeNames": {"#s": "stream"},
+            "ExpressionAttributeValues": to_item(
+                {":s": stream_id(topic, queue), ":a": start_ms, ":b": end_ms}
+            ),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if after is not None:
+            query["ExclusiveStartKey"] = after
+        response = self._client.query(**query)
+        entries = [
+            (_entry(topic, queue, values), int(values.get("expires_at", 0)))
+            for values in map(from_item, response["Items"])
+        ]
+        return entries, response.get("LastEvaluatedKey")
+
     def newest(
         self, topic: str, queue: int, limit: int, *, consistent: bool = False
     ) -> list[IndexEntry]:
