@@ -6,7 +6,12 @@ from __future__ import annotations
 import boto3
 import pytest
 from broker_helpers import send
-from cirrusmq_broker.errors import InvalidMessage, InvalidRequest, TopicNotFound
+from cirrusmq_broker.errors import (
+    InvalidMessage,
+    InvalidRequest,
+    InvalidTimestamp,
+    TopicNotFound,
+)
 from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.rules.transaction_state import Resolution
 from cirrusmq_broker.services import key_lookup
@@ -143,6 +148,9 @@ def test_bad_input_is_refused(orders):
         orders.key_lookup.find("orders", "")
     with pytest.raises(InvalidRequest):
         orders.key_lookup.find("orders", "k", limit=0)
+    for window in ({"begin_ms": -1}, {"end_ms": 10**40}, {"begin_ms": 10**20}):
+        with pytest.raises(InvalidTimestamp):
+            orders.key_lookup.find("orders", "k", **window)
     with pytest.raises(TopicNotFound):
         orders.key_lookup.find("nope", "k")
     with pytest.raises(InvalidPageToken):
