@@ -37,6 +37,7 @@ from ..rules.retries import DLQ_PREFIX, is_internal, retry_parts
 from ..storage.log_index import LogIndex
 from ..validation import check_group_name, check_keys, check_topic_name
 from .batch_reader import BatchReader
+from .log_reader import check_timestamp
 from .topic_catalog import TopicCatalog
 
 MAX_PAGE_MESSAGES = 100
@@ -158,8 +159,11 @@ class KeyLookup:
     def _first(
         self, topic: Topic, digest: str, begin_ms: int | None, end_ms: int | None, now: int
     ) -> _Search:
+        for bound in (begin_ms, end_ms):
+            if bound is not None:
+                check_timestamp(bound)
         retained = now - topic.retention_hours * 3600 * 1000
-        begin = retained if begin_ms is None else max(begin_ms, 0)
+        begin = retained if begin_ms is None else begin_ms
         end = now if end_ms is None else min(end_ms, now)
         if begin_ms is not None and end_ms is not None and begin_ms > end_ms:
             raise InvalidRequest("begin is after end")
