@@ -37,7 +37,7 @@ from ..rules.retries import DLQ_PREFIX, is_internal, retry_parts
 from ..storage.log_index import LogIndex
 from ..validation import check_group_name, check_keys, check_topic_name
 from .batch_reader import BatchReader
-from .log_reader import check_timestamp
+from .log_reader import MAX_TIMESTAMP_MS, check_timestamp
 from .topic_catalog import TopicCatalog
 
 MAX_PAGE_MESSAGES = 100
@@ -243,6 +243,9 @@ def _read_token(token: str, digest: str) -> _Search:
         )
         if fields["v"] != TOKEN_VERSION:
             raise ValueError("version")
+        for bound in (search.begin_ms, search.end_ms):
+            if not 0 <= bound <= MAX_TIMESTAMP_MS:
+                raise ValueError("not a timestamp")
     except (ValueError, KeyError, TypeError, IndexError, UnicodeError) as exc:
         raise InvalidPageToken("the page token is malformed") from exc
     if search.digest != digest:
