@@ -167,6 +167,11 @@ def test_bad_input_is_refused(orders):
     forged = base64.urlsafe_b64encode(json.dumps({**fields, "b": 10**40}).encode()).decode()
     with pytest.raises(InvalidPageToken):
         orders.key_lookup.find("orders", "k", page_token=forged)
+    infinite = json.dumps({**fields, "a": [float("inf"), 0, 0]})  # JSON's Infinity
+    with pytest.raises(InvalidPageToken):
+        orders.key_lookup.find(
+            "orders", "k", page_token=base64.urlsafe_b64encode(infinite.encode()).decode()
+        )
 
 
 def test_retries_and_dead_letters_are_found_on_their_own_topics(broker, clock):
