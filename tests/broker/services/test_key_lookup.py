@@ -220,3 +220,32 @@ def test_uncommitted_and_rolled_back_transaction_messages_are_not_found(settings
     b.transactions.end("pg", "tx1", Resolution.COMMIT, producer=("p1", 1))
     b.transactions.end("pg", "tx2", Resolution.ROLLBACK, producer=("p1", 1))
     assert found(b, "pay", "pay-1") == [b"committed"]
+
+
+def test_batches_stored_in_one_millisecond_across_index_pages_are_each_found_once(
+    orders, clock, monkeypatch
+):
+    monkeypatch.setattr(key_lookup, "INDEX_PAGE_ITEMS", 2)
+    for i in range(9):
+        send(orders, "orders", b"%d" % i, keys=["k"])
+        if i % 3 == 2:
+            clock.advance(1)
+    bodies = found(orders, "orders", "k", limit=2)
+    assert sorted(bodies) == [b"%d" % i for i in range(9)]
+    assert [sorted(bodies[i : i + 3]) for i in (0, 3, 6)] == [
+        [b"6", b"7", b"8"],
+        [b"3", b"4", b"5"],
+        [b"0", b"1", b"2"],
+    ]
+
+
+def test_a_window_that_starts_after_it_ends_finds_nothing_without_a_query(orders, clock):
+    """DynamoDB refuses a BETWEEN whose lower bound is above its upper one (moto does not)."""
+    send(orders, "orders", b"a", keys=["k"])
+    queries: list[str] = []
+    remove = observe_calls(lambda service, op, _p: queries.append(op) if op == "Query" else None)
+    try:
+        assert found(orders, "orders", "k", begin_ms=clock.now + 60_000) == []
+    finally:
+        remove()
+    assert queries == []
