@@ -177,6 +177,8 @@ class KeyLookup:
         the batch's last position with None (so a page that finds nothing still moves)."""
         after = search.after
         upper = search.end_ms if after is None else min(search.end_ms, -after[0])
+        if search.begin_ms > upper:  # an empty window: DynamoDB refuses such a BETWEEN
+            return
         start: dict[str, Any] | None = None
         held: list[tuple[IndexEntry, int]] = []
         while True:
