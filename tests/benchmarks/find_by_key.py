@@ -12,9 +12,10 @@ batch of ``--keys-per-batch`` messages with one random key each. Then:
   against every stored batch's filter as read back from the index (probes x batches
   checks);
 - one lookup of a key held by one message, and ``--probes`` lookups of absent keys, each
-  paged to the end with a cold batch cache: the index queries, the read units they take
-  (each query's items summed and rounded up to 4 KB, half a unit per 4 KB: eventually
-  consistent) and the S3 GETs (the batch that holds the key, plus false positives).
+  paged to the end with a cold batch cache (a fresh reader; the topic record cached): the
+  index queries, the read units they take (each query's items summed and rounded up to
+  4 KB, half a unit per 4 KB: eventually consistent) and the S3 GETs (the batch that holds
+  the key, plus false positives).
 
 Prices: us-east-1 list prices of 2026-12-02, DynamoDB on-demand $0.125 per million read
 request units, S3 Standard $0.0004 per 1,000 GET requests.
@@ -69,6 +70,8 @@ def main() -> None:
     from cirrusmq_broker.container import Broker
     from cirrusmq_broker.model import MessageInput
     from cirrusmq_broker.rules import key_filter
+    from cirrusmq_broker.services.batch_reader import BatchReader
+    from cirrusmq_broker.services.key_lookup import KeyLookup
     from cirrusmq_broker.storage.clients import observe_calls
     from cirrusmq_local.in_process import broker_settings
     from moto import mock_aws
@@ -116,12 +119,15 @@ def main() -> None:
             calls.update([f"{service}:{op}"])
 
         def lookup(key: str) -> int:
-            fresh = Broker(settings, lambda: now[0])
+            fresh = KeyLookup(
+                topics=broker.catalog,
+                index=broker.index,
+                reader=BatchReader(broker.objects),
+                clock=lambda: now[0],
+            )
             found, token = 0, None
             while True:
-                page = fresh.key_lookup.find(
-                    "t", key, begin_ms=start, end_ms=end, limit=100, page_token=token
-                )
+                page = fresh.find("t", key, begin_ms=start, end_ms=end, limit=100, page_token=token)
                 found += len(page.messages)
                 token = page.next_token
                 if token is None:
