@@ -59,3 +59,15 @@ def test_too_many_distinct_keys_keep_no_filter():
     assert key_filter.build(f"k{i}" for i in range(limit)) is not None
     assert key_filter.build(f"k{i}" for i in range(limit + 1)) is None
     assert len(key_filter.build(["same"] * 5000)) == key_filter.HEADER_BYTES + 2
+
+
+def test_false_positives_of_small_batches_stay_near_theory():
+    """Ten keys take a 104-bit array: hash positions must not be correlated."""
+    rng = random.Random(13)
+    hits = probes = 0
+    for _ in range(2000):
+        built = key_filter.build(f"key-{rng.getrandbits(64):x}" for _ in range(10))
+        for _ in range(10):
+            probes += 1
+            hits += key_filter.may_contain(built, f"absent-{rng.getrandbits(64):x}")
+    assert hits / probes < 0.011  # theory: 0.69 % for m=104, n=10, k=7
