@@ -10,7 +10,7 @@ import sys
 from cirrusmq_broker.rules import key_filter
 
 KEYS = ["order-1", "order-2", "用户-42"]
-PINNED_FILTER = "0107f40ffa45"
+PINNED_FILTER = "0107d54f7baa"
 """Layout version 1, 7 hashes, then 4 bytes of bits (3 keys at 10 bits each)."""
 
 
