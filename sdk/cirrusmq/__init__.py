@@ -25,6 +25,7 @@ from .admin import (
     GroupMetrics,
     GroupQueue,
     GroupSummary,
+    KeyPage,
     OffsetReset,
     Permissions,
     QueueOffsetInfo,
@@ -162,6 +163,8 @@ __all__ = [
     "PullConsumer",
     "QueueOffsetInfo",
     "QueueReset",
+    # lookup by key
+    "KeyPage",
     # retries and dead letters
     "DeadLetter",
     "DeadLetterPage",

@@ -31,7 +31,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.errors import AccessDenied, InvalidRequest, MissingSignature
-from cirrusmq_broker.rules.retries import retry_origin
+from cirrusmq_broker.rules.retries import DLQ_PREFIX, retry_origin, retry_parts
 from cirrusmq_broker.services.auth import Principal, SignedRequest
 
 from .routes.console import is_console_path
@@ -136,6 +136,20 @@ def _read_topic(p: Principal, params: Params, _: Callable[[], Any]) -> None:
     p.require(p.permissions.may_subscribe_topic(topic), f"read messages of topic {topic}")
 
 
+def _find_by_key(p: Principal, params: Params, body: Callable[[], Any]) -> None:
+    """A lookup reads like a consumer: a user topic with a grant naming it, a group's retry
+    topic with a grant to consume its topic as the group, a dead-letter topic as admin."""
+    topic = params["topic"]
+    parts = retry_parts(topic)
+    if parts is not None:
+        group, origin = parts
+        p.require(p.permissions.may_subscribe(group, origin), f"read retries of group {group}")
+    elif topic.startswith(DLQ_PREFIX):
+        p.require(p.permissions.admin, f"read dead letters of topic {topic}")
+    else:
+        _read_topic(p, params, body)
+
+
 def _consume(p: Principal, params: Params, _: Callable[[], Any]) -> None:
     group, topic = params["group"], params["topic"]
     p.require(p.permissions.may_subscribe(group, topic), f"consume topic {topic} as group {group}")
@@ -214,6 +228,7 @@ ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("DELETE", "/v1/keys/{access_key}"): _admin("delete access key {access_key}"),
     # ---- reads by offset, queue offsets, offset reset
     ("GET", "/v1/topics/{topic}/queues/{queue}/messages"): _read_topic,
+    ("GET", "/v1/topics/{topic}/messages"): _find_by_key,
     ("GET", "/v1/topics/{topic}/offsets"): _see_topic,
     ("POST", "/v1/groups/{group}/offsets/{topic}/reset"): _consume,
     # ---- retries and dead letters

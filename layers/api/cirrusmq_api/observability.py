@@ -62,6 +62,7 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/topics/{topic}/large-bodies": "GrantLargeBody",
     "DELETE /v1/topics/{topic}/scheduled/{message_id}": "CancelScheduled",
     "GET /v1/topics/{topic}/messages/{message_id}": "LookupMessage",
+    "GET /v1/topics/{topic}/messages": "FindByKey",
     "POST /v1/groups/{group}/receive": "Receive",
     "POST /v1/groups/{group}/ack": "Ack",
     "POST /v1/groups/{group}/invisible": "ChangeInvisible",

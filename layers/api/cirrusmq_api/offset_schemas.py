@@ -23,6 +23,18 @@ class ReadResponse(BaseModel):
     messages: list[MessageBody]
 
 
+class FoundByKeyResponse(BaseModel):
+    topic: str
+    key: str
+    messages: list[MessageBody] = Field(
+        description="Newest first: stored time descending, then queue, then offset descending."
+    )
+    next_page_token: str | None = Field(
+        description="Pass it as page_token for the next page; null: the search is complete. "
+        "A page may hold fewer messages than the limit, even none, and still a token."
+    )
+
+
 class QueueOffsetBody(BaseModel):
     queue: int
     min_offset: int | None = Field(

@@ -70,6 +70,7 @@ ROUTE_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     # ---- reads by offset, queue offsets, offset reset
     ("get", "/v1/topics/{topic}/queues/{queue}/messages"): frozenset({400, 404}),
     ("get", "/v1/topics/{topic}/offsets"): frozenset({400, 404}),
+    ("get", "/v1/topics/{topic}/messages"): frozenset({400, 404}),
     ("post", "/v1/groups/{group}/offsets/{topic}/reset"): frozenset({400, 404, 413, 415}),
     ("delete", "/v1/topics/{topic}/scheduled/{message_id}"): frozenset({400, 404, 409}),
 }

@@ -27,6 +27,7 @@ from .services.delivery import ConsumeService
 from .services.group_history import GroupHistoryService
 from .services.group_metrics import GroupMetricsService
 from .services.janitor import JanitorService
+from .services.key_lookup import KeyLookup
 from .services.log_reader import LogReader
 from .services.membership import MembershipService
 from .services.message_lookup import MessageLookup
@@ -183,6 +184,13 @@ class Broker:
         """A message by id or key."""
         return MessageLookup(
             topics=self.catalog, index=self.index, reader=self.reader, producers=self.producers
+        )
+
+    @functools.cached_property
+    def key_lookup(self) -> KeyLookup:
+        """A topic's messages by key, newest first, a page at a time."""
+        return KeyLookup(
+            topics=self.catalog, index=self.index, reader=self.reader, clock=self.clock
         )
 
     # ------------------------------------------------------------ message trace

@@ -191,6 +191,9 @@ class IndexEntry:
     """Latest born timestamp of the batch's messages (ms)."""
     stored_timestamp: int = 0
     """When the broker stored the batch (ms)."""
+    key_filter: bytes | None = None
+    """Bloom filter of the batch's message keys (``rules.key_filter``); None: none kept,
+    the batch may hold any key."""
 
     @property
     def next_offset(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .client import Admin
 from .dead_letters import DeadLetter, DeadLetterPage, RedriveSummary
 from .groups import GroupMetrics, GroupSummary, MetricPoint, TopicMetrics
+from .key_lookup import KeyPage
 from .models import (
     AccessKey,
     AccessKeySecret,
@@ -35,6 +36,7 @@ __all__ = [
     "GroupMetrics",
     "GroupQueue",
     "GroupSummary",
+    "KeyPage",
     "MetricPoint",
     "OffsetReset",
     "Permissions",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -15,6 +16,7 @@ from ..transport import Transport
 from ..wire import read_int, read_list, read_mapping, read_optional_int, read_str
 from . import dead_letters as _dlq
 from .groups import GroupMetrics, GroupSummary, group_metrics, list_groups
+from .key_lookup import KeyPage, find_by_key, find_by_key_page
 from .models import (
     AccessKey,
     AccessKeySecret,
@@ -186,6 +188,44 @@ class Admin:
             "GET", f"{_topic_path(topic)}/messages/{quote(message_id, safe='')}"
         )
         return MessageView.from_wire(body)
+
+    def find_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        begin: int | datetime | None = None,
+        end: int | datetime | None = None,
+        page_size: int = 20,
+    ) -> Iterator[MessageView]:
+        """The messages of ``topic`` whose keys include ``key``, newest first, stored in
+        [``begin``, ``end``] (ms since the epoch or datetimes; default: the topic's
+        retention up to now). Lazy: one request per page of up to ``page_size`` (1-100)
+        as you iterate, until the whole window is searched; messages stored after the
+        first page are not included. Needs the permission to read the topic."""
+        return find_by_key(self._transport, topic, key, begin=begin, end=end, page_size=page_size)
+
+    def find_by_key_page(
+        self,
+        topic: str,
+        key: str,
+        *,
+        begin: int | datetime | None = None,
+        end: int | datetime | None = None,
+        page_size: int = 20,
+        page_token: str | None = None,
+    ) -> KeyPage:
+        """One page of :meth:`find_by_key`; pass its ``next_page_token`` back (with the
+        same topic and key) for the next one, e.g. from a web request to the next."""
+        return find_by_key_page(
+            self._transport,
+            topic,
+            key,
+            begin=begin,
+            end=end,
+            page_size=page_size,
+            page_token=page_token,
+        )
 
     def health(self) -> dict[str, Any]:
         """The service's ``{"status", "version"}``."""

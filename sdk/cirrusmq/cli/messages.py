@@ -1,4 +1,5 @@
-"""``cirrusmq message trace``: what happened to one message, as a timeline."""
+"""``cirrusmq message``: ``find`` a topic's messages by key; ``trace`` what happened to
+one message, as a timeline."""
 
 from __future__ import annotations
 
@@ -8,10 +9,50 @@ import typer
 
 from ..admin import TraceEvent
 from .connection import Connection, connected
-from .output import AsJson, iso, out, print_json, print_table
+from .output import AsJson, err, iso, out, print_json, print_message, print_table
 from .tables import Field
+from .times import parse_timestamp
 
-app = typer.Typer(help="Follow one message (topics with trace on).", no_args_is_help=True)
+app = typer.Typer(
+    help="Find messages by key; follow one message (topics with trace on).",
+    no_args_is_help=True,
+)
+
+
+@app.command("find")
+@connected
+def message_find(
+    topic: Annotated[str, typer.Option("--topic", help="Topic name.")],
+    key: Annotated[str, typer.Option("--key", help="A message key.")],
+    connection: Connection,
+    begin: Annotated[
+        str | None, typer.Option(help="Stored at or after: ms since the epoch or ISO 8601.")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option(help="Stored at or before: ms since the epoch or ISO 8601.")
+    ] = None,
+    max_messages: Annotated[
+        int | None, typer.Option("--max", help="Stop after this many messages.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Print the messages of TOPIC whose keys include KEY, newest first (the whole
+    retention unless --begin / --end narrow it), page by page as they are found."""
+    window = {}
+    for name, text in (("begin", begin), ("end", end)):
+        try:
+            window[name] = parse_timestamp(text) if text is not None else None
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=f"--{name}") from exc
+    count = 0
+    with connection.admin() as admin:
+        for message in admin.find_by_key(topic, key, **window):
+            if max_messages is not None and count >= max_messages:
+                break
+            print_message(message, as_json=as_json)
+            count += 1
+    if not as_json:
+        err.print(f"{count} message(s) with key {key} in topic {topic}", markup=False)
 
 
 @app.command("trace")

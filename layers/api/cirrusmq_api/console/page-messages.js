@@ -1,5 +1,6 @@
 // A topic's messages: per-queue offsets, browse by queue and offset or time, look up by id,
-// and a message's details with its body as text, JSON or hex.
+// find by key (newest first, a page at a time), and a message's details with its body as
+// text, JSON or hex.
 import { call, path } from "./api.js";
 import { base64ToBytes, bodyLine, bodyViewer, facts, field, fill, h, num, table, time, utcInputMs } from "./dom.js";
 
@@ -113,6 +114,46 @@ export async function render(view, args, ctx) {
     }
   });
 
+  const key = h("input", { name: "key", required: true, size: 24 });
+  let pageKey = "";
+  async function findByKey(token) {
+    const page = await call("GET", path("v1", "topics", topic, "messages"), {
+      query: token ? { key: pageKey, page_token: token } : { key: key.value },
+    });
+    pageKey = page.key;
+    const rows = page.messages.map((m) => [
+      num(m.queue),
+      num(m.offset),
+      m.message_id,
+      m.tag || "–",
+      (m.keys || []).join(", "),
+      time(m.stored_timestamp),
+      { value: bodyLine(base64ToBytes(m.body)), class: "preview" },
+      h("button", { type: "button", "aria-label": `Inspect message ${m.message_id}`, onclick: () => show(m) }, "Inspect"),
+    ]);
+    const more = page.next_page_token
+      ? h("button", { type: "button", onclick: () => find(page.next_page_token) }, "Next page")
+      : null;
+    fill(
+      results,
+      table(`Messages with key ${page.key}, newest first`, ["Queue", "Offset", "Message ID", "Tag", "Keys", "Stored", "Body", ""], rows, {
+        empty: page.next_page_token ? "None in this part of the retention: search on with Next page." : "No messages with this key.",
+      }),
+      more,
+    );
+  }
+  const find = (token) => findByKey(token).catch((error) => ctx.error(error));
+  const keyForm = h(
+    "form",
+    { class: "inline", "aria-label": "Find messages by key" },
+    field("Key", key),
+    h("button", { type: "submit" }, "Find by key"),
+  );
+  keyForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    find();
+  });
+
   view.append(
     h("h2", {}, "Topic ", topic),
     facts([
@@ -129,6 +170,7 @@ export async function render(view, args, ctx) {
     ),
     browseForm,
     lookupForm,
+    keyForm,
     detail,
     results,
   );

@@ -12,6 +12,7 @@ from cirrusmq_broker.errors import InvalidRequest, QueueNotFound
 
 from ..convert import message_body
 from ..offset_schemas import (
+    FoundByKeyResponse,
     QueueOffsetBody,
     QueueResetBody,
     ReadResponse,
@@ -65,6 +66,29 @@ def read_messages(
         next_offset=result.next_offset,
         max_offset=result.max_offset,
         messages=[message_body(m) for m in result.messages],
+    )
+
+
+@router.get(
+    "/v1/topics/<topic>/messages",
+    summary="Find a topic's messages by key, newest first, a page at a time",
+)
+def find_by_key(
+    topic: str,
+    key: Annotated[str, Query(description="A message key (1-128 characters).")],
+    begin: Annotated[int | None, Query(description="Stored at or after (ms).")] = None,
+    end: Annotated[int | None, Query(description="Stored at or before (ms).")] = None,
+    limit: Annotated[int, Query(description="Messages per page, 1-100.")] = 20,
+    page_token: Annotated[str | None, Query(description="From the previous page.")] = None,
+) -> FoundByKeyResponse:
+    page = current_broker().key_lookup.find(
+        topic, key, begin_ms=begin, end_ms=end, limit=limit, page_token=page_token
+    )
+    return FoundByKeyResponse(
+        topic=topic,
+        key=key,
+        messages=[message_body(m) for m in page.messages],
+        next_page_token=page.next_token,
     )
 
 

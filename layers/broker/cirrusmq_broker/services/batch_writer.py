@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..model import NewMessage, ProducerStamp, Topic
+from ..rules import key_filter
 from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder
 from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore
 
@@ -90,6 +91,8 @@ class EncodedBatch:
     min_timestamp: int
     max_timestamp: int
     stored_timestamp: int
+    key_filter: bytes | None = None
+    """The index item's filter of the rows' keys (None: may hold any key)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ def encode(
         min(m.born_timestamp for m in messages),
         max(m.born_timestamp for m in messages),
         stored_timestamp,
+        key_filter.build(k for m in messages for k in m.keys),
     )
 
 
@@ -171,6 +175,7 @@ class BatchWriter:
                 batch.min_timestamp,
                 batch.max_timestamp,
                 batch.stored_timestamp,
+                batch.key_filter,
             ),
             own,
         )

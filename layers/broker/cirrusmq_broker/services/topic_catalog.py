@@ -21,14 +21,16 @@ class TopicCatalog:
         self._cache: TTLCache[str, Topic] = TTLCache(maxsize=4096, ttl=TOPIC_CACHE_SECONDS)
         self._lock = threading.Lock()
 
-    def active(self, name: str) -> Topic:
-        """The active topic ``name``; TopicNotFound otherwise.
+    def active(self, name: str, *, internal: bool = False) -> Topic:
+        """The active topic ``name``; TopicNotFound otherwise. ``internal``: a retry or
+        dead-letter topic's name, which the caller has checked (it carries a dot).
 
         A topic is read eventually consistently; one that read finds missing or not active
         is read again consistently before TopicNotFound is raised: a replica behind the
         topic's write is no proof it is gone, and callers drop delay items or roll
         transactions back on TopicNotFound."""
-        check_topic_name(name)
+        if not internal:
+            check_topic_name(name)
         with self._lock:
             topic = self._cache.get(name)
         if topic is None:

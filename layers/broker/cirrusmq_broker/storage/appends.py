@@ -41,6 +41,7 @@ class PendingBatch:
     min_timestamp: int
     max_timestamp: int
     stored_timestamp: int
+    key_filter: bytes | None = None
 
     def at(self, base_offset: int) -> IndexEntry:
         return IndexEntry(
@@ -53,6 +54,7 @@ class PendingBatch:
             self.min_timestamp,
             self.max_timestamp,
             self.stored_timestamp,
+            self.key_filter,
         )
 
 

@@ -58,6 +58,7 @@ class LogIndex:
                         "max_timestamp": entry.max_timestamp,
                         "stored_timestamp": entry.stored_timestamp,
                         "expires_at": expires_at,
+                        "key_filter": entry.key_filter,
                     }
                 ),
                 "ConditionExpression": not_yet_appended,
@@ -179,6 +180,39 @@ class LogIndex:
             Limit=limit,
         )
         return [_entry(topic, queue, from_item(item)) for item in response["Items"]]
+
+    def stored_newest_first(
+        self,
+        topic: str,
+        queue: int,
+        start_ms: int,
+        end_ms: int,
+        *,
+        limit: int,
+        after: dict[str, Any] | None = None,
+    ) -> tuple[list[tuple[IndexEntry, int]], dict[str, Any] | None]:
+        """One page of the entries stored in [start_ms, end_ms], newest first (entries
+        stored in the same millisecond in no set order), each with its expiry (s); and
+        where the next page starts (None: this was the last)."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": STORED_TIME_INDEX,
+            "KeyConditionExpression": "#s = :s AND stored_timestamp BETWEEN :a AND :b",
+            "ExpressionAttributeNames": {"#s": "stream"},
+            "ExpressionAttributeValues": to_item(
+                {":s": stream_id(topic, queue), ":a": start_ms, ":b": end_ms}
+            ),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if after is not None:
+            query["ExclusiveStartKey"] = after
+        response = self._client.query(**query)
+        entries = [
+            (_entry(topic, queue, values), int(values.get("expires_at", 0)))
+            for values in map(from_item, response["Items"])
+        ]
+        return entries, response.get("LastEvaluatedKey")
 
     def newest(
         self, topic: str, queue: int, limit: int, *, consistent: bool = False
@@ -326,4 +360,10 @@ def _entry(topic: str, queue: int, values: dict[str, Any]) -> IndexEntry:
         min_timestamp=values["min_timestamp"],
         max_timestamp=values["max_timestamp"],
         stored_timestamp=values.get("stored_timestamp", values["max_timestamp"]),
+        key_filter=_bytes(values.get("key_filter")),
     )
+
+
+def _bytes(value: Any) -> bytes | None:
+    """A binary attribute as bytes (boto3 reads it as ``Binary``)."""
+    return None if value is None else bytes(getattr(value, "value", value))

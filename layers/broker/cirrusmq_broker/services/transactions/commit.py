@@ -16,6 +16,7 @@ from collections.abc import Callable
 from ... import limits
 from ...errors import Conflict, TopicNotFound, TransactionAlreadyEnded
 from ...model import NewMessage, ProducerStamp, Topic
+from ...rules import key_filter
 from ...rules.transaction_state import (
     ENDED_KEEP_SECONDS,
     MAX_QUEUES_PER_COMMIT_APPEND,
@@ -201,14 +202,16 @@ class Commits:
         second append)."""
         if len(halves) == 1:  # the half object itself: its row count was recorded with it
             half = halves[0]
+            data = self._halves.get(half.key)
             batch = EncodedBatch(
                 topic,
                 queue,
-                self._halves.get(half.key),
+                data,
                 half.count,
                 half.min_timestamp,
                 half.max_timestamp,
                 started,
+                _keys_filter(data, topic, queue),
             )
             return self._writer.write(batch, fixed_name(name))
         messages = self._merged(topic, queue, halves)
@@ -264,3 +267,11 @@ class Commits:
             txn, reason, "checker", expect=(TxnState.OPEN, TxnState.COMMITTING)
         )
         raise TopicNotFound(f"topic {txn.topic!r} does not exist; transaction rolled back")
+
+
+def _keys_filter(data: bytes, topic: Topic, queue: int) -> bytes | None:
+    """The key filter of a half object's rows (decoded here: the copy keeps its bytes)."""
+    from ...codec import decode_batch  # pyarrow: only for handlers that read batches
+
+    rows = decode_batch(data, topic=topic.name, queue=queue, base_offset=0)
+    return key_filter.build(k for m in rows for k in m.keys)
