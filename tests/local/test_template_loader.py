@@ -108,7 +108,10 @@ def test_websocket_routes_and_stream_events(template) -> None:
 
 def test_bucket(template) -> None:
     bucket = template.buckets["MessageBucket"]
-    assert len(bucket.lifecycle_rules) == 9  # 7 retention tiers + 2 timer tiers
+    # 7 retention tiers + 2 timer tiers + the large bodies' abandoned multipart uploads
+    assert len(bucket.lifecycle_rules) == 10
+    (abort,) = [r for r in bucket.lifecycle_rules if "AbortIncompleteMultipartUpload" in r]
+    assert abort["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 1}
     assert bucket.encryption is not None
     assert bucket.public_access_block == {
         "BlockPublicAcls": True,
