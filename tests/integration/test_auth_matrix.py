@@ -410,7 +410,11 @@ OPEN_ROUTES = {
     ("GET", "/console/{name}"): 200,
 }
 """The routes anyone may call, and their answer."""
-SQS_ROUTES = {("POST", "/"): 403, ("POST", "/{account_id}/{queue_name}"): 403}
+SQS_ROUTES = {
+    ("POST", "/"): 403,
+    ("POST", "/{account_id}/{queue_name}"): 403,
+    ("GET", "/{account_id}/{queue_name}"): 403,
+}
 """The SQS API's routes answer an unsigned request with SQS's own MissingAuthenticationToken
 (403), as SQS does."""
 

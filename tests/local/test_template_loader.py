@@ -156,6 +156,15 @@ def test_events(template) -> None:
     assert "GET /v1/health" in keys
     assert "DELETE /v1/topics/{topic}" in keys
     assert {"GET /console", "GET /console/{name}"} <= keys  # web console
+    sqs = {route.route_key for route in template.functions["SqsFunction"].http_routes}
+    # the query protocol may also come as GET (presigned URLs); the bare root is its route too
+    assert sqs == {
+        "POST /",
+        "POST /{account_id}/{queue_name}",
+        "GET /",
+        "GET /{account_id}/{queue_name}",
+    }
+    assert "GET /" not in keys
     janitor = template.functions["JanitorFunction"]
     assert janitor.http_routes == ()
     sweep = {event.event_name: event for event in janitor.schedules}["SweepOrphans"]

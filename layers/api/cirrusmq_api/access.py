@@ -42,7 +42,6 @@ UNSIGNED = frozenset(
     {
         ("GET", "/v1/health"),
         ("GET", "/v1/openapi.json"),
-        ("GET", "/"),  # a redirect to the console
         ("GET", "/console"),
         ("GET", "/console/"),  # API Gateway routes it to GET /console
         ("GET", "/console/{name}"),

@@ -46,7 +46,6 @@ REQUEST_KINDS: dict[str, str] = {
     "GET /v1/groups/{group}/metrics": "GroupMetrics",
     "GET /v1/health": "Health",
     "GET /v1/openapi.json": "OpenApi",
-    "GET /": "ConsoleHome",
     "GET /console": "ConsoleIndex",
     "GET /console/{name}": "ConsoleFile",
     "POST /v1/keys": "CreateKey",
@@ -93,8 +92,11 @@ REQUEST_KINDS: dict[str, str] = {
     "GET /topics/{topic}/messages": "MqHttpConsume",
     "DELETE /topics/{topic}/messages": "MqHttpAck",
     # the SQS API (compat/sqs): JSON clients post to the root, query clients to a queue URL
+    # (or GET it, presigned); a GET of the bare root is the redirect to the console
     "POST /": "SqsRoot",
     "POST /{account_id}/{queue_name}": "SqsQueueUrl",
+    "GET /": "SqsRootGet",
+    "GET /{account_id}/{queue_name}": "SqsQueueUrlGet",
 }
 """API Gateway route key → request kind: the route's event name in template.yaml (a test
 keeps them equal). A route missing here is named by its route key."""

@@ -75,12 +75,6 @@ def _serve(name: str) -> Response:
     return Response(200, content_type, text, headers=dict(SECURITY_HEADERS))
 
 
-@router.get("/", include_in_schema=False)
-def console_home():  # noqa: ANN201 (as below)
-    """The service's root: a redirect to the console's page."""
-    return Response(302, content_types.TEXT_PLAIN, "", headers={"Location": PREFIX + "/"})
-
-
 @router.get(PREFIX, include_in_schema=False)
 @router.get(PREFIX + "/", include_in_schema=False)
 def console_index():  # noqa: ANN201 (no return annotation: Powertools would validate it)

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 from cirrusmq_broker import clock, limits
 from cirrusmq_broker.container import current_broker
@@ -49,7 +50,9 @@ ACTIONS: dict[str, Action] = {
 }
 """The supported actions (docs/compat.md#sqs has the table)."""
 
-_REGION = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/")
+ROOT_ONLY_ACTIONS = frozenset({"CreateQueue", "ListQueues"})
+"""Actions a GET on a queue URL may not name (SQS: "not valid for this endpoint")."""
+CONSOLE_HOME = "/console/"
 _ACCOUNT = re.compile(r"\d{12}")
 """A queue URL's account id: 12 digits. Another two-segment POST (``/v1/nothing``) is no
 queue URL: it is answered like any unknown route."""
@@ -84,7 +87,13 @@ def handle(event: Mapping[str, Any]) -> dict[str, Any]:
         body = _body(event)
     except SqsError as exc:
         return protocol.error_answer(protocol.QUERY, exc)
-    kind = protocol.detect(headers, body)
+    method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "POST"))
+    if method.upper() == "GET":
+        if account is None and not event.get("rawQueryString"):
+            return _console_redirect()
+        kind = protocol.QUERY  # a GET is a query request, whatever its headers say
+    else:
+        kind = protocol.detect(headers, body)
     try:
         return _handle(event, headers, body, kind)
     except SqsError as exc:
@@ -102,13 +111,14 @@ def _handle(
     event: Mapping[str, Any], headers: dict[str, str], body: bytes, kind: str
 ) -> dict[str, Any]:
     http = (event.get("requestContext") or {}).get("http") or {}
+    method = str(http.get("method", "POST")).upper()
     raw_path = str(event.get("rawPath") or "/")
     raw_query = str(event.get("rawQueryString") or "")
     if len(body) > limits.MAX_REQUEST_BYTES:
         raise SqsError("RequestTooLarge", "The request is too large.", status=413)
     broker = current_broker()
     principal = sigv4.verify(
-        method=str(http.get("method", "POST")),
+        method=method,
         raw_path=raw_path,
         raw_query=raw_query,
         headers=headers,
@@ -117,26 +127,43 @@ def _handle(
         now_ms=(broker.clock(), clock.wall_ms()),
     )
     _signer.set(principal.access_key)
-    request = protocol.parse(kind, headers, body, raw_query)
+    if method == "GET" and "Action" not in dict(parse_qsl(raw_query)):
+        return protocol.unknown_operation()
+    # a GET's parameters are its query string (a body, if any, is no part of them)
+    request = protocol.parse(kind, headers, b"" if method == "GET" else body, raw_query)
     action = ACTIONS.get(request.action)
-    if action is None:
+    queue_in_path = (event.get("pathParameters") or {}).get("queue_name")
+    if action is None or (
+        method == "GET" and queue_in_path and request.action in ROOT_ONLY_ACTIONS
+    ):
         raise SqsError(
             "InvalidAction",
             f"The action {request.action[:100]} is not valid for this endpoint.",
             query_code="InvalidAction",
         )
     params = dict(request.params)
-    queue_in_path = (event.get("pathParameters") or {}).get("queue_name")
     if queue_in_path and "QueueUrl" not in params and request.action != "CreateQueue":
         params["QueueUrl"] = raw_path  # the query protocol posts to the queue URL
-    region = _REGION.search(headers.get("authorization", ""))
     call = Call(
         broker=broker,
         principal=principal,
         endpoint=_endpoint(headers),
-        region=region.group(1) if region else "us-east-1",
+        region=sigv4.region(headers, raw_query) or "us-east-1",
     )
-    return protocol.answer(kind, request.action, action(call, params))
+    result = action(call, params)
+    if method == "GET" and "application/json" in headers.get("accept", ""):
+        return protocol.query_json_answer(request.action, result)
+    return protocol.answer(kind, request.action, result)
+
+
+def _console_redirect() -> dict[str, Any]:
+    """The service's root, asked for by a browser (a GET without a query): the console."""
+    return {
+        "statusCode": 302,
+        "headers": {"Content-Type": "text/plain", "Location": CONSOLE_HOME},
+        "body": "",
+        "isBase64Encoded": False,
+    }
 
 
 def _endpoint(headers: Mapping[str, str]) -> str:

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape as _escape
 
 from .errors import SqsError
+from .sigv4 import AUTH_PARAMETERS
 
 JSON = "json"
 QUERY = "query"
@@ -125,6 +126,8 @@ def parse(protocol: str, headers: Mapping[str, str], body: bytes, raw_query: str
         )
     action = fields.pop("Action", "")
     fields.pop("Version", None)
+    for name in AUTH_PARAMETERS:  # a presigned request's signature, not the action's input
+        fields.pop(name, None)
     if not action:
         raise SqsError("MissingAction", "The request must contain the parameter Action.")
     params = query_params(fields)
@@ -217,15 +220,29 @@ def answer(protocol: str, action: str, result: dict[str, Any]) -> dict[str, Any]
         return _response(200, "application/x-amz-json-1.0", json.dumps(result), rid)
     body = (
         f'<{action}Response xmlns="{XML_NAMESPACE}">'
-        + (
-            ""
-            if action in NO_RESULT
-            else f"<{action}Result>{_xml(result, action)}</{action}Result>"
-        )
+        + ("" if action in NO_RESULT else _element(f"{action}Result", _xml(result, action)))
         + f"<ResponseMetadata><RequestId>{rid}</RequestId></ResponseMetadata>"
         + f"</{action}Response>"
     )
     return _response(200, "text/xml", body, rid)
+
+
+def query_json_answer(action: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A query request's answer as JSON, for a GET that accepts only JSON: the XML answer's
+    structure, with the result's members named as SQS names them there (``queueUrls``,
+    ``messages``)."""
+    rid = request_id()
+    response: dict[str, Any] = {"ResponseMetadata": {"RequestId": rid}}
+    if action not in NO_RESULT:
+        response[f"{action}Result"] = {name[:1].lower() + name[1:]: v for name, v in result.items()}
+    body = json.dumps({f"{action}Response": response})
+    return _response(200, "application/json", body, rid)
+
+
+def unknown_operation() -> dict[str, Any]:
+    """SQS's answer to a GET that names no action."""
+    rid = request_id()
+    return _response(404, "text/xml", "<UnknownOperationException/>", rid)
 
 
 def error_answer(protocol: str, error: SqsError) -> dict[str, Any]:
@@ -254,6 +271,11 @@ def _response(
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+def _element(name: str, inner: str) -> str:
+    """An element, written ``<name/>`` when empty, as SQS writes an empty result."""
+    return f"<{name}>{inner}</{name}>" if inner else f"<{name}/>"
 
 
 def _xml(value: Any, action: str) -> str:
