@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
+from cirrusmq_broker.message_ids import as_uuid, new_message_id
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
@@ -173,7 +173,7 @@ def _message(
         dedup = _dedup_id(entry, body, attributes)
         group_scope = attributes.get("DeduplicationScope") == "messageGroup"
         stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
-        message_id = str(uuid.uuid4())
+        message_id = new_message_id()  # a stamped send's broker-made id is no ULID
         fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
         delay = 0  # a FIFO topic delivers in order, undelayed: the queue's delay is not applied
     elif delay is None:
@@ -219,7 +219,7 @@ def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[Sent]:
 
 
 def _answer(sent: Sent) -> dict[str, str]:
-    answer = {"MessageId": sent.message_id}
+    answer = {"MessageId": as_uuid(sent.message_id)}
     if sent.sequence_number is not None:
         answer["SequenceNumber"] = sent.sequence_number
     return answer
@@ -416,7 +416,7 @@ def _received(
     stored = received.message
     body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
-        "MessageId": stored.message_id,
+        "MessageId": as_uuid(stored.message_id),
         "ReceiptHandle": receipts.issue(sqs_receipt_handle(received.receipt_handle), received_at),
         "MD5OfBody": md5_of_body(body),
         "Body": body,
