@@ -135,6 +135,7 @@ def _handle(
         principal=principal,
         endpoint=_endpoint(headers),
         region=region.group(1) if region else "us-east-1",
+        trace_header=headers.get("x-amzn-trace-id"),
     )
     return protocol.answer(kind, request.action, action(call, params))
 

@@ -37,9 +37,11 @@ from .message_attributes import (
     select,
     sqs_text,
     to_message_fields,
+    trace_from_header,
 )
 from .naming import QueueName
 from .queue_actions import active_topic, attributes_of, keep_dead_letter_destination
+from .queue_attributes import dedup_scope
 
 MAX_BATCH = 10
 MAX_DELAY_SECONDS = 900
@@ -150,6 +152,8 @@ def _message(
         )
     message_attributes = check_attributes(entry.get("MessageAttributes"))
     system = check_system_attributes(entry.get("MessageSystemAttributes"))
+    if not system:
+        system = trace_from_header(call.trace_header)
     delay = int_param(
         entry, "DelaySeconds", 0, MAX_DELAY_SECONDS,
         reason=f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}.",
@@ -171,7 +175,7 @@ def _message(
     fields = to_message_fields(message_attributes)
     if queue.fifo:
         dedup = _dedup_id(entry, body, attributes)
-        group_scope = attributes.get("DeduplicationScope") == "messageGroup"
+        group_scope = dedup_scope(attributes) == "messageGroup"
         stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
         message_id = new_message_id()  # a stamped send's broker-made id is no ULID
         fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
@@ -195,6 +199,10 @@ def _message(
     digests = {"MD5OfMessageBody": md5_of_body(body)}
     if message_attributes:
         digests["MD5OfMessageAttributes"] = md5_of_attributes(message_attributes)
+    if entry.get("MessageSystemAttributes"):
+        digests["MD5OfMessageSystemAttributes"] = md5_of_attributes(
+            entry["MessageSystemAttributes"]
+        )
     return Outgoing(message, digests, stamp)
 
 
