@@ -1,14 +1,24 @@
 """A message crosses protocols intact: sent through SQS and received through the CirrusMQ
 SDK (the queue's group ``sqs-<queue>``), and sent through the SDK and received through SQS
-(docs/compat.md#sqs: attributes ↔ tag, keys and properties)."""
+(docs/compat.md#sqs: attributes ↔ tag, keys and properties). SQS spells a message's id
+(a ULID) as a UUID: the same 128 bits."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from cirrusmq import Message, Producer, SimpleConsumer
+from ulid import ULID
 
 from .sqs_helpers import moto_attribute_md5, queue_name, sqs  # noqa: F401 - fixtures
+
+UUID_FORM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def uuid_spelling(ulid: str) -> str:
+    """A ULID's 128 bits written as SQS writes a MessageId (8-4-4-4-12 lowercase hex)."""
+    return str(ULID.from_str(ulid).to_uuid())
 
 
 def test_sqs_to_sdk(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
@@ -32,7 +42,8 @@ def test_sqs_to_sdk(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
     ) as consumer:
         (message,) = consumer.receive(max_message_num=10, invisible_duration=30)
         consumer.ack(message)
-    assert message.message_id == sent["MessageId"]
+    assert UUID_FORM.fullmatch(sent["MessageId"])
+    assert sent["MessageId"] == uuid_spelling(message.message_id)
     assert message.body == b'{"order": 1}'
     assert message.tag == "TagA"
     assert message.keys == ("order-1", "customer-7")
@@ -55,7 +66,8 @@ def test_sdk_to_sqs(cirrusmq_stack, sqs, queue_name) -> None:  # noqa: F811
             )
         )
     (message,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
-    assert message["MessageId"] == receipt.message_id
+    assert UUID_FORM.fullmatch(message["MessageId"])
+    assert message["MessageId"] == uuid_spelling(receipt.message_id)
     assert message["Body"] == "from the sdk"
     expected = {
         "origin": {"DataType": "String", "StringValue": "sdk"},

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import Busy, GroupNotFound, InvalidRequest, TopicNotFound
+from ..message_ids import spellings
 from ..model import IndexEntry, ProducerStamp, StoredMessage
 from ..rules.retries import DLQ_RETENTION_HOURS, dlq_topic, redriven_copy
 from ..storage.appends import ExtraItemRejected
@@ -157,7 +158,8 @@ class DeadLetterService:
         max_messages: int = 100,
         start: int = 0,
     ) -> RedriveResult:
-        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics.
+        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics;
+        ``message_ids`` may name a ULID in UUID form, as SQS clients see it.
 
         One call examines at most ``MAX_LIST_SCAN`` dead letters (a filter or ids cannot make
         it walk the whole DLQ): ``done`` False then; a redrive by ids goes on from
@@ -180,7 +182,8 @@ class DeadLetterService:
         marks = self._configs.dead_letter_marks(group)
         head = self._heads.get(name, 0).next_offset
         if message_ids is not None:
-            return self._redrive_ids(group, name, set(message_ids), marks, head, start)
+            wanted = {one for message_id in message_ids for one in spellings(message_id)}
+            return self._redrive_ids(group, name, wanted, marks, head, start)
         key = topic or "*"
         cursor = marks.cursor(key)
         redriven = skipped = examined = 0

@@ -5,7 +5,9 @@ index's by-stored-time view: the batches of each queue stored from shortly befor
 time on whose born-time range holds it, then the (cached) batch objects. Ids the broker
 made for a stamped request (``<producer>.<sequence>.<position>``) are found through the
 producer's idempotency record while it is kept (7 days). Any other id is searched for
-in the newest batches of each queue only (``RECENT_BATCHES_PER_QUEUE``).
+in the newest batches of each queue only (``RECENT_BATCHES_PER_QUEUE``). An id in UUID form
+may be a ULID as SQS spells it (``message_ids``): that ULID is looked for first, then the
+id as written.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ..errors import MessageNotFound
+from ..message_ids import spellings
 from ..model import IndexEntry, ProducerStamp, StoredMessage, Topic
 from ..storage.log_index import LogIndex
 from ..storage.producers import ProducerRecords
@@ -66,10 +69,11 @@ class MessageLookup:
         topic = self._topics.active(topic_name)
         check_message_id(message_id)
         self._reads = 0
+        ids = spellings(message_id)
         found = (
-            self._by_time(topic, message_id)
+            next((hit for one in ids if (hit := self._by_time(topic, one)) is not None), None)
             or self._by_stamp(topic, message_id, access_key)
-            or self._among_recent(topic, message_id)
+            or self._among_recent(topic, ids)
         )
         if found is None:
             raise MessageNotFound(f"no message {message_id!r} in topic {topic.name!r}")
@@ -92,21 +96,22 @@ class MessageLookup:
                 start = entries[-1].stored_timestamp
         return None
 
-    def _among_recent(self, topic: Topic, message_id: str) -> StoredMessage | None:
+    def _among_recent(self, topic: Topic, ids: list[str]) -> StoredMessage | None:
         for queue in range(topic.queues):
             for entry in self._index.newest(topic.name, queue, RECENT_BATCHES_PER_QUEUE):
-                hit = self._find(entry, message_id)
+                hit = self._find(entry, *ids)
                 if hit is not None:
                     return hit
         return None
 
-    def _find(self, entry: IndexEntry, message_id: str) -> StoredMessage | None:
+    def _find(self, entry: IndexEntry, *ids: str) -> StoredMessage | None:
+        """The message of batch ``entry`` whose id is one of ``ids``."""
         self._reads += 1
         if self._reads > MAX_OBJECT_READS:
             raise MessageNotFound(
-                f"message {message_id!r} not found within {MAX_OBJECT_READS} batches searched"
+                f"message {ids[0]!r} not found within {MAX_OBJECT_READS} batches searched"
             )
-        return next((m for m in self._reader.messages(entry) if m.message_id == message_id), None)
+        return next((m for m in self._reader.messages(entry) if m.message_id in ids), None)
 
     def _by_stamp(
         self, topic: Topic, message_id: str, access_key: str | None

@@ -34,6 +34,7 @@ from typing import Any
 from ulid import ULID
 
 from ..errors import MessageNotFound
+from ..message_ids import spellings
 from ..model import NewMessage, ReceivedMessage, SendReceipt, StoredMessage, Topic
 from ..rules.receipts import ReceiptHandle
 from ..rules.retries import deliveries, retry_origin
@@ -461,9 +462,19 @@ class TraceReader:
         self, topic_name: str, message_id: str, *, access_key: str | None = None
     ) -> list[dict[str, Any]]:
         """The events of ``message_id`` in ``topic_name``, in time order; MessageNotFound
-        if there are none (and the message is not found either)."""
+        if there are none (and the message is not found either). An id in UUID form is
+        read as the ULID SQS spells that way, then as written."""
         topic = self._topics.active(topic_name)
         check_message_id(message_id)
+        *likelier, written = spellings(message_id)
+        for one in likelier:
+            try:
+                return self._trace(topic, one, access_key)
+            except MessageNotFound:
+                pass
+        return self._trace(topic, written, access_key)
+
+    def _trace(self, topic: Topic, message_id: str, access_key: str | None) -> list[dict[str, Any]]:
         born = ulid_time_ms(message_id)
         if born is None:
             born = self._lookup.lookup(topic.name, message_id, access_key=access_key).born_timestamp

@@ -15,6 +15,7 @@ from broker_helpers import Crash, crashing_at, send, stream_count
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.group_configs import GroupConfigStore
 from cirrusmq_broker.storage.move_records import MoveRecords
+from ulid import ULID
 
 
 def dead_letters(broker, topic: str, *bodies: bytes) -> list:
@@ -352,3 +353,12 @@ def test_redrive_by_id_examines_a_bounded_part_of_the_dlq_per_call(broker, clock
     # a topic filter matching nothing: a cursor redrive stops after the cap too
     first = broker.dead_letters.redrive("g", topic="other")
     assert (first.redriven, first.done) == (0, False)
+
+
+def test_a_dead_letter_is_redriven_by_its_id_in_uuid_form(broker, clock):
+    """An operator pastes a dead letter's id as an SQS client shows it (the ULID's 128 bits
+    in UUID form): that letter is sent back."""
+    p1, _ = dead_letters(broker, "t", b"p1", b"p2")
+    spelled = str(ULID.from_str(p1.message.message_id).to_uuid())
+    assert broker.dead_letters.redrive("g", message_ids=[spelled]).redriven == 1
+    assert redelivered(broker, "t") == [b"p1"]

@@ -23,6 +23,9 @@ class Call:
     """``scheme://host`` the request was sent to: queue URLs start with it."""
     region: str
     """Of the request's credential scope: ARNs carry it."""
+    trace_header: str | None = None
+    """The request's ``X-Amzn-Trace-Id`` header: a message sent without its own
+    ``AWSTraceHeader`` system attribute carries it, as in SQS."""
 
     def require(self, allowed: bool, action: str) -> None:
         if not allowed:

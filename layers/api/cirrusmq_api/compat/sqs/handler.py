@@ -149,6 +149,7 @@ def _handle(
         principal=principal,
         endpoint=_endpoint(headers),
         region=sigv4.region(headers, raw_query) or "us-east-1",
+        trace_header=headers.get("x-amzn-trace-id"),
     )
     result = action(call, params)
     if method == "GET" and "application/json" in headers.get("accept", ""):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
+from cirrusmq_broker.message_ids import as_uuid, new_message_id
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
@@ -37,9 +37,11 @@ from .message_attributes import (
     select,
     sqs_text,
     to_message_fields,
+    trace_from_header,
 )
 from .naming import QueueName
 from .queue_actions import active_topic, attributes_of, keep_dead_letter_destination
+from .queue_attributes import dedup_scope
 
 MAX_BATCH = 10
 MAX_DELAY_SECONDS = 900
@@ -150,6 +152,8 @@ def _message(
         )
     message_attributes = check_attributes(entry.get("MessageAttributes"))
     system = check_system_attributes(entry.get("MessageSystemAttributes"))
+    if not system:
+        system = trace_from_header(call.trace_header)
     delay = int_param(
         entry, "DelaySeconds", 0, MAX_DELAY_SECONDS,
         reason=f"DelaySeconds must be >= 0 and <= {MAX_DELAY_SECONDS}.",
@@ -172,9 +176,9 @@ def _message(
     fields = to_message_fields(message_attributes)
     if queue.fifo:
         dedup = _dedup_id(entry, body, attributes)
-        group_scope = attributes.get("DeduplicationScope") == "messageGroup"
+        group_scope = dedup_scope(attributes) == "messageGroup"
         stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
-        message_id = str(uuid.uuid4())
+        message_id = new_message_id()  # a stamped send's broker-made id is no ULID
         fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
         # the queue's delay holds the message in its group's order until due (stored now:
         # its SequenceNumber and deduplication are those of this send)
@@ -200,6 +204,10 @@ def _message(
     digests = {"MD5OfMessageBody": md5_of_body(body)}
     if message_attributes:
         digests["MD5OfMessageAttributes"] = md5_of_attributes(message_attributes)
+    if entry.get("MessageSystemAttributes"):
+        digests["MD5OfMessageSystemAttributes"] = md5_of_attributes(
+            entry["MessageSystemAttributes"]
+        )
     return Outgoing(message, digests, stamp)
 
 
@@ -224,7 +232,7 @@ def _send(call: Call, queue: QueueName, outgoing: list[Outgoing]) -> list[Sent]:
 
 
 def _answer(sent: Sent) -> dict[str, str]:
-    answer = {"MessageId": sent.message_id}
+    answer = {"MessageId": as_uuid(sent.message_id)}
     if sent.sequence_number is not None:
         answer["SequenceNumber"] = sent.sequence_number
     return answer
@@ -421,7 +429,7 @@ def _received(
     stored = received.message
     body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
-        "MessageId": stored.message_id,
+        "MessageId": as_uuid(stored.message_id),
         "ReceiptHandle": receipts.issue(sqs_receipt_handle(received.receipt_handle), received_at),
         "MD5OfBody": md5_of_body(body),
         "Body": body,

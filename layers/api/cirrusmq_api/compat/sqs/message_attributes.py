@@ -157,12 +157,13 @@ def from_message(message: StoredMessage) -> dict[str, dict[str, Any]]:
 def select(
     attributes: dict[str, dict[str, Any]], names: list[str] | None
 ) -> dict[str, dict[str, Any]]:
-    """The attributes a receive asked for (``All``, ``.*``, ``prefix.*`` or names)."""
+    """The attributes a receive asked for (``All``, ``*``, ``.*``, names, or ``prefix.*``:
+    the names starting with ``prefix``, as SQS reads it)."""
     if not names:
         return {}
-    if "All" in names or ".*" in names:
+    if "All" in names or ".*" in names or "*" in names:
         return attributes
-    prefixes = tuple(n[:-1] for n in names if n.endswith(".*"))
+    prefixes = tuple(n[:-2] for n in names if n.endswith(".*"))
     return {
         k: v for k, v in attributes.items() if k in names or (prefixes and k.startswith(prefixes))
     }
@@ -190,3 +191,12 @@ def check_system_attributes(attributes: object) -> dict[str, str]:
             raise invalid_parameter("Message system attribute AWSTraceHeader is invalid.")
         kept[TRACE_PROPERTY] = text
     return kept
+
+
+def trace_from_header(header: str | None) -> dict[str, str]:
+    """The property that keeps a request's ``X-Amzn-Trace-Id`` header as the message's
+    ``AWSTraceHeader``; a header SQS could not keep (empty, too long, characters outside
+    SQS's set) is not kept."""
+    if not header or len(header) > 1024 or INVALID_TEXT.search(header):
+        return {}
+    return {TRACE_PROPERTY: header}

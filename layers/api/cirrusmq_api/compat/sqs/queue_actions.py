@@ -48,7 +48,10 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     wanted_tags = tags.check(params["tags"], queue, present={}) if params.get("tags") else {}
     _check_redrive(call, queue, wanted)
     now = call.broker.clock()
-    stored = {**wanted, "CreatedTimestamp": str(now // 1000)}
+    stored = queue_attributes.updated({}, {**wanted, "CreatedTimestamp": str(now // 1000)})
+    if queue.fifo:
+        scope = queue_attributes.effective(wanted, fifo=True)["DeduplicationScope"]
+        stored[queue_attributes.DEDUP_SCOPE_AT_CREATION] = scope
     try:
         call.broker.admin.create_topic(
             queue.topic,
@@ -268,7 +271,9 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     active_topic(call, queue)
     _check_redrive(call, queue, changes)
     previous = call.broker.sqs_queues.get(queue.group) or {}
-    stored = {**previous, **changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    stored = queue_attributes.updated(
+        previous, {**changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
+    )
     if "MessageRetentionPeriod" in changes:  # the topic keeps what is sent from now that long
         call.broker.admin.update_topic(
             queue.topic, retention_hours=queue_attributes.retention_hours(changes)

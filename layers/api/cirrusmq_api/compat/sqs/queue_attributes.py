@@ -18,6 +18,7 @@ DEFAULTS: dict[str, str] = {
     "MessageRetentionPeriod": "345600",
     "ReceiveMessageWaitTimeSeconds": "0",
     "MaximumMessageSize": "1048576",
+    "SqsManagedSseEnabled": "true",
 }
 FIFO_DEFAULTS = {
     "FifoQueue": "true",
@@ -37,16 +38,17 @@ _RANGES: dict[str, tuple[int, int]] = {
     "MessageRetentionPeriod": (60, 1_209_600),
     "ReceiveMessageWaitTimeSeconds": (0, limits.MAX_WAIT_SECONDS),
     "MaximumMessageSize": (1024, 1_048_576),
+    "KmsDataKeyReusePeriodSeconds": (60, 86_400),
 }
 _BOOLEANS = ("FifoQueue", "ContentBasedDeduplication", "SqsManagedSseEnabled")
-_KEPT = (
-    "Policy",
-    "RedrivePolicy",
-    "RedriveAllowPolicy",
-    "KmsMasterKeyId",
-    "KmsDataKeyReusePeriodSeconds",
-)
-"""Accepted and given back as set (the ones CirrusMQ acts on are read where they matter)."""
+_KEPT = ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId")
+"""Accepted and given back as set (the ones CirrusMQ acts on are read where they matter);
+set to "" they are removed, as in SQS."""
+KMS_ONLY = ("KmsDataKeyReusePeriodSeconds",)
+"""Shown only while the queue names a ``KmsMasterKeyId`` (SQS's KMS encryption)."""
+DEDUP_SCOPE_AT_CREATION = "cirrusmq:DeduplicationScope"
+"""The ``DeduplicationScope`` a FIFO queue was created with: SQS keeps deduplicating in it
+when the attribute is changed later."""
 SOURCES = "cirrusmq:DeadLetterSources"
 """Kept in a dead-letter queue's item: the source queues whose RedrivePolicy names it
 (space-separated); never shown as an attribute (names with ``:`` are internal)."""
@@ -135,14 +137,35 @@ def redrive_policy(text: str) -> tuple[str, int] | None:
     return arn, count
 
 
+def updated(previous: Mapping[str, str], changes: Mapping[str, str]) -> dict[str, str]:
+    """A queue's stored attributes after ``changes``: an attribute of :data:`_KEPT` set to ""
+    is removed; a ``KmsMasterKeyId`` turns SQS-managed encryption off (SQS reports
+    ``SqsManagedSseEnabled`` "false" from then on, as it does)."""
+    merged = {**previous, **changes}
+    if changes.get("KmsMasterKeyId") and "SqsManagedSseEnabled" not in changes:
+        merged["SqsManagedSseEnabled"] = "false"
+    return {k: v for k, v in merged.items() if not (k in _KEPT and v == "")}
+
+
+def dedup_scope(attributes: Mapping[str, str]) -> str:
+    """The scope a FIFO queue deduplicates in: the one it was created with (a queue created
+    before that was kept: its ``DeduplicationScope``)."""
+    return attributes.get(DEDUP_SCOPE_AT_CREATION) or attributes.get("DeduplicationScope", "queue")
+
+
 def effective(stored: Mapping[str, str] | None, *, fifo: bool) -> dict[str, str]:
     """The queue's attributes: the stored ones over the defaults."""
     return {**DEFAULTS, **(FIFO_DEFAULTS if fifo else {}), **(stored or {})}
 
 
 def shown(attributes: Mapping[str, str]) -> dict[str, str]:
-    """The attributes a client sees (no internal ones)."""
-    return {k: v for k, v in attributes.items() if ":" not in k}
+    """The attributes a client sees (no internal ones; the KMS settings with a key)."""
+    kms = bool(attributes.get("KmsMasterKeyId"))
+    return {
+        k: v
+        for k, v in attributes.items()
+        if ":" not in k and (kms or k not in KMS_ONLY) and not (k in _KEPT and v == "")
+    }
 
 
 def sources(attributes: Mapping[str, str]) -> list[str]:
@@ -157,4 +180,4 @@ def retention_hours(attributes: Mapping[str, str]) -> int:
 
 def conflicts(stored: Mapping[str, Any], wanted: Mapping[str, str]) -> list[str]:
     """Attributes a repeated CreateQueue asks with another value than the queue has."""
-    return [name for name, value in wanted.items() if stored.get(name) != value]
+    return [name for name, value in wanted.items() if stored.get(name, "") != value]
