@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -410,12 +411,21 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
     _sqs_redelivery(call, queue)
     received_at = call.broker.clock()
+    purged = attributes.get(queue_attributes.PURGED)
+    give_up = time.monotonic() + wait
     try:
         keep_dead_letter_destination(call, queue, attributes)
-        received = call.broker.consume.receive(
-            queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
-            wait_seconds=wait,
-        )  # fmt: skip
+        while True:
+            received = call.broker.consume.receive(
+                queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
+                wait_seconds=wait,
+            )  # fmt: skip
+            received, dropped = _past_purge(received, purged)
+            if dropped:
+                call.broker.consume.ack(queue.group, dropped, _may_consume(call, queue))
+            wait = int(give_up - time.monotonic())
+            if received or not dropped or wait <= 0:
+                break
     except BrokerError as exc:
         raise from_broker(exc) from None
     now = call.broker.clock()
@@ -423,6 +433,25 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         _received(r, system_names, attribute_names, now, queue.fifo, received_at) for r in received
     ]
     return {"Messages": messages} if messages else {}
+
+
+def _past_purge(
+    received: list[ReceivedMessage], purged: str | None
+) -> tuple[list[ReceivedMessage], list[str]]:
+    """The messages to answer, and the receipt handles of those to delete instead: delayed
+    messages sent before the queue's last purge (``purged``, ms), released since. SQS's
+    purge deletes delayed messages too; the purge moved the group past what was stored, the
+    delayed ones are deleted as they come."""
+    if purged is None:
+        return received, []
+    kept, dropped = [], []
+    for one in received:
+        stored = one.message
+        if stored.system.delivery_timestamp is not None and stored.born_timestamp < int(purged):
+            dropped.append(one.receipt_handle)
+        else:
+            kept.append(one)
+    return kept, dropped
 
 
 def _received(

@@ -302,10 +302,10 @@ def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     )
     active_topic(call, queue)
     call.broker.offset_reset.reset(queue.group, queue.topic, "latest")
-    if queue.fifo:  # what was sent before the purge no longer deduplicates a send
-        stored = call.broker.sqs_queues.get(queue.group) or {}
-        purged = {**stored, queue_attributes.PURGED: str(call.broker.clock())}
-        call.broker.sqs_queues.put(queue.group, purged)
+    # what was sent before: no longer deduplicates a FIFO send; delayed, deleted when due
+    stored = call.broker.sqs_queues.get(queue.group) or {}
+    purged = {**stored, queue_attributes.PURGED: str(call.broker.clock())}
+    call.broker.sqs_queues.put(queue.group, purged)
     return {}
 
 

@@ -51,9 +51,10 @@ SOURCES = "cirrusmq:DeadLetterSources"
 """Kept in a dead-letter queue's item: the source queues whose RedrivePolicy names it
 (space-separated); never shown as an attribute (names with ``:`` are internal)."""
 PURGED = "cirrusmq:PurgedAt"
-"""Kept in a FIFO queue's item: the time (ms) of its last PurgeQueue. It is part of each
-deduplication key (SendMessage), so a purge starts the deduplication ids afresh with one
-write, whatever the number of ids recorded before it."""
+"""Kept in a queue's item: the time (ms) of its last PurgeQueue, one write whatever the
+queue holds. On a FIFO queue it is part of each deduplication key (SendMessage): the
+deduplication ids start afresh. A delayed message sent before it is deleted when a receive
+meets it (ReceiveMessage)."""
 READ_ONLY = (
     "QueueArn",
     "ApproximateNumberOfMessages",
