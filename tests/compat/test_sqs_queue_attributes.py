@@ -49,14 +49,16 @@ def test_a_message_group_scoped_deduplication_id_is_the_group_s(sqs, queue_name)
     "attributes",
     [{"DeduplicationScope": "queue"}, {"FifoThroughputLimit": "perQueue"}],
 )
-def test_fifo_attributes_are_unknown_on_a_standard_queue(sqs, queue_name, attributes) -> None:  # noqa: F811
+def test_fifo_attributes_are_refused_on_a_standard_queue(sqs, queue_name, attributes) -> None:  # noqa: F811
+    """SQS's wording (LocalStack's AWS-recorded snapshot)."""
     with pytest.raises(ClientError) as caught:
         sqs.create_queue(QueueName=queue_name, Attributes=attributes)
     error = caught.value.response["Error"]
     assert (error["Code"], error["Message"]) == (
         "InvalidAttributeName",
-        f"Unknown Attribute {next(iter(attributes))}.",
+        f"You can specify the {next(iter(attributes))} only when FifoQueue is set to true.",
     )
+    assert queue_name not in str(sqs.list_queues().get("QueueUrls", []))
 
 
 @pytest.mark.parametrize(

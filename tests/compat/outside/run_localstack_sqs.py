@@ -94,7 +94,7 @@ def main() -> int:
         python, "-m", "pytest", "--timeout", "120", "-rfE", "--color=no", "--tb=short",
         f"--junitxml={report}", *pytest_args,
     ]  # fmt: skip
-    with LocalStack(schedules=False) as stack:
+    with LocalStack() as stack:  # its schedules run: AWS releases delayed messages by itself
         print(f"=== LocalStack SQS suite: {' '.join(command)}", flush=True)
         subprocess.run(
             command, cwd=SUITE, env=_environment(stack), timeout=RUN_TIMEOUT_S, check=False

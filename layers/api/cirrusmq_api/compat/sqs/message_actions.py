@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from cirrusmq_broker.message_ids import as_uuid, new_message_id
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
 from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
 
-from . import naming, receipts
+from . import naming, queue_attributes, receipts
 from .context import Call, int_param, list_param
 from .digests import md5_of_attributes, md5_of_body
 from .errors import (
@@ -116,12 +117,17 @@ def _invalid_id(name: str, value: Any) -> SqsError:
     )
 
 
-def _dedup_stamp(queue: QueueName, dedup: str, group: str | None) -> ProducerStamp:
+def _dedup_stamp(
+    queue: QueueName, dedup: str, group: str | None, purged: str | None
+) -> ProducerStamp:
     """A FIFO message's deduplication id as the stamp of a deduplicating send: a repeat of
     it on the queue (or, with ``DeduplicationScope`` ``messageGroup``, in its ``group``)
     within :data:`DEDUP_INTERVAL_MS` of its first accepted send stores nothing and answers
-    that send; a later one is a new message (the broker's deduplication window)."""
+    that send; a later one is a new message (the broker's deduplication window). After a
+    purge (at ``purged``) the key is another: the ids sent before it are forgotten."""
     scope = f"{queue.topic}\n{dedup}" if group is None else f"{queue.topic}\n{group}\n{dedup}"
+    if purged is not None:
+        scope = f"{scope}\npurged {purged}"
     key = hashlib.sha256(scope.encode()).hexdigest()[:40]
     return ProducerStamp(f"{DEDUP_PRODUCER_PREFIX}{key}", 0, DEDUP_SCOPE)
 
@@ -145,7 +151,7 @@ def _message(
         )
     data = body.encode("utf-8")
     most = min(int(attributes["MaximumMessageSize"]), limits.MAX_BODY_BYTES)
-    if len(data) > most:
+    if _payload_bytes(entry) > most:  # the body and the attributes count, as SQS counts
         raise invalid_parameter(
             f"One or more parameters are invalid. Reason: Message must be shorter than "
             f"{most} bytes."
@@ -177,7 +183,9 @@ def _message(
     if queue.fifo:
         dedup = _dedup_id(entry, body, attributes)
         group_scope = dedup_scope(attributes) == "messageGroup"
-        stamp = _dedup_stamp(queue, dedup, group if group_scope else None)
+        stamp = _dedup_stamp(
+            queue, dedup, group if group_scope else None, attributes.get(queue_attributes.PURGED)
+        )
         message_id = new_message_id()  # a stamped send's broker-made id is no ULID
         fields["properties"] = {**fields["properties"], DEDUP_ID_PROPERTY: dedup}
         # the queue's delay holds the message in its group's order until due (stored now:
@@ -256,6 +264,8 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue, attributes = _queue_for_send(call, params)
     entries = _entries(params, "SendMessageBatchRequestEntry")
     _check_batch_size(entries)
+    if queue.fifo:
+        _check_fifo_entries(entries, attributes)
     successful: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     outgoing: list[Outgoing] = []
@@ -271,6 +281,21 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         for answer, sent in zip(successful, _send(call, queue, outgoing), strict=True):
             answer.update(_answer(sent))
     return {"Successful": successful, "Failed": failed}
+
+
+def _check_fifo_entries(entries: list[dict[str, Any]], attributes: dict[str, str]) -> None:
+    """SQS refuses a whole FIFO batch (not the one entry) when an entry lacks its
+    MessageGroupId, or its MessageDeduplicationId on a queue without content-based
+    deduplication; nothing of it is sent."""
+    content_based = attributes.get("ContentBasedDeduplication") == "true"
+    for entry in entries:
+        if entry.get("MessageGroupId") in (None, ""):
+            raise invalid_parameter("The request must contain the parameter MessageGroupId.")
+        if entry.get("MessageDeduplicationId") is None and not content_based:
+            raise invalid_parameter(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly"
+            )
 
 
 def _entries(params: dict[str, Any], entry_type: str) -> list[dict[str, Any]]:
@@ -399,12 +424,21 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         wait = int(attributes["ReceiveMessageWaitTimeSeconds"])
     _sqs_redelivery(call, queue)
     received_at = call.broker.clock()
+    purged = attributes.get(queue_attributes.PURGED)
+    give_up = time.monotonic() + wait
     try:
         keep_dead_letter_destination(call, queue, attributes)
-        received = call.broker.consume.receive(
-            queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
-            wait_seconds=wait,
-        )  # fmt: skip
+        while True:
+            received = call.broker.consume.receive(
+                queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
+                wait_seconds=wait,
+            )  # fmt: skip
+            received, dropped = _past_purge(received, purged)
+            if dropped:
+                call.broker.consume.ack(queue.group, dropped, _may_consume(call, queue))
+            wait = int(give_up - time.monotonic())
+            if received or not dropped or wait <= 0:
+                break
     except BrokerError as exc:
         raise from_broker(exc) from None
     now = call.broker.clock()
@@ -412,6 +446,25 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         _received(r, system_names, attribute_names, now, queue.fifo, received_at) for r in received
     ]
     return {"Messages": messages} if messages else {}
+
+
+def _past_purge(
+    received: list[ReceivedMessage], purged: str | None
+) -> tuple[list[ReceivedMessage], list[str]]:
+    """The messages to answer, and the receipt handles of those to delete instead: delayed
+    messages sent before the queue's last purge (``purged``, ms), released since. SQS's
+    purge deletes delayed messages too; the purge moved the group past what was stored, the
+    delayed ones are deleted as they come."""
+    if purged is None:
+        return received, []
+    kept, dropped = [], []
+    for one in received:
+        stored = one.message
+        if stored.system.delivery_timestamp is not None and stored.born_timestamp < int(purged):
+            dropped.append(one.receipt_handle)
+        else:
+            kept.append(one)
+    return kept, dropped
 
 
 def _received(
@@ -472,25 +525,41 @@ def sqs_receipt_handle(handle: str) -> str:
 
 
 def _handle(entry: dict[str, Any]) -> str:
-    """The broker receipt handle an SQS request names (one with ``-`` is taken too)."""
+    """The receipt handle an SQS request names, as sent."""
     handle = entry.get("ReceiptHandle")
     if not isinstance(handle, str) or not handle:
         raise SqsError("MissingParameter", "The request must contain the parameter ReceiptHandle.")
-    return handle.replace("+", "-")
+    return handle
+
+
+def _broker_handle(handle: str) -> str:
+    """The broker receipt handle inside an SQS one (one with ``-`` is taken too)."""
+    return receipts.broker_handle(handle.replace("+", "-"))
 
 
 def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError | None]:
     try:
         outcomes = call.broker.consume.ack(
-            queue.group, [receipts.broker_handle(h) for h in handles], _may_consume(call, queue)
+            queue.group, [_broker_handle(h) for h in handles], _may_consume(call, queue)
         )
     except BrokerError as exc:
         raise from_broker(exc) from None
     results: list[SqsError | None] = []
-    for outcome in outcomes:
+    for handle, outcome in zip(handles, outcomes, strict=True):
         if outcome.status == "invalid":
-            message = outcome.error.message if outcome.error else "The receipt handle is invalid."
-            results.append(receipt_handle_invalid(message))
+            results.append(
+                receipt_handle_invalid(
+                    f'The input receipt handle "{handle}" is not a valid receipt handle.'
+                )
+            )
+        elif outcome.status == "expired" and queue.fifo:  # SQS deletes FIFO messages by
+            # the handle of their current receive only
+            results.append(
+                invalid_parameter(
+                    f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
+                    "receipt handle has expired."
+                )
+            )
         else:  # acked, or its lease expired: SQS deletes with an old handle without error
             results.append(None)
     return results
@@ -537,7 +606,7 @@ def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
     _sqs_redelivery(call, queue)
     try:
         call.broker.consume.change_invisible(
-            queue.group, receipts.broker_handle(handle), timeout, _may_consume(call, queue)
+            queue.group, _broker_handle(handle), timeout, _may_consume(call, queue)
         )
     except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
         raise invalid_parameter(

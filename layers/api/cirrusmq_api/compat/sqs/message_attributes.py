@@ -38,7 +38,8 @@ HIDDEN_PROPERTIES = frozenset({SOURCE_PROPERTY, SENDER_PROPERTY, TRACE_PROPERTY,
 """Properties the adapter writes for itself (a dead letter's source queue, the sender, the
 trace header, a FIFO message's deduplication id), not attributes."""
 MAX_ATTRIBUTES = 10
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_NAME = re.compile(r"[\w.-]{1,256}")
+"""An attribute name: (Unicode) letters and digits, ``_``, ``-`` and ``.``."""
 _TYPE = re.compile(r"(String|Number|Binary)(\.[A-Za-z0-9_.-]{1,200})?")
 INVALID_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 """Characters SQS takes in no body or string value (XML 1.0's; a lone surrogate among them)."""
@@ -95,7 +96,12 @@ def check_attributes(attributes: object) -> dict[str, dict[str, Any]]:
             checked[name] = {"DataType": data_type, "BinaryValue": raw}
             continue
         text = value.get("StringValue")
-        if not isinstance(text, str) or not text:
+        if text == "":
+            raise invalid_parameter(
+                f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                f"'{base}'."
+            )
+        if not isinstance(text, str):
             raise invalid_parameter(
                 f"The message attribute '{name}' with type '{base}' must use field 'String'."
             )

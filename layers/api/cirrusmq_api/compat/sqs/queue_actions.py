@@ -64,12 +64,13 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     except TopicAlreadyExists:
         topic = call.broker.catalog.active(queue.topic)
         if (topic.message_type is MessageType.FIFO) != queue.fifo:
-            raise _exists(queue) from None
+            raise _exists("FifoQueue") from None
         existing = call.broker.sqs_queues.get(queue.group)
         if existing is not None:
             current = queue_attributes.effective(existing, fifo=queue.fifo)
-            if queue_attributes.conflicts(queue_attributes.shown(current), wanted):
-                raise _exists(queue) from None
+            conflicts = queue_attributes.conflicts(queue_attributes.shown(current), wanted)
+            if conflicts:
+                raise _exists(conflicts[0]) from None
             return {"QueueUrl": queue.url(call.endpoint)}
         stored["CreatedTimestamp"] = str(topic.created_timestamp // 1000)
     stored["LastModifiedTimestamp"] = stored["CreatedTimestamp"]
@@ -78,11 +79,12 @@ def create_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     return {"QueueUrl": queue.url(call.endpoint)}
 
 
-def _exists(queue: QueueName) -> SqsError:
+def _exists(attribute: str) -> SqsError:
+    """SQS names the (first) attribute whose value differs."""
     return SqsError(
         "QueueNameExists",
-        f"A queue already exists with the same name ({queue.name}) and a different value "
-        "for an attribute.",
+        f"A queue already exists with the same name and a different value for attribute "
+        f"{attribute}",
         query_code="QueueAlreadyExists",
     )
 
@@ -305,6 +307,10 @@ def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     )
     active_topic(call, queue)
     call.broker.offset_reset.reset(queue.group, queue.topic, "latest")
+    # what was sent before: no longer deduplicates a FIFO send; delayed, deleted when due
+    stored = call.broker.sqs_queues.get(queue.group) or {}
+    purged = {**stored, queue_attributes.PURGED: str(call.broker.clock())}
+    call.broker.sqs_queues.put(queue.group, purged)
     return {}
 
 

@@ -52,6 +52,11 @@ when the attribute is changed later."""
 SOURCES = "cirrusmq:DeadLetterSources"
 """Kept in a dead-letter queue's item: the source queues whose RedrivePolicy names it
 (space-separated); never shown as an attribute (names with ``:`` are internal)."""
+PURGED = "cirrusmq:PurgedAt"
+"""Kept in a queue's item: the time (ms) of its last PurgeQueue, one write whatever the
+queue holds. On a FIFO queue it is part of each deduplication key (SendMessage): the
+deduplication ids start afresh. A delayed message sent before it is deleted when a receive
+meets it (ReceiveMessage)."""
 READ_ONLY = (
     "QueueArn",
     "ApproximateNumberOfMessages",
@@ -90,25 +95,47 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
             checked[name] = text
         else:
             raise unknown_attribute(name)
-    default = "false" if fifo and creating else ("true" if fifo else "false")
-    if checked.get("FifoQueue", default) != ("true" if fifo else "false"):
-        raise invalid_parameter(
-            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
-            "underscores, must end with .fifo suffix."
-        )
-    if "FifoQueue" in checked and not creating:
-        raise invalid_parameter("FifoQueue cannot be changed after the queue is created.")
-    if not fifo:
-        for name in FIFO_ONLY:
-            if name in checked:
-                raise unknown_attribute(name)
+    _check_queue_type(checked, fifo=fifo, creating=creating)
     if "RedrivePolicy" in checked:
         redrive_policy(checked["RedrivePolicy"])
     return checked
 
 
-def invalid_value(name: str) -> SqsError:
-    return SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name[:256]}.")
+def _check_queue_type(checked: dict[str, str], *, fifo: bool, creating: bool) -> None:
+    """SQS's rules on ``FifoQueue`` and the FIFO-only attributes: a standard queue knows
+    neither (creating one, ``FifoQueue`` true names a FIFO queue without ``.fifo``, and
+    ``DeduplicationScope`` / ``FifoThroughputLimit`` need a FIFO queue); a FIFO queue is
+    created with ``FifoQueue`` true and keeps it."""
+    kind = checked.get("FifoQueue")
+    if not fifo:
+        if creating and kind == "true":
+            raise invalid_parameter(
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, "
+                "or underscores, must end with .fifo suffix."
+            )
+        if kind is not None:
+            raise unknown_attribute("FifoQueue")
+        for name in FIFO_ONLY:
+            if name in checked:
+                if creating and name != "ContentBasedDeduplication":
+                    raise SqsError(
+                        "InvalidAttributeName",
+                        f"You can specify the {name} only when FifoQueue is set to true.",
+                    )
+                raise unknown_attribute(name)
+        return
+    if creating and kind != "true":
+        raise invalid_parameter(
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
+            "underscores, must end with .fifo suffix."
+        )
+    if not creating and kind == "false":
+        raise invalid_value("FifoQueue", "Reason: Modifying queue type is not supported.")
+
+
+def invalid_value(name: str, reason: str = "") -> SqsError:
+    text = f"Invalid value for the parameter {name[:256]}."
+    return SqsError("InvalidAttributeValue", f"{text} {reason}" if reason else text)
 
 
 def unknown_attribute(name: object) -> SqsError:
