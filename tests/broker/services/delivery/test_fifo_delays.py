@@ -142,3 +142,14 @@ def test_an_empty_receive_names_when_a_held_delayed_message_becomes_due(broker, 
     hints: list[int] = []
     assert broker.consume.receive("G", "f", max_messages=10, due_hint=hints.append) == []
     assert hints == [due - clock.now]  # ms from now
+
+
+def test_the_due_hint_names_a_delayed_message_due_before_a_delivery_in_flight_ends(broker, clock):
+    create_fifo_topic(broker, "f", queues=1)
+    broker.produce.send("f", [MessageInput(b"a0", message_group="a")])
+    due = clock.now + 30_000
+    broker.produce.send("f", [MessageInput(b"b0", message_group="b", not_before=due)])
+    assert bodies(broker.consume.receive("G", "f", max_messages=1)) == [b"a0"]  # 60 s lease
+    hints: list[int] = []
+    assert broker.consume.receive("G", "f", max_messages=10, due_hint=hints.append) == []
+    assert hints == [due - clock.now]
