@@ -137,3 +137,16 @@ def test_a_deeply_nested_redrive_policy_is_a_client_error(sqs, queue_name) -> No
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
     assert not any(u.endswith(f"/{queue_name}") for u in sqs.list_queues().get("QueueUrls", []))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a FIFO queue's delayed send waits in its summary's held offsets (not a delay "
+    "item): GetQueueAttributes counts it as visible, not as delayed",
+)
+def test_a_fifo_queue_s_delayed_sends_are_counted_as_delayed(sqs, queue_name) -> None:  # noqa: F811
+    url = _fifo(sqs, queue_name, DelaySeconds="900")
+    sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="1")
+    attributes = _attributes(sqs, url)
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert attributes["ApproximateNumberOfMessages"] == "0"

@@ -341,16 +341,19 @@ class GroupQueueState:
         )
         self._put(taken, replacing=lease)
         if split < lease.end:
-            slot = (split, False)
+            # a lease recording its groups (FIFO) may span offsets of other leases: its rest
+            # starts at its own next offset, which names no other lease's slot
+            start = pending[count] if lease.groups is not None else split
+            slot = (start, False)
             rest = Lease(
                 new_lease_id(slot, 0),  # nothing delivered under it: it is redelivered later
-                split,
+                start,
                 lease.end,
                 lease.deadline,
                 lease.attempt,
-                frozenset(o for o in lease.moved if o >= split),
-                frozenset(o for o in lease.acked if o >= split),
-                frozenset(o for o in lease.gone if o >= split),
+                frozenset(o for o in lease.moved if o >= start),
+                frozenset(o for o in lease.acked if o >= start),
+                frozenset(o for o in lease.gone if o >= start),
                 groups=lease.groups,
             )
             self._put(rest)

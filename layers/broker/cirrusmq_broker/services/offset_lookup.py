@@ -10,6 +10,7 @@ behind a live index item) stays undecided: the lease keeps it, a later pass look
 
 from __future__ import annotations
 
+import bisect
 import logging
 from dataclasses import dataclass, field
 
@@ -37,15 +38,18 @@ class OffsetLookup:
         self._reader = reader
 
     def messages_at(self, topic: str, queue: int, offsets: list[int], *, now_s: int) -> Found:
-        """The messages at ``offsets``: one index page (about 100 batches) per round, each
-        batch object read once (cached); the retention edge is read only when something
-        was not found."""
+        """The messages at ``offsets``: one index page (about 100 batches) per round, the
+        object of each batch holding one of them read once (cached); the retention edge is
+        read only when something was not found."""
         found = Found()
         missing: list[int] = []
         pending = sorted(set(offsets))
         while pending:
             entries = self._index.covering(topic, queue, pending[0], pending[-1])
             for entry in entries:
+                first = bisect.bisect_left(pending, entry.base_offset)
+                if first == len(pending) or pending[first] >= entry.next_offset:
+                    continue  # holds none of the offsets asked for: its object is not read
                 batch = self._reader.messages(entry)
                 for offset in pending:
                     if offset >= entry.next_offset:

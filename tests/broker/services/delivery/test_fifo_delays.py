@@ -130,3 +130,26 @@ def test_polls_before_a_held_message_is_due_read_only_the_queue_view(broker, clo
     assert calls("f") == calls("idle")  # a0 due in 20 s: no lookup of it, no lease read
     clock.advance(21)
     assert bodies(broker.consume.receive("G", "f", max_messages=10)) == [b"a0", b"a1"]
+
+
+def test_an_empty_receive_names_when_a_held_delayed_message_becomes_due(broker, clock):
+    """A consumer idle on its channel wakes at an empty receive's ``next_due_ms``: a FIFO
+    message held for its not-before time is announced by no notification when it becomes
+    due, so the hint must name that time (else the consumer waits for its safety poll)."""
+    create_fifo_topic(broker, "f", queues=1)
+    due = clock.now + 30_000
+    broker.produce.send("f", [MessageInput(b"a0", message_group="a", not_before=due)])
+    hints: list[int] = []
+    assert broker.consume.receive("G", "f", max_messages=10, due_hint=hints.append) == []
+    assert hints == [due - clock.now]  # ms from now
+
+
+def test_the_due_hint_names_a_delayed_message_due_before_a_delivery_in_flight_ends(broker, clock):
+    create_fifo_topic(broker, "f", queues=1)
+    broker.produce.send("f", [MessageInput(b"a0", message_group="a")])
+    due = clock.now + 30_000
+    broker.produce.send("f", [MessageInput(b"b0", message_group="b", not_before=due)])
+    assert bodies(broker.consume.receive("G", "f", max_messages=1)) == [b"a0"]  # 60 s lease
+    hints: list[int] = []
+    assert broker.consume.receive("G", "f", max_messages=10, due_hint=hints.append) == []
+    assert hints == [due - clock.now]

@@ -148,11 +148,21 @@ class QueuePlanner:
         """FIFO queue → when it is served again while its deliveries stay in flight."""
         self._not_due: dict[tuple[str, str, int], _NotDue] = {}
         """FIFO queue → when its held messages become due, while no lease is open."""
+        self._held_due: dict[tuple[str, str, int], _NotDue] = {}
+        """FIFO queue → the earliest not-before time of its held messages, whether or not
+        a lease is open (an empty receive names it as its due hint)."""
 
     def delivery_ended(self, group: str, topic: str, queue: int) -> None:
         """An ack settled a delivery of the queue: a FIFO queue may serve again at once."""
         with self._lock:
             self._fifo_busy.pop((group, topic, queue), None)
+
+    def held_due_at(self, state: GroupQueueState) -> int | None:
+        """FIFO: when the earliest message ``state`` holds for its not-before time becomes
+        due (ms), as the last plan of the same held offsets found; None if unknown."""
+        with self._lock:
+            note = self._held_due.get((state.group, state.topic, state.queue))
+        return note.due_at if note is not None and note.held == state.held else None
 
     def _flow_recheck(self, state: GroupQueueState) -> bool:
         """Whether a queue held by flow control may have its leases read again now.
@@ -292,6 +302,12 @@ class QueuePlanner:
         lookup of its held messages while the same leases are open."""
         if not (plan.waiting and state.held):
             return
+        key = (state.group, state.topic, state.queue)
+        if plan.due_at is not None:
+            with self._lock:
+                if len(self._held_due) > 10_000:
+                    self._held_due.clear()
+                self._held_due[key] = _NotDue(state.held, plan.due_at)
         if plan.due_at is not None and state.open_leases == 0:
             with self._lock:
                 if len(self._not_due) > 10_000:

@@ -209,9 +209,10 @@ class Receiver:
         """Tell ``due_hint`` when something of the group may become receivable: a lease
         deadline on the topic's open queues (as this receive last read or changed them), a
         retry becoming visible or its lease ending (as the retry topic last read it)."""
-        deadlines = [
-            view.states[q].earliest_deadline for q in view.states if not view.heads[q].closed
-        ]
+        open_states = [view.states[q] for q in view.states if not view.heads[q].closed]
+        deadlines = [state.earliest_deadline for state in open_states]
+        # FIFO: a message held for its not-before time (no notification announces it)
+        deadlines += [self._planner.held_due_at(state) for state in open_states if state.held]
         retry = self._retry_topic.receivable_at(group, topic.name)
         hint = next_due_ms([*deadlines, retry], self._clock())
         if hint is not None:
