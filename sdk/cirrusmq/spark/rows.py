@@ -72,6 +72,8 @@ _FROM_OBJECT = [
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 SIZE_PROPERTIES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
 SHA256_PROPERTY = "cirrusmq.body.sha256"
+KEY_PROPERTY = "cirrusmq.body.key"
+"""Set by the service alone, on a large message whose key it checked."""
 
 _clients: dict[StackOptions, Any] = {}
 _lock = threading.Lock()
@@ -115,7 +117,7 @@ def read_slices(
             continue
         batch = slice_rows(pq.read_table(pa.BufferReader(data)), topic, piece)
         if read_large_bodies:
-            batch = with_large_bodies(batch, client)
+            batch = with_large_bodies(batch, client, stack)
         if batch.num_rows:
             yield batch
 
@@ -210,15 +212,28 @@ def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, 
     return pointer[1]["s3BucketName"], pointer[1]["s3Key"], int(size), props.get(SHA256_PROPERTY)
 
 
-def with_large_bodies(batch: pa.RecordBatch, client: Any) -> pa.RecordBatch:
+def with_large_bodies(batch: pa.RecordBatch, client: Any, stack: StackOptions) -> pa.RecordBatch:
     """``batch`` with each large message's ``body`` replaced by its object's content (a
-    body past its retention stays the pointer)."""
+    body past its retention stays the pointer).
+
+    The client reads with the stack's credentials, so a pointer into one of the stack's
+    buckets is followed only when the service checked it (its ``cirrusmq.body.key``, which
+    only the service sets, names the object): any producer can send an inline body shaped
+    like a pointer, and following it would copy another topic's body or batch into this
+    topic's rows. An Extended Client's payload in its own bucket is read as it names it.
+    """
     buckets, keys = batch.column("body_bucket").to_pylist(), batch.column("body_key").to_pylist()
     if not any(keys):
         return batch
     bodies = batch.column("body").to_pylist()
+    properties = batch.column("properties").to_pylist()
+    own = {stack.bucket, stack.batch_objects_bucket}
     for row, (bucket, key) in enumerate(zip(buckets, keys, strict=True)):
         if key is None:
+            continue
+        if bucket in own and (
+            bucket != stack.bucket or dict(properties[row] or ()).get(KEY_PROPERTY) != key
+        ):
             continue
         try:
             bodies[row] = client.get_object(Bucket=bucket, Key=key)["Body"].read()
