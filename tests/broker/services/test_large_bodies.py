@@ -156,3 +156,12 @@ def test_a_pointer_to_a_body_granted_long_before_the_send_is_refused(broker, clo
     clock.advance(13 * 24 * 3600)
     with pytest.raises(InvalidLargeBody):
         broker.large_bodies.resolve("t", [MessageInput(b"", large_body=pointer)])
+
+
+def test_a_key_whose_last_part_is_not_a_ulid_is_refused_with_a_400(broker):
+    broker.admin.create_topic("t")
+    key = "topics/topic=t/_bodies/dt=2026-12-02/" + "Z" * 26  # past the ULID range
+    with pytest.raises(InvalidLargeBody):
+        broker.large_bodies.resolve(
+            "t", [MessageInput(b"", large_body=LargeBody(key, 7, "0" * 64))]
+        )
