@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cirrusmq.spark.options import (
@@ -269,3 +270,18 @@ def test_reading_large_bodies_follows_only_pointers_the_service_checked():
         )
     bodies = batch.column("body").to_pylist()
     assert bodies == [messages[0].body, messages[1].body, b"own"]
+
+
+def test_a_pointer_with_a_size_int_cannot_parse_reads_as_an_inline_body():
+    """``"²".isdigit()`` is True but ``int("²")`` raises: one such message, which any
+    producer may send, failed every read of its topic's object."""
+    from cirrusmq.spark.rows import pointer_columns
+
+    body = (
+        b'["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
+    )
+    columns = pointer_columns(
+        pa.array([body], pa.binary()),
+        pa.array([[("ExtendedPayloadSize", "\u00b2")]], pa.map_(pa.string(), pa.string())),
+    )
+    assert [c.to_pylist() for c in columns] == [[None]] * 4
