@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,16 @@ __all__ = [
     "LargeBodyRef",
     "upload_body",
 ]
+
+SIZE_TEXT = re.compile(r"[0-9]{1,19}")
+"""An Extended Client size attribute's text: ASCII digits (``str.isdigit`` also takes
+``²``, which ``int`` refuses), at most a 64-bit count."""
+
+
+def payload_size(text: object) -> int | None:
+    """The size an Extended Client's size attribute states; None when it is not one."""
+    return int(text) if isinstance(text, str) and SIZE_TEXT.fullmatch(text) else None
+
 
 INLINE_MAX_BYTES = 4 * 1024 * 1024
 """The largest body a message carries inline; a larger one is uploaded as its own object."""

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..large_body import payload_size
 from .options import StackOptions
 from .planning import Slice
 from .schema import SCHEMA_DDL
@@ -191,8 +192,8 @@ def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
 
 
 def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, str | None] | None:
-    size = next((props[name] for name in SIZE_PROPERTIES if name in props), None)
-    if size is None or not size.isdigit() or not body:
+    size = payload_size(next((props[name] for name in SIZE_PROPERTIES if name in props), None))
+    if size is None or not body:
         return None
     if not body.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
         return None
@@ -209,7 +210,7 @@ def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, 
         and isinstance(pointer[1].get("s3Key"), str)
     ):
         return None
-    return pointer[1]["s3BucketName"], pointer[1]["s3Key"], int(size), props.get(SHA256_PROPERTY)
+    return pointer[1]["s3BucketName"], pointer[1]["s3Key"], size, props.get(SHA256_PROPERTY)
 
 
 def with_large_bodies(batch: pa.RecordBatch, client: Any, stack: StackOptions) -> pa.RecordBatch:
