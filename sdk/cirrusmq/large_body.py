@@ -164,8 +164,14 @@ class BodyStream(io.RawIOBase):
                 code="LargeBodyUnavailable",
                 retriable=True,
             ) from exc
-        self._hash.update(chunk)
         self._read += len(chunk)
+        if self._read > self._body.size:  # stop at once: the object may be any size
+            raise LargeBodyError(
+                f"large body {self._body.key} has more than the {self._body.size} bytes its "
+                "message says",
+                code="LargeBodyMismatch",
+            )
+        self._hash.update(chunk)
         return chunk
 
     def _verify(self) -> None:
