@@ -285,3 +285,43 @@ def test_a_pointer_with_a_size_int_cannot_parse_reads_as_an_inline_body():
         pa.array([[("ExtendedPayloadSize", "\u00b2")]], pa.map_(pa.string(), pa.string())),
     )
     assert [c.to_pylist() for c in columns] == [[None]] * 4
+
+
+def test_reading_large_bodies_keeps_the_pointer_of_an_object_larger_than_stated():
+    """An Extended Client pointer in its own bucket states 3 bytes for a bigger object: the
+    executor read the whole object into memory whatever its size. It keeps the pointer."""
+    import json
+    import os
+
+    import boto3
+    from cirrusmq.spark.rows import read_slices
+    from moto import mock_aws
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    body = json.dumps(
+        [
+            "software.amazon.payloadoffloading.PayloadS3Pointer",
+            {"s3BucketName": "payloads", "s3Key": "big"},
+        ]
+    ).encode()
+    messages = [NewMessage("m", body, properties={"ExtendedPayloadSize": "3"})]
+    data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
+    key = "topics/topic=a/queue=0/dt=2023-11-14/x.parquet"
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in ("messages", "payloads"):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket="messages", Key=key, Body=data)
+        s3.put_object(Bucket="payloads", Key="big", Body=b"x" * 4096)
+        stack = StackOptions.parse(
+            {
+                "bucket": "messages",
+                "logIndexTable": "i",
+                "queueHeadsTable": "h",
+                "region": "us-east-1",
+            }
+        )
+        (batch,) = read_slices(
+            stack, "a", [Slice(0, key, 0, 0, 1, len(data), 1)], read_large_bodies=True
+        )
+    assert batch.column("body").to_pylist() == [body]
