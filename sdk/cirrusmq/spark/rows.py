@@ -222,10 +222,12 @@ def with_large_bodies(batch: pa.RecordBatch, client: Any, stack: StackOptions) -
     only the service sets, names the object): any producer can send an inline body shaped
     like a pointer, and following it would copy another topic's body or batch into this
     topic's rows. An Extended Client's payload in its own bucket is read as it names it.
+    An object whose size is not the stated one stays the pointer (it is never loaded).
     """
     buckets, keys = batch.column("body_bucket").to_pylist(), batch.column("body_key").to_pylist()
     if not any(keys):
         return batch
+    sizes = batch.column("body_size").to_pylist()
     bodies = batch.column("body").to_pylist()
     properties = batch.column("properties").to_pylist()
     own = {stack.bucket, stack.batch_objects_bucket}
@@ -237,9 +239,13 @@ def with_large_bodies(batch: pa.RecordBatch, client: Any, stack: StackOptions) -
         ):
             continue
         try:
-            bodies[row] = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            found = client.get_object(Bucket=bucket, Key=key)
         except client.exceptions.NoSuchKey:
             continue
+        if found["ContentLength"] != sizes[row]:  # not the payload the message states:
+            found["Body"].close()  # never load an object of any size
+            continue
+        bodies[row] = found["Body"].read()
     columns = list(batch.columns)
     columns[_FIELD["body"]] = pa.array(bodies, pa.binary())
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
