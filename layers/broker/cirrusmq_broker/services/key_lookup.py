@@ -184,10 +184,14 @@ class KeyLookup:
             return
         start: dict[str, Any] | None = None
         held: list[tuple[IndexEntry, int]] = []
+        # The merge pulls every queue's first page before it consumes any: those share the
+        # budget out; later ones take at most what is left of it.
+        limit = max(1, min(INDEX_PAGE_ITEMS, MAX_INDEX_ITEMS // topic.queues))
         while True:
             page, start = self._index.stored_newest_first(
-                topic.name, queue, search.begin_ms, upper, limit=INDEX_PAGE_ITEMS, after=start
+                topic.name, queue, search.begin_ms, upper, limit=limit, after=start
             )
+            limit = max(1, min(INDEX_PAGE_ITEMS, MAX_INDEX_ITEMS - budget.index_items))
             budget.index_items += len(page)
             held.extend(page)
             if start is not None and held:  # the oldest millisecond may go on in the next page
