@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,16 @@ __all__ = [
     "LargeBodyRef",
     "upload_body",
 ]
+
+SIZE_TEXT = re.compile(r"[0-9]{1,19}")
+"""An Extended Client size attribute's text: ASCII digits (``str.isdigit`` also takes
+``²``, which ``int`` refuses), at most a 64-bit count."""
+
+
+def payload_size(text: object) -> int | None:
+    """The size an Extended Client's size attribute states; None when it is not one."""
+    return int(text) if isinstance(text, str) and SIZE_TEXT.fullmatch(text) else None
+
 
 INLINE_MAX_BYTES = 4 * 1024 * 1024
 """The largest body a message carries inline; a larger one is uploaded as its own object."""
@@ -153,8 +164,14 @@ class BodyStream(io.RawIOBase):
                 code="LargeBodyUnavailable",
                 retriable=True,
             ) from exc
-        self._hash.update(chunk)
         self._read += len(chunk)
+        if self._read > self._body.size:  # stop at once: the object may be any size
+            raise LargeBodyError(
+                f"large body {self._body.key} has more than the {self._body.size} bytes its "
+                "message says",
+                code="LargeBodyMismatch",
+            )
+        self._hash.update(chunk)
         return chunk
 
     def _verify(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO, ClassVar
 
-from .large_body import CHUNK_BYTES, LargeBody, LargeBodyRef
+from .large_body import CHUNK_BYTES, LargeBody, LargeBodyRef, payload_size
 from .wire import (
     read_base64,
     read_int,
@@ -246,9 +246,9 @@ def _extended_payload(data: Mapping[str, Any]) -> LargeBody | None:
     properties = data.get("properties")
     if not isinstance(properties, Mapping):
         return None
-    size = next((properties[a] for a in SIZE_ATTRIBUTES if a in properties), None)
+    size = payload_size(next((properties[a] for a in SIZE_ATTRIBUTES if a in properties), None))
     body = data.get("body")
-    if not isinstance(size, str) or not size.isdigit() or not isinstance(body, str):
+    if size is None or not isinstance(body, str):
         return None
     try:
         raw = base64.b64decode(body, validate=True)
@@ -271,7 +271,7 @@ def _extended_payload(data: Mapping[str, Any]) -> LargeBody | None:
         return None
     return LargeBody(
         key=pointer[1]["s3Key"],
-        size=int(size),
+        size=size,
         sha256=None,
         url=None,
         bucket=pointer[1]["s3BucketName"],

@@ -124,3 +124,47 @@ def test_receipt_handles_have_no_dash_the_extended_client_splits_on(
         QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(handles)]
     )
     assert len(deleted["Successful"]) == 8
+
+
+def test_a_pointer_understating_its_payload_stops_the_read_at_the_stated_size(
+    cirrusmq_stack, make_topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer states ``ExtendedPayloadSize`` 1 for a 20 MiB object: the consumer's
+    stream read all of it (``body`` held it whole in memory) before the size check at
+    the end. It stops with LargeBodyMismatch once the stated size is passed."""
+    from cirrusmq.errors import LargeBodyError
+    from cirrusmq.large_body import CHUNK_BYTES
+
+    topic, bucket = make_topic("ext"), f"payloads-{uuid.uuid4().hex[:12]}"
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=cirrusmq_stack.aws_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="big", Body=b"\0" * (20 * MIB))
+    pointer = json.dumps(
+        [
+            "software.amazon.payloadoffloading.PayloadS3Pointer",
+            {"s3BucketName": bucket, "s3Key": "big"},
+        ]
+    )
+    endpoint, credentials = cirrusmq_stack.endpoint, cirrusmq_stack.credentials
+    with Producer(endpoint, credentials) as producer:
+        producer.send(Message(topic, pointer, properties={"ExtendedPayloadSize": "1"}))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", cirrusmq_stack.aws_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "consumer")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "consumer")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with SimpleConsumer(endpoint, credentials, "reader", [topic], await_duration=2) as c:
+        (message,) = c.receive(1, 60)
+        c.ack(message)
+    assert message.large_body is not None and message.body_size == 1
+    read = 0
+    with pytest.raises(LargeBodyError) as raised, message.body_stream() as stream:
+        for chunk in stream:
+            read += len(chunk)
+    assert raised.value.code == "LargeBodyMismatch"
+    assert read <= CHUNK_BYTES

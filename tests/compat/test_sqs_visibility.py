@@ -385,3 +385,26 @@ def test_visibility_ends_at_most_12_hours_after_the_receive(
     )
     sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
     assert "Messages" not in sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)
+
+
+def test_a_handle_whose_receive_time_is_thousands_of_digits_is_invalid_not_a_500(
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+):
+    """The receive time after ``~`` is base 36 text from the client: past Python's limit on
+    digits ``int()`` raised ValueError, an InternalError for delete and visibility change.
+    The message stays, and its real handle still deletes it."""
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    handle = _one(sqs, url)["ReceiptHandle"]
+    forged = handle.rpartition("~")[0] + "~" + "z" * 5000
+    for call in (
+        lambda: sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=forged, VisibilityTimeout=60
+        ),
+        lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=forged),
+    ):
+        with pytest.raises(Exception) as raised:
+            call()
+        assert error_code(raised.value) == "ReceiptHandleIsInvalid"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)

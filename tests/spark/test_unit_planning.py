@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cirrusmq.spark.options import (
@@ -177,7 +178,7 @@ def test_concurrent_fetches_yield_the_slices_in_order_and_skip_deleted_objects(t
             data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
             key = f"topics/topic=t/queue=0/dt=2023-11-14/{n}.parquet"
             if n != 3:  # object 3: deleted since planning (retention)
-                s3.put_object(Bucket="messages", Key=key, Body=data)
+                s3.put_object(Bucket="batches", Key=key, Body=data)
             first = 4 * n + (1 if n == 0 else 0)  # the range starts inside object 0
             slices.append(Slice(0, key, 4 * n, first, 4 * n + 4, len(data), 4))
         batches = list(read_slices(stack, "t", slices, fetch_threads=threads))
@@ -207,3 +208,120 @@ def test_a_read_stopped_early_leaves_no_fetch_running():
     reading.close()
     assert len(started) <= 5
     assert not [t for t in threading.enumerate() if t.name.startswith("cirrusmq-get")]
+
+
+def test_reading_large_bodies_follows_only_pointers_the_service_checked():
+    """A producer of topic ``a`` sends an inline body shaped like the Extended Client's
+    pointer, naming topic ``b``'s body object (or a batch object) in the stack's buckets,
+    with an ``ExtendedPayloadSize`` property. ``largeBodies=read`` fetches with the stack's
+    credentials, so following it would copy ``b``'s bytes into ``a``'s rows: only a pointer
+    whose ``cirrusmq.body.key`` (set by the service alone, on a key it checked) names the
+    object is followed."""
+    import json
+    import os
+
+    import boto3
+    from cirrusmq.spark.rows import read_slices
+    from moto import mock_aws
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    secret_key = "topics/topic=b/_bodies/dt=2023-11-14/01HF0000000000000000000000"
+    batch_key = "topics/topic=b/queue=0/dt=2023-11-14/y.parquet"
+    own_key = "topics/topic=a/_bodies/dt=2023-11-14/01HF0000000000000000000001"
+
+    def pointer(bucket: str, key: str) -> bytes:
+        body = ["software.amazon.payloadoffloading.PayloadS3Pointer"]
+        return json.dumps([*body, {"s3BucketName": bucket, "s3Key": key}]).encode()
+
+    checked = {
+        "ExtendedPayloadSize": "3",
+        "cirrusmq.body.key": own_key,
+        "cirrusmq.body.size": "3",
+        "cirrusmq.body.sha256": "0" * 64,
+    }
+    messages = [
+        NewMessage(
+            "forged", pointer("messages", secret_key), properties={"ExtendedPayloadSize": "6"}
+        ),
+        NewMessage("batch", pointer("batches", batch_key), properties={"ExtendedPayloadSize": "6"}),
+        NewMessage("own", pointer("messages", own_key), properties=checked),
+    ]
+    data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
+    key = "retention_days=3/topics/topic=a/queue=0/dt=2023-11-14/x.parquet"
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in ("messages", "batches"):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket="batches", Key=key, Body=data)
+        s3.put_object(Bucket="messages", Key=secret_key, Body=b"secret")
+        s3.put_object(Bucket="batches", Key=batch_key, Body=b"rows-b")
+        s3.put_object(Bucket="messages", Key=own_key, Body=b"own")
+        stack = StackOptions.parse(
+            {
+                "bucket": "messages",
+                "batchBucket": "batches",
+                "logIndexTable": "i",
+                "queueHeadsTable": "h",
+                "region": "us-east-1",
+            }
+        )
+        (batch,) = read_slices(
+            stack, "a", [Slice(0, key, 0, 0, 3, len(data), 3)], read_large_bodies=True
+        )
+    bodies = batch.column("body").to_pylist()
+    assert bodies == [messages[0].body, messages[1].body, b"own"]
+
+
+def test_a_pointer_with_a_size_int_cannot_parse_reads_as_an_inline_body():
+    """``"²".isdigit()`` is True but ``int("²")`` raises: one such message, which any
+    producer may send, failed every read of its topic's object."""
+    from cirrusmq.spark.rows import pointer_columns
+
+    body = (
+        b'["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
+    )
+    columns = pointer_columns(
+        pa.array([body], pa.binary()),
+        pa.array([[("ExtendedPayloadSize", "\u00b2")]], pa.map_(pa.string(), pa.string())),
+    )
+    assert [c.to_pylist() for c in columns] == [[None]] * 4
+
+
+def test_reading_large_bodies_keeps_the_pointer_of_an_object_larger_than_stated():
+    """An Extended Client pointer in its own bucket states 3 bytes for a bigger object: the
+    executor read the whole object into memory whatever its size. It keeps the pointer."""
+    import json
+    import os
+
+    import boto3
+    from cirrusmq.spark.rows import read_slices
+    from moto import mock_aws
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    body = json.dumps(
+        [
+            "software.amazon.payloadoffloading.PayloadS3Pointer",
+            {"s3BucketName": "payloads", "s3Key": "big"},
+        ]
+    ).encode()
+    messages = [NewMessage("m", body, properties={"ExtendedPayloadSize": "3"})]
+    data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
+    key = "topics/topic=a/queue=0/dt=2023-11-14/x.parquet"
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in ("messages", "payloads"):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket="messages", Key=key, Body=data)
+        s3.put_object(Bucket="payloads", Key="big", Body=b"x" * 4096)
+        stack = StackOptions.parse(
+            {
+                "bucket": "messages",
+                "logIndexTable": "i",
+                "queueHeadsTable": "h",
+                "region": "us-east-1",
+            }
+        )
+        (batch,) = read_slices(
+            stack, "a", [Slice(0, key, 0, 0, 1, len(data), 1)], read_large_bodies=True
+        )
+    assert batch.column("body").to_pylist() == [body]

@@ -10,6 +10,9 @@ LARGE_BODY_PART_BYTES = 64 * 1024 * 1024
 """The part size of a large body's multipart upload (the last part may be smaller)."""
 LARGE_BODY_URL_SECONDS = 3600
 """How long a presigned upload or download URL of a large body is valid."""
+LARGE_BODY_SEND_WINDOW_SECONDS = 24 * 3600
+"""A send names a large body granted at most this long before: the body's lifecycle tier
+counts from its upload, so a later message could outlive it."""
 LARGE_BODY_MIN_RETENTION_HOURS = 14 * 24
 """A large body is kept at least as long as a dead-letter topic keeps its copies."""
 MAX_REQUEST_BYTES = 6 * 1024 * 1024

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..large_body import payload_size
 from .options import StackOptions
 from .planning import Slice
 from .schema import SCHEMA_DDL
@@ -72,6 +73,8 @@ _FROM_OBJECT = [
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 SIZE_PROPERTIES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
 SHA256_PROPERTY = "cirrusmq.body.sha256"
+KEY_PROPERTY = "cirrusmq.body.key"
+"""Set by the service alone, on a large message whose key it checked."""
 
 _clients: dict[StackOptions, Any] = {}
 _lock = threading.Lock()
@@ -115,7 +118,7 @@ def read_slices(
             continue
         batch = slice_rows(pq.read_table(pa.BufferReader(data)), topic, piece)
         if read_large_bodies:
-            batch = with_large_bodies(batch, client)
+            batch = with_large_bodies(batch, client, stack)
         if batch.num_rows:
             yield batch
 
@@ -189,8 +192,8 @@ def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
 
 
 def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, str | None] | None:
-    size = next((props[name] for name in SIZE_PROPERTIES if name in props), None)
-    if size is None or not size.isdigit() or not body:
+    size = payload_size(next((props[name] for name in SIZE_PROPERTIES if name in props), None))
+    if size is None or not body:
         return None
     if not body.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
         return None
@@ -207,23 +210,42 @@ def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, 
         and isinstance(pointer[1].get("s3Key"), str)
     ):
         return None
-    return pointer[1]["s3BucketName"], pointer[1]["s3Key"], int(size), props.get(SHA256_PROPERTY)
+    return pointer[1]["s3BucketName"], pointer[1]["s3Key"], size, props.get(SHA256_PROPERTY)
 
 
-def with_large_bodies(batch: pa.RecordBatch, client: Any) -> pa.RecordBatch:
+def with_large_bodies(batch: pa.RecordBatch, client: Any, stack: StackOptions) -> pa.RecordBatch:
     """``batch`` with each large message's ``body`` replaced by its object's content (a
-    body past its retention stays the pointer)."""
+    body past its retention stays the pointer).
+
+    The client reads with the stack's credentials, so a pointer into one of the stack's
+    buckets is followed only when the service checked it (its ``cirrusmq.body.key``, which
+    only the service sets, names the object): any producer can send an inline body shaped
+    like a pointer, and following it would copy another topic's body or batch into this
+    topic's rows. An Extended Client's payload in its own bucket is read as it names it.
+    An object whose size is not the stated one stays the pointer (it is never loaded).
+    """
     buckets, keys = batch.column("body_bucket").to_pylist(), batch.column("body_key").to_pylist()
     if not any(keys):
         return batch
+    sizes = batch.column("body_size").to_pylist()
     bodies = batch.column("body").to_pylist()
+    properties = batch.column("properties").to_pylist()
+    own = {stack.bucket, stack.batch_objects_bucket}
     for row, (bucket, key) in enumerate(zip(buckets, keys, strict=True)):
         if key is None:
             continue
+        if bucket in own and (
+            bucket != stack.bucket or dict(properties[row] or ()).get(KEY_PROPERTY) != key
+        ):
+            continue
         try:
-            bodies[row] = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            found = client.get_object(Bucket=bucket, Key=key)
         except client.exceptions.NoSuchKey:
             continue
+        if found["ContentLength"] != sizes[row]:  # not the payload the message states:
+            found["Body"].close()  # never load an object of any size
+            continue
+        bodies[row] = found["Body"].read()
     columns = list(batch.columns)
     columns[_FIELD["body"]] = pa.array(bodies, pa.binary())
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)

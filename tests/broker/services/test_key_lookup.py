@@ -249,3 +249,45 @@ def test_a_window_that_starts_after_it_ends_finds_nothing_without_a_query(orders
     finally:
         remove()
     assert queries == []
+
+
+def test_a_page_reads_at_most_its_object_budget_whatever_the_queues(orders, clock, monkeypatch):
+    """Each queue's stream is primed by the merge before any is consumed: an object read
+    there would escape the budget (64 queues, 64 reads against a cap of 32)."""
+    monkeypatch.setattr(key_lookup, "MAX_OBJECT_READS", 2)
+    for i in range(12):
+        send(orders, "orders", b"%d" % i, keys=["k"])
+        clock.advance(1)
+    fresh = type(orders)(orders.settings, clock)  # an empty batch cache
+    assert len(found(fresh, "orders", "k")) == 12
+    fresh = type(orders)(orders.settings, clock)
+    gets: list[str] = []
+    remove = observe_calls(lambda service, op, _p: gets.append(op) if op == "GetObject" else None)
+    try:
+        fresh.key_lookup.find("orders", "k", limit=100)
+    finally:
+        remove()
+    assert len(gets) <= 2
+
+
+def test_a_page_reads_at_most_its_index_budget_whatever_the_queues(orders, clock, monkeypatch):
+    """Priming the merge reads one index page per queue: 200 items each, 64 queues, 12,800
+    items against a cap of 2,000. The first page per queue shares the budget out."""
+    monkeypatch.setattr(key_lookup, "MAX_INDEX_ITEMS", 8)
+    for i in range(24):
+        send(orders, "orders", b"%d" % i, keys=["other"])
+        clock.advance(1)
+    read: list[int] = []
+    index = orders.key_lookup._index
+    original = index.stored_newest_first
+
+    def counted(*args, **kwargs):
+        page, start = original(*args, **kwargs)
+        read.append(len(page))
+        return page, start
+
+    monkeypatch.setattr(index, "stored_newest_first", counted)
+    orders.key_lookup.find("orders", "k", limit=100)
+    assert sum(read) <= 8
+    monkeypatch.setattr(index, "stored_newest_first", original)
+    assert found(orders, "orders", "k") == []

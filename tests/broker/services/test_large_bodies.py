@@ -145,3 +145,23 @@ def test_a_deleted_topics_purge_leaves_its_bodies_to_their_lifecycle_tier(broker
     assert broker.janitor.purge_deleted_topics() == ["t"]
     listed = boto3.client("s3").list_objects_v2(Bucket=broker.settings.bucket, Prefix="topics/")
     assert [o["Key"] for o in listed["Contents"]] == [pointer.key]
+
+
+def test_a_pointer_to_a_body_granted_long_before_the_send_is_refused(broker, clock):
+    """The body's lifecycle tier (14 days for this topic) counts from its upload: a message
+    sent 13 days later, and its dead-letter copy (14 days from when it dies), would point
+    at an object S3 deletes under them. A send names a body granted within the last day."""
+    broker.admin.create_topic("t", retention_hours=24)
+    pointer = upload(broker, "t", b"1234567")
+    clock.advance(13 * 24 * 3600)
+    with pytest.raises(InvalidLargeBody):
+        broker.large_bodies.resolve("t", [MessageInput(b"", large_body=pointer)])
+
+
+def test_a_key_whose_last_part_is_not_a_ulid_is_refused_with_a_400(broker):
+    broker.admin.create_topic("t")
+    key = "topics/topic=t/_bodies/dt=2026-12-02/" + "Z" * 26  # past the ULID range
+    with pytest.raises(InvalidLargeBody):
+        broker.large_bodies.resolve(
+            "t", [MessageInput(b"", large_body=LargeBody(key, 7, "0" * 64))]
+        )

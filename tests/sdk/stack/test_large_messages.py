@@ -214,3 +214,18 @@ def test_an_async_producer_offloads_a_large_body(endpoint, credentials, topic):
     message_id = asyncio.run(produce())
     message = receive_one(endpoint, credentials, unique("g"), topic)
     assert message.message_id == message_id and message.body == data
+
+
+def test_a_pointer_with_a_size_int_cannot_parse_is_an_inline_body_not_a_crashed_receive(
+    endpoint, credentials, topic
+):
+    """``"²".isdigit()`` is True but ``int("²")`` raises: one such message (any producer
+    may send it) made every receive of the topic raise ValueError, so no consumer could
+    get past it. It reads as an inline body."""
+    pointer = (
+        b'["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
+    )
+    with Producer(endpoint, credentials) as producer:
+        producer.send(Message(topic, pointer, properties={"ExtendedPayloadSize": "\u00b2"}))
+    message = receive_one(endpoint, credentials, unique("g"), topic)
+    assert (message.large_body, message.body) == (None, pointer)

@@ -131,17 +131,20 @@ class KeyLookup:
         ]
         found: list[StoredMessage] = []
         last = search.after
-        for position, message in heapq.merge(*streams, key=lambda hit: hit[0]):
-            last = position
-            if message is not None:
-                found.append(message)
-                if len(found) == limit:
-                    break
+        # Batches merge in message order (a batch's messages are contiguous in it), and an
+        # object is read only when the merge reaches its batch: the budget bounds the reads.
+        for _, entry, wanted in heapq.merge(*streams, key=lambda batch: batch[0]):
+            if wanted:
+                budget.object_reads += 1
+                for position, message in self._matches(entry, key, search.after):
+                    last = position
+                    found.append(message)
+                    if len(found) == limit:
+                        return KeyPage(found, _token(search, last))
+            last = (-entry.stored_timestamp, entry.queue, -entry.base_offset)
             if budget.spent:
-                break
-        else:
-            return KeyPage(found, None)
-        return KeyPage(found, _token(search, last))
+                return KeyPage(found, _token(search, last))
+        return KeyPage(found, None)
 
     def _topic(self, name: str) -> Topic:
         """A user topic, or a group's retry or dead-letter topic (their names carry a dot)."""
@@ -172,19 +175,23 @@ class KeyLookup:
 
     def _queue(
         self, topic: Topic, queue: int, key: str, search: _Search, now_s: int, budget: _Budget
-    ) -> Iterator[tuple[Position, StoredMessage | None]]:
-        """One queue's positions in order: each matching message, and after each batch
-        the batch's last position with None (so a page that finds nothing still moves)."""
+    ) -> Iterator[tuple[Position, IndexEntry, bool]]:
+        """One queue's batches not yet gone through, in order: each with its first
+        position and whether its object may hold the key (its filter, not expired)."""
         after = search.after
         upper = search.end_ms if after is None else min(search.end_ms, -after[0])
         if search.begin_ms > upper:  # an empty window: DynamoDB refuses such a BETWEEN
             return
         start: dict[str, Any] | None = None
         held: list[tuple[IndexEntry, int]] = []
+        # The merge pulls every queue's first page before it consumes any: those share the
+        # budget out; later ones take at most what is left of it.
+        limit = max(1, min(INDEX_PAGE_ITEMS, MAX_INDEX_ITEMS // topic.queues))
         while True:
             page, start = self._index.stored_newest_first(
-                topic.name, queue, search.begin_ms, upper, limit=INDEX_PAGE_ITEMS, after=start
+                topic.name, queue, search.begin_ms, upper, limit=limit, after=start
             )
+            limit = max(1, min(INDEX_PAGE_ITEMS, MAX_INDEX_ITEMS - budget.index_items))
             budget.index_items += len(page)
             held.extend(page)
             if start is not None and held:  # the oldest millisecond may go on in the next page
@@ -198,10 +205,9 @@ class KeyLookup:
                 done = (-entry.stored_timestamp, queue, -entry.base_offset)
                 if after is not None and done <= after:
                     continue
-                if expires_at > now_s and key_filter.may_contain(entry.key_filter, key):
-                    budget.object_reads += 1
-                    yield from self._matches(entry, key, after)
-                yield done, None
+                first = (-entry.stored_timestamp, queue, -(entry.base_offset + entry.count - 1))
+                wanted = expires_at > now_s and key_filter.may_contain(entry.key_filter, key)
+                yield first, entry, wanted
             if start is None:
                 return
 

@@ -30,7 +30,13 @@ from .. import limits
 from ..errors import InvalidLargeBody, MessageTooLarge
 from ..model import LargeBody, MessageInput
 from ..storage.batch_objects import retention_tier_days
-from ..storage.large_bodies import LargeBodyStore, UploadGrant, body_key, key_topic
+from ..storage.large_bodies import (
+    LargeBodyStore,
+    UploadGrant,
+    body_key,
+    key_granted_ms,
+    key_topic,
+)
 from .topic_catalog import TopicCatalog
 
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
@@ -103,8 +109,9 @@ class LargeBodyService:
         """``inputs`` with each large-body pointer checked and turned into its stored form.
 
         Raises InvalidLargeBody (400) for a key this service did not hand out for this
-        topic, an object that is missing (or whose upload was not completed), a size that
-        differs from the object's or a malformed hash; MessageTooLarge above 2 GiB.
+        topic (or granted more than LARGE_BODY_SEND_WINDOW_SECONDS ago), an object that is
+        missing (or whose upload was not completed), a size that differs from the object's
+        or a malformed hash; MessageTooLarge above 2 GiB.
         """
         return [
             self._resolved(topic_name, raw, position) if raw.large_body else raw
@@ -132,6 +139,17 @@ class LargeBodyService:
                 f"{what}: {pointer.key[:300]!r} is not a large body uploaded for topic "
                 f"{topic_name!r} (ask POST /v1/topics/{topic_name}/large-bodies for one)",
                 details={"key": pointer.key[:300]},
+            )
+        granted = key_granted_ms(pointer.key)
+        if (
+            granted is None
+            or self._clock() - granted > limits.LARGE_BODY_SEND_WINDOW_SECONDS * 1000
+        ):
+            raise InvalidLargeBody(
+                f"{what}: {pointer.key!r} is not a large body granted within the last "
+                f"{limits.LARGE_BODY_SEND_WINDOW_SECONDS} s (upload it again: its lifecycle "
+                "tier counts from the upload)",
+                details={"key": pointer.key},
             )
         stored = self._store.size_of(pointer.key)
         if stored is None:

@@ -44,8 +44,18 @@ class UploadGrant:
 
 
 def body_key(topic: str, now_ms: int) -> str:
+    """A new body's key; its ULID carries ``now_ms``, the time of the grant."""
     day = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
-    return f"{topic_prefix(topic)}{BODIES_PART}dt={day}/{ULID()}"
+    return f"{topic_prefix(topic)}{BODIES_PART}dt={day}/{ULID.from_timestamp(now_ms / 1000)}"
+
+
+def key_granted_ms(key: str) -> int | None:
+    """When the grant of a key :func:`key_topic` accepts was made (ms since the epoch);
+    None when its last part is not a ULID (no key this service handed out)."""
+    try:
+        return ULID.from_str(key.rsplit("/", 1)[1]).milliseconds
+    except ValueError:
+        return None
 
 
 def key_topic(key: str) -> str | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from .errors import SqsError
 
 SEPARATOR = "~"
+MAX_STAMP_CHARS = 13
+"""Base 36 digits of a receive time: 13 hold any 64-bit millisecond count."""
 MAX_TOTAL_VISIBILITY_SECONDS = 43_200
 """Visibility ends at most this long after the receive that issued the handle."""
 
@@ -30,8 +32,8 @@ def broker_handle(handle: str) -> str:
 def split(handle: str) -> tuple[str, int | None]:
     """(the broker handle, the receive's time in ms or None when the handle has none)."""
     inner, separator, stamp = handle.rpartition(SEPARATOR)
-    if not separator or not stamp.isascii() or not stamp.isalnum():
-        return handle, None
+    if not separator or not stamp.isascii() or not stamp.isalnum() or len(stamp) > MAX_STAMP_CHARS:
+        return handle, None  # no time of ours: the broker judges the whole handle
     return inner, int(stamp, 36)
 
 
