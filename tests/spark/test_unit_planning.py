@@ -178,7 +178,7 @@ def test_concurrent_fetches_yield_the_slices_in_order_and_skip_deleted_objects(t
             data = encode_batch(messages, stored_timestamp=1_700_000_000_000, stamp=None)
             key = f"topics/topic=t/queue=0/dt=2023-11-14/{n}.parquet"
             if n != 3:  # object 3: deleted since planning (retention)
-                s3.put_object(Bucket="batches", Key=key, Body=data)
+                s3.put_object(Bucket="messages", Key=key, Body=data)
             first = 4 * n + (1 if n == 0 else 0)  # the range starts inside object 0
             slices.append(Slice(0, key, 4 * n, first, 4 * n + 4, len(data), 4))
         batches = list(read_slices(stack, "t", slices, fetch_threads=threads))
