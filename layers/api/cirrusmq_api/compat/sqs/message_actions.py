@@ -280,7 +280,7 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     if outgoing:
         for answer, sent in zip(successful, _send(call, queue, outgoing), strict=True):
             answer.update(_answer(sent))
-    return {"Successful": successful, "Failed": failed}
+    return batch_answer(successful, failed)
 
 
 def _check_fifo_entries(entries: list[dict[str, Any]], attributes: dict[str, str]) -> None:
@@ -356,6 +356,17 @@ def _payload_bytes(entry: dict[str, Any]) -> int:
                 if isinstance(value.get(part), str):
                     size += len(value[part].encode("utf-8", "surrogatepass"))
     return size
+
+
+def batch_answer(successful: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch action's answer as SQS gives it: an empty ``Successful`` or ``Failed`` list is
+    left out (over AWS JSON too, as over the query protocol, where it has no element)."""
+    answer: dict[str, Any] = {}
+    if successful:
+        answer["Successful"] = successful
+    if failed:
+        answer["Failed"] = failed
+    return answer
 
 
 def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
@@ -591,7 +602,7 @@ def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             successful.append({"Id": entry_id})
         else:
             failed.append(_failure(entry_id, error))
-    return {"Successful": successful, "Failed": failed}
+    return batch_answer(successful, failed)
 
 
 def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
@@ -634,4 +645,4 @@ def change_message_visibility_batch(call: Call, params: dict[str, Any]) -> dict[
             failed.append(_failure(entry["Id"], exc))
         else:
             successful.append({"Id": entry["Id"]})
-    return {"Successful": successful, "Failed": failed}
+    return batch_answer(successful, failed)
