@@ -14,7 +14,11 @@ from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
 from cirrusmq_broker.message_ids import as_uuid, new_message_id
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
-from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
+from cirrusmq_broker.rules.retries import (
+    DEAD_LETTER_DELIVERIES_PROPERTY,
+    REDELIVERY_IMMEDIATE,
+    retry_origin,
+)
 
 from . import naming, queue_attributes, receipts
 from .context import Call, int_param, list_param
@@ -31,6 +35,7 @@ from .message_attributes import (
     DEDUP_ID_PROPERTY,
     INVALID_TEXT,
     SENDER_PROPERTY,
+    SOURCE_PROPERTY,
     TRACE_PROPERTY,
     check_attributes,
     check_system_attributes,
@@ -454,7 +459,8 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         raise from_broker(exc) from None
     now = call.broker.clock()
     messages = [
-        _received(r, system_names, attribute_names, now, queue.fifo, received_at) for r in received
+        _received(r, system_names, attribute_names, now, queue.fifo, received_at, call.region)
+        for r in received
     ]
     return {"Messages": messages} if messages else {}
 
@@ -485,12 +491,20 @@ def _received(
     now: int,
     fifo: bool,
     received_at: int,
+    region: str,
 ) -> dict[str, Any]:
     """One message of a receive answer; its handle names ``received_at``, when the receive
     was asked. ``ApproximateFirstReceiveTimestamp`` is this receive's time on a first
     delivery; on a redelivery (the first receive is not recorded) the time this copy of
-    the message was stored."""
+    the message was stored. A dead letter counts the receives it had in its source queue
+    too, and names that queue (``DeadLetterQueueSourceArn``), as SQS's dead letters do."""
     stored = received.message
+    receive_count = received.delivery_attempt
+    source = None
+    if stored.system.dead_letter_reason is not None:  # set by the broker's dead-letter move
+        before = stored.properties.get(DEAD_LETTER_DELIVERIES_PROPERTY, "")
+        receive_count += int(before) if before.isdecimal() else 0
+        source = stored.properties.get(SOURCE_PROPERTY)
     body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
         "MessageId": as_uuid(stored.message_id),
@@ -500,9 +514,9 @@ def _received(
     }
     system = {
         "SentTimestamp": str(stored.born_timestamp or stored.stored_timestamp),
-        "ApproximateReceiveCount": str(received.delivery_attempt),
+        "ApproximateReceiveCount": str(receive_count),
         "ApproximateFirstReceiveTimestamp": str(
-            now if received.delivery_attempt <= 1 else stored.stored_timestamp
+            now if receive_count <= 1 else stored.stored_timestamp
         ),
     }
     if stored.properties.get(SENDER_PROPERTY):
@@ -516,6 +530,8 @@ def _received(
         system["MessageDeduplicationId"] = sqs_text(dedup)
     if fifo:
         system["SequenceNumber"] = sequence_number(stored.queue, stored.offset)
+    if source:
+        system["DeadLetterQueueSourceArn"] = QueueName(source).arn(region)
     if "All" not in system_names:
         system = {k: v for k, v in system.items() if k in system_names}
     if system:
