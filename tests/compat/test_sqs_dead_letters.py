@@ -110,3 +110,25 @@ def test_a_queue_whose_policy_predates_dead_letter_destinations_gets_one(
     assert "Messages" not in sqs.receive_message(QueueUrl=url)  # this receive dead-letters it
     (dead,) = sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1)["Messages"]
     assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")
+
+
+def test_a_queue_that_is_its_own_dead_letter_queue_keeps_its_messages(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """SQS takes a queue as its own dead-letter queue: a message past maxReceiveCount is
+    moved into the queue it is in, so it stays, its receives counted on."""
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1})
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": policy})
+    stored = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
+    assert json.loads(stored["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"] == arn
+    sent = sqs.send_message(QueueUrl=url, MessageBody="stays")
+    assert _receive_until_dead(cirrusmq_stack, sqs, url, 3) == sent["MessageId"]
+    (message,) = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+    assert (message["Body"], message["Attributes"]["ApproximateReceiveCount"]) == ("stays", "4")
+    assert "DeadLetterQueueSourceArn" not in message["Attributes"]

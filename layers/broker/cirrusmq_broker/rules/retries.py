@@ -133,19 +133,29 @@ def moved_copy(message: StoredMessage, lease_attempt: int, target: Target) -> Ne
     )
 
 
+DEAD_LETTER_DELIVERIES_PROPERTY = "cirrusmq.deliveries"
+"""The property a dead letter appended to a dead-letter destination carries: how often it
+was delivered before it died (as RocketMQ's dead letters keep their reconsume times)."""
+
+
 def dead_letter_copy(
-    message: StoredMessage, target: Target, properties: dict[str, str]
+    message: StoredMessage, lease_attempt: int, target: Target, properties: dict[str, str]
 ) -> NewMessage:
     """A dead letter appended to the group's dead-letter destination (a user topic): a
     message of that topic (same id, body, tag, keys, group and born time, no origin, no
-    attempts so far) with ``properties`` added and the reason it died."""
+    attempts so far: the destination's groups count their own) with ``properties`` added,
+    the deliveries it had (:data:`DEAD_LETTER_DELIVERIES_PROPERTY`) and the reason it died."""
     return replace(
         message.as_new(
             SystemFields(
                 dead_letter_reason=target.reason, transaction_id=message.system.transaction_id
             )
         ),
-        properties={**message.properties, **properties},
+        properties={
+            **message.properties,
+            **properties,
+            DEAD_LETTER_DELIVERIES_PROPERTY: str(deliveries(message, lease_attempt)),
+        },
     )
 
 

@@ -14,7 +14,11 @@ from cirrusmq_broker import limits
 from cirrusmq_broker.errors import BrokerError, ReceiptHandleExpired
 from cirrusmq_broker.message_ids import as_uuid, new_message_id
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage
-from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE, retry_origin
+from cirrusmq_broker.rules.retries import (
+    DEAD_LETTER_DELIVERIES_PROPERTY,
+    REDELIVERY_IMMEDIATE,
+    retry_origin,
+)
 
 from . import naming, queue_attributes, receipts
 from .context import Call, int_param, list_param
@@ -31,6 +35,7 @@ from .message_attributes import (
     DEDUP_ID_PROPERTY,
     INVALID_TEXT,
     SENDER_PROPERTY,
+    SOURCE_PROPERTY,
     TRACE_PROPERTY,
     check_attributes,
     check_system_attributes,
@@ -280,7 +285,7 @@ def send_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     if outgoing:
         for answer, sent in zip(successful, _send(call, queue, outgoing), strict=True):
             answer.update(_answer(sent))
-    return {"Successful": successful, "Failed": failed}
+    return batch_answer(successful, failed)
 
 
 def _check_fifo_entries(entries: list[dict[str, Any]], attributes: dict[str, str]) -> None:
@@ -356,6 +361,17 @@ def _payload_bytes(entry: dict[str, Any]) -> int:
                 if isinstance(value.get(part), str):
                     size += len(value[part].encode("utf-8", "surrogatepass"))
     return size
+
+
+def batch_answer(successful: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch action's answer as SQS gives it: an empty ``Successful`` or ``Failed`` list is
+    left out (over AWS JSON too, as over the query protocol, where it has no element)."""
+    answer: dict[str, Any] = {}
+    if successful:
+        answer["Successful"] = successful
+    if failed:
+        answer["Failed"] = failed
+    return answer
 
 
 def _failure(entry_id: str, exc: SqsError) -> dict[str, Any]:
@@ -443,7 +459,8 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         raise from_broker(exc) from None
     now = call.broker.clock()
     messages = [
-        _received(r, system_names, attribute_names, now, queue.fifo, received_at) for r in received
+        _received(r, system_names, attribute_names, now, queue.fifo, received_at, call.region)
+        for r in received
     ]
     return {"Messages": messages} if messages else {}
 
@@ -474,12 +491,20 @@ def _received(
     now: int,
     fifo: bool,
     received_at: int,
+    region: str,
 ) -> dict[str, Any]:
     """One message of a receive answer; its handle names ``received_at``, when the receive
     was asked. ``ApproximateFirstReceiveTimestamp`` is this receive's time on a first
     delivery; on a redelivery (the first receive is not recorded) the time this copy of
-    the message was stored."""
+    the message was stored. A dead letter counts the receives it had in its source queue
+    too, and names that queue (``DeadLetterQueueSourceArn``), as SQS's dead letters do."""
     stored = received.message
+    receive_count = received.delivery_attempt
+    source = None
+    if stored.system.dead_letter_reason is not None:  # set by the broker's dead-letter move
+        before = stored.properties.get(DEAD_LETTER_DELIVERIES_PROPERTY, "")
+        receive_count += int(before) if before.isdecimal() else 0
+        source = stored.properties.get(SOURCE_PROPERTY)
     body = sqs_text(stored.body.decode("utf-8", "replace"))
     answer: dict[str, Any] = {
         "MessageId": as_uuid(stored.message_id),
@@ -489,9 +514,9 @@ def _received(
     }
     system = {
         "SentTimestamp": str(stored.born_timestamp or stored.stored_timestamp),
-        "ApproximateReceiveCount": str(received.delivery_attempt),
+        "ApproximateReceiveCount": str(receive_count),
         "ApproximateFirstReceiveTimestamp": str(
-            now if received.delivery_attempt <= 1 else stored.stored_timestamp
+            now if receive_count <= 1 else stored.stored_timestamp
         ),
     }
     if stored.properties.get(SENDER_PROPERTY):
@@ -505,6 +530,8 @@ def _received(
         system["MessageDeduplicationId"] = sqs_text(dedup)
     if fifo:
         system["SequenceNumber"] = sequence_number(stored.queue, stored.offset)
+    if source:
+        system["DeadLetterQueueSourceArn"] = QueueName(source).arn(region)
     if "All" not in system_names:
         system = {k: v for k, v in system.items() if k in system_names}
     if system:
@@ -591,7 +618,7 @@ def delete_message_batch(call: Call, params: dict[str, Any]) -> dict[str, Any]:
             successful.append({"Id": entry_id})
         else:
             failed.append(_failure(entry_id, error))
-    return {"Successful": successful, "Failed": failed}
+    return batch_answer(successful, failed)
 
 
 def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
@@ -634,4 +661,4 @@ def change_message_visibility_batch(call: Call, params: dict[str, Any]) -> dict[
             failed.append(_failure(entry["Id"], exc))
         else:
             successful.append({"Id": entry["Id"]})
-    return {"Successful": successful, "Failed": failed}
+    return batch_answer(successful, failed)

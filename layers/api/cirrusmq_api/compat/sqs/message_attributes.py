@@ -20,6 +20,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from cirrusmq_broker.model import StoredMessage
+from cirrusmq_broker.rules.retries import DEAD_LETTER_DELIVERIES_PROPERTY
 
 from .errors import invalid_parameter
 
@@ -34,9 +35,17 @@ TRACE_PROPERTY = "sqs.trace"
 """The message's AWSTraceHeader system attribute."""
 DEDUP_ID_PROPERTY = "sqs:dedup"
 """A FIFO message's deduplication id (its system attribute); ``:`` is in no attribute name."""
-HIDDEN_PROPERTIES = frozenset({SOURCE_PROPERTY, SENDER_PROPERTY, TRACE_PROPERTY, DEDUP_ID_PROPERTY})
-"""Properties the adapter writes for itself (a dead letter's source queue, the sender, the
-trace header, a FIFO message's deduplication id), not attributes."""
+HIDDEN_PROPERTIES = frozenset(
+    {
+        SOURCE_PROPERTY,
+        SENDER_PROPERTY,
+        TRACE_PROPERTY,
+        DEDUP_ID_PROPERTY,
+        DEAD_LETTER_DELIVERIES_PROPERTY,
+    }
+)
+"""Properties CirrusMQ writes for itself (a dead letter's source queue and the deliveries it
+had there, the sender, the trace header, a FIFO message's deduplication id), not attributes."""
 MAX_ATTRIBUTES = 10
 _NAME = re.compile(r"[\w.-]{1,256}")
 """An attribute name: (Unicode) letters and digits, ``_``, ``-`` and ``.``."""

@@ -90,16 +90,17 @@ def _exists(attribute: str) -> SqsError:
 
 
 def _check_redrive(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
-    """The RedrivePolicy's dead-letter queue must exist and be of the queue's kind."""
+    """The RedrivePolicy's dead-letter queue must exist and be of the queue's kind (SQS
+    takes the queue itself)."""
     policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
     if policy is None:
         return
     target = call.resolve(naming.from_arn(policy[0]))
-    if target.fifo != queue.fifo or target.name == queue.name:
+    if target.fifo != queue.fifo:
         raise SqsError(
             "InvalidParameterValue",
             "Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue must "
-            "be another queue of the same type (standard or FIFO).",
+            "be a queue of the same type (standard or FIFO).",
         )
     try:
         active_topic(call, target)
@@ -120,9 +121,11 @@ def _apply_redrive(
     with the property ``sqs.source`` naming this queue (the dead-letter queue records its
     sources). Without a policy SQS redelivers until the retention ends: the group gets the
     most attempts CirrusMQ allows, its dead letters (if any) go to its own dead-letter topic,
-    and a dead-letter queue it named before forgets it."""
-    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
-    before = queue_attributes.redrive_policy(previous.get("RedrivePolicy", ""))
+    and a dead-letter queue it named before forgets it. A queue that is its own dead-letter
+    queue keeps its messages as SQS does (a message moved into the queue it is in stays
+    there, its receives counted on): as without a policy."""
+    policy = _other_queue_policy(call, queue, attributes)
+    before = _other_queue_policy(call, queue, previous)
     target = call.resolve(naming.from_arn(policy[0])) if policy is not None else None
     if before is not None and call.resolve(naming.from_arn(before[0])) != target:
         _set_source(call, call.resolve(naming.from_arn(before[0])), queue, present=False)
@@ -138,11 +141,22 @@ def _apply_redrive(
     call.broker.retries.set_max_delivery_attempts(queue.group, attempts)
 
 
+def _other_queue_policy(
+    call: Call, queue: QueueName, attributes: dict[str, str]
+) -> tuple[str, int] | None:
+    """The RedrivePolicy's (dead-letter queue ARN, maxReceiveCount), None without one or
+    when it names the queue itself."""
+    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    if policy is None or call.resolve(naming.from_arn(policy[0])).name == queue.name:
+        return None
+    return policy
+
+
 def keep_dead_letter_destination(call: Call, queue: QueueName, attributes: dict[str, str]) -> None:
     """A queue whose RedrivePolicy was stored by a release that set no dead-letter
     destination gets its destination now (before the receive whose expiry may dead-letter).
     The group's settings are cached per container: usually no read."""
-    policy = queue_attributes.redrive_policy(attributes.get("RedrivePolicy", ""))
+    policy = _other_queue_policy(call, queue, attributes)
     if policy is None or call.broker.retries.dead_letter_destination(queue.group) is not None:
         return
     call.broker.retries.set_dead_letter_destination(

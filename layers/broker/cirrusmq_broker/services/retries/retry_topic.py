@@ -119,7 +119,10 @@ class RetryTopic:
         if elsewhere is not None:
             destination, properties = elsewhere
             queue = first_queue(messages[0]) % destination.queues
-            copies = [dead_letter_copy(m, target, properties) for m in messages]
+            copies = [
+                dead_letter_copy(m, a, target, properties)
+                for m, a in zip(messages, attempts, strict=True)
+            ]
         else:
             destination, queue = self._destination(group, topic, target)
             copies = [moved_copy(m, a, target) for m, a in zip(messages, attempts, strict=True)]
