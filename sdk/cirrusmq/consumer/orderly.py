@@ -56,6 +56,7 @@ class QueueSerializer:
         self._submit = submit
         self._run = run
         self._pending: dict[Hashable, deque[Any]] = {}
+        self._running: set[Hashable] = set()
         self._lock = threading.Lock()
 
     def submit(self, key: Hashable, batch: Any) -> None:
@@ -73,9 +74,16 @@ class QueueSerializer:
                 waiting = self._pending[key]
                 if not waiting:
                     del self._pending[key]
+                    self._running.discard(key)
                     return
                 batch = waiting.popleft()
+                self._running.add(key)
             self._run(batch)
+
+    def waiting(self) -> int:
+        """Batches held behind a running batch of their key (fetched, not started)."""
+        with self._lock:
+            return sum(len(self._pending[key]) for key in self._running)
 
     def busy(self) -> int:
         """Queues with a batch running or waiting."""
