@@ -1,22 +1,29 @@
 """Orderly consumption for :class:`~cirrusmq.PushConsumer` (``orderly=True``).
 
-The service hands out at most one delivery (a batch of one queue) at a time per FIFO queue
-and group, and only to the consumer holding the queue's lock. On this side the batches of a
-queue run strictly one after the other on one worker at a time (:class:`QueueSerializer`),
-while different queues run in parallel on the consumer's thread pool.
+The service holds a FIFO queue per message group: while a delivery holds a group's messages
+unacked, no later message of that group is handed out, but other groups of the same queue
+flow (a delivery holding several groups holds them all until it is settled), and only to the
+consumer holding the queue's lock. So several deliveries of one queue may be in flight at
+once, never two sharing a group. On this side each delivery (the batch of one queue a
+receive brought) runs in order on one worker, after every earlier batch sharing one of its
+message groups (:class:`GroupSerializer`: a redelivery waits for its stale predecessor);
+batches of other groups, of the same queue or not, run in parallel on the consumer's thread
+pool. A batch never waits in the client for an unrelated slow group, so its invisible time
+is not spent waiting there (it would come back with ``delivery_attempt`` + 1 and, after the
+group's maximum attempts, go to the dead-letter topic without any listener failing).
 
-A failed message (``FAILURE`` or an exception) suspends its queue for ``suspend_s``; then
-its delivery is made visible again at once (change invisible duration 0, which FIFO topics
-allow), so the service redelivers that message and the rest of its batch, in order, with
-``delivery_attempt`` + 1 — to this consumer, which holds the lock. Successes before it are
-acked first. After the group's maximum attempts the service moves the message to the
-group's dead-letter topic and the queue goes on; order is never broken silently.
+A failed message (``FAILURE`` or an exception) suspends its batch (its groups) for
+``suspend_s``; then its delivery is made visible again at once (change invisible duration 0,
+which FIFO topics allow), so the service redelivers that message and the rest of its batch,
+in order, with ``delivery_attempt`` + 1 — to this consumer, which holds the lock. Successes
+before it are acked first. After the group's maximum attempts the service moves the message to the
+group's dead-letter topic and its group goes on; order is never broken silently.
 
 A slow batch keeps its delivery: when less than half of the invisible duration is left, the
 successes so far are acked and the whole delivery's invisible time is extended (a change of
 invisible duration on a FIFO topic moves the whole lease); a fast batch stays one ack. A
-batch whose invisible time has passed before it starts (it waited behind a slow one) is
-skipped: the service redelivers it, in order.
+batch whose invisible time has passed before it starts (it waited behind a slow batch of its
+own groups, or for a free thread) is skipped: the service redelivers it, in order.
 """
 
 from __future__ import annotations
@@ -25,13 +32,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..message import ConsumeResult, MessageView
 
-__all__ = ["BatchLease", "QueueSerializer", "run_orderly_batch"]
+__all__ = ["BatchLease", "GroupSerializer", "group_keys", "run_orderly_batch"]
 
 log = logging.getLogger("cirrusmq.orderly")
 
@@ -45,42 +52,87 @@ class BatchLease:
     invisible_s: float
 
 
-class QueueSerializer:
-    """Runs the batches submitted under one key one after the other (keys in parallel)."""
+@dataclass(eq=False)
+class _Job:
+    keys: frozenset[Hashable]
+    batch: Any
+    started: bool = False
+
+
+class GroupSerializer:
+    """Runs batches that each hold a set of keys (their message groups): a batch starts once
+    every batch submitted before it that shares a key has finished; batches without a key in
+    common run in parallel. The earliest unfinished batch is always free to run, so none
+    waits forever."""
 
     def __init__(
         self,
-        submit: Callable[[Callable[[Hashable], None], Hashable], object],
+        submit: Callable[[Callable[[_Job], None], _Job], object],
         run: Callable[[Any], None],
     ) -> None:
         self._submit = submit
         self._run = run
-        self._pending: dict[Hashable, deque[Any]] = {}
+        self._queues: dict[Hashable, deque[_Job]] = {}
+        """Per key, its unfinished batches in submission order (the running one first)."""
         self._lock = threading.Lock()
 
-    def submit(self, key: Hashable, batch: Any) -> None:
+    def submit(self, keys: Iterable[Hashable], batch: Any) -> None:
+        job = _Job(frozenset(keys), batch)
         with self._lock:
-            waiting = self._pending.get(key)
-            if waiting is not None:  # the key's worker is running: it takes this next
-                waiting.append(batch)
-                return
-            self._pending[key] = deque([batch])
-        self._submit(self._drain, key)
+            for key in job.keys:
+                self._queues.setdefault(key, deque()).append(job)
+            ready = self._take_if_ready(job)
+        if ready:
+            self._submit(self._execute, job)
 
-    def _drain(self, key: Hashable) -> None:
-        while True:
+    def _take_if_ready(self, job: _Job) -> bool:
+        if job.started or any(self._queues[key][0] is not job for key in job.keys):
+            return False
+        job.started = True
+        return True
+
+    def _execute(self, job: _Job) -> None:
+        """Run ``job``, then the batches it held back: the first on this worker, the others
+        on the pool (here too once the pool is shut down, so every batch is settled)."""
+        todo = [job]
+        while todo:
+            current = todo.pop(0)
+            ready: list[_Job] = []
+            try:
+                self._run(current.batch)
+            except Exception:  # the batches it held back run all the same
+                log.exception("an orderly batch failed")
             with self._lock:
-                waiting = self._pending[key]
-                if not waiting:
-                    del self._pending[key]
-                    return
-                batch = waiting.popleft()
-            self._run(batch)
+                for key in current.keys:
+                    waiting = self._queues[key]
+                    waiting.popleft()
+                    if not waiting:
+                        del self._queues[key]
+                    elif self._take_if_ready(waiting[0]):
+                        ready.append(waiting[0])
+            todo[:0] = ready[:1]
+            for later in ready[1:]:
+                try:
+                    self._submit(self._execute, later)
+                except RuntimeError:  # the pool is shut down
+                    todo.append(later)
+
+    def waiting(self) -> int:
+        """Batches held behind a running or earlier batch sharing a key (fetched, not
+        started)."""
+        with self._lock:
+            return len({id(j) for q in self._queues.values() for j in q if not j.started})
 
     def busy(self) -> int:
-        """Queues with a batch running or waiting."""
+        """Batches running or waiting."""
         with self._lock:
-            return len(self._pending)
+            return len({id(j) for q in self._queues.values() for j in q})
+
+
+def group_keys(batch: list[MessageView]) -> set[tuple[str, int, str | None]]:
+    """The message groups a batch holds, as (topic, queue, group): the service hands out a
+    group's later messages only once these are settled, and redelivers them in order."""
+    return {(m.topic, m.queue, m.message_group) for m in batch}
 
 
 def by_queue(messages: list[MessageView]) -> dict[tuple[str, int], list[MessageView]]:

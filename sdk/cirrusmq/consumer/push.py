@@ -16,8 +16,8 @@ expires (in memory, or in the SQLite outbox at ``outbox_path``).
 
 Every push consumer registers with its group and heartbeats in the background (it shows in
 ``Admin.describe_group``); shutdown deregisters it. With ``orderly=True`` (FIFO topics) each
-queue's messages are processed strictly one after the other, queues in parallel
-(:mod:`cirrusmq.consumer.orderly`).
+message group's messages are processed strictly one after the other, groups (of one queue
+or of several) in parallel (:mod:`cirrusmq.consumer.orderly`).
 
 Its size (~600 lines): the fetcher, the listener pool and the acker share one lifecycle and one
 lock (the cache count, the shutdown order that acks every success before it returns); the
@@ -52,7 +52,7 @@ from ..transport import RetryPolicy, Transport
 from .acks import MAX_ACK_HANDLES, handles_of, log_unacked
 from .channel import channel_for
 from .membership import Heartbeater, new_client_id
-from .orderly import BatchLease, QueueSerializer, by_queue, run_orderly_batch
+from .orderly import BatchLease, GroupSerializer, by_queue, group_keys, run_orderly_batch
 from .pacing import IdleWait, PollPacer
 from .pending_acks import AckRetrier, make_retrier
 from .simple import SimpleConsumer
@@ -156,8 +156,9 @@ class PushConsumer:
     ) -> None:
         """``notifications``: once idle, wait on the service's notification channel instead
         of polling (docs/notifications.md; False: always poll).
-        ``orderly``: per-queue sequential processing (FIFO topics); a failing listener
-        suspends its queue ``suspend_s`` and the same message comes back (attempt + 1).
+        ``orderly``: per-message-group sequential processing (FIFO topics); a failing
+        listener suspends its batch's groups ``suspend_s`` and the same message comes back
+        (attempt + 1).
         ``client_id`` names this instance in its group (default: host@pid@random); it
         heartbeats every ``heartbeat_interval_s`` (None: never registers) and is removed
         once silent for ``heartbeat_timeout_s`` (5-3600)."""
@@ -233,7 +234,7 @@ class PushConsumer:
             if heartbeat_interval_s is not None
             else None
         )
-        self._serializer: QueueSerializer | None = None
+        self._serializer: GroupSerializer | None = None
         # --- end registration
         self._cond = threading.Condition()
         self._cached = 0
@@ -276,7 +277,7 @@ class PushConsumer:
                 self.consume_threads, thread_name_prefix=f"cirrusmq-consume-{self.group}"
             )
             if self.orderly:
-                self._serializer = QueueSerializer(self._executor.submit, self._consume_batch)
+                self._serializer = GroupSerializer(self._executor.submit, self._consume_batch)
             self._threads = [
                 threading.Thread(target=self._fetch_loop, name="cirrusmq-fetch", daemon=True),
                 threading.Thread(target=self._ack_loop, name="cirrusmq-ack", daemon=True),
@@ -491,13 +492,13 @@ class PushConsumer:
                 assert self._executor is not None
                 self._cached += len(messages)
                 self.max_cached_seen = max(self.max_cached_seen, self._cached)
-                if self._serializer is not None:  # orderly: one worker at a time per queue
-                    for key, batch in by_queue(messages).items():
+                if self._serializer is not None:  # orderly: one worker at a time per group
+                    for batch in by_queue(messages).values():
                         lease = BatchLease(
                             deadline if deadline is not None else math.inf,
                             self.invisible_duration_s,
                         )
-                        self._serializer.submit(key, (batch, lease))
+                        self._serializer.submit(group_keys(batch), (batch, lease))
                 else:
                     for message in messages:
                         self._executor.submit(self._consume, message)

@@ -236,3 +236,54 @@ def test_cli_group_describe_shows_the_live_consumers_and_their_queues(
         queues = {c["client_id"]: c["queues"][topic] for c in as_json["consumers"]}
         assert queues == {"c1": [0, 1], "c2": [2]}
     assert "no live consumers" in runner.invoke(app, ["group", "describe", group]).output
+
+
+def test_a_blocked_message_group_does_not_hold_back_another_group_of_its_queue(
+    cirrusmq_stack, endpoint, credentials, admin, make_topic, group
+):
+    """The service hands out group b of a queue while group a's delivery is in flight: the
+    consumer runs b's batch at once, so b never times out waiting behind a's blocked listener
+    (no redelivery, no dead letter, processed once, at attempt 1)."""
+    topic = make_topic("fifo", queues=1, message_type="FIFO")
+    admin.update_group(group, max_delivery_attempts=2)
+    release, a_started = threading.Event(), threading.Event()
+    a_views: list[MessageView] = []
+    b_seen: list[int] = []
+
+    def listener(message: MessageView) -> ConsumeResult:
+        if message.message_group == "a":
+            a_views.append(message)
+            a_started.set()
+            release.wait(60)
+        else:
+            b_seen.append(message.delivery_attempt)
+        return ConsumeResult.SUCCESS
+
+    consumer = orderly_consumer(
+        endpoint, credentials, group, topic, listener, invisible_duration_s=10
+    ).start()
+    try:
+        with Producer(endpoint, credentials) as producer:
+            producer.send(Message(topic, "a:0", message_group="a"))
+            assert a_started.wait(30)
+            # a's listener is slow but its delivery stays alive (as its renewals would)
+            consumer._consumer.change_invisible_duration(a_views[0], 3600)
+            producer.send(Message(topic, "b:0", message_group="b"))
+        serializer = consumer._serializer
+        assert serializer is not None
+        wait_until(lambda: b_seen or serializer.waiting() >= 1)
+        for attempt in (2, 3):  # b waits in the client: its invisible time runs out
+            if b_seen:
+                break
+            cirrusmq_stack.advance_time(11)
+            if attempt == 2:  # redelivered (attempt 2) and held behind a again
+                wait_until(lambda: b_seen or serializer.waiting() >= 2)
+            else:  # past max_delivery_attempts: the next receive dead-letters it
+                wait_until(lambda: b_seen or admin.list_dead_letters(group, topic).dead_letters)
+        release.set()
+        wait_until(lambda: consumer.cached_messages == 0)
+    finally:
+        release.set()
+        consumer.shutdown(timeout_s=10)
+    assert b_seen == [1]
+    assert not admin.list_dead_letters(group, topic).dead_letters

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from cirrusmq import ConsumeResult, MessageView
-from cirrusmq.consumer.orderly import QueueSerializer, by_queue, run_orderly_batch
+from cirrusmq.consumer.orderly import GroupSerializer, by_queue, run_orderly_batch
 
 
 def view(queue: int, offset: int, topic: str = "t") -> MessageView:
@@ -44,10 +44,10 @@ def test_batches_of_one_queue_never_overlap_and_queues_run_in_parallel():
             running[queue] -= 1
 
     with ThreadPoolExecutor(8) as pool:
-        serializer = QueueSerializer(pool.submit, run)
+        serializer = GroupSerializer(pool.submit, run)
         for offset in range(10):
             for queue in range(4):
-                serializer.submit(("t", queue), [view(queue, offset)])
+                serializer.submit([("t", queue)], [view(queue, offset)])
     assert not any(overlap) and max(parallel) > 1
     assert serializer.busy() == 0
 
@@ -103,3 +103,32 @@ def test_a_whole_success_is_one_ack_and_a_stop_leaves_the_rest_unacked():
         stopped=lambda: next(stop_after),
     )
     assert (done, acks) == (2, [[0, 1]])
+
+
+def test_a_batch_waits_only_for_earlier_batches_sharing_a_message_group():
+    started: list[str] = []
+    gates = {name: threading.Event() for name in ("a", "b", "ab", "b2", "c")}
+
+    def run(name: str) -> None:
+        started.append(name)
+        assert gates[name].wait(30)
+
+    with ThreadPoolExecutor(8) as pool:
+        serializer = GroupSerializer(pool.submit, run)
+        serializer.submit(["a"], "a")
+        serializer.submit(["b"], "b")
+        serializer.submit(["a", "b"], "ab")  # a delivery holding both groups
+        serializer.submit(["b"], "b2")  # its redelivery's tail: behind it, never beside it
+        serializer.submit(["c"], "c")
+        gates["c"].set()
+        while serializer.busy() > 4:  # c ran although a and b block
+            time.sleep(0.001)
+        assert sorted(started) == ["a", "b", "c"] and serializer.waiting() == 2
+        gates["a"].set()
+        while serializer.busy() > 3:
+            time.sleep(0.001)
+        assert "ab" not in started  # b still runs
+        gates["b"].set()
+        gates["ab"].set()
+        gates["b2"].set()
+    assert started[-2:] == ["ab", "b2"] and serializer.busy() == 0
