@@ -237,7 +237,12 @@ class DataStore:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        body = environ["wsgi.input"].read(length) if length > 0 else b""
+        if length > 0:
+            body = environ["wsgi.input"].read(length)
+        elif environ.get("wsgi.input_terminated"):  # chunked: werkzeug ends the stream
+            body = environ["wsgi.input"].read()
+        else:
+            body = b""
         environ["wsgi.input"] = io.BytesIO(body)
         headers = {k: v for k, v in environ.items() if k.startswith("HTTP_") and isinstance(v, str)}
         headers.update({k: str(environ.get(k, "")) for k in _KEPT_ENVIRON})
@@ -316,6 +321,7 @@ def _environ(entry: dict[str, Any]) -> dict[str, Any]:
             "wsgi.multithread": False,
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
+            "wsgi.input_terminated": True,  # the body is all there, chunked or not
             "SERVER_NAME": "localhost",
             "SERVER_PORT": os.environ.get("MOTO_PORT", "5000"),
             "SERVER_PROTOCOL": "HTTP/1.1",
