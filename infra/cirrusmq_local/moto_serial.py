@@ -65,6 +65,9 @@ __all__ = [
 ]
 
 ADMIN_PREFIX = "/_cirrusmq/"
+COMPACT_VAR = "CIRRUSMQ_DATA_COMPACT_BYTES"
+"""With ``--data-dir``: compact the journal into a snapshot once it passes this many bytes
+(default 64 MiB)."""
 _DYNAMODB_TARGET = "DynamoDB_"
 _TABLE_OPS = frozenset(
     {
@@ -463,7 +466,8 @@ def main(argv: list[str] | None = None) -> None:
     app = DomainDispatcherApplication(create_backend_app)
     store = None
     if args.data_dir is not None:
-        store = DataStore(args.data_dir)
+        compact = os.environ.get(COMPACT_VAR)
+        store = DataStore(args.data_dir, **({"compact_bytes": int(compact)} if compact else {}))
         store.restore(app)  # before the port opens: nobody sees a half-restored state
     run_simple(
         args.host,

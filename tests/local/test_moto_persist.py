@@ -15,6 +15,7 @@ import boto3
 import pytest
 from cirrusmq_local.moto import DUMMY_CREDENTIALS, REGION, MotoServer
 from cirrusmq_local.moto_persist import JOURNAL
+from cirrusmq_local.moto_serial import COMPACT_VAR
 
 
 def _client(server: MotoServer, service: str) -> Any:
@@ -105,3 +106,18 @@ def test_ttl_deletions_stay_deleted_and_a_torn_tail_is_cut_off(tmp_path: Path) -
         ddb.put_item(TableName="t", Item={"k": {"S": "after"}})
     with MotoServer(data_dir=tmp_path) as server:
         assert _keys(_client(server, "dynamodb")) == {"new", "after"}
+
+
+def test_a_journal_past_its_bound_is_compacted_while_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(COMPACT_VAR, "4096")
+    with MotoServer(data_dir=tmp_path) as server:
+        ddb = _client(server, "dynamodb")
+        _table(ddb)
+        for i in range(60):
+            ddb.put_item(TableName="t", Item={"k": {"S": f"k{i}"}, "v": {"S": "x" * 100}})
+        assert (tmp_path / JOURNAL).stat().st_size < 4096 + 2048  # bound + one record
+        _kill_9(server)
+    with MotoServer(data_dir=tmp_path) as server:
+        assert _keys(_client(server, "dynamodb")) == {f"k{i}" for i in range(60)}
