@@ -121,3 +121,31 @@ def test_a_journal_past_its_bound_is_compacted_while_serving(
         _kill_9(server)
     with MotoServer(data_dir=tmp_path) as server:
         assert _keys(_client(server, "dynamodb")) == {f"k{i}" for i in range(60)}
+
+
+def test_a_multipart_upload_started_before_a_restart_completes_after_it(tmp_path: Path) -> None:
+    part = b"p" * (5 << 20)
+    with MotoServer(data_dir=tmp_path) as server:
+        s3 = _client(server, "s3")
+        s3.create_bucket(Bucket="kept-bucket")
+        upload = s3.create_multipart_upload(Bucket="kept-bucket", Key="large")["UploadId"]
+        etag = s3.upload_part(
+            Bucket="kept-bucket", Key="large", UploadId=upload, PartNumber=1, Body=part
+        )["ETag"]
+        _kill_9(server)
+    with MotoServer(data_dir=tmp_path) as server:
+        s3 = _client(server, "s3")
+        last = s3.upload_part(
+            Bucket="kept-bucket", Key="large", UploadId=upload, PartNumber=2, Body=b"end"
+        )["ETag"]
+        s3.complete_multipart_upload(
+            Bucket="kept-bucket",
+            Key="large",
+            UploadId=upload,
+            MultipartUpload={
+                "Parts": [{"PartNumber": 1, "ETag": etag}, {"PartNumber": 2, "ETag": last}]
+            },
+        )
+    with MotoServer(data_dir=tmp_path) as server:
+        body = _client(server, "s3").get_object(Bucket="kept-bucket", Key="large")["Body"]
+        assert body.read() == part + b"end"
