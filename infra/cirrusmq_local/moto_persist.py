@@ -13,9 +13,11 @@ conditional writes on one table see the same items in the same order, so they ha
 outcome. Then a new snapshot is written and the journal emptied (compaction); while running,
 a journal grown past ``compact_bytes`` is compacted the same way.
 
-What a request replay cannot reproduce is randomness: a KMS key's id and material are drawn
-at random. A mutating KMS request therefore runs alone (the catalog lock) and is followed by
-a snapshot, not a journal entry. The TTL and lifecycle expirers delete inside this process,
+What a request replay cannot reproduce is randomness. A multipart upload's id is drawn at
+random: its journal record keeps the id moto answered, and the replay renames the upload it
+starts to it. A KMS key's id and material are drawn at random too (and cannot be renamed
+after the fact): a mutating KMS request runs alone (the catalog lock) and is followed by a
+snapshot, not a journal entry. The TTL and lifecycle expirers delete inside this process,
 not through requests; each deletion is journaled as such (``ttl`` / ``s3-delete`` entries),
 under the table's or bucket's lock so it keeps its place among the writes.
 
@@ -216,9 +218,11 @@ class DataStore:
         if kind == "request":
             environ = _environ(entry)
             statuses: list[str] = []
-            list(app(environ, lambda status, headers, *_: statuses.append(status)))
+            answer = list(app(environ, lambda status, headers, *_: statuses.append(status)))
             if statuses and not statuses[0].startswith(("2", "3")):
                 log.warning("replayed %s %s: %s", entry["m"], entry["p"], statuses[0])
+            if entry.get("upload_id"):
+                _rename_upload(backends["s3"], upload_id(answer), entry["upload_id"])
         elif kind == "ttl":
             table = backends["dynamodb"][entry["account"]][entry["region"]].tables.get(
                 entry["table"]
@@ -248,6 +252,13 @@ class DataStore:
         headers.update({k: str(environ.get(k, "")) for k in _KEPT_ENVIRON})
         return {"kind": "request", "m": environ.get("REQUEST_METHOD"),
                 "p": environ.get("PATH_INFO"), "h": headers, "b": body}  # fmt: skip
+
+    @staticmethod
+    def note_answer(entry: dict[str, Any], answer: list[bytes]) -> None:
+        """Keep what moto drew at random for a request and a replay must reuse: the id of a
+        multipart upload it started (later parts and the completion name it)."""
+        if entry["m"] == "POST" and "uploads" in entry["h"].get("QUERY_STRING", ""):
+            entry["upload_id"] = upload_id(answer)
 
     def record(self, entry: dict[str, Any], *, sync: bool = True) -> None:
         """Append ``entry`` (with a sequence number and the wall time); ``sync``: fsync it
@@ -308,6 +319,30 @@ class DataStore:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+def upload_id(answer: Iterable[bytes]) -> str | None:
+    """The ``UploadId`` of a ``CreateMultipartUpload`` answer."""
+    text = b"".join(answer)
+    start = text.find(b"<UploadId>")
+    end = text.find(b"</UploadId>", start)
+    if start < 0 or end < 0:
+        return None
+    return text[start + len(b"<UploadId>") : end].decode()
+
+
+def _rename_upload(s3_backends: Any, drawn: str | None, recorded: str) -> None:
+    """Give the multipart upload a replay started (id ``drawn``) its original id."""
+    if drawn is None or drawn == recorded:
+        return
+    for regions in s3_backends.values():
+        for backend in {id(b): b for b in regions.values()}.values():
+            for bucket in backend.buckets.values():
+                multipart = bucket.multiparts.pop(drawn, None)
+                if multipart is not None:
+                    multipart.id = recorded
+                    bucket.multiparts[recorded] = multipart
+                    return
 
 
 def _environ(entry: dict[str, Any]) -> dict[str, Any]:

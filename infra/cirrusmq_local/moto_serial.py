@@ -257,6 +257,7 @@ class Serialised:
             if statuses and statuses[0].startswith(("2", "3")):
                 # durable before the client hears of it; under the locks: in apply order
                 if mode == "journal":
+                    store.note_answer(entry, answer)
                     store.record(entry)
                 else:
                     store.snapshot()
