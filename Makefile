@@ -51,8 +51,9 @@ $(SQS_QUERY_AWS):
 
 sqs-query-clients: $(SQS_QUERY_AWS)
 
-dev: install  ## install, then start the local stack (Ctrl-C stops it)
-	$(VENV)/bin/cirrusmq dev $(ARGS)
+DEV_DATA ?= .cirrusmq-data
+dev: install  ## install, then start the local stack on $(DEV_DATA)/ (kept across restarts; ARGS=--ephemeral: memory only)
+	$(VENV)/bin/cirrusmq dev --data-dir $(DEV_DATA) $(ARGS)
 
 test: install $(SQS_QUERY_AWS)  ## install, then run the test suite (without the `deploy` tests), on both cores
 	@echo "== make test, phase 1/2: the suite on 2 processes (about 20 minutes on 2 cores; [done/total] ends each line) =="

@@ -39,6 +39,7 @@ class Expiry:
         *,
         budget: int = 5000,
         timeout: float = 60.0,
+        history: Sequence[Sequence[int]] = (),
     ) -> None:
         self.url = url.rstrip("/")
         self.ttl_tables = list(ttl_tables)
@@ -46,13 +47,20 @@ class Expiry:
         self.lifecycle_rules = lifecycle_rules
         self.budget = budget
         self.timeout = timeout
-        self._history: list[list[int]] = [[0, clock.offset_ms()]]
+        self._history: list[list[int]] = [list(change) for change in history or ()] or [
+            [0, clock.offset_ms()]
+        ]
         self._last_run_wall_ms = wall_ms()
         self._run_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------- clock
+    @property
+    def history(self) -> list[list[int]]:
+        """``[since_wall_ms, offset_ms]`` changes of the clock's offset, oldest first."""
+        return [list(change) for change in self._history]
+
     def note_advance(self, since_wall_ms: int) -> None:
         """Record the clock's offset after ``clock.advance``, in force since ``since_wall_ms``
         (the wall time just before the advance: a write under way then counts as later,

@@ -42,9 +42,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 class MotoServer:
     """``python -m moto.server`` on ``host``: start(), ``url``, stop(). A context manager."""
 
-    def __init__(self, host: str = "127.0.0.1", *, startup_timeout: float = 20.0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        *,
+        startup_timeout: float = 20.0,
+        data_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.host = host
-        self.startup_timeout = startup_timeout
+        self.data_dir = data_dir
+        """Where the server keeps its DynamoDB, S3 and KMS state across restarts
+        (:mod:`cirrusmq_local.moto_persist`); None: in memory only."""
+        # replaying a long journal takes a while before the server answers
+        self.startup_timeout = startup_timeout if data_dir is None else max(startup_timeout, 600)
         self.port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -91,6 +101,8 @@ class MotoServer:
         # fires when the spawning *thread* ends, so only a main-thread spawn asks for it;
         # the child's parent watcher covers every case.
         command += ["-p", str(port), "--parent-pid", str(os.getpid())]
+        if self.data_dir is not None:
+            command += ["--data-dir", os.fspath(self.data_dir)]
         if threading.current_thread() is threading.main_thread():
             command.append("--pdeathsig")
         self._process = subprocess.Popen(

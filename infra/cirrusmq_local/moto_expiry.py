@@ -31,6 +31,9 @@ DAY_MS = 86_400_000
 FIVE_YEARS_S = 5 * 365 * 86_400
 
 LockFor = Callable[[str], AbstractContextManager[Any]]
+OnDelete = Callable[..., None]
+"""Told of each deletion (table or bucket name, then the item's keys or the object's key),
+under that table's or bucket's lock: the data directory journals it."""
 
 
 def _no_lock(_: str) -> AbstractContextManager[Any]:
@@ -79,10 +82,17 @@ class ClockHistory:
 class TtlExpirer:
     """Deletes TTL-expired items from one moto DynamoDB backend, ``budget`` items per call."""
 
-    def __init__(self, backend: Any, lock_for: LockFor = _no_lock, chunk: int = 500) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        lock_for: LockFor = _no_lock,
+        chunk: int = 500,
+        on_delete: OnDelete | None = None,
+    ) -> None:
         self.backend = backend
         self.lock_for = lock_for
         self.chunk = chunk
+        self.on_delete = on_delete
         self._cursors: dict[str, _Cursor] = {}
         self._mutex = threading.Lock()  # one caller at a time per backend
 
@@ -119,6 +129,8 @@ class TtlExpirer:
                         result.examined += 1
                         if self._expired(table, hash_key, range_key, attribute, now_s):
                             table.delete_item(hash_key, range_key)
+                            if self.on_delete is not None:
+                                self.on_delete(table_name, hash_key, range_key)
                             result.deleted += 1
                 cursor.position = end
             result.pass_complete = cursor.exhausted()
@@ -182,10 +194,17 @@ def _rule_matches(
 class LifecycleExpirer:
     """Applies a bucket's ``Expiration.Days`` lifecycle rules in one moto S3 backend."""
 
-    def __init__(self, backend: Any, lock_for: LockFor = _no_lock, chunk: int = 500) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        lock_for: LockFor = _no_lock,
+        chunk: int = 500,
+        on_delete: OnDelete | None = None,
+    ) -> None:
         self.backend = backend
         self.lock_for = lock_for
         self.chunk = chunk
+        self.on_delete = on_delete
         self._cursors: dict[str, _Cursor] = {}
         self._mutex = threading.Lock()
 
@@ -228,6 +247,8 @@ class LifecycleExpirer:
                         result.examined += 1
                         if self._expired(bucket, name, rules, now_ms, history):
                             self.backend.delete_object(bucket_name, name)
+                            if self.on_delete is not None:
+                                self.on_delete(bucket_name, name)
                             result.deleted += 1
                 cursor.position = end
             result.pass_complete = cursor.exhausted()

@@ -25,6 +25,9 @@ consume (group table) requests now overlap; the transaction's table deep copy is
 (:mod:`cirrusmq_local.moto_patches`). ``tests/local/test_stack_atomicity.py``
 shows concurrent writes surviving failing transactions.
 
+With ``--data-dir`` the DynamoDB, S3 and KMS state survives restarts: see
+:mod:`cirrusmq_local.moto_persist` (a write-ahead journal, fsync'd before each answer).
+
 ``POST /_cirrusmq/ttl`` and ``POST /_cirrusmq/lifecycle`` run the TTL and lifecycle
 expirers of :mod:`cirrusmq_local.moto_expiry` in this process (the local stack calls them).
 """
@@ -50,6 +53,7 @@ from urllib.parse import unquote
 
 from cirrusmq_local import moto_patches
 from cirrusmq_local.moto_expiry import ClockHistory, LifecycleExpirer, TtlExpirer, iter_tables
+from cirrusmq_local.moto_persist import DataStore, is_mutating
 
 __all__ = [
     "ADMIN_PREFIX",
@@ -61,6 +65,9 @@ __all__ = [
 ]
 
 ADMIN_PREFIX = "/_cirrusmq/"
+COMPACT_VAR = "CIRRUSMQ_DATA_COMPACT_BYTES"
+"""With ``--data-dir``: compact the journal into a snapshot once it passes this many bytes
+(default 64 MiB)."""
 _DYNAMODB_TARGET = "DynamoDB_"
 _TABLE_OPS = frozenset(
     {
@@ -221,24 +228,53 @@ class Serialised:
     """WSGI middleware: each request runs (and its body is produced) under the locks of the
     tables/buckets it touches (:func:`resources_of`); ``/_cirrusmq/*`` runs the expirers."""
 
-    def __init__(self, app: App, locks: ResourceLocks | None = None) -> None:
+    def __init__(
+        self, app: App, locks: ResourceLocks | None = None, store: DataStore | None = None
+    ) -> None:
         self._app = app
         self.locks = locks or ResourceLocks()
-        self._admin = _Admin(self.locks)
+        self.store = store
+        self._admin = _Admin(self.locks, store)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         if str(environ.get("PATH_INFO", "")).startswith(ADMIN_PREFIX):
             return self._admin(environ, start_response)
-        with self.locks.hold(resources_of(environ)):
-            return list(self._app(environ, start_response))
+        store = self.store
+        mode = is_mutating(environ) if store is not None else None
+        if store is None or mode is None:
+            with self.locks.hold(resources_of(environ)):
+                return list(self._app(environ, start_response))
+        entry = store.capture(environ)
+        names = resources_of(environ) if mode == "journal" else None  # KMS: run alone
+        statuses: list[str] = []
+
+        def recording_start_response(status: str, *args: Any) -> Any:
+            statuses.append(status)
+            return start_response(status, *args)
+
+        with self.locks.hold(names):
+            answer = list(self._app(environ, recording_start_response))
+            if statuses and statuses[0].startswith(("2", "3")):
+                # durable before the client hears of it; under the locks: in apply order
+                if mode == "journal":
+                    store.note_answer(entry, answer)
+                    store.record(entry)
+                else:
+                    store.snapshot()
+        if mode == "journal" and store.journal_size() > store.compact_bytes:
+            with self.locks.hold(None):
+                if store.journal_size() > store.compact_bytes:
+                    store.snapshot()
+        return answer
 
 
 class _Admin:
     """``POST /_cirrusmq/ttl`` ``{"now_s", "budget", "tables"?}`` and ``POST
     /_cirrusmq/lifecycle`` ``{"bucket", "rules", "now_ms", "clock_history", "budget"}``."""
 
-    def __init__(self, locks: ResourceLocks) -> None:
+    def __init__(self, locks: ResourceLocks, store: DataStore | None = None) -> None:
         self.locks = locks
+        self.store = store
         self._ttl: dict[tuple[str, str], TtlExpirer] = {}
         self._lifecycle: dict[str, LifecycleExpirer] = {}
         self._mutex = threading.Lock()
@@ -271,7 +307,11 @@ class _Admin:
         with self._mutex:
             expirer = self._ttl.setdefault(
                 (account, region),
-                TtlExpirer(backend, lambda name: self.locks.hold([_table_name(name)])),
+                TtlExpirer(
+                    backend,
+                    lambda name: self.locks.hold([_table_name(name)]),
+                    on_delete=self._journal_ttl(account, region),
+                ),
             )
         tables = request.get("tables") or list(iter_tables(backend))
         budget = int(request.get("budget", 5000))
@@ -282,6 +322,43 @@ class _Admin:
             }
         }
 
+    def _journal_ttl(self, account: str, region: str) -> Callable[..., None] | None:
+        store = self.store
+        if store is None:
+            return None
+
+        def record(table: str, hash_key: Any, range_key: Any) -> None:
+            store.record_deletion(
+                {
+                    "kind": "ttl",
+                    "account": account,
+                    "region": region,
+                    "table": table,
+                    "hash": hash_key,
+                    "range": range_key,
+                }  # fmt: skip
+            )
+
+        return record
+
+    def _journal_s3_delete(self, account: str) -> Callable[..., None] | None:
+        store = self.store
+        if store is None:
+            return None
+
+        def record(bucket: str, key: str) -> None:
+            store.record_deletion(
+                {
+                    "kind": "s3-delete",
+                    "account": account,
+                    "partition": "global",
+                    "bucket": bucket,
+                    "key": key,
+                }  # fmt: skip
+            )
+
+        return record
+
     def _run_lifecycle(self, request: dict[str, Any]) -> dict[str, Any]:
         from moto.core import DEFAULT_ACCOUNT_ID
         from moto.s3.models import s3_backends
@@ -290,7 +367,12 @@ class _Admin:
         backend = s3_backends[account]["global"]
         with self._mutex:
             expirer = self._lifecycle.setdefault(
-                account, LifecycleExpirer(backend, lambda name: self.locks.hold([f"s3:{name}"]))
+                account,
+                LifecycleExpirer(
+                    backend,
+                    lambda name: self.locks.hold([f"s3:{name}"]),
+                    on_delete=self._journal_s3_delete(account),
+                ),
             )
         result = expirer.run(
             request["bucket"],
@@ -346,7 +428,7 @@ def die_with_parent(parent_pid: int, *, pdeathsig: bool, interval: float = 0.25)
     def watch() -> None:
         while not orphaned():
             time.sleep(interval)
-        os._exit(1)  # no cleanup to do: the state lives in this process's memory
+        os._exit(1)  # no cleanup to do: memory only, or a data dir fsync'd per answer
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
@@ -360,6 +442,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--pdeathsig", action="store_true", help="With --parent-pid: also PR_SET_PDEATHSIG."
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="Keep DynamoDB, S3 and KMS state in this folder (journal + snapshot) across "
+        "restarts; without it everything lives in memory only.",
     )
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
@@ -377,10 +465,15 @@ def main(argv: list[str] | None = None) -> None:
     # one access-log line per request cost ~10% of the server's CPU under load (profiled)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = DomainDispatcherApplication(create_backend_app)
+    store = None
+    if args.data_dir is not None:
+        compact = os.environ.get(COMPACT_VAR)
+        store = DataStore(args.data_dir, **({"compact_bytes": int(compact)} if compact else {}))
+        store.restore(app)  # before the port opens: nobody sees a half-restored state
     run_simple(
         args.host,
         args.port,
-        Serialised(app),
+        Serialised(app, store=store),
         threaded=True,
         request_handler=MotoRequestHandler,
     )

@@ -94,7 +94,11 @@ def create_tables(client: Any, template: Template, resolver: Resolver) -> dict[s
         if not _enabled(table.condition, resolver):
             continue
         name = resolver.physical_name(table.logical_id)
-        client.create_table(**table_to_api(table, name, resolver))
+        names[table.logical_id] = name
+        try:
+            client.create_table(**table_to_api(table, name, resolver))
+        except client.exceptions.ResourceInUseException:
+            continue  # kept from the last run (a data dir): as it was created then
         if table.time_to_live is not None:
             client.update_time_to_live(
                 TableName=name,
@@ -109,7 +113,6 @@ def create_tables(client: Any, template: Template, resolver: Resolver) -> dict[s
                 TableName=name,
                 PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
             )
-        names[table.logical_id] = name
     return names
 
 
@@ -243,6 +246,18 @@ def _configure_bucket(client: Any, bucket: Bucket, name: str, resolver: Resolver
         log.info("bucket %s: property %s is not emulated locally", bucket.logical_id, key)
 
 
+def _bucket_exists(client: Any, name: str) -> bool:
+    """Whether we own bucket ``name`` already (in us-east-1 ``CreateBucket`` on an owned
+    bucket succeeds, and moto then replaces it with an empty one)."""
+    try:
+        client.head_bucket(Bucket=name)
+    except client.exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        raise
+    return True
+
+
 def create_buckets(client: Any, template: Template, resolver: Resolver) -> dict[str, str]:
     """Create every bucket (encryption, public access block, versioning, lifecycle, tags)."""
     names: dict[str, str] = {}
@@ -250,9 +265,11 @@ def create_buckets(client: Any, template: Template, resolver: Resolver) -> dict[
         if not _enabled(bucket.condition, resolver):
             continue
         name = resolver.physical_name(bucket.logical_id)
+        names[bucket.logical_id] = name
+        if _bucket_exists(client, name):
+            continue  # kept from the last run (a data dir): as it was configured then
         client.create_bucket(Bucket=name)  # us-east-1: no LocationConstraint
         _configure_bucket(client, bucket, name, resolver)
-        names[bucket.logical_id] = name
     return names
 
 
@@ -266,15 +283,20 @@ def create_kms_keys(client: Any, template: Template, resolver: Resolver) -> dict
             resource.get("Condition"), resolver
         ):
             continue
+        name = resolver.physical_name(logical_id)
+        names[logical_id] = name
+        try:
+            client.describe_key(KeyId=name)
+            continue  # kept from the last run (a data dir) under its alias
+        except client.exceptions.NotFoundException:
+            pass
         props = resolver.resolve(dict(resource.get("Properties") or {})) or {}
         created = client.create_key(
             Description=str(props.get("Description", logical_id)),
             KeyUsage=str(props.get("KeyUsage", "ENCRYPT_DECRYPT")),
             KeySpec=str(props.get("KeySpec", "SYMMETRIC_DEFAULT")),
         )
-        name = resolver.physical_name(logical_id)
         client.create_alias(AliasName=name, TargetKeyId=created["KeyMetadata"]["KeyId"])
-        names[logical_id] = name
     return names
 
 

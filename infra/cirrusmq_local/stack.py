@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import threading
@@ -44,6 +45,7 @@ one stops (a test's own stack stopping must not turn back the session stack's ti
 
 log = logging.getLogger(__name__)
 
+CLOCK_FILE = "clock.json"
 BOOTSTRAP_ACCESS_KEY = "local-admin"
 ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
 SECRET_KEY_VAR = "CIRRUSMQ_SECRET_KEY"
@@ -123,6 +125,7 @@ class LocalStack:
         expire_interval: float | None = 10.0,
         function_logs: Callable[[str], None] | None = None,
         follow_logs: bool = False,
+        data_dir: str | Path | None = None,
     ) -> None:
         self.template_path = Path(template) if template is not None else default_template_path()
         self.host = host
@@ -132,6 +135,9 @@ class LocalStack:
         self.stack_name = stack_name
         self.preload_handlers = preload_handlers
         self.expire_interval = expire_interval
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        """Where topics, messages, groups, keys (moto's DynamoDB, S3 and KMS, in ``moto/``)
+        and the clock's offset (``clock.json``) are kept across restarts; None: memory only."""
         self.credentials = credentials or bootstrap_credentials()
         """The admin key the stack stores at start: ``credentials``, else
         ``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY`` when both are set, else
@@ -155,6 +161,7 @@ class LocalStack:
         self._unregister: list[Callable[[], None]] = []
         self._websocket: WebSocketGateway | None = None
         self._streams: StreamPoller | None = None
+        self._clock_history: list[list[int]] = []
 
     # ------------------------------------------------------------------- state
     @property
@@ -258,8 +265,12 @@ class LocalStack:
             for fn in functions
             for event in fn.schedules
         }
-        self._moto = MotoServer(host="127.0.0.1").start()
+        self._moto = MotoServer(
+            host="127.0.0.1",
+            data_dir=None if self.data_dir is None else self.data_dir / "moto",
+        ).start()
         _RUNNING.add(id(self))
+        self._restore_clock()
         # the EMF datapoints also go to moto's CloudWatch, where the API reads them back
         self.telemetry.forwarder = MetricForwarder(self.boto3_client("cloudwatch"))
         self._resources = create_resources(
@@ -387,7 +398,33 @@ class LocalStack:
             if table.time_to_live is not None and table.logical_id in self._resources
         ]
         buckets = [self._resources[b] for b in template.buckets if b in self._resources]
-        return Expiry(self._moto.url, ttl_tables, buckets, lifecycle_rules)
+        return Expiry(
+            self._moto.url, ttl_tables, buckets, lifecycle_rules, history=self._clock_history
+        )
+
+    def _restore_clock(self) -> None:
+        """Move the broker clock to the offset kept in the data dir (it never goes back)."""
+        self._clock_history = []
+        path = None if self.data_dir is None else self.data_dir / CLOCK_FILE
+        if path is None or not path.exists():
+            return
+        state = json.loads(path.read_text())
+        ahead = int(state["offset_ms"]) - clock.offset_ms()
+        if ahead > 0:
+            clock.advance((ahead + 0.5) / 1000)
+        self._clock_history = [list(change) for change in state.get("history") or ()]
+
+    def _save_clock(self) -> None:
+        if self.data_dir is None or self._expiry is None:
+            return
+        path = self.data_dir / CLOCK_FILE
+        temporary = path.with_suffix(".tmp")
+        state = {"offset_ms": clock.offset_ms(), "history": self._expiry.history}
+        with temporary.open("w") as file:
+            json.dump(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
 
     def _environment(self, functions: list[Function], resolver: Resolver) -> dict[str, str]:
         assert self._moto is not None
@@ -496,6 +533,7 @@ class LocalStack:
             before = wall_ms()
             clock.advance(seconds)  # wakes runs parked on the broker clock (delays)
             self._expiry.note_advance(before)
+            self._save_clock()
             deleted = self._expiry.run(full=True)
             clock.settle()
             if self._runner is not None:

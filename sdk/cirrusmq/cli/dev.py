@@ -38,6 +38,19 @@ def dev(
         "-v",
         help="Log every request and follow the functions' logs (by default only their errors).",
     ),
+    data_dir: Path | None = typer.Option(
+        None,
+        "--data-dir",
+        file_okay=False,
+        help="Keep topics, messages, groups, offsets and keys in this folder across restarts "
+        "(a write-ahead journal, fsync'd before each answer, plus snapshots). `make dev` "
+        "uses .cirrusmq-data/ in the checkout.",
+    ),
+    ephemeral: bool = typer.Option(
+        False,
+        "--ephemeral",
+        help="Keep everything in memory only (gone when the stack stops), even with --data-dir.",
+    ),
     parameter: list[str] = typer.Option(
         [],
         "--parameter",
@@ -74,6 +87,7 @@ def dev(
         function_logs=lambda line: typer.echo(line, err=True),
         follow_logs=verbose,
         parameters=parameters,
+        data_dir=None if ephemeral else data_dir,
     )
     try:
         try:
@@ -184,7 +198,12 @@ def _print_summary(stack: object, profile_path: Path | None = None) -> None:
         f"  secret key    {stack.credentials.secret_key}",
         *profile,
         f"  cli           {cli} (or `source {cli.parent}/activate`, then `cirrusmq ...`)",
-        "  data          in memory only: topics and messages are gone when this stops",
+        (
+            f"  data          kept in {stack.data_dir} (survives restarts; --ephemeral: memory "
+            "only)"
+            if stack.data_dir is not None
+            else "  data          in memory only: topics and messages are gone when this stops"
+        ),
         f"  metrics       {stack.endpoint}/local/metrics and /local/logs: what the functions "
         "emit (docs/operations.md); their logs: errors here, all with --verbose",
         "  resources",
