@@ -113,18 +113,7 @@ def verify(
             status=403,
         )
     amz_date = (headers.get("x-amz-date") or "").strip()
-    try:
-        signed_at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        raise SqsError(
-            "IncompleteSignature", "X-Amz-Date is missing or malformed.", status=403
-        ) from None
-    if not amz_date.startswith(match["date"]):
-        raise SqsError(
-            "SignatureDoesNotMatch",
-            "The credential scope date is not the request date.",
-            status=403,
-        )
+    signed_at = _signed_at(amz_date, match["date"])
     clocks = (now_ms,) if isinstance(now_ms, int) else tuple(now_ms)
     signed_ms = signed_at.timestamp() * 1000
     if all(abs(now - signed_ms) > MAX_SKEW_SECONDS * 1000 for now in clocks):
@@ -209,18 +198,7 @@ def _verify_presigned(
             f"X-Amz-Expires must be a number of seconds from 1 to {MAX_PRESIGNED_SECONDS}.",
         )
     amz_date = query.get("X-Amz-Date", "")
-    try:
-        signed_at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        raise SqsError(
-            "IncompleteSignature", "X-Amz-Date is missing or malformed.", status=403
-        ) from None
-    if not amz_date.startswith(credential["date"]):
-        raise SqsError(
-            "SignatureDoesNotMatch",
-            "The credential scope date is not the request date.",
-            status=403,
-        )
+    signed_at = _signed_at(amz_date, credential["date"])
     clocks = (now_ms,) if isinstance(now_ms, int) else tuple(now_ms)
     signed_ms = signed_at.timestamp() * 1000
     if not any(
@@ -312,3 +290,20 @@ def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     return key
+
+
+def _signed_at(amz_date: str, scope_date: str) -> datetime:
+    """The time an ``X-Amz-Date`` names, checked against its credential scope's date."""
+    try:
+        signed_at = datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise SqsError(
+            "IncompleteSignature", "X-Amz-Date is missing or malformed.", status=403
+        ) from None
+    if not amz_date.startswith(scope_date):
+        raise SqsError(
+            "SignatureDoesNotMatch",
+            "The credential scope date is not the request date.",
+            status=403,
+        )
+    return signed_at
