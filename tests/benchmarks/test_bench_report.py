@@ -201,7 +201,6 @@ def test_run_steps_records_json_machine_and_progress(
     assert "[1/1] fake: fake.py" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_latency_benchmark_writes_json(tmp_path: Path) -> None:
     """latency.py on a tiny input: the JSON the report reads."""
     out = tmp_path / "latency.json"
