@@ -553,7 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer messages (a few minutes)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument(
-        "--only", help=f"steps to run, comma-separated: {', '.join(s.name for s in STEPS)}"
+        "--only",
+        help=f"steps to run, comma-separated: {', '.join(s.name for s in STEPS)}; the others'"
+        " figures are kept from the last run of the same mode",
     )
     parser.add_argument(
         "--from-data", type=Path, help="re-render the page from a data directory, no runs"
@@ -568,9 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.only.split(",")) if args.only else {s.name for s in STEPS}
     steps = tuple(s for s in STEPS if s.name in wanted)
     results = run_steps(steps, args.quick, data_dir, Path("/tmp") / f"bench-report-{os.getpid()}")
-    (data_dir / "report.json").write_text(
-        json.dumps({"quick": args.quick, "results": results}, indent=2) + "\n"
-    )
+    saved_path = data_dir / "report.json"
+    if args.only and saved_path.exists():  # the other steps' figures stay as they were
+        saved = json.loads(saved_path.read_text())
+        if saved["quick"] == args.quick:
+            results = {**saved["results"], **results}
+    saved_path.write_text(json.dumps({"quick": args.quick, "results": results}, indent=2) + "\n")
     page = write_report(results, args.out, quick=args.quick)
     print(f"wrote {page} and its charts")
     return 1 if any("error" in r for r in results.values()) else 0
