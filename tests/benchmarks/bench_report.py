@@ -107,6 +107,8 @@ AWS_LATENCY_SOURCES = {
     ),
 }
 """Component latencies AWS publishes (range in ms), for the on-paper estimate."""
+SOURCES_READ = "2026-12-02"
+"""When the published figures above were looked up."""
 DDB_CALLS = {"produce": 2, "receive": 3}
 """DynamoDB round trips in sequence on the critical path, assumed: DESIGN.md §6's floor has
 one per send (the index transaction) and one per receive (the claim); the handlers also read
@@ -371,7 +373,8 @@ def section_latency(record: dict[str, Any] | None, out: Path, lines: list[str]) 
             "Local stack (moto server, handlers in this machine's processes), one client, wall"
             " time per request: produce = one produce request of `batch` messages; end-to-end ="
             " from the start of that request to the receive that returned its last message."
-            " Against moto on a loaded machine: compare batch sizes, not absolute values.",
+            " Against moto on a loaded machine: compare batch sizes, not absolute values."
+            " With fewer than 100 rounds, p99 is the slowest round.",
             "",
             "| batch | rounds | produce p50 ms | produce p99 ms | end-to-end p50 ms |"
             " end-to-end p99 ms |",
@@ -391,7 +394,8 @@ def section_latency(record: dict[str, Any] | None, out: Path, lines: list[str]) 
         " front door + Lambda, one S3 PUT of the batch object, "
         f"{DDB_CALLS['produce']} DynamoDB calls; receive: front door + Lambda,"
         f" {DDB_CALLS['receive']} DynamoDB calls, one S3 GET). Batches up to 1,000 x 1 KiB"
-        " (1 MB) are assumed to stay in the same range. Not measured in AWS.",
+        " (1 MB) are assumed to stay in the same range. Not measured in AWS; sources read"
+        f" {SOURCES_READ}.",
         "",
         "| component | published figure | source |",
         "|---|---|---|",
@@ -447,7 +451,14 @@ def section_idle(
     if len(table) == 2:
         lines += [not_measured(core) or not_measured(idle) or "", ""]
         return
-    lines += [*table, "", "Costs from counted calls x list prices.", ""]
+    lines += [
+        *table,
+        "",
+        "Costs from counted calls x list prices. A server long poll bills the Lambda"
+        " duration of its whole wait (20 s at the function's memory), which dominates its"
+        " figure.",
+        "",
+    ]
     lines += [f"_{s}_" + "\n" for s in stamps]
 
 

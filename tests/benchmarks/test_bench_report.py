@@ -213,3 +213,16 @@ def test_latency_benchmark_writes_json(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert [b["batch"] for b in data["batches"]] == [1, 10]
     assert all(b["end_to_end"]["requests"] == 1 for b in data["batches"])
+
+
+def test_from_data_rerenders_the_page_without_running(tmp_path: Path) -> None:
+    """``--from-data``: the page and charts again from a saved report.json, no benchmark run."""
+    data = tmp_path / "data"
+    data.mkdir()
+    saved = {"quick": False, "results": {"core": with_data(CORE)}}
+    (data / "report.json").write_text(json.dumps(saved))
+    out = tmp_path / "out"
+    assert bench_report.main(["--from-data", str(data), "--out", str(out)]) == 0
+    page = (out / "README.md").read_text()
+    assert "(cost.png)" in page and (out / "cost.png").exists()
+    assert "**Quick run**" not in page
