@@ -31,7 +31,7 @@ LS_SUITE_STAMP := $(LS_SUITE_VENV)/.installed-$(shell cksum < $(LS_SUITE_DIR)/re
 LS_SUITE_PYTHON ?= $(firstword $(foreach p,python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
   $(shell $(p) -c 'import sys; assert sys.version_info >= (3, 13); print("$(p)")' 2>/dev/null)))
 
-.PHONY: install dev test test-deploy test-compat test-compat-moto test-compat-localstack sam-build bench lint sqs-query-clients
+.PHONY: install dev test test-deploy test-compat test-compat-moto test-compat-localstack sam-build bench bench-report lint sqs-query-clients
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -101,6 +101,9 @@ sam-build: install $(SAM)  ## sam build into .aws-sam/build (no Docker needed)
 
 bench: install  ## core queue benchmark (figures in README.md)
 	$(VENV)/bin/python tests/benchmarks/core_queue.py $(ARGS)
+
+bench-report: install  ## run the benchmarks, write docs/benchmarks/ (ARGS="--quick": a few minutes)
+	$(VENV)/bin/python tests/benchmarks/bench_report.py $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -101,6 +101,7 @@ import base64
 import collections
 import inspect
 import itertools
+import json
 import math
 import re
 import secrets
@@ -112,6 +113,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -1425,6 +1427,75 @@ def print_idle(idle: IdleCosts, memory_mb: int) -> None:
     )
 
 
+# ============================================================== machine-readable summary
+def quantile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (nearest rank) of ``values``; None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def latency_summary(latencies: list[float]) -> dict[str, float | int | None]:
+    """p50 / p99 / max in milliseconds of per-request wall times (seconds)."""
+    ms = [x * 1000 for x in latencies]
+    return {
+        "requests": len(ms),
+        "p50_ms": quantile(ms, 0.5),
+        "p99_ms": quantile(ms, 0.99),
+        "max_ms": max(ms) if ms else None,
+    }
+
+
+def summary(
+    runs: list[BatchRun], profiles: list[Profile], memory_mb: int, idle: IdleCosts
+) -> dict[str, Any]:
+    """The run's figures as JSON-ready data (``--json``): costs from counted calls."""
+    batches = []
+    for run in runs:
+        priced = {}
+        for profile in profiles:
+            cost = per_million_cost(run.total(), run.messages, profile=profile)
+            total = sum(cost.values())
+            priced[profile.name] = {
+                "components": cost,
+                "total": total,
+                "without_lambda_duration": total - cost["Lambda GB-s"],
+                "goal": profile.goals.get(run.batch),
+            }
+        batches.append(
+            {
+                "batch": run.batch,
+                "messages": run.messages,
+                "profiles": priced,
+                "sqs_same_batch": sqs_cost_per_million(run.batch),
+                "design_floor": design_floor(run.batch),
+                "requests_per_1000": per_1000(run.total().requests, run.messages),
+                "produce_rate": run.produce.rate,
+                "consume_rate": run.consume.rate,
+                "produce_latency": latency_summary(run.produce.latencies),
+                "receive_ack_latency": latency_summary(run.consume.latencies),
+            }
+        )
+    long_cost = idle.long_poll.cost()
+    long_polls = MONTH_S / idle.long_poll_s
+    per_poll = {k: v / idle.short_poll_count for k, v in idle.short_polls.cost().items()}
+    push_polls = MONTH_S / idle.max_interval_s
+    return {
+        "prices": PRICES_AS_OF,
+        "memory_mb": memory_mb,
+        "sqs_best": SQS_BEST_PER_MILLION,
+        "profiles": {p.name: p.parameters for p in profiles},
+        "batches": batches,
+        "idle": {
+            "long_poll_month": monthly(long_cost, long_polls),
+            "push_consumer_month": monthly(per_poll, push_polls),
+            "push_max_interval_s": idle.max_interval_s,
+            "sqs_long_poll_month": SQS_IDLE_PER_MONTH,
+        },
+    }
+
+
 # ============================================================== main
 def batch_storage(stack: LocalStack) -> str:
     """Where this run's batch objects are: the directory bucket or the message bucket."""
@@ -1481,6 +1552,9 @@ def main(argv: list[str] | None = None) -> int:
         help="deployment profiles to price the counted calls at, comma-separated:"
         f" {', '.join(PROFILES)} (default: all)",
     )
+    parser.add_argument(
+        "--json", type=Path, help="also write the figures to this file as JSON (make bench-report)"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with (
@@ -1533,6 +1607,9 @@ def main(argv: list[str] | None = None) -> int:
         f" {differing} differ (largest difference {largest} B)."
         f" Run time {time.perf_counter() - started:.0f} s."
     )
+    if args.json:
+        data = summary(runs, args.profile, max(memory), idle)
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
 

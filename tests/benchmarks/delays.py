@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import random
 import secrets
 import statistics
@@ -36,6 +37,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from cirrusmq import Admin, FilterExpression, Message, Producer, SimpleConsumer
 from cirrusmq.credentials import Credentials
@@ -119,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--spread", type=float, default=60.0, help="seconds the dues span")
     parser.add_argument("--batch", type=int, default=50, help="messages per send request")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     with LocalStack(schedules=True, credentials=CREDENTIALS, preload_handlers=True) as stack:
         calls, writes, undo = _install_meter()
@@ -180,6 +183,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"mean {statistics.mean(v):.0f} ms"
             )
     print(f"early deliveries: {len(early)}")
+    lateness = {}
+    for name, values in (("visible", moved), ("received", seen)):
+        v = list(values.values())
+        lateness[name] = (
+            {"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99), "max_ms": max(v)}
+            if v
+            else None
+        )
     per = 1000 / args.messages
     total_cost = 0.0
     for function in ("ProduceFunction", "SchedulerFunction"):
@@ -211,6 +222,16 @@ def main(argv: list[str] | None = None) -> int:
         f"Lambda time while it had work (256 MB, {run_minutes:.1f} min) ${lam:.4f}; "
         "at rest it returns after one look: tests/benchmarks/at_rest.py"
     )
+    if args.json:
+        data = {
+            "messages": args.messages,
+            "spread_s": args.spread,
+            "received": len(seen),
+            "early": len(early),
+            "lateness": lateness,
+            "requests_per_million": total_cost * 1000,
+        }
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0 if not early and len(seen) == len(due_of) else 1
 
 

@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycle", type=float, default=10, help="safety poll in the run (s)")
     parser.add_argument("--rounds", type=int, default=5, help="wake-ups measured")
     parser.add_argument("--fanout", type=int, default=1000, help="connections told at once")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
     with LocalStack(schedules=False, credentials=CREDENTIALS, preload_handlers=True) as stack:
         topic = f"idle-{uuid.uuid4().hex[:8]}"
@@ -260,6 +261,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     cost = one["monthly"]
     print(f"idle consumer: ${cost:.3f} per month, wake-up p50 {p50:.0f} ms, max {worst:.0f} ms")
+    if args.json:
+        data = {
+            "prices": PRICES_DATE,
+            "consumer_month": cost,
+            "connection_minutes_month": one["connection_minutes"],
+            "wake_up_p50_ms": p50,
+            "wake_up_max_ms": worst,
+            "fanout": args.fanout if fan is not None else 0,
+            "fanout_last_told_ms": fan["last_ms"] if fan is not None else None,
+        }
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
 
