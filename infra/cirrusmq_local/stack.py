@@ -46,6 +46,8 @@ one stops (a test's own stack stopping must not turn back the session stack's ti
 log = logging.getLogger(__name__)
 
 CLOCK_FILE = "clock.json"
+ADMIN_KEY_FILE = "admin-key.json"
+"""A data dir's admin key (without ``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY``)."""
 BOOTSTRAP_ACCESS_KEY = "local-admin"
 ACCESS_KEY_VAR = "CIRRUSMQ_ACCESS_KEY"
 SECRET_KEY_VAR = "CIRRUSMQ_SECRET_KEY"
@@ -75,13 +77,29 @@ def _loopback(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "127.0.0.1", "": "127.0.0.1"}.get(host, host)
 
 
-def bootstrap_credentials() -> Credentials:
+def bootstrap_credentials(data_dir: Path | None = None) -> Credentials:
     """``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY`` when both are set, else
-    ``local-admin`` with a fresh random secret."""
+    ``local-admin`` with a random secret: on a data dir, the one its first start drew (kept
+    in ``ADMIN_KEY_FILE``, readable by its owner only), so processes that read the key
+    before a restart still sign correctly after it; without one, a fresh secret."""
     access_key, secret_key = os.environ.get(ACCESS_KEY_VAR), os.environ.get(SECRET_KEY_VAR)
     if access_key and secret_key:
         return Credentials(access_key, secret_key)
-    return Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
+    if data_dir is None:
+        return Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
+    path = data_dir / ADMIN_KEY_FILE
+    if path.exists():
+        kept = json.loads(path.read_text())
+        return Credentials(kept["access_key"], kept["secret_key"])
+    credentials = Credentials(BOOTSTRAP_ACCESS_KEY, generate_secret(40))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        kept = {"access_key": credentials.access_key, "secret_key": credentials.secret_key}
+        json.dump(kept, file)
+        file.flush()
+        os.fsync(file.fileno())
+    return credentials
 
 
 START_AT_ONCE = frozenset({("SchedulerFunction", "MoveDueTimers")})
@@ -138,10 +156,10 @@ class LocalStack:
         self.data_dir = Path(data_dir) if data_dir is not None else None
         """Where topics, messages, groups, keys (moto's DynamoDB, S3 and KMS, in ``moto/``)
         and the clock's offset (``clock.json``) are kept across restarts; None: memory only."""
-        self.credentials = credentials or bootstrap_credentials()
+        self.credentials = credentials or bootstrap_credentials(self.data_dir)
         """The admin key the stack stores at start: ``credentials``, else
         ``$CIRRUSMQ_ACCESS_KEY`` / ``$CIRRUSMQ_SECRET_KEY`` when both are set, else
-        ``local-admin`` with a random secret."""
+        ``local-admin`` with a random secret (on a data dir, the one its first start drew)."""
         self.template: Template | None = None
         self.telemetry = LocalTelemetry(echo=function_logs, follow=follow_logs)
         """What the functions wrote: log lines and a store of their EMF metrics."""
