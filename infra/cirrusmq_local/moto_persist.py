@@ -22,7 +22,10 @@ not through requests; each deletion is journaled as such (``ttl`` / ``s3-delete`
 under the table's or bucket's lock so it keeps its place among the writes.
 
 Every record is ``length, crc32, pickle``; a torn or corrupt tail (a write that was never
-answered) ends the replay and is cut off. Records carry a sequence number and the snapshot
+answered) ends the replay and is cut off. A bad record with good ones after it ends the
+replay too, but the journal is first copied to ``journal.bin.damaged-<time>`` (it may be
+damage to the disk, and what follows acknowledged writes). An unreadable snapshot stops
+the start with an error naming it. Records carry a sequence number and the snapshot
 the last one it contains, so a crash between writing a snapshot and emptying the journal
 replays nothing twice. Only DynamoDB, S3 and KMS are kept: CloudWatch metrics, logs and the
 other services moto emulates start empty.
@@ -39,6 +42,7 @@ import pickle
 import struct
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -188,8 +192,15 @@ class DataStore:
         path = self.directory / SNAPSHOT
         if not path.exists():
             return 0
-        with path.open("rb") as file:
-            state = pickle.load(file)  # noqa: S301 - our own file in the user's data dir
+        try:
+            with path.open("rb") as file:
+                state = pickle.load(file)  # noqa: S301 - our own file in the user's data dir
+            int(state["seq"]), state["backends"].items()
+        except Exception as exc:  # noqa: BLE001 - any unreadable snapshot: one clear error
+            raise RuntimeError(
+                f"data dir {self.directory}: cannot read {path} ({exc!r}); move the data dir "
+                "away to start empty, or start with --ephemeral"
+            ) from exc
         for service, backends in _backend_dicts().items():
             for account, regions in state["backends"].get(service, {}).items():
                 for region, backend in regions.items():
@@ -205,12 +216,42 @@ class DataStore:
         while position + _HEADER.size <= len(data):
             length, crc = _HEADER.unpack_from(data, position)
             body = data[position + _HEADER.size : position + _HEADER.size + length]
-            if len(body) < length or zlib.crc32(body) != crc:
+            if not length or len(body) < length or zlib.crc32(body) != crc:
+                break  # records are never empty: a zero-filled tail is torn too
+            try:
+                entry = pickle.loads(body)  # noqa: S301 - our own file
+            except Exception:  # noqa: BLE001 - a record that does not load ends the replay
                 break
-            yield pickle.loads(body)  # noqa: S301 - our own file
+            yield entry
             position += _HEADER.size + length
-        if position < len(data):
+        if position < len(data) and self._good_after(data, position):
+            kept = path.with_name(f"{JOURNAL}.damaged-{int(time.time())}")
+            kept.write_bytes(data)
+            log.error(
+                "journal %s: a damaged record at byte %d with good ones after it; the replay "
+                "stops there, the whole journal is kept in %s",
+                path,
+                position,
+                kept,
+            )
+        elif position < len(data):
             log.warning("journal %s: %d torn bytes at the end cut off", path, len(data) - position)
+
+    @staticmethod
+    def _good_after(data: bytes, start: int) -> bool:
+        """Whether a whole record (length, crc32, body) starts anywhere after ``start``:
+        only a tail can be torn, so a bad record before a good one is damage or a crash
+        between unsynced appends."""
+        for position in range(start + 1, len(data) - _HEADER.size):
+            length, crc = _HEADER.unpack_from(data, position)
+            end = position + _HEADER.size + length
+            if (
+                length
+                and end <= len(data)
+                and zlib.crc32(data[position + _HEADER.size : end]) == crc
+            ):
+                return True
+        return False
 
     def _apply(self, app: Callable[..., Iterable[bytes]], entry: dict[str, Any]) -> None:
         kind = entry["kind"]
@@ -263,8 +304,6 @@ class DataStore:
     def record(self, entry: dict[str, Any], *, sync: bool = True) -> None:
         """Append ``entry`` (with a sequence number and the wall time); ``sync``: fsync it
         before returning."""
-        import time
-
         with self._mutex:
             assert self._fd is not None, "restore() first"
             self._seq += 1
