@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataStore", "is_mutating", "restore_keys_pickling"]
+__all__ = ["DataStore", "is_mutating", "is_s3", "restore_keys_pickling"]
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +82,29 @@ def is_mutating(environ: dict[str, Any]) -> str | None:
         return None if target.split(".", 1)[-1] in _DYNAMODB_READS else "journal"
     if target.startswith("TrentService."):
         return None if target.split(".", 1)[-1].startswith(_KMS_READ_PREFIXES) else "snapshot"
-    credential = str(environ.get("HTTP_AUTHORIZATION", "")) + str(environ.get("QUERY_STRING", ""))
-    if "/s3/aws4_request" in credential or "%2Fs3%2Faws4_request" in credential:
+    if is_s3(environ):
         return "journal" if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE") else None
     return None
+
+
+def is_s3(environ: dict[str, Any]) -> bool:
+    """Whether moto's dispatcher sends this request to S3: signed with SigV4 for ``s3``,
+    signed with SigV2 (an ``AWS`` header or ``AWSAccessKeyId`` in the query: only S3 still
+    takes it), or unsigned without an ``X-Amz-Target``, a query-protocol form or a
+    ``/moto-api`` path (moto's default service for those is S3)."""
+    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
+    query = str(environ.get("QUERY_STRING", ""))
+    if auth.startswith("AWS4-") or "X-Amz-Credential=" in query:
+        return "/s3/aws4_request" in auth + query or "%2Fs3%2Faws4_request" in query
+    if auth.startswith("AWS ") or "AWSAccessKeyId=" in query:
+        return True
+    if auth or environ.get("HTTP_X_AMZ_TARGET"):
+        return False
+    content_type = str(environ.get("CONTENT_TYPE", ""))
+    path = str(environ.get("PATH_INFO", ""))
+    return not content_type.startswith("application/x-www-form-urlencoded") and not (
+        path.startswith(("/moto-api", "/latest/", "/_cirrusmq/")) or path == "/favicon.ico"
+    )
 
 
 def restore_keys_pickling() -> None:
