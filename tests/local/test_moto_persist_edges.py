@@ -123,3 +123,30 @@ def test_a_damaged_record_before_good_ones_keeps_the_journal_aside(tmp_path: Pat
     store.restore(_no_app)
     kept = list(tmp_path.glob(f"{JOURNAL}.damaged*"))
     assert [path.read_bytes() for path in kept] == [bytes(data)]
+
+
+def _request(path: str) -> dict[str, Any]:
+    return {"kind": "request", "m": "POST", "p": path, "h": {"PATH_INFO": path}, "b": b""}
+
+
+def test_a_crash_between_snapshot_and_emptied_journal_replays_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    calls: list[str] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        calls.append(environ["PATH_INFO"])
+        start_response("200 OK", [])
+        return [b""]
+
+    store = DataStore(tmp_path)
+    store.restore(_no_app)
+    for name in ("a", "b"):
+        store.record(_request(f"/{name}"))
+    store._write_snapshot()  # the compaction's first half; the crash comes before the second
+    store.record(_request("/c"))
+    store.close()
+    store._lock_file.close()
+    again = DataStore(tmp_path)
+    again.restore(app)
+    assert calls == ["/c"]
