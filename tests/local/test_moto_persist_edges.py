@@ -150,3 +150,24 @@ def test_a_crash_between_snapshot_and_emptied_journal_replays_nothing_twice(
     again = DataStore(tmp_path)
     again.restore(app)
     assert calls == ["/c"]
+
+
+def test_a_refused_batch_write_reads_the_same_after_a_restart(tmp_path: Path) -> None:
+    """moto stores a BatchWriteItem's puts up to the item it refuses (ValidationException):
+    what was read before a restart must read the same after it."""
+    with MotoServer(data_dir=tmp_path) as server:
+        ddb = _client(server, "dynamodb")
+        ddb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        puts = [{"PutRequest": {"Item": item}} for item in ({"k": {"S": "a"}}, {"x": {"S": "b"}})]
+        with pytest.raises(ddb.exceptions.ClientError):
+            ddb.batch_write_item(RequestItems={"t": puts})
+        before = "Item" in ddb.get_item(TableName="t", Key={"k": {"S": "a"}})
+        _kill_9(server)
+    with MotoServer(data_dir=tmp_path) as server:
+        ddb = _client(server, "dynamodb")
+        assert ("Item" in ddb.get_item(TableName="t", Key={"k": {"S": "a"}})) == before
