@@ -6,12 +6,14 @@ under the locks of its tables/buckets; when a mutating DynamoDB or S3 request su
 method, path, query, headers and body are appended to ``journal.bin`` and fsync'd *before*
 the answer leaves (still under those locks, so the journal holds each table's and bucket's
 writes in the order they were applied). Requests that failed changed nothing and are not
-journaled. On start the snapshot is loaded and the journal replayed through moto's own WSGI
-app, one request at a time, with moto's clock (``utcnow``) set to each request's original
-time: S3 ``LastModified`` and DynamoDB's table/stream timestamps come back the same, and
-conditional writes on one table see the same items in the same order, so they have the same
-outcome. Then a new snapshot is written and the journal emptied (compaction); while running,
-a journal grown past ``compact_bytes`` is compacted the same way.
+journaled, except a failed ``BatchWriteItem`` (moto stores its puts up to the item it
+refuses; the replay refuses it the same way). On start the snapshot is loaded and the
+journal replayed through moto's own WSGI app, one request at a time, with moto's clock
+(``utcnow``) set to each request's original time: S3 ``LastModified`` and DynamoDB's
+table/stream timestamps come back the same, and conditional writes on one table see the
+same items in the same order, so they have the same outcome.
+Then a new snapshot is written and the journal emptied (compaction); while running, a
+journal grown past ``compact_bytes`` is compacted the same way.
 
 What a request replay cannot reproduce is randomness. A multipart upload's id is drawn at
 random: its journal record keeps the id moto answered, and the replay renames the upload it
@@ -48,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataStore", "is_mutating", "is_s3", "restore_keys_pickling"]
+__all__ = ["DataStore", "is_mutating", "is_s3", "partial_on_failure", "restore_keys_pickling"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,13 @@ def is_mutating(environ: dict[str, Any]) -> str | None:
     if is_s3(environ):
         return "journal" if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE") else None
     return None
+
+
+def partial_on_failure(environ: dict[str, Any]) -> bool:
+    """Whether a failed answer may still have changed state: moto stores a BatchWriteItem's
+    puts up to the item it refuses. Journaled anyway, its replay refuses the same item
+    after the same puts (moto is deterministic there)."""
+    return str(environ.get("HTTP_X_AMZ_TARGET", "")).endswith(".BatchWriteItem")
 
 
 def is_s3(environ: dict[str, Any]) -> bool:
