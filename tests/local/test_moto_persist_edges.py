@@ -171,3 +171,12 @@ def test_a_refused_batch_write_reads_the_same_after_a_restart(tmp_path: Path) ->
     with MotoServer(data_dir=tmp_path) as server:
         ddb = _client(server, "dynamodb")
         assert ("Item" in ddb.get_item(TableName="t", Key={"k": {"S": "a"}})) == before
+
+
+def test_a_second_server_is_kept_off_a_data_dir_in_use(tmp_path: Path) -> None:
+    from cirrusmq_local.moto_persist import _lock_directory
+
+    in_use = pytest.raises(RuntimeError, match="in use by another server")
+    with MotoServer(data_dir=tmp_path), in_use:
+        _lock_directory(tmp_path, wait=0.0)
+    _lock_directory(tmp_path, wait=0.0).close()
