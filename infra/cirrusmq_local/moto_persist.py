@@ -6,12 +6,14 @@ under the locks of its tables/buckets; when a mutating DynamoDB or S3 request su
 method, path, query, headers and body are appended to ``journal.bin`` and fsync'd *before*
 the answer leaves (still under those locks, so the journal holds each table's and bucket's
 writes in the order they were applied). Requests that failed changed nothing and are not
-journaled. On start the snapshot is loaded and the journal replayed through moto's own WSGI
-app, one request at a time, with moto's clock (``utcnow``) set to each request's original
-time: S3 ``LastModified`` and DynamoDB's table/stream timestamps come back the same, and
-conditional writes on one table see the same items in the same order, so they have the same
-outcome. Then a new snapshot is written and the journal emptied (compaction); while running,
-a journal grown past ``compact_bytes`` is compacted the same way.
+journaled, except a failed ``BatchWriteItem`` (moto stores its puts up to the item it
+refuses; the replay refuses it the same way). On start the snapshot is loaded and the
+journal replayed through moto's own WSGI app, one request at a time, with moto's clock
+(``utcnow``) set to each request's original time: S3 ``LastModified`` and DynamoDB's
+table/stream timestamps come back the same, and conditional writes on one table see the
+same items in the same order, so they have the same outcome.
+Then a new snapshot is written and the journal emptied (compaction); while running, a
+journal grown past ``compact_bytes`` is compacted the same way.
 
 What a request replay cannot reproduce is randomness. A multipart upload's id is drawn at
 random: its journal record keeps the id moto answered, and the replay renames the upload it
@@ -22,7 +24,10 @@ not through requests; each deletion is journaled as such (``ttl`` / ``s3-delete`
 under the table's or bucket's lock so it keeps its place among the writes.
 
 Every record is ``length, crc32, pickle``; a torn or corrupt tail (a write that was never
-answered) ends the replay and is cut off. Records carry a sequence number and the snapshot
+answered) ends the replay and is cut off. A bad record with good ones after it ends the
+replay too, but the journal is first copied to ``journal.bin.damaged-<time>`` (it may be
+damage to the disk, and what follows acknowledged writes). An unreadable snapshot stops
+the start with an error naming it. Records carry a sequence number and the snapshot
 the last one it contains, so a crash between writing a snapshot and emptying the journal
 replays nothing twice. Only DynamoDB, S3 and KMS are kept: CloudWatch metrics, logs and the
 other services moto emulates start empty.
@@ -39,12 +44,13 @@ import pickle
 import struct
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataStore", "is_mutating", "restore_keys_pickling"]
+__all__ = ["DataStore", "is_mutating", "is_s3", "partial_on_failure", "restore_keys_pickling"]
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +84,36 @@ def is_mutating(environ: dict[str, Any]) -> str | None:
         return None if target.split(".", 1)[-1] in _DYNAMODB_READS else "journal"
     if target.startswith("TrentService."):
         return None if target.split(".", 1)[-1].startswith(_KMS_READ_PREFIXES) else "snapshot"
-    credential = str(environ.get("HTTP_AUTHORIZATION", "")) + str(environ.get("QUERY_STRING", ""))
-    if "/s3/aws4_request" in credential or "%2Fs3%2Faws4_request" in credential:
+    if is_s3(environ):
         return "journal" if environ.get("REQUEST_METHOD") in ("PUT", "POST", "DELETE") else None
     return None
+
+
+def partial_on_failure(environ: dict[str, Any]) -> bool:
+    """Whether a failed answer may still have changed state: moto stores a BatchWriteItem's
+    puts up to the item it refuses. Journaled anyway, its replay refuses the same item
+    after the same puts (moto is deterministic there)."""
+    return str(environ.get("HTTP_X_AMZ_TARGET", "")).endswith(".BatchWriteItem")
+
+
+def is_s3(environ: dict[str, Any]) -> bool:
+    """Whether moto's dispatcher sends this request to S3: signed with SigV4 for ``s3``,
+    signed with SigV2 (an ``AWS`` header or ``AWSAccessKeyId`` in the query: only S3 still
+    takes it), or unsigned without an ``X-Amz-Target``, a query-protocol form or a
+    ``/moto-api`` path (moto's default service for those is S3)."""
+    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
+    query = str(environ.get("QUERY_STRING", ""))
+    if auth.startswith("AWS4-") or "X-Amz-Credential=" in query:
+        return "/s3/aws4_request" in auth + query or "%2Fs3%2Faws4_request" in query
+    if auth.startswith("AWS ") or "AWSAccessKeyId=" in query:
+        return True
+    if auth or environ.get("HTTP_X_AMZ_TARGET"):
+        return False
+    content_type = str(environ.get("CONTENT_TYPE", ""))
+    path = str(environ.get("PATH_INFO", ""))
+    return not content_type.startswith("application/x-www-form-urlencoded") and not (
+        path.startswith(("/moto-api", "/latest/", "/_cirrusmq/")) or path == "/favicon.ico"
+    )
 
 
 def restore_keys_pickling() -> None:
@@ -188,8 +220,15 @@ class DataStore:
         path = self.directory / SNAPSHOT
         if not path.exists():
             return 0
-        with path.open("rb") as file:
-            state = pickle.load(file)  # noqa: S301 - our own file in the user's data dir
+        try:
+            with path.open("rb") as file:
+                state = pickle.load(file)  # noqa: S301 - our own file in the user's data dir
+            int(state["seq"]), state["backends"].items()
+        except Exception as exc:  # noqa: BLE001 - any unreadable snapshot: one clear error
+            raise RuntimeError(
+                f"data dir {self.directory}: cannot read {path} ({exc!r}); move the data dir "
+                "away to start empty, or start with --ephemeral"
+            ) from exc
         for service, backends in _backend_dicts().items():
             for account, regions in state["backends"].get(service, {}).items():
                 for region, backend in regions.items():
@@ -205,12 +244,42 @@ class DataStore:
         while position + _HEADER.size <= len(data):
             length, crc = _HEADER.unpack_from(data, position)
             body = data[position + _HEADER.size : position + _HEADER.size + length]
-            if len(body) < length or zlib.crc32(body) != crc:
+            if not length or len(body) < length or zlib.crc32(body) != crc:
+                break  # records are never empty: a zero-filled tail is torn too
+            try:
+                entry = pickle.loads(body)  # noqa: S301 - our own file
+            except Exception:  # noqa: BLE001 - a record that does not load ends the replay
                 break
-            yield pickle.loads(body)  # noqa: S301 - our own file
+            yield entry
             position += _HEADER.size + length
-        if position < len(data):
+        if position < len(data) and self._good_after(data, position):
+            kept = path.with_name(f"{JOURNAL}.damaged-{int(time.time())}")
+            kept.write_bytes(data)
+            log.error(
+                "journal %s: a damaged record at byte %d with good ones after it; the replay "
+                "stops there, the whole journal is kept in %s",
+                path,
+                position,
+                kept,
+            )
+        elif position < len(data):
             log.warning("journal %s: %d torn bytes at the end cut off", path, len(data) - position)
+
+    @staticmethod
+    def _good_after(data: bytes, start: int) -> bool:
+        """Whether a whole record (length, crc32, body) starts anywhere after ``start``:
+        only a tail can be torn, so a bad record before a good one is damage or a crash
+        between unsynced appends."""
+        for position in range(start + 1, len(data) - _HEADER.size):
+            length, crc = _HEADER.unpack_from(data, position)
+            end = position + _HEADER.size + length
+            if (
+                length
+                and end <= len(data)
+                and zlib.crc32(data[position + _HEADER.size : end]) == crc
+            ):
+                return True
+        return False
 
     def _apply(self, app: Callable[..., Iterable[bytes]], entry: dict[str, Any]) -> None:
         kind = entry["kind"]
@@ -263,8 +332,6 @@ class DataStore:
     def record(self, entry: dict[str, Any], *, sync: bool = True) -> None:
         """Append ``entry`` (with a sequence number and the wall time); ``sync``: fsync it
         before returning."""
-        import time
-
         with self._mutex:
             assert self._fd is not None, "restore() first"
             self._seq += 1

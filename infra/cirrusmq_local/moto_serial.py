@@ -53,7 +53,7 @@ from urllib.parse import unquote
 
 from cirrusmq_local import moto_patches
 from cirrusmq_local.moto_expiry import ClockHistory, LifecycleExpirer, TtlExpirer, iter_tables
-from cirrusmq_local.moto_persist import DataStore, is_mutating
+from cirrusmq_local.moto_persist import DataStore, is_mutating, is_s3, partial_on_failure
 
 __all__ = [
     "ADMIN_PREFIX",
@@ -211,8 +211,7 @@ def resources_of(environ: dict[str, Any]) -> list[str] | None:
         if not isinstance(parsed, dict):
             return None
         return _dynamodb_resources(target.split(".", 1)[-1], parsed)
-    credential = str(environ.get("HTTP_AUTHORIZATION", "")) + str(environ.get("QUERY_STRING", ""))
-    if "/s3/aws4_request" in credential or "%2Fs3%2Faws4_request" in credential:
+    if is_s3(environ):
         bucket = _s3_bucket(environ)
         if bucket is None:
             return None
@@ -254,7 +253,7 @@ class Serialised:
 
         with self.locks.hold(names):
             answer = list(self._app(environ, recording_start_response))
-            if statuses and statuses[0].startswith(("2", "3")):
+            if statuses and (statuses[0].startswith(("2", "3")) or partial_on_failure(environ)):
                 # durable before the client hears of it; under the locks: in apply order
                 if mode == "journal":
                     store.note_answer(entry, answer)
