@@ -175,3 +175,17 @@ def test_send_refuses_body_and_body_file_together(cli, topic, tmp_path):
     source.write_text("x")
     failed = cli("send", topic, "--body", "y", "--body-file", str(source), code=2)
     assert "--body-file" in failed.output
+
+
+def test_message_find_shows_and_saves_a_large_body(cli, topic, tmp_path):
+    import os
+
+    original = os.urandom(4 * 1024 * 1024 + 1)
+    source = tmp_path / "big.bin"
+    source.write_bytes(original)
+    message_id = cli("send", topic, "--body-file", str(source), "--key", "k9").output.split()[1]
+    saved = tmp_path / "saved"
+    found = cli("message", "find", "--topic", topic, "--key", "k9", "--save-bodies", str(saved))
+    assert f"[large body {len(original)} B sha256 " in found.stdout
+    assert (saved / message_id).read_bytes() == original
+    assert not (saved / f"{message_id}.part").exists()
