@@ -189,3 +189,26 @@ def test_message_find_shows_and_saves_a_large_body(cli, topic, tmp_path):
     assert f"[large body {len(original)} B sha256 " in found.stdout
     assert (saved / message_id).read_bytes() == original
     assert not (saved / f"{message_id}.part").exists()
+
+
+def test_a_body_failing_its_check_is_not_saved_nor_acked(
+    cli, endpoint, credentials, topic, group, tmp_path
+):
+    import hashlib
+    import os
+
+    from cirrusmq import Message, Producer
+
+    with Producer(endpoint, credentials) as producer:
+        uploaded = producer._offloaded(Message(topic, os.urandom(5 * 1024 * 1024))).large_body
+        assert uploaded is not None
+        wrong = type(uploaded)(uploaded.key, uploaded.size, hashlib.sha256(b"other").hexdigest())
+        message_id = producer.send(Message(topic, b"", large_body=wrong)).message_id
+    saved = tmp_path / "saved"
+    consumed = cli(
+        "consume", group, topic, "--ack", "--wait", "2", "--save-bodies", str(saved), code=1
+    )
+    assert f"not saved {message_id}: LargeBodyMismatch" in consumed.stderr
+    assert not (saved / message_id).exists() and not (saved / f"{message_id}.part").exists()
+    described = json.loads(cli("group", "describe", group, "--topic", topic, "--json").output)
+    assert sum(q["inflight"] for q in described["queues"]) == 1  # not acked: it comes back
