@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from .connection import Connection, connected
 from .filters import SqlOption, TagOption, chosen_filter
-from .output import err, print_message
+from .output import SaveBodies, err, show_message
 
 __all__ = ["consume"]
 
@@ -38,20 +38,21 @@ def consume(
         int, typer.Option(help="Seconds a received message stays invisible to the group.")
     ] = 60,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    save_bodies: SaveBodies = None,
 ) -> None:
     """Receive messages as GROUP from TOPIC and print them (until none is left, or --follow)."""
     chosen = chosen_filter(filter_expression, sql)
     await_s = wait if wait is not None else (20 if follow else 1)
-    received = 0
+    received = unsaved = 0
     with connection.simple_consumer(group, {topic: chosen}, await_s) as c:
         try:
             while max_messages is None or received < max_messages:
                 room = 32 if max_messages is None else min(32, max_messages - received)
                 batch = c.receive(room, invisible)
-                for m in batch:
-                    print_message(m, as_json=as_json)
-                if ack and batch:
-                    unacked = [r for r in c.ack_batch(batch) if not r.acked]
+                kept = [m for m in batch if show_message(m, as_json=as_json, save_dir=save_bodies)]
+                unsaved += len(batch) - len(kept)
+                if ack and kept:  # a body that could not be saved is not acked: it comes back
+                    unacked = [r for r in c.ack_batch(kept) if not r.acked]
                     for r in unacked:
                         err.print(
                             f"[yellow]not acked[/yellow] {r.message_id}: "
@@ -63,3 +64,6 @@ def consume(
         except KeyboardInterrupt:
             pass
     err.print(f"{received} message(s){' acked' if ack else ''}")
+    if unsaved:
+        err.print(f"[red]{unsaved} large body(ies) not saved[/red]")
+        raise typer.Exit(1)

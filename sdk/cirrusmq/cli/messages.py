@@ -9,7 +9,7 @@ import typer
 
 from ..admin import TraceEvent
 from .connection import Connection, connected
-from .output import AsJson, err, iso, out, print_json, print_message, print_table
+from .output import AsJson, SaveBodies, err, iso, out, print_json, print_table, show_message
 from .tables import Field
 from .times import parse_timestamp
 
@@ -35,6 +35,7 @@ def message_find(
         int | None, typer.Option("--max", help="Stop after this many messages.")
     ] = None,
     as_json: AsJson = False,
+    save_bodies: SaveBodies = None,
 ) -> None:
     """Print the messages of TOPIC whose keys include KEY, newest first (the whole
     retention unless --begin / --end narrow it), page by page as they are found."""
@@ -44,15 +45,17 @@ def message_find(
             window[name] = parse_timestamp(text) if text is not None else None
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint=f"--{name}") from exc
-    count = 0
+    count = unsaved = 0
     with connection.admin() as admin:
         for message in admin.find_by_key(topic, key, **window):
             if max_messages is not None and count >= max_messages:
                 break
-            print_message(message, as_json=as_json)
+            unsaved += not show_message(message, as_json=as_json, save_dir=save_bodies)
             count += 1
     if not as_json:
         err.print(f"{count} message(s) with key {key} in topic {topic}", markup=False)
+    if unsaved:
+        raise typer.Exit(1)
 
 
 @app.command("trace")

@@ -16,7 +16,7 @@ from ..message import MessageView
 from ..wire import read_bool, read_int, read_list
 from .connection import Connection, connected
 from .filters import SqlOption, TagOption, chosen_filter
-from .output import AsJson, Yes, err, out, print_json, print_message
+from .output import AsJson, SaveBodies, Yes, err, out, print_json, show_message
 from .times import parse_timestamp
 
 __all__ = ["app", "parse_reset_target", "parse_timestamp", "read"]
@@ -138,6 +138,7 @@ def read(
     filter_expression: TagOption = "*",
     sql: SqlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    save_bodies: SaveBodies = None,
     *,
     connection: Connection,
 ) -> None:
@@ -153,8 +154,10 @@ def read(
                 **expression.wire,
             },
         )
-    for m in read_list(body, "messages"):
-        print_message(MessageView.from_wire(m), as_json=as_json)
+    shown = [
+        show_message(MessageView.from_wire(m), as_json=as_json, save_dir=save_bodies)
+        for m in read_list(body, "messages")
+    ]
     start, following = read_int(body, "start_offset"), read_int(body, "next_offset")
     if read_bool(body, "truncated", False):
         err.print(f"[yellow]note:[/yellow] offsets {offset}-{start - 1} are past retention")
@@ -163,3 +166,5 @@ def read(
         sys.stderr.write(json.dumps(summary) + "\n")
     else:
         err.print(f"next offset {following} (queue end {summary['max_offset']})")
+    if not all(shown):
+        raise typer.Exit(1)

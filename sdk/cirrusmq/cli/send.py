@@ -11,19 +11,28 @@ import re
 import stat
 import time
 from concurrent.futures import Future, wait
+from pathlib import Path
 from typing import IO, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..large_body import INLINE_MAX_BYTES
 from ..message import Message
 from ..producer import Producer
 from .connection import Connection, connected
 from .output import Yes, err, iso, out
 from .times import parse_timestamp
 
-__all__ = ["cancel_scheduled", "count_lines", "schedule_fields", "send", "send_lines"]
+__all__ = [
+    "cancel_scheduled",
+    "count_lines",
+    "file_body",
+    "schedule_fields",
+    "send",
+    "send_lines",
+]
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -38,6 +47,17 @@ def send(
     body: Annotated[
         str | None,
         typer.Option(help="Message body. Without it (or with '-'): one message per stdin line."),
+    ] = None,
+    body_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--body-file",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="Send this file's content as one message (above 4 MiB: streamed to S3 as a "
+            "large body, up to 2 GiB).",
+        ),
     ] = None,
     tag: Annotated[str | None, typer.Option(help="Tag of the message(s).")] = None,
     key: Annotated[list[str] | None, typer.Option(help="A key (repeatable).")] = None,
@@ -62,6 +82,8 @@ def send(
 ) -> None:
     """Send a message, or one message per line of stdin (with a progress bar)."""
     schedule = schedule_fields(delay, deliver_at)
+    if body is not None and body_file is not None:
+        raise typer.BadParameter("use --body or --body-file, not both", param_hint="--body-file")
     properties = {}
     for item in prop or []:
         name, sep, value = item.partition("=")
@@ -69,10 +91,10 @@ def send(
             raise typer.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--property")
         properties[name] = value
 
-    def message(text: str) -> Message:
+    def message(content: str | bytes | Path) -> Message:
         return Message(
             topic,
-            text,
+            content,
             tag=tag,
             keys=tuple(key or ()),
             properties=properties,
@@ -81,8 +103,8 @@ def send(
         )
 
     with connection.producer() as producer:
-        if body is not None and body != "-":
-            receipt = producer.send(message(body))
+        if body_file is not None or (body is not None and body != "-"):
+            receipt = producer.send(message(file_body(body_file) if body_file else body))
             if receipt.scheduled:
                 out.print(
                     f"scheduled {receipt.message_id} to {topic} queue {receipt.queue} "
@@ -101,6 +123,12 @@ def send(
         )
         raise typer.Exit(1)
     out.print(f"sent {sent} message(s) to {topic}")
+
+
+def file_body(path: Path) -> bytes | Path:
+    """A file's content as a message body: bytes when it fits inline, else the path (the
+    producer streams it to S3 part by part, never holding it in memory)."""
+    return path if path.stat().st_size > INLINE_MAX_BYTES else path.read_bytes()
 
 
 def schedule_fields(delay: str | None, deliver_at: str | None) -> dict[str, int]:

@@ -128,3 +128,87 @@ def test_key_bootstrap_writes_a_working_admin_key(cirrusmq_stack, endpoint, monk
     created = Credentials(access_key, secret_key)
     with Admin(endpoint, created) as admin:
         assert access_key in [k.access_key for k in admin.list_access_keys()]
+
+
+def test_send_body_file_of_5_mib_consume_summary_and_save_bodies(cli, topic, group, tmp_path):
+    import hashlib
+    import os
+
+    size = 5 * 1024 * 1024 + 7
+    original = os.urandom(size)
+    digest = hashlib.sha256(original).hexdigest()
+    source = tmp_path / "big.bin"
+    source.write_bytes(original)
+    sent = cli("send", topic, "--body-file", str(source), "--tag", "big").output
+    assert sent.startswith("sent ") and f"to {topic}" in sent
+    message_id = sent.split()[1]
+
+    saved = tmp_path / "saved"
+    consumed = cli(
+        "consume", group, topic, "--max", "1", "--wait", "2", "--save-bodies", str(saved)
+    )
+    (line,) = [x for x in consumed.stdout.splitlines() if message_id in x]
+    assert f"[large body {size} B sha256 {digest[:16]}…]" in line
+    assert len(line) < 300  # a summary, not the body
+    assert (saved / message_id).read_bytes() == original
+    assert f"saved {saved / message_id}" in consumed.stderr
+
+    read = cli("read", topic, "--queue", sent.split("queue ")[1].split()[0], "--json")
+    (record,) = [json.loads(x) for x in read.stdout.splitlines()]
+    assert record["body"] is None
+    pointer = record["large_body"]
+    assert (pointer["size"], pointer["sha256"]) == (size, digest)
+    assert pointer["key"] and pointer["url"].startswith("http")
+
+
+def test_send_small_body_file_goes_inline(cli, topic, group, tmp_path):
+    source = tmp_path / "small.txt"
+    source.write_text("from a file")
+    cli("send", topic, "--body-file", str(source))
+    consumed = cli("consume", group, topic, "--max", "1", "--wait", "2", "--json")
+    (record,) = [json.loads(x) for x in consumed.stdout.splitlines()]
+    assert record["body"] == "from a file" and record["large_body"] is None
+
+
+def test_send_refuses_body_and_body_file_together(cli, topic, tmp_path):
+    source = tmp_path / "b.txt"
+    source.write_text("x")
+    failed = cli("send", topic, "--body", "y", "--body-file", str(source), code=2)
+    assert "--body-file" in failed.output
+
+
+def test_message_find_shows_and_saves_a_large_body(cli, topic, tmp_path):
+    import os
+
+    original = os.urandom(4 * 1024 * 1024 + 1)
+    source = tmp_path / "big.bin"
+    source.write_bytes(original)
+    message_id = cli("send", topic, "--body-file", str(source), "--key", "k9").output.split()[1]
+    saved = tmp_path / "saved"
+    found = cli("message", "find", "--topic", topic, "--key", "k9", "--save-bodies", str(saved))
+    assert f"[large body {len(original)} B sha256 " in found.stdout
+    assert (saved / message_id).read_bytes() == original
+    assert not (saved / f"{message_id}.part").exists()
+
+
+def test_a_body_failing_its_check_is_not_saved_nor_acked(
+    cli, endpoint, credentials, topic, group, tmp_path
+):
+    import hashlib
+    import os
+
+    from cirrusmq import Message, Producer
+
+    with Producer(endpoint, credentials) as producer:
+        uploaded = producer._offloaded(Message(topic, os.urandom(5 * 1024 * 1024))).large_body
+        assert uploaded is not None
+        wrong = type(uploaded)(uploaded.key, uploaded.size, hashlib.sha256(b"other").hexdigest())
+        message_id = producer.send(Message(topic, b"", large_body=wrong)).message_id
+    saved = tmp_path / "saved"
+    consumed = cli(
+        "consume", group, topic, "--ack", "--wait", "2", "--save-bodies", str(saved), code=1
+    )
+    assert f"not saved {message_id}: LargeBodyMismatch" in consumed.stderr
+    assert not (saved / message_id).exists() and not (saved / f"{message_id}.part").exists()
+    described = json.loads(cli("group", "describe", group, "--topic", topic, "--json").output)
+    assert sum(q["inflight"] for q in described["queues"]) == 1  # not acked: it comes back

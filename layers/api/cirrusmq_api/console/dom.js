@@ -123,6 +123,31 @@ export function bodyLine(bytes, max = 80) {
   return text.length > max ? text.slice(0, max) + "…" : text;
 }
 
+/** A large body (its own S3 object) in one line for a table cell: its size and the start of
+ * its SHA-256; the body itself is never fetched. */
+export function largeBodyLine(large) {
+  const digest = large.sha256 ? `, sha256 ${large.sha256.slice(0, 16)}…` : "";
+  return `large body ${large.size} B${digest}`;
+}
+
+/** A large body's facts and a "Download" link to its presigned GET (only an http(s) URL is
+ * made a link); the page never loads the body. */
+export function largeBodyView(large, name) {
+  const url = typeof large.url === "string" && /^https?:\/\//.test(large.url) ? large.url : null;
+  return h(
+    "div",
+    { class: "large-body", "aria-label": "Large body" },
+    facts([
+      ["SHA-256", large.sha256 || "–"],
+      ["Object key", large.key],
+    ]),
+    url
+      ? h("p", {}, h("a", { href: url, download: name, rel: "noopener noreferrer" }, `Download (${large.size} bytes)`))
+      : h("p", { class: "muted" }, "No download link for this body."),
+    h("p", { class: "muted" }, "The link is valid for an hour after this page looked the message up."),
+  );
+}
+
 /** A body viewer: a "Body view" select (Text / JSON / Hex) over a <pre> of text. */
 export function bodyViewer(bytes, label = "Message body") {
   const pre = h("pre", { "aria-label": label, tabindex: "0" });

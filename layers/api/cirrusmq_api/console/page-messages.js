@@ -1,11 +1,32 @@
 // A topic's messages: per-queue offsets, browse by queue and offset or time, look up by id,
 // find by key (newest first, a page at a time), and a message's details with its body as
-// text, JSON or hex.
+// text, JSON or hex (a large body: its size, SHA-256 and a Download link, never the body).
 import { call, path } from "./api.js";
-import { base64ToBytes, bodyLine, bodyViewer, facts, field, fill, h, num, table, time, utcInputMs } from "./dom.js";
+import {
+  base64ToBytes,
+  bodyLine,
+  bodyViewer,
+  facts,
+  field,
+  fill,
+  h,
+  largeBodyLine,
+  largeBodyView,
+  num,
+  table,
+  time,
+  utcInputMs,
+} from "./dom.js";
+
+/** A table cell previewing a message's body (a large body's summary, not its pointer). */
+function preview(message) {
+  const text = message.large_body ? largeBodyLine(message.large_body) : bodyLine(base64ToBytes(message.body));
+  return { value: text, class: "preview" };
+}
 
 function details(message, traced) {
-  const bytes = base64ToBytes(message.body);
+  const large = message.large_body;
+  const bytes = large ? null : base64ToBytes(message.body);
   return h(
     "section",
     { class: "panel", "aria-label": "Message details" },
@@ -18,10 +39,10 @@ function details(message, traced) {
       ["Message group", message.message_group || "–"],
       ["Born", time(message.born_timestamp)],
       ["Stored", time(message.stored_timestamp)],
-      ["Size", `${bytes.length} bytes`],
+      ["Size", large ? `${large.size} bytes (large body)` : `${bytes.length} bytes`],
       ["Properties", Object.entries(message.properties || {}).map(([k, v]) => `${k}=${v}`).join(", ") || "–"],
     ]),
-    bodyViewer(bytes),
+    large ? largeBodyView(large, message.message_id) : bodyViewer(bytes),
     traced && h("p", {}, h("a", { href: `#/trace/${encodeURIComponent(message.topic)}/${encodeURIComponent(message.message_id)}` }, "Message trace")),
   );
 }
@@ -63,7 +84,7 @@ export async function render(view, args, ctx) {
       m.tag || "–",
       (m.keys || []).join(", "),
       time(m.stored_timestamp),
-      { value: bodyLine(base64ToBytes(m.body)), class: "preview" },
+      preview(m),
       h("button", { type: "button", "aria-label": `Inspect message ${m.message_id}`, onclick: () => show(m) }, "Inspect"),
     ]);
     const more =
@@ -128,7 +149,7 @@ export async function render(view, args, ctx) {
       m.tag || "–",
       (m.keys || []).join(", "),
       time(m.stored_timestamp),
-      { value: bodyLine(base64ToBytes(m.body)), class: "preview" },
+      preview(m),
       h("button", { type: "button", "aria-label": `Inspect message ${m.message_id}`, onclick: () => show(m) }, "Inspect"),
     ]);
     const more = page.next_page_token
