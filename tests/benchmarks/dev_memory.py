@@ -1,6 +1,7 @@
 """Does a long `cirrusmq dev` session stay bounded? The moto child's memory over simulated days.
 
     .venv/bin/python tests/benchmarks/dev_memory.py [--hours 48] [--step-minutes 15]
+        [--data-dir DIR]
 
 A LocalStack with schedules on; every simulated ``--step-minutes``: ``--sends`` batches of
 ``--batch`` 1 KiB random messages to a topic kept 1 hour (index items expire after 1 h,
@@ -10,6 +11,10 @@ simulated hours a scratch topic is created, filled and deleted (the janitor purg
 Prints, every simulated ``--report-hours``: the moto child's RSS and peak RSS, the bucket's
 objects and bytes, and the log index's items. Bounded means: these level off once
 retention turns over, instead of growing with the session.
+
+``--data-dir DIR`` (an empty or absent folder): the stack keeps its data there, each report
+adds the folder's journal and snapshot MiB, and at the end the stack is stopped and started
+again on the same folder, printing the seconds until it answers and the folder after.
 """
 
 from __future__ import annotations
@@ -17,11 +22,18 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import secrets
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+from cirrusmq.credentials import Credentials
+from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
+
+CREDENTIALS = Credentials("local-admin", secrets.token_urlsafe(30))
+SIGNED = CirrusAuth(CREDENTIALS)
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -47,23 +59,58 @@ def table_items(dynamodb, table: str) -> int:
     )
 
 
+def folder_mib(directory: Path | None) -> tuple[float, float]:
+    """The data dir's journal and snapshot MiB (zeros without a data dir)."""
+    if directory is None:
+        return 0.0, 0.0
+    moto = directory / "moto"
+    sizes = [
+        (moto / name).stat().st_size / 2**20 if (moto / name).exists() else 0.0
+        for name in ("journal.bin", "snapshot.pickle")
+    ]
+    return sizes[0], sizes[1]
+
+
+def restart(directory: Path) -> None:
+    """Start a stack on ``directory`` again; print the seconds until it answers."""
+    journal, snapshot = folder_mib(directory)
+    print(f"before restart: journal {journal:.1f} MiB, snapshot {snapshot:.1f} MiB")
+    started = time.monotonic()
+    with (
+        LocalStack(expire_interval=None, data_dir=directory, credentials=CREDENTIALS) as stack,
+        httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
+    ):
+        listed = api.get("/v1/topics")
+        listed.raise_for_status()
+        answered = time.monotonic() - started
+        names = sorted(t["name"] for t in listed.json()["topics"])
+        journal, snapshot = folder_mib(directory)
+        print(f"topics kept: {', '.join(names)}")
+        print(
+            f"restart: {answered:.1f} s until the stack answered; after: "
+            f"journal {journal:.1f} MiB, snapshot {snapshot:.1f} MiB",
+            flush=True,
+        )
+
+
 def send(api: httpx.Client, topic: str, batch: int) -> None:
     messages = [{"body": base64.b64encode(os.urandom(1024)).decode()} for _ in range(batch)]
     api.post(f"/v1/topics/{topic}/messages", json={"messages": messages}).raise_for_status()
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=float, default=48)
     parser.add_argument("--step-minutes", type=float, default=15)
     parser.add_argument("--sends", type=int, default=8)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--report-hours", type=float, default=4)
-    args = parser.parse_args()
+    parser.add_argument("--data-dir", type=Path, help="Keep the stack's data in this folder.")
+    args = parser.parse_args(argv)
     started = time.monotonic()
     with (
-        LocalStack(expire_interval=None) as stack,
-        httpx.Client(base_url=stack.endpoint, timeout=120) as api,
+        LocalStack(expire_interval=None, data_dir=args.data_dir, credentials=CREDENTIALS) as stack,
+        httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
         moto_pid = stack._moto.pid  # noqa: SLF001 - the child process measured here
         s3, dynamodb = stack.boto3_client("s3"), stack.boto3_client("dynamodb")
@@ -74,7 +121,7 @@ def main() -> None:
         )
         print(
             f"{'sim h':>6} {'RSS MiB':>8} {'peak':>6} {'objects':>8} {'obj MiB':>8} "
-            f"{'index':>6} {'wall s':>7}"
+            f"{'index':>6} {'jrnl MiB':>8} {'snap MiB':>8} {'wall s':>7}"
         )
         steps = int(args.hours * 60 / args.step_minutes)
         per_report = max(1, int(args.report_hours * 60 / args.step_minutes))
@@ -96,15 +143,20 @@ def main() -> None:
                     send(api, name, args.batch)
                 api.delete(f"/v1/topics/{name}")
             stack.advance_time(args.step_minutes * 60)
+            SIGNED.clock_offset_s += args.step_minutes * 60  # sign on the stack's clock
             if step % per_report == 0 or step == steps:
                 rss, peak = rss_mib(moto_pid)
                 objects, size = bucket_usage(s3, bucket)
                 items = table_items(dynamodb, index)
+                journal, snapshot = folder_mib(args.data_dir)
                 print(
                     f"{hour:6.0f} {rss:8.0f} {peak:6.0f} {objects:8d} {size / 2**20:8.1f} "
-                    f"{items:6d} {time.monotonic() - started:7.0f}",
+                    f"{items:6d} {journal:8.1f} {snapshot:8.1f} {time.monotonic() - started:7.0f}",
                     flush=True,
                 )
+
+    if args.data_dir is not None:
+        restart(args.data_dir)
 
 
 if __name__ == "__main__":
