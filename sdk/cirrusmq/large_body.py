@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,33 @@ __all__ = [
 SIZE_TEXT = re.compile(r"[0-9]{1,19}")
 """An Extended Client size attribute's text: ASCII digits (``str.isdigit`` also takes
 ``²``, which ``int`` refuses), at most a 64-bit count."""
+
+
+POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+"""The Amazon SQS Extended Client's pointer class: its offloaded message's body is
+``[POINTER_CLASS, {"s3BucketName": ..., "s3Key": ...}]``."""
+SIZE_ATTRIBUTES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
+"""The attributes an Extended Client gives an offloaded message's size in."""
+
+
+def extended_pointer(raw: bytes) -> tuple[str, str] | None:
+    """(bucket, key) of an Extended Client pointer body; None for any other body."""
+    if not raw.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
+        return None
+    try:
+        pointer = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not (
+        isinstance(pointer, list)
+        and len(pointer) == 2
+        and pointer[0] == POINTER_CLASS
+        and isinstance(pointer[1], dict)
+        and isinstance(pointer[1].get("s3BucketName"), str)
+        and isinstance(pointer[1].get("s3Key"), str)
+    ):
+        return None
+    return pointer[1]["s3BucketName"], pointer[1]["s3Key"]
 
 
 def payload_size(text: object) -> int | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import enum
 import io
-import json
 import math
 import os
 import re
@@ -16,7 +15,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO, ClassVar
 
-from .large_body import CHUNK_BYTES, LargeBody, LargeBodyRef, payload_size
+from .large_body import (
+    CHUNK_BYTES,
+    SIZE_ATTRIBUTES,
+    LargeBody,
+    LargeBodyRef,
+    extended_pointer,
+    payload_size,
+)
 from .wire import (
     read_base64,
     read_int,
@@ -218,10 +224,6 @@ class MessageView:
         )
 
 
-POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
-"""The Amazon SQS Extended Client's pointer class: its offloaded message's body is
-``[POINTER_CLASS, {"s3BucketName": ..., "s3Key": ...}]``."""
-SIZE_ATTRIBUTES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
 """The Extended Client's reserved attribute (and its legacy name): the payload's size."""
 
 
@@ -254,28 +256,11 @@ def _extended_payload(data: Mapping[str, Any]) -> LargeBody | None:
         raw = base64.b64decode(body, validate=True)
     except ValueError:
         return None
-    if not raw.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
+    found = extended_pointer(raw)
+    if found is None:
         return None
-    try:
-        pointer = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if not (
-        isinstance(pointer, list)
-        and len(pointer) == 2
-        and pointer[0] == POINTER_CLASS
-        and isinstance(pointer[1], Mapping)
-        and isinstance(pointer[1].get("s3BucketName"), str)
-        and isinstance(pointer[1].get("s3Key"), str)
-    ):
-        return None
-    return LargeBody(
-        key=pointer[1]["s3Key"],
-        size=size,
-        sha256=None,
-        url=None,
-        bucket=pointer[1]["s3BucketName"],
-    )
+    bucket, key = found
+    return LargeBody(key=key, size=size, sha256=None, url=None, bucket=bucket)
 
 
 def parse_receive_response(body: Any) -> list[MessageView]:

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..large_body import payload_size
+from ..large_body import SIZE_ATTRIBUTES, extended_pointer, payload_size
 from .options import StackOptions
 from .planning import Slice
 from .schema import SCHEMA_DDL
@@ -70,8 +70,6 @@ _FROM_OBJECT = [
     for f in ARROW_SCHEMA
     if f.name not in ("topic", "queue", "offset") and f.name not in POINTER_COLUMNS
 ]
-POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
-SIZE_PROPERTIES = ("ExtendedPayloadSize", "SQSLargePayloadSize")
 SHA256_PROPERTY = "cirrusmq.body.sha256"
 KEY_PROPERTY = "cirrusmq.body.key"
 """Set by the service alone, on a large message whose key it checked."""
@@ -192,25 +190,13 @@ def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
 
 
 def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, str | None] | None:
-    size = payload_size(next((props[name] for name in SIZE_PROPERTIES if name in props), None))
+    size = payload_size(next((props[name] for name in SIZE_ATTRIBUTES if name in props), None))
     if size is None or not body:
         return None
-    if not body.startswith(b'["' + POINTER_CLASS.encode() + b'"'):
+    found = extended_pointer(body)
+    if found is None:
         return None
-    try:
-        pointer = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    if not (
-        isinstance(pointer, list)
-        and len(pointer) == 2
-        and pointer[0] == POINTER_CLASS
-        and isinstance(pointer[1], dict)
-        and isinstance(pointer[1].get("s3BucketName"), str)
-        and isinstance(pointer[1].get("s3Key"), str)
-    ):
-        return None
-    return pointer[1]["s3BucketName"], pointer[1]["s3Key"], size, props.get(SHA256_PROPERTY)
+    return found[0], found[1], size, props.get(SHA256_PROPERTY)
 
 
 def with_large_bodies(batch: pa.RecordBatch, client: Any, stack: StackOptions) -> pa.RecordBatch:
