@@ -83,6 +83,18 @@ QUICK_CONFIG = Config(
 attempt of at most ~3 s, so it can never hold the request near its API timeout."""
 
 
+def _endpoint_arguments(settings: Settings) -> dict[str, Any]:
+    """A client's endpoint and credentials for the settings' endpoint (the local stack's moto
+    server, which accepts any credentials); none on AWS."""
+    if not settings.aws_endpoint_url:
+        return {}
+    return {
+        "endpoint_url": settings.aws_endpoint_url,
+        "aws_access_key_id": "cirrusmq-local",
+        "aws_secret_access_key": "cirrusmq-local",
+    }
+
+
 def aws_client(service: str, settings: Settings, *, quick: bool = False) -> Any:
     """A boto3 client for ``service`` at the settings' endpoint, created once per process
     (``quick``: a separate one with :data:`QUICK_CONFIG`)."""
@@ -90,14 +102,7 @@ def aws_client(service: str, settings: Settings, *, quick: bool = False) -> Any:
     with _lock:
         client = _clients.get(key)
         if client is None:
-            extra: dict[str, Any] = {}
-            if settings.aws_endpoint_url:
-                # The local stack's moto server accepts any credentials.
-                extra = {
-                    "endpoint_url": settings.aws_endpoint_url,
-                    "aws_access_key_id": "cirrusmq-local",
-                    "aws_secret_access_key": "cirrusmq-local",
-                }
+            extra = _endpoint_arguments(settings)
             client = boto3.session.Session().client(
                 service,
                 region_name=settings.aws_region or "us-east-1",
@@ -117,13 +122,7 @@ def presigning_client(settings: Settings) -> Any:
     with _lock:
         client = _clients.get(key)
         if client is None:
-            extra: dict[str, Any] = {}
-            if settings.aws_endpoint_url:
-                extra = {
-                    "endpoint_url": settings.aws_endpoint_url,
-                    "aws_access_key_id": "cirrusmq-local",
-                    "aws_secret_access_key": "cirrusmq-local",
-                }
+            extra = _endpoint_arguments(settings)
             client = boto3.session.Session().client(
                 "s3",
                 region_name=settings.aws_region or "us-east-1",
