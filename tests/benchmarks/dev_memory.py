@@ -31,6 +31,7 @@ import httpx
 from cirrusmq.credentials import Credentials
 from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
+from cirrusmq_broker import clock
 
 CREDENTIALS = Credentials("local-admin", secrets.token_urlsafe(30))
 SIGNED = CirrusAuth(CREDENTIALS)
@@ -71,6 +72,12 @@ def folder_mib(directory: Path | None) -> tuple[float, float]:
     return sizes[0], sizes[1]
 
 
+def sign_on_the_stack_clock() -> None:
+    """Sign on the broker clock, which this process shares with every stack it runs (one
+    advanced by another stack still running in it, or by ``advance_time`` here)."""
+    SIGNED.clock_offset_s = clock.offset_ms() / 1000
+
+
 def restart(directory: Path) -> None:
     """Start a stack on ``directory`` again; print the seconds until it answers."""
     journal, snapshot = folder_mib(directory)
@@ -80,6 +87,7 @@ def restart(directory: Path) -> None:
         LocalStack(expire_interval=None, data_dir=directory, credentials=CREDENTIALS) as stack,
         httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
+        sign_on_the_stack_clock()
         listed = api.get("/v1/topics")
         listed.raise_for_status()
         answered = time.monotonic() - started
@@ -112,10 +120,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         LocalStack(expire_interval=None, data_dir=args.data_dir, credentials=CREDENTIALS) as stack,
         httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
+        sign_on_the_stack_clock()
         moto_pid = stack._moto.pid  # noqa: SLF001 - the child process measured here
         s3, dynamodb = stack.boto3_client("s3"), stack.boto3_client("dynamodb")
         bucket, index = stack.resources["MessageBucket"], stack.resources["LogIndexTable"]
-        api.post("/v1/topics", json={"name": "day", "queues": 4, "retention_hours": 1})
+        api.post(
+            "/v1/topics", json={"name": "day", "queues": 4, "retention_hours": 1}
+        ).raise_for_status()
         print(
             f"moto pid {moto_pid}; {args.hours:g} simulated hours, step {args.step_minutes:g} min"
         )
@@ -143,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     send(api, name, args.batch)
                 api.delete(f"/v1/topics/{name}")
             stack.advance_time(args.step_minutes * 60)
-            SIGNED.clock_offset_s += args.step_minutes * 60  # sign on the stack's clock
+            sign_on_the_stack_clock()
             if step % per_report == 0 or step == steps:
                 rss, peak = rss_mib(moto_pid)
                 objects, size = bucket_usage(s3, bucket)
