@@ -1,0 +1,263 @@
+"""Exactly-once consume -> produce: a step acks what it read and appends what it produced in
+one DynamoDB transaction, or does neither.
+
+The crash matrix fails each AWS call of a step in turn (the Lambda dies there), then looks
+at what is stored before and after the client's retry of the same step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import boto3
+import pytest
+from broker_helpers import create_fifo_topic, crashing_at, object_keys, send, stream_count
+from cirrusmq_broker.container import Broker
+from cirrusmq_broker.errors import (
+    IdempotencyConflict,
+    InvalidReceiptHandle,
+    LeaseMovedOn,
+    ProducerFenced,
+    StepTooLarge,
+)
+from cirrusmq_broker.model import MessageInput, MessageType
+from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
+from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.storage.clients import observe_calls
+
+_names = itertools.count()
+
+
+def scene(broker, *, queues: int = 1, bodies: tuple[bytes, ...] = (b"a", b"b")):
+    """An input topic with ``bodies``, received by a group; an output topic; a producer."""
+    n = next(_names)
+    source, sink, group = f"in{n}", f"out{n}", f"g{n}"
+    broker.admin.create_topic(source, queues=1)
+    broker.admin.create_topic(sink, queues=queues)
+    send(broker, source, *bodies)
+    got = broker.consume.receive(group, source, max_messages=len(bodies), invisible_seconds=30)
+    epoch = broker.transactions.register(f"pg{n}", "stage-1")
+    return source, sink, group, got, (f"pg{n}", "stage-1", epoch)
+
+
+def step(producer, group, handles, outputs, sequence: int = 0) -> Step:
+    producer_group, transactional_id, epoch = producer
+    return Step(
+        producer_group=producer_group,
+        transactional_id=transactional_id,
+        epoch=epoch,
+        sequence=sequence,
+        group=group,
+        receipt_handles=tuple(handles),
+        outputs=tuple((topic, tuple(inputs)) for topic, inputs in outputs),
+    )
+
+
+def bodies_in(broker, group: str, topic: str) -> list[bytes]:
+    """What a group receives from ``topic`` (acked)."""
+    got = broker.consume.receive(group, topic, max_messages=100)
+    if got:
+        broker.consume.ack(group, [m.receipt_handle for m in got])
+    return sorted(m.message.body for m in got)
+
+
+def unsettled(broker, group: str, topic: str) -> int:
+    return sum(s.inflight for s in broker.consume.describe_group(group).queues if s.topic == topic)
+
+
+def test_a_step_acks_its_input_and_appends_its_output_at_once(broker, clock):
+    source, sink, group, got, producer = scene(broker)
+    handles = [m.receipt_handle for m in got]
+    outputs = [(sink, [MessageInput(b"A"), MessageInput(b"B")])]
+
+    result = broker.consume_produce.commit(step(producer, group, handles, outputs))
+
+    assert (result.acked, result.duplicate) == (2, False)
+    assert [r.offset for r in result.receipts] == [0, 1]
+    assert unsettled(broker, group, source) == 0
+    clock.advance(60)
+    assert broker.consume.receive(group, source, max_messages=10) == []  # nothing comes back
+    assert bodies_in(broker, "reader", sink) == [b"A", b"B"]
+
+
+def test_a_partial_ack_of_a_lease_settles_only_those_messages(broker, clock):
+    source, sink, group, got, producer = scene(broker)
+    broker.consume_produce.commit(
+        step(producer, group, [got[0].receipt_handle], [(sink, [MessageInput(b"A")])])
+    )
+    broker.consume_produce.commit(
+        step(producer, group, [got[1].receipt_handle], [(sink, [MessageInput(b"B")])], 1)
+    )
+    assert unsettled(broker, group, source) == 0
+    assert bodies_in(broker, "reader", sink) == [b"A", b"B"]
+
+
+def test_one_step_appends_to_normal_fifo_and_transaction_topics(broker, clock):
+    source, sink, group, got, producer = scene(broker, queues=4)
+    fifo, txn = f"{sink}-fifo", f"{sink}-txn"
+    create_fifo_topic(broker, fifo, queues=4)
+    broker.admin.create_topic(txn, queues=2, message_type=MessageType.TRANSACTION.value)
+    outputs = [
+        (sink, [MessageInput(b"n")]),
+        (fifo, [MessageInput(b"f1", message_group="k1"), MessageInput(b"f2", message_group="k2")]),
+        (txn, [MessageInput(b"t")]),
+    ]
+    result = broker.consume_produce.commit(
+        step(producer, group, [m.receipt_handle for m in got], outputs)
+    )
+
+    assert len(result.receipts) == 4
+    assert bodies_in(broker, "r", sink) == [b"n"]
+    assert bodies_in(broker, "r", fifo) == [b"f1", b"f2"]
+    assert bodies_in(broker, "r", txn) == [b"t"]
+
+
+@pytest.fixture
+def delays(settings, clock, monkeypatch) -> Broker:
+    """A broker with the delay items' table (in-process moto: one queue moved at a time)."""
+    monkeypatch.setattr(release, "MOVE_WORKERS", 1)
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    table = next(t for t in ddb.list_tables()["TableNames"] if "TimersTable" in t)
+    return Broker(dataclasses.replace(settings, timers_table=table), clock)
+
+
+def test_a_delayed_output_is_scheduled_by_the_step_and_released_when_due(delays, clock):
+    source, sink, group, got, producer = scene(delays)
+    outputs = [(sink, [MessageInput(b"now"), MessageInput(b"later", delay_level=2)])]
+    request = step(producer, group, [m.receipt_handle for m in got], outputs)
+    result = delays.consume_produce.commit(request)
+
+    assert result.receipts[1].offset is None and result.receipts[1].delivery_timestamp
+    assert delays.consume_produce.commit(request).receipts == result.receipts
+    assert bodies_in(delays, "r", sink) == [b"now"]
+    clock.advance(5)
+    assert delays.delay_release.tick().moved == 1
+    assert bodies_in(delays, "r", sink) == [b"later"]
+
+
+def test_a_lease_that_moved_on_refuses_the_step_and_nothing_is_appended(broker, clock):
+    source, sink, group, got, producer = scene(broker)
+    clock.advance(31)
+    broker.consume.receive(group, source, max_messages=10)  # the expiry moves them to retry
+    before = object_keys(broker)
+
+    with pytest.raises(LeaseMovedOn) as refused:
+        broker.consume_produce.commit(
+            step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+        )
+
+    assert refused.value.http_status == 409
+    assert stream_count(broker, f"{sink}#") == 0
+    assert len(object_keys(broker)) == len(before) + 1  # an unindexed object: the sweeper's
+    clock.advance(10)
+    assert sorted(m.message.body for m in broker.consume.receive(group, source, max_messages=10))
+
+
+def test_a_lease_past_its_deadline_refuses_the_step(broker, clock):
+    source, sink, group, got, producer = scene(broker)
+    clock.advance(31)  # nothing moved it yet: its deadline alone refuses the step
+    with pytest.raises(LeaseMovedOn):
+        broker.consume_produce.commit(
+            step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+        )
+    assert stream_count(broker, f"{sink}#") == 0
+
+
+def test_a_fenced_producer_epoch_refuses_the_step(broker, clock):
+    source, sink, group, got, producer = scene(broker)
+    broker.transactions.register(producer[0], producer[1])  # a newer instance took over
+
+    with pytest.raises(ProducerFenced):
+        broker.consume_produce.commit(
+            step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+        )
+
+    assert stream_count(broker, f"{sink}#") == 0
+    assert unsettled(broker, group, source) == 2
+
+
+def test_a_retried_step_answers_its_first_result_and_appends_once(broker, clock):
+    source, sink, group, got, producer = scene(broker)
+    request = step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+    first = broker.consume_produce.commit(request)
+    clock.advance(60)  # past the leases' deadline: the record answers, not the leases
+
+    again = broker.consume_produce.commit(request)
+
+    assert again.duplicate and again.receipts == first.receipts
+    assert stream_count(broker, f"{sink}#") == 1
+
+
+def test_a_retry_with_changed_inputs_is_refused_and_appends_nothing(broker, clock):
+    source, sink, group, got, producer = scene(broker, bodies=(b"a", b"b", b"c"))
+    handles = [m.receipt_handle for m in got]
+    broker.consume_produce.commit(
+        step(producer, group, handles[:1], [(sink, [MessageInput(b"A")])])
+    )
+
+    changed = step(producer, group, handles[1:], [(sink, [MessageInput(b"B")])])
+    with pytest.raises(IdempotencyConflict):
+        broker.consume_produce.commit(changed)
+
+    assert stream_count(broker, f"{sink}#") == 1
+    assert unsettled(broker, group, source) == 2  # the changed step's acks did not happen
+
+
+def test_a_step_too_big_for_one_transaction_is_refused_before_anything_is_stored(broker):
+    source, sink, group, got, producer = scene(broker, queues=64)
+    fifo = f"{sink}-fifo"
+    create_fifo_topic(broker, fifo, queues=64)
+    many = [MessageInput(b"x", message_group=f"k{i}") for i in range(400)]  # ~64 queues
+    before = object_keys(broker)
+
+    with pytest.raises(StepTooLarge) as refused:
+        broker.consume_produce.commit(
+            step(producer, group, [m.receipt_handle for m in got], [(fifo, many)])
+        )
+
+    assert refused.value.http_status == 400
+    assert refused.value.details["max_items"] == MAX_STEP_ITEMS
+    assert object_keys(broker) == before
+    assert unsettled(broker, group, source) == 2
+
+
+def test_a_forged_receipt_handle_is_refused_before_anything_is_stored(broker):
+    source, sink, group, got, producer = scene(broker)
+    before = object_keys(broker)
+    with pytest.raises(InvalidReceiptHandle):
+        broker.consume_produce.commit(
+            step(producer, group, ["forged"], [(sink, [MessageInput(b"A")])])
+        )
+    assert object_keys(broker) == before
+
+
+def test_a_step_dying_at_any_aws_call_leaves_both_effects_or_neither(broker, clock):
+    def prepare():
+        source, sink, group, got, producer = scene(broker, queues=2)
+        request = step(
+            producer,
+            group,
+            [m.receipt_handle for m in got],
+            [(sink, [MessageInput(b"A"), MessageInput(b"B", message_group="k")])],
+        )
+        return source, sink, group, request
+
+    seen: list[str] = []
+    source, sink, group, request = prepare()
+    remove = observe_calls(lambda service, operation, _: seen.append(operation))
+    try:
+        broker.consume_produce.commit(request)
+    finally:
+        remove()
+    assert "TransactWriteItems" in seen
+
+    for n in range(len(seen)):
+        source, sink, group, request = prepare()
+        assert crashing_at(n, lambda r=request: broker.consume_produce.commit(r))
+        appended = stream_count(broker, f"{sink}#")
+        acked = unsettled(broker, group, source) == 0
+        assert (appended, acked) in ((0, False), (2, True)), f"call {n}: {seen[n]}"
+        broker.consume_produce.commit(request)  # the client's retry
+        assert stream_count(broker, f"{sink}#") == 2, f"call {n}: {seen[n]}"
+        assert unsettled(broker, group, source) == 0
