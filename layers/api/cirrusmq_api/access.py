@@ -193,6 +193,7 @@ TRANSACTION_ROUTE_RULES: dict[tuple[str, str], Rule] = {
     ("POST", f"{_TXN}/transactions/{{transaction_id}}/messages"): _txn_send,
     ("POST", f"{_TXN}/transactions/{{transaction_id}}/end"): _producer,  # + the txn's topic
     ("POST", f"{_TXN}/checks"): _producer,
+    ("POST", f"{_TXN}/steps"): _producer,  # + per output topic and receipt handle
     ("GET", f"{_TXN}/transactions"): _admin("list transactions of {producer_group}"),
     ("GET", f"{_TXN}/transactions/{{transaction_id}}"): _admin("describe transactions"),
     ("POST", f"{_TXN}/transactions/{{transaction_id}}/resolve"): _admin("end transactions"),

@@ -70,6 +70,7 @@ from .storage.trace_objects import TraceObjectStore
 from .telemetry import NAMESPACE, SERVICE
 
 if TYPE_CHECKING:
+    from .services.consume_produce import ConsumeProduceSteps
     from .services.large_bodies import LargeBodyService
     from .services.transactions import TransactionService
 
@@ -277,6 +278,29 @@ class Broker:
             records=self.producers,
             wake=None if wake is None else lambda dues: wake.due_at(dues, store.runs),
             trace=lambda: self.trace,
+        )
+
+    @functools.cached_property
+    def consume_produce(self) -> ConsumeProduceSteps:
+        """Exactly-once consume -> produce steps: acks and appends in one transaction."""
+        from .services.consume_produce import ConsumeProduceSteps
+        from .services.receipt_handles import ReceiptHandles
+        from .services.transactions.registration import Registrations
+        from .storage.transactions import TransactionStore
+
+        store = TransactionStore(self._dynamodb, self.settings.transactions_table)
+        return ConsumeProduceSteps(
+            topics=self.catalog,
+            writer=self.writer,
+            producers=self.producers,
+            states=self.states,
+            handles=ReceiptHandles(lambda: ReceiptSigner(self.settings.receipt_secret)),
+            registrations=Registrations(store=store, clock=self.clock),
+            transactions=store,
+            clock=self.clock,
+            delay_writer=self.delay_writer,
+            wake=self.release_wake,
+            delivery_ended=self.consume.delivery_ended,
         )
 
     @functools.cached_property

@@ -293,6 +293,21 @@ class TransactionTooLarge(InvalidRequest):
     code = "TransactionTooLarge"
 
 
+class LeaseMovedOn(Conflict):
+    """An exactly-once step acks a message its consumer no longer holds (the lease passed
+    its deadline, was redelivered, or a message of it was nacked or moved out): the step is
+    refused and nothing of it is appended; the message comes back."""
+
+    code = "LeaseMovedOn"
+
+
+class StepTooLarge(InvalidRequest):
+    """An exactly-once step needs more items than one DynamoDB transaction holds (100):
+    fewer output queues or fewer leases per step."""
+
+    code = "StepTooLarge"
+
+
 # ------------------------------------------------------------- end of transactions block
 # ---------------------------------------------------------------- delayed messages
 class InvalidDelay(InvalidRequest):

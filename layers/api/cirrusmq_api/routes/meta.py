@@ -39,6 +39,7 @@ def openapi_document() -> str:
         offsets,
         produce,
         retries,
+        steps,
         topics,
         transactions,
     )
@@ -56,6 +57,7 @@ def openapi_document() -> str:
     )
     app.include_router(offsets.router)  # reads by offset, queue offsets, offset reset
     app.include_router(transactions.router)
+    app.include_router(steps.router)  # exactly-once consume -> produce
     schema = app.get_openapi_json_schema(
         title="CirrusMQ", version=__version__, description="Serverless RocketMQ-style queue."
     )

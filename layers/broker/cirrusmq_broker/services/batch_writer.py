@@ -25,13 +25,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..model import NewMessage, ProducerStamp, Topic
 from ..rules import key_filter
-from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder
+from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder, StreamRecordBuilder
 from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore
 
 CONTENT_DIGEST_CHARS = 40
@@ -201,6 +201,27 @@ class BatchWriter:
         """Append the written batches in one transaction; returns queue -> base offset.
         Raises as :meth:`BatchAppender.append` does (nothing is appended then)."""
         return self._appender.append(
+            [b.pending for b in batches],
+            stamp=stamp,
+            build_record=build_record,
+            expires_at=expires_at,
+            record_expires_at=record_expires_at,
+            extra_items=extra_items,
+        )
+
+    def append_streams(
+        self,
+        batches: Sequence[WrittenBatch],
+        *,
+        stamp: ProducerStamp | None,
+        build_record: StreamRecordBuilder,
+        expires_at: int | Mapping[str, int],
+        record_expires_at: int,
+        extra_items: list[dict[str, Any]] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """:meth:`append` for batches of several topics; returns (topic, queue) -> base
+        offset (:meth:`BatchAppender.append_streams`)."""
+        return self._appender.append_streams(
             [b.pending for b in batches],
             stamp=stamp,
             build_record=build_record,

@@ -110,9 +110,9 @@ class ProduceService:
         dues = due_times(topic, inputs, now)
         if deduplication_ms is not None:
             _check_deduplicated(stamp, inputs, dues)
-        digest = _digest(topic.name, inputs) if stamp else ""
+        digest = request_digest(topic.name, inputs) if stamp else ""
         routed = self._route(topic, messages, stamp)
-        by_queue, delayed = _split_delayed(routed, messages, dues)
+        by_queue, delayed = split_delayed(routed, messages, dues)
         if len(by_queue) > MAX_QUEUES_PER_SEND:  # one atomic append: <= 100 items
             raise TooManyQueues(
                 f"this send routes to {len(by_queue)} queues; one send appends to at most "
@@ -145,7 +145,7 @@ class ProduceService:
         def receipts_for(bases: dict[int, int], scheduled_at: int | None) -> list[SendReceipt]:
             # Which messages were delayed follows from the time the first attempt stored.
             dues = due_times(topic, inputs, scheduled_at) if scheduled_at else []
-            immediate, later = _split_delayed(routed, messages, dues)
+            immediate, later = split_delayed(routed, messages, dues)
             positions = {q: itertools.count(bases[q]) for q in immediate}
             placed = {
                 m.message_id: SendReceipt(m.message_id, q, next(positions[q]))
@@ -191,7 +191,7 @@ class ProduceService:
                 # Our object names carry our digest: no other request indexes them.
                 self._objects.delete([b.object_key for b in batches])
                 raise
-            first, _ = _split_delayed(
+            first, _ = split_delayed(
                 routed,
                 messages,
                 due_times(topic, inputs, record.scheduled_at) if record.scheduled_at else [],
@@ -323,26 +323,12 @@ class ProduceService:
     def _route(
         self, topic: Topic, messages: list[NewMessage], stamp: ProducerStamp | None
     ) -> dict[int, list[NewMessage]]:
-        """Grouped messages by hash of their group; the rest together to one queue.
-
-        That queue is round-robin, or for a stamped request a hash of the stamp, so a retry
-        of it routes exactly as the first attempt did.
-        """
-        by_queue: dict[int, list[NewMessage]] = {}
-        ungrouped_queue: int | None = None
-        for message in messages:
-            if message.message_group is not None:
-                queue = zlib.crc32(message.message_group.encode()) % topic.queues
-            else:
-                if ungrouped_queue is None:
-                    ungrouped_queue = (
-                        zlib.crc32(f"{stamp.producer_id}#{stamp.sequence}".encode()) % topic.queues
-                        if stamp
-                        else self._next_queue(topic)
-                    )
-                queue = ungrouped_queue
-            by_queue.setdefault(queue, []).append(message)
-        return by_queue
+        """:func:`route`; ungrouped messages of an unstamped request go round-robin."""
+        return route(
+            topic,
+            messages,
+            lambda: stamp_queue(topic, stamp) if stamp else self._next_queue(topic),
+        )
 
     def _next_queue(self, topic: Topic) -> int:
         with self._lock:
@@ -352,7 +338,31 @@ class ProduceService:
             return next(counter) % topic.queues
 
 
-def _split_delayed(
+def route(
+    topic: Topic, messages: list[NewMessage], ungrouped: Callable[[], int]
+) -> dict[int, list[NewMessage]]:
+    """Grouped messages by hash of their group; the rest together to the one queue
+    ``ungrouped()`` names (asked once). For a stamped request that is :func:`stamp_queue`,
+    so a retry of it routes exactly as the first attempt did."""
+    by_queue: dict[int, list[NewMessage]] = {}
+    ungrouped_queue: int | None = None
+    for message in messages:
+        if message.message_group is not None:
+            queue = zlib.crc32(message.message_group.encode()) % topic.queues
+        else:
+            if ungrouped_queue is None:
+                ungrouped_queue = ungrouped()
+            queue = ungrouped_queue
+        by_queue.setdefault(queue, []).append(message)
+    return by_queue
+
+
+def stamp_queue(topic: Topic, stamp: ProducerStamp) -> int:
+    """The queue of a stamped request's ungrouped messages: a hash of the stamp."""
+    return zlib.crc32(f"{stamp.producer_id}#{stamp.sequence}".encode()) % topic.queues
+
+
+def split_delayed(
     routed: dict[int, list[NewMessage]], messages: list[NewMessage], dues: list[int | None]
 ) -> tuple[dict[int, list[NewMessage]], dict[int, list[tuple[NewMessage, int]]]]:
     """Routed messages split into those appended now and (message, due) of delayed ones."""
@@ -384,7 +394,7 @@ def _generated_id(stamp: ProducerStamp | None, position: int) -> str:
     return f"{stamp.producer_id}.{stamp.sequence}.{position}" if stamp else str(ULID())
 
 
-def _digest(topic: str, inputs: Sequence[MessageInput]) -> str:
+def request_digest(topic: str, inputs: Sequence[MessageInput]) -> str:
     """A fingerprint of the request, to tell a retry from a reuse of the same sequence."""
     h = hashlib.sha256(topic.encode())
     for m in inputs:

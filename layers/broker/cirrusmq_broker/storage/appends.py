@@ -13,7 +13,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,8 @@ class ExtraItemRejected(Exception):
 
 RecordBuilder = Callable[[dict[int, int]], ProducerRecord]
 """Builds the idempotency record from the base offset each queue got."""
+StreamRecordBuilder = Callable[[dict[tuple[str, int], int]], ProducerRecord]
+"""Builds the idempotency record from the base offset each (topic, queue) got."""
 
 
 class BatchAppender:
@@ -119,20 +121,43 @@ class BatchAppender:
         record_expires_at: int,
         extra_items: list[dict[str, Any]] | None = None,
     ) -> dict[int, int]:
-        """Append every batch; returns queue → base offset.
+        """Append every batch (of one topic); returns queue → base offset.
 
         ``extra_items`` (transaction items, e.g. timer puts or deletes) commit atomically
         with the append. Raises AlreadyRecorded, QueueClosed, ExtraItemRejected or Busy;
         nothing is appended then.
         """
+        bases = self.append_streams(
+            batches,
+            stamp=stamp,
+            build_record=lambda streams: build_record({q: b for (_, q), b in streams.items()}),
+            expires_at=expires_at,
+            record_expires_at=record_expires_at,
+            extra_items=extra_items,
+        )
+        return {queue: base for (_, queue), base in bases.items()}
+
+    def append_streams(
+        self,
+        batches: list[PendingBatch],
+        *,
+        stamp: ProducerStamp | None,
+        build_record: StreamRecordBuilder,
+        expires_at: int | Mapping[str, int],
+        record_expires_at: int,
+        extra_items: list[dict[str, Any]] | None = None,
+    ) -> dict[tuple[str, int], int]:
+        """:meth:`append` for batches of one or more topics (one batch per queue); returns
+        (topic, queue) → base offset. ``expires_at``: of every index item, or per topic."""
         extra_items = list(extra_items or [])
         for attempt in range(self._max_attempts):
-            bases = {b.queue: self._next_offset(b.topic, b.queue) for b in batches}
+            bases = {(b.topic, b.queue): self._next_offset(b.topic, b.queue) for b in batches}
             items = []
             for b in batches:
-                base = bases[b.queue]
+                base = bases[(b.topic, b.queue)]
                 items.append(self._heads.advance_request(b.topic, b.queue, base, base + b.count))
-                items.append(self._index.put_request(b.at(base), expires_at=expires_at))
+                expiry = expires_at if isinstance(expires_at, int) else expires_at[b.topic]
+                items.append(self._index.put_request(b.at(base), expires_at=expiry))
             if stamp is not None:
                 record = build_record(bases)
                 items.append(
@@ -152,7 +177,7 @@ class BatchAppender:
                 _back_off(attempt)
                 continue
             for b in batches:
-                self._remember(b.topic, b.queue, bases[b.queue] + b.count)
+                self._remember(b.topic, b.queue, bases[(b.topic, b.queue)] + b.count)
             return bases
         raise Busy("the queue tail is contended; retry the request")
 

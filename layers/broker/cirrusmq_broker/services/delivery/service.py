@@ -75,5 +75,6 @@ class ConsumeService:
         self.subscribe = receiver.subscribe
         self.ack = traced_settles("acked", acks.ack, topics, signer.decode)
         self.check_ack = acks.check
+        self.delivery_ended = planner.delivery_ended
         self.change_invisible = invisible.change_invisible
         self.describe_group = status.describe_group

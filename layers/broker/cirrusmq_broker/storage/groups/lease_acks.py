@@ -20,6 +20,13 @@ from .move_settles import MoveSettles
 BATCH_TRANSACTION_LIMIT = 100
 """Items one TransactWriteItems takes."""
 
+still_held_by_step = (
+    "lease_id = :id AND deadline > :now"
+    " AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+)
+"""A lease an exactly-once step may ack: the same delivery, before its deadline, nothing of
+it moved out (change_invisible) or on (a nack, an expiry's move)."""
+
 
 @dataclass
 class LeaseAck:
@@ -112,6 +119,30 @@ class LeaseAcks:
             else:
                 outcome.vanished[offset] = single
         return outcome
+
+    def step_request(
+        self, group: str, topic: str, queue: int, lease_id: str, offsets: list[int], now: int
+    ) -> dict[str, Any] | None:
+        """A transaction item acking ``offsets`` of the lease in an exactly-once step, on
+        the condition ``still_held_by_step``: a delete when they are every offset delivered
+        under the lease, else an ``ADD`` to its settled set (a lease it leaves settled is
+        deleted later by :meth:`ack`). None for a lease id this broker never made."""
+        slot = lease_slot(lease_id)
+        if slot is None:
+            return None
+        key = self._leases.key(group, topic, queue, slot)
+        values: dict[str, Any] = {":id": lease_id, ":now": now}
+        body = {"TableName": self._table, "Key": key, "ConditionExpression": still_held_by_step}
+        if offsets and delivered_count(lease_id) == len(set(offsets)):
+            return {"Delete": {**body, "ExpressionAttributeValues": to_item(values)}}
+        values.update({":acked": set(offsets), ":one": 1})
+        return {
+            "Update": {
+                **body,
+                "UpdateExpression": "ADD acked :acked, v :one",
+                "ExpressionAttributeValues": to_item(values),
+            }
+        }
 
     def _delete_each(self, requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Run the conditional deletes (and puts) ``requests``; position → the item as found

@@ -1,0 +1,435 @@
+"""Exactly-once consume -> produce: a step acks the receipt handles a stage read and appends
+the messages it produced in ONE DynamoDB transaction, or does neither.
+
+The step's transaction is an append of the one append path (``BatchWriter`` ->
+``storage/appends.py``) with these items (at most ``MAX_STEP_ITEMS``, DynamoDB's limit):
+
+- per output queue: the queue head's advance and the index item (2), as every append;
+- the step's idempotency record (1): stamped with a producer id derived from the producer
+  group, transactional id and epoch, and the step's sequence;
+- the producer's fence (1): its registration is still at the step's epoch;
+- per lease acked (1): a conditional delete (the step acks everything the lease delivered)
+  or ``ADD`` to its settled set, on the lease's id, its deadline and nothing of it moved;
+- per delayed (queue, due second) (1): the delay items.
+
+Before the transaction it writes one batch object per output queue (named by the stamp, the
+step's digest and the rows, so a retry reuses it) and a delay object per topic with delayed
+messages. A step refused or dying before its commit leaves those batch objects unindexed:
+no reader sees them, and the orphan sweeper deletes them (services/janitor.py); a refused
+step's delay objects are deleted at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .. import limits
+from ..errors import (
+    AccessDenied,
+    Busy,
+    Conflict,
+    IdempotencyConflict,
+    InvalidMessage,
+    InvalidRequest,
+    LeaseMovedOn,
+    StepTooLarge,
+    TopicNotFound,
+)
+from ..model import MessageInput, NewMessage, ProducerStamp, SendReceipt, Topic
+from ..rules.delays import delay_groups
+from ..rules.transaction_state import check_id
+from ..storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
+from ..storage.groups import GroupStateStore
+from ..storage.producers import ProducerRecord, ProducerRecords
+from ..storage.transactions import TransactionStore
+from ..validation import check_group_name
+from .batch_writer import BatchWriter, WrittenBatch, encode, rows_named
+from .delays.schedule import DelayWriter, delayed_receipt, due_times
+from .delays.wake import ReleaseWake
+from .message_validation import validate_messages
+from .produce import request_digest, route, split_delayed, stamp_queue
+from .receipt_handles import ReceiptHandles
+from .topic_catalog import TopicCatalog
+from .trace import record_sent
+from .transactions.registration import Registrations
+
+MAX_STEP_ITEMS = 100
+"""DynamoDB TransactWriteItems' limit: one step is one transaction."""
+STEP_FIXED_ITEMS = 2
+"""The step's idempotency record and its producer's fence."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One exactly-once step of a stage."""
+
+    producer_group: str
+    transactional_id: str
+    epoch: int
+    """The epoch the producer's registration answered: a newer one fences this step."""
+    sequence: int
+    """The step's number within the epoch: a retry of the step sends it again."""
+    group: str
+    """The consumer group the receipt handles were issued to."""
+    receipt_handles: tuple[str, ...]
+    """What the step acks."""
+    outputs: tuple[tuple[str, tuple[MessageInput, ...]], ...]
+    """(topic, messages) the step appends."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    receipts: list[SendReceipt]
+    """One per output message, in request order."""
+    acked: int
+    """Receipt handles acked."""
+    duplicate: bool
+    """True when the step was committed before (a retry): nothing was stored now."""
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One output topic's messages, routed and split into those appended now and later."""
+
+    topic: Topic
+    inputs: list[MessageInput]
+    messages: list[NewMessage]
+    now_part: dict[int, list[NewMessage]]
+    later: dict[int, list[tuple[NewMessage, int]]]
+
+    def receipts(self, bases: dict[int, int]) -> list[SendReceipt]:
+        """The receipts of the messages, given the base offset of each queue appended."""
+        placed = {}
+        for queue, ms in self.now_part.items():
+            for i, m in enumerate(ms):
+                placed[m.message_id] = SendReceipt(m.message_id, queue, bases[queue] + i)
+        for queue, rows in self.later.items():
+            placed.update((m.message_id, delayed_receipt(m, queue, due)) for m, due in rows)
+        return [placed[m.message_id] for m in self.messages]
+
+
+class ConsumeProduceSteps:
+    def __init__(
+        self,
+        *,
+        topics: TopicCatalog,
+        writer: BatchWriter,
+        producers: ProducerRecords,
+        states: GroupStateStore,
+        handles: ReceiptHandles,
+        registrations: Registrations,
+        transactions: TransactionStore,
+        clock: Callable[[], int],
+        delay_writer: DelayWriter | None = None,
+        wake: ReleaseWake | None = None,
+        delivery_ended: Callable[[str, str, int], None] | None = None,
+    ) -> None:
+        self._topics = topics
+        self._writer = writer
+        self._producers = producers
+        self._states = states
+        self._handles = handles
+        self._registrations = registrations
+        self._transactions = transactions
+        self._clock = clock
+        self._delay_writer = delay_writer
+        self._wake = wake
+        self._delivery_ended = delivery_ended
+
+    def commit(
+        self,
+        step: Step,
+        *,
+        may_consume: Callable[[str], bool] | None = None,
+        may_publish: Callable[[str], bool] | None = None,
+        access_key: str | None = None,
+        scope: str = "",
+    ) -> StepResult:
+        """Ack the step's handles and append its outputs in one transaction.
+
+        Refused, with nothing appended or acked: a bad request (4xx, before anything is
+        written), StepTooLarge, LeaseMovedOn (a handle's lease expired, was redelivered or
+        had a message moved out or on), ProducerFenced / ProducerNotRegistered, and
+        IdempotencyConflict (the step's sequence was committed with other contents). A
+        retry of a committed step answers its first result (``duplicate``).
+
+        ``access_key``: the key that must have registered the producer (None: any, an
+        admin); ``scope``: the calling key, which the step's idempotency record is kept for.
+        """
+        _check(step)
+        stamp = ProducerStamp(
+            step_producer_id(step.producer_group, step.transactional_id, step.epoch),
+            step.sequence,
+            scope,
+        )
+        now = self._clock()
+        invalid, by_lease = self._handles.by_lease(
+            step.group, list(step.receipt_handles), may_consume
+        )
+        if invalid:
+            raise invalid[min(invalid)]
+        lease_items = []
+        for (topic, queue, lease_id), handles in by_lease.items():
+            offsets = sorted({h.offset for h in handles.values()})
+            item = self._states.acks.step_request(step.group, topic, queue, lease_id, offsets, now)
+            if item is None:
+                raise InvalidRequest(f"receipt handle of an unknown lease {lease_id[:40]!r}")
+            lease_items.append(item)
+        merged, order = _merged(step.outputs)
+        outputs = [self._planned(name, inputs, now, stamp, may_publish) for name, inputs in merged]
+        self._check_size(outputs, len(lease_items))
+        digest = step_digest(step)
+        delay_keys, delay_puts = self._schedule(outputs, now, stamp, digest)
+        try:
+            batches = self._write(outputs, now, stamp, digest)
+        except BaseException:
+            self._discard(delay_keys)
+            raise
+        fence = self._transactions.fence_request(
+            step.producer_group, step.transactional_id, step.epoch, access_key
+        )
+        streams = [(b.pending.topic, b.pending.queue) for b in batches]
+        try:
+            bases = self._writer.append_streams(
+                batches,
+                stamp=stamp,
+                build_record=lambda got: ProducerRecord(
+                    digest, {i: got[s] for i, s in enumerate(streams)}, now
+                ),
+                expires_at={
+                    o.topic.name: now // 1000 + o.topic.retention_hours * 3600 for o in outputs
+                },
+                record_expires_at=now // 1000 + limits.IDEMPOTENCY_WINDOW_SECONDS,
+                extra_items=[fence, *lease_items, *delay_puts],
+            )
+        except AlreadyRecorded:
+            self._discard(delay_keys)
+            return self._recorded(step, stamp, digest, merged, order)
+        except ExtraItemRejected as exc:
+            self._discard(delay_keys)
+            raise self._refusal(step, exc.positions, list(by_lease.values()), access_key) from None
+        except QueueClosed as exc:
+            self._discard(delay_keys)
+            for o in outputs:
+                self._topics.forget(o.topic.name)
+            raise TopicNotFound("an output topic of the step was deleted") from exc
+        except Busy:
+            self._discard(delay_keys)
+            raise
+        receipts = [o.receipts({q: bases[(o.topic.name, q)] for q in o.now_part}) for o in outputs]
+        self._tidy(step.group, by_lease, lease_items)
+        for o, rs in zip(outputs, receipts, strict=True):
+            record_sent(o.topic, o.messages, rs, stamp.producer_id)
+        result = StepResult(_in_order(receipts, order), len(step.receipt_handles), False)
+        self._due(result.receipts)
+        return result
+
+    # ---------------------------------------------------------------- planning
+    def _planned(
+        self,
+        name: str,
+        inputs: list[MessageInput],
+        now: int,
+        stamp: ProducerStamp,
+        may_publish: Callable[[str], bool] | None,
+    ) -> _Output:
+        topic = self._topics.active(name)
+        if may_publish is not None and not may_publish(name):
+            raise AccessDenied(f"access denied: this access key may not publish to {name}")
+        messages = validate_messages(
+            topic, inputs, now, lambda p: f"{stamp.producer_id}.{stamp.sequence}.{name}.{p}"
+        )
+        dues = due_times(topic, inputs, now)
+        routed = route(topic, messages, lambda: stamp_queue(topic, stamp))
+        now_part, later = split_delayed(routed, messages, dues)
+        return _Output(topic, inputs, messages, now_part, later)
+
+    def _check_size(self, outputs: list[_Output], leases: int) -> None:
+        """StepTooLarge unless the step's items fit one transaction (nothing written yet)."""
+        queues = sum(len(o.now_part) for o in outputs)
+        delay_items = sum(_delay_items(o) for o in outputs)
+        items = 2 * queues + STEP_FIXED_ITEMS + leases + delay_items
+        if items > MAX_STEP_ITEMS:
+            raise StepTooLarge(
+                f"this step needs {items} transaction items (2 per output queue: {queues}; 1 "
+                f"per lease acked: {leases}; 1 per delayed queue and due second: "
+                f"{delay_items}; {STEP_FIXED_ITEMS} of its own); one step holds at most "
+                f"{MAX_STEP_ITEMS}: use fewer message groups or acks per step",
+                details={
+                    "items": items,
+                    "max_items": MAX_STEP_ITEMS,
+                    "output_queues": queues,
+                    "leases": leases,
+                    "delay_items": delay_items,
+                },
+            )
+
+    # ---------------------------------------------------------------- writing
+    def _schedule(
+        self, outputs: list[_Output], now: int, stamp: ProducerStamp, digest: str
+    ) -> tuple[list[str], list[dict]]:
+        """Write the delay object of each output with delayed messages: keys, item puts."""
+        keys: list[str] = []
+        puts: list[dict] = []
+        for o in outputs:
+            if not o.later:
+                continue
+            if self._delay_writer is None:
+                self._discard(keys)
+                raise InvalidMessage("this service takes no delayed messages")
+            try:
+                key, items = self._delay_writer.write(o.topic, o.later, now, stamp, digest)
+            except BaseException:
+                self._discard(keys)
+                raise
+            keys.append(key)
+            puts.extend(items)
+        return keys, puts
+
+    def _write(
+        self, outputs: list[_Output], now: int, stamp: ProducerStamp, digest: str
+    ) -> list[WrittenBatch]:
+        """One batch object per output queue, named so that a retry of the step reuses it."""
+        scope = hashlib.sha256(f"{stamp.scope}#{digest}".encode()).hexdigest()[:16]
+        prefix = f"{stamp.producer_id}-{stamp.sequence}-{scope}-"
+        return [
+            self._writer.write(
+                encode(o.topic, queue, ms, stored_timestamp=now, stamp=stamp),
+                rows_named(prefix, ms),
+            )
+            for o in outputs
+            for queue, ms in o.now_part.items()
+        ]
+
+    def _discard(self, delay_keys: list[str]) -> None:
+        if self._delay_writer is not None:
+            for key in delay_keys:
+                self._delay_writer.discard(key)
+
+    # ---------------------------------------------------------------- outcomes
+    def _recorded(
+        self,
+        step: Step,
+        stamp: ProducerStamp,
+        digest: str,
+        merged: list[tuple[str, list[MessageInput]]],
+        order: list[tuple[int, int]],
+    ) -> StepResult:
+        """The first result of a step committed before (routed again as it was then)."""
+        record = self._producers.get(stamp)
+        if record is None or record.digest != digest:
+            raise IdempotencyConflict(
+                f"step {step.sequence} of producer {step.transactional_id!r} (epoch "
+                f"{step.epoch}) was committed with other contents; use a new sequence"
+            )
+        first = record.scheduled_at or self._clock()
+        outputs = [self._planned(name, inputs, first, stamp, None) for name, inputs in merged]
+        receipts, position = [], 0
+        for o in outputs:
+            bases = {}
+            for queue in o.now_part:
+                bases[queue] = record.bases[position]
+                position += 1
+            receipts.append(o.receipts(bases))
+        return StepResult(_in_order(receipts, order), len(step.receipt_handles), True)
+
+    def _refusal(
+        self,
+        step: Step,
+        positions: list[int],
+        leases: list[dict],
+        access_key: str | None,
+    ) -> Exception:
+        """Why the step's transaction was refused: its fence (0), a lease (1..), else."""
+        if 0 in positions:
+            self._registrations.fence(
+                step.producer_group, step.transactional_id, step.epoch, access_key
+            )  # raises ProducerFenced, ProducerNotRegistered or AccessDenied
+            return Conflict("the producer registration changed during the step; retry")
+        moved = [p for p in positions if 1 <= p <= len(leases)]
+        if moved:
+            handles = sorted(i for p in moved for i in leases[p - 1])
+            return LeaseMovedOn(
+                "the step acks messages its consumer no longer holds (a lease expired, was "
+                "redelivered, or a message of it was nacked or moved out): nothing was "
+                "appended; the messages come back",
+                details={"receipt_handles": handles},
+            )
+        return Busy("a delay item of the step was taken meanwhile; retry the step")
+
+    def _tidy(self, group: str, by_lease: dict, lease_items: list[dict]) -> None:
+        """After the commit: a lease the step acked in part is deleted if nothing of it is
+        left unsettled (the plain ack's ``ADD`` again, a no-op on its set, then its
+        conditional delete); a FIFO queue may serve again."""
+        for ((topic, queue, lease_id), handles), item in zip(
+            by_lease.items(), lease_items, strict=True
+        ):
+            if "Update" in item:
+                offsets = sorted({h.offset for h in handles.values()})
+                self._states.acks.ack(group, topic, queue, lease_id, offsets)
+            if self._delivery_ended is not None:
+                self._delivery_ended(group, topic, queue)
+
+    def _due(self, receipts: list[SendReceipt]) -> None:
+        """Wake a release run for delayed messages due before the next scheduled one."""
+        dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
+        if dues and self._wake is not None and self._delay_writer is not None:
+            self._wake.due_at(dues, self._delay_writer.items.runs)
+
+
+def step_producer_id(producer_group: str, transactional_id: str, epoch: int) -> str:
+    """The producer id of a producer's steps: one per registration (epoch)."""
+    key = f"{producer_group}#{transactional_id}#{epoch}"
+    return "step." + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def step_digest(step: Step) -> str:
+    """A fingerprint of what the step acks and appends: a retry carries the same."""
+    h = hashlib.sha256(json.dumps([step.group, list(step.receipt_handles)]).encode())
+    for topic, inputs in step.outputs:
+        h.update(request_digest(topic, inputs).encode())
+    return h.hexdigest()
+
+
+def _check(step: Step) -> None:
+    check_group_name(step.producer_group)
+    check_id(step.transactional_id, "transactional id")
+    check_group_name(step.group)
+    if step.epoch < 1 or step.sequence < 0:
+        raise InvalidRequest("a step needs the registration's epoch and a sequence >= 0")
+    if len(step.receipt_handles) > limits.MAX_ACK_HANDLES:
+        raise InvalidRequest(f"a step acks at most {limits.MAX_ACK_HANDLES} receipt handles")
+    if not step.receipt_handles and not any(inputs for _, inputs in step.outputs):
+        raise InvalidRequest("a step acks or sends something")
+
+
+def _merged(
+    outputs: Sequence[tuple[str, Sequence[MessageInput]]],
+) -> tuple[list[tuple[str, list[MessageInput]]], list[tuple[int, int]]]:
+    """Outputs of the same topic together: (topic, messages) in order of first appearance,
+    and per message of the request (topic's position, message's position in it)."""
+    by_name: dict[str, list[MessageInput]] = {}
+    order = []
+    for name, inputs in outputs:
+        if not inputs:
+            continue
+        into = by_name.setdefault(name, [])
+        for m in inputs:
+            order.append((list(by_name).index(name), len(into)))
+            into.append(m)
+    return list(by_name.items()), order
+
+
+def _in_order(receipts: list[list[SendReceipt]], order: list[tuple[int, int]]) -> list:
+    return [receipts[t][i] for t, i in order]
+
+
+def _delay_items(output: _Output) -> int:
+    rows = sorted(
+        ((queue, due) for queue, ms in output.later.items() for _, due in ms),
+        key=lambda row: (row[0], row[1] // 1000),
+    )
+    return len(delay_groups(rows))
