@@ -12,7 +12,7 @@ import itertools
 
 import boto3
 import pytest
-from broker_helpers import create_fifo_topic, crashing_at, object_keys, send, stream_count
+from broker_helpers import Crash, crashing_at, create_fifo_topic, object_keys, send, stream_count
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     IdempotencyConflict,
@@ -24,9 +24,26 @@ from cirrusmq_broker.errors import (
 from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
 from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls
 
 _names = itertools.count()
+
+
+@pytest.fixture
+def broker(settings, clock, monkeypatch) -> Broker:
+    """A broker with the transactions' and the delay items' tables (in-process moto: the
+    release moves one queue at a time)."""
+    monkeypatch.setattr(release, "MOVE_WORKERS", 1)
+    tables = boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"]
+    return Broker(
+        dataclasses.replace(
+            settings,
+            transactions_table=next(t for t in tables if "TransactionsTable" in t),
+            timers_table=next(t for t in tables if "TimersTable" in t),
+        ),
+        clock,
+    )
 
 
 def scene(broker, *, queues: int = 1, bodies: tuple[bytes, ...] = (b"a", b"b")):
@@ -113,27 +130,18 @@ def test_one_step_appends_to_normal_fifo_and_transaction_topics(broker, clock):
     assert bodies_in(broker, "r", txn) == [b"t"]
 
 
-@pytest.fixture
-def delays(settings, clock, monkeypatch) -> Broker:
-    """A broker with the delay items' table (in-process moto: one queue moved at a time)."""
-    monkeypatch.setattr(release, "MOVE_WORKERS", 1)
-    ddb = boto3.client("dynamodb", region_name="us-east-1")
-    table = next(t for t in ddb.list_tables()["TableNames"] if "TimersTable" in t)
-    return Broker(dataclasses.replace(settings, timers_table=table), clock)
-
-
-def test_a_delayed_output_is_scheduled_by_the_step_and_released_when_due(delays, clock):
-    source, sink, group, got, producer = scene(delays)
+def test_a_delayed_output_is_scheduled_by_the_step_and_released_when_due(broker, clock):
+    source, sink, group, got, producer = scene(broker)
     outputs = [(sink, [MessageInput(b"now"), MessageInput(b"later", delay_level=2)])]
     request = step(producer, group, [m.receipt_handle for m in got], outputs)
-    result = delays.consume_produce.commit(request)
+    result = broker.consume_produce.commit(request)
 
     assert result.receipts[1].offset is None and result.receipts[1].delivery_timestamp
-    assert delays.consume_produce.commit(request).receipts == result.receipts
-    assert bodies_in(delays, "r", sink) == [b"now"]
+    assert broker.consume_produce.commit(request).receipts == result.receipts
+    assert bodies_in(broker, "r", sink) == [b"now"]
     clock.advance(5)
-    assert delays.delay_release.tick().moved == 1
-    assert bodies_in(delays, "r", sink) == [b"later"]
+    assert broker.delay_release.tick().moved == 1
+    assert bodies_in(broker, "r", sink) == [b"later"]
 
 
 def test_a_lease_that_moved_on_refuses_the_step_and_nothing_is_appended(broker, clock):
@@ -234,30 +242,60 @@ def test_a_forged_receipt_handle_is_refused_before_anything_is_stored(broker):
 
 def test_a_step_dying_at_any_aws_call_leaves_both_effects_or_neither(broker, clock):
     def prepare():
-        source, sink, group, got, producer = scene(broker, queues=2)
+        source, sink, group, got, producer = scene(broker)
+        other = f"{sink}x"
+        broker.admin.create_topic(other, queues=1)
         request = step(
             producer,
             group,
             [m.receipt_handle for m in got],
-            [(sink, [MessageInput(b"A"), MessageInput(b"B", message_group="k")])],
+            [(sink, [MessageInput(b"A")]), (other, [MessageInput(b"B")])],
         )
         return source, sink, group, request
 
-    seen: list[str] = []
-    source, sink, group, request = prepare()
-    remove = observe_calls(lambda service, operation, _: seen.append(operation))
-    try:
-        broker.consume_produce.commit(request)
-    finally:
-        remove()
-    assert "TransactWriteItems" in seen
+    def appended(sink: str) -> int:
+        return stream_count(broker, f"{sink}#") + stream_count(broker, f"{sink}x#")
+
+    def calls(request: Step) -> list[str]:
+        seen: list[str] = []
+        remove = observe_calls(lambda service, operation, _: seen.append(operation))
+        try:
+            broker.consume_produce.commit(request)
+        finally:
+            remove()
+        return seen
+
+    seen = calls(prepare()[3])
+    assert seen.count("PutObject") == 2 and "TransactWriteItems" in seen, seen
 
     for n in range(len(seen)):
         source, sink, group, request = prepare()
-        assert crashing_at(n, lambda r=request: broker.consume_produce.commit(r))
-        appended = stream_count(broker, f"{sink}#")
+        assert crashing_at(n, lambda r=request: broker.consume_produce.commit(r)), n
         acked = unsettled(broker, group, source) == 0
-        assert (appended, acked) in ((0, False), (2, True)), f"call {n}: {seen[n]}"
+        assert (appended(sink), acked) in ((0, False), (2, True)), f"call {n}: {seen[n]}"
         broker.consume_produce.commit(request)  # the client's retry
-        assert stream_count(broker, f"{sink}#") == 2, f"call {n}: {seen[n]}"
+        assert appended(sink) == 2, f"call {n}: {seen[n]}"
         assert unsettled(broker, group, source) == 0
+    print(f"\nconsume -> produce step: {len(seen)} AWS calls failed in turn")
+
+
+def test_a_step_whose_answer_is_lost_after_its_commit_is_answered_by_its_retry(
+    broker, clock, monkeypatch
+):
+    source, sink, group, got, producer = scene(broker)
+    request = step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+    commit = BatchAppender.append_streams
+
+    def committed_then_dead(self, *args, **kwargs):
+        commit(self, *args, **kwargs)
+        raise Crash()
+
+    monkeypatch.setattr(BatchAppender, "append_streams", committed_then_dead)
+    with pytest.raises(Crash):
+        broker.consume_produce.commit(request)
+    monkeypatch.undo()
+
+    again = broker.consume_produce.commit(request)
+    assert again.duplicate and [r.offset for r in again.receipts] == [0]
+    assert stream_count(broker, f"{sink}#") == 1
+    assert unsettled(broker, group, source) == 0
