@@ -87,6 +87,7 @@ REQUEST_KINDS: dict[str, str] = {
     "POST /v1/producer-groups/{producer_group}/transactions/{transaction_id}/resolve": (
         "ResolveTransaction"
     ),
+    "POST /v1/producer-groups/{producer_group}/steps": "CommitStep",
     # RocketMQ's HTTP protocol (compat/mqhttp)
     "POST /topics/{topic}/messages": "MqHttpPublish",
     "GET /topics/{topic}/messages": "MqHttpConsume",
