@@ -60,6 +60,7 @@ from .errors import (
     ForbiddenError,
     InvalidLargeBodyError,
     LargeBodyError,
+    LeaseMovedOnError,
     MessageKeptError,
     MQError,
     NotFoundError,
@@ -70,6 +71,7 @@ from .errors import (
     ProducerFencedError,
     ReceiptHandleExpiredError,
     ServerError,
+    StepTooLargeError,
     SubscriptionConflictError,
     ThrottledError,
     TransactionEndedError,
@@ -83,7 +85,12 @@ from .outbox import Refusal, RefusedBatch
 from .producer import AsyncProducer, Producer
 from .signing import CirrusAuth
 from .transaction import (
+    AsyncExactlyOnceProducer,
+    AsyncExactlyOnceStep,
+    ExactlyOnceProducer,
+    ExactlyOnceStep,
     OpenTransaction,
+    StepResult,
     Transaction,
     TransactionAdmin,
     TransactionChecker,
@@ -171,6 +178,14 @@ __all__ = [
     "RedriveSummary",
     # transactions
     "OpenTransaction",
+    # exactly-once consume -> produce
+    "AsyncExactlyOnceProducer",
+    "AsyncExactlyOnceStep",
+    "ExactlyOnceProducer",
+    "ExactlyOnceStep",
+    "LeaseMovedOnError",
+    "StepResult",
+    "StepTooLargeError",
     "ProducerFencedError",
     "Transaction",
     "TransactionAdmin",

@@ -261,10 +261,30 @@ class TransactionEndedError(ConflictError):
         return self.details.get("state")
 
 
+class LeaseMovedOnError(ConflictError):
+    """409 ``LeaseMovedOn``: an exactly-once step acks a message its consumer no longer
+    holds (its invisible duration passed, it was redelivered, nacked or moved out). Nothing
+    of the step was sent or acked; the message comes back: process it again."""
+
+    @property
+    def receipt_handles(self) -> list[int]:
+        """Positions (in the step's acks) of the handles whose lease moved on."""
+        value = self.details.get("receipt_handles")
+        return list(value) if isinstance(value, list) else []
+
+
+class StepTooLargeError(BadRequestError):
+    """400 ``StepTooLarge``: an exactly-once step needs more than one DynamoDB transaction
+    holds (100 items: 2 per output queue, 1 per lease acked, 2 of its own); ``details``
+    counts them. Nothing was stored: use fewer message groups or acks per step."""
+
+
 _BY_CODE: dict[str, type[MQError]] = {
     "ReceiptHandleExpired": ReceiptHandleExpiredError,
     "SubscriptionConflict": SubscriptionConflictError,
     "ProducerFenced": ProducerFencedError,
+    "LeaseMovedOn": LeaseMovedOnError,
+    "StepTooLarge": StepTooLargeError,
     "TransactionAlreadyEnded": TransactionEndedError,
     "InvalidLargeBody": InvalidLargeBodyError,
 }

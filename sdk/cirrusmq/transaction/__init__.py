@@ -1,9 +1,17 @@
 """Transactional messages: :class:`TransactionProducer` (half messages, commit or rollback, the
-checker answering the service's checks) and :class:`TransactionAdmin` (operators' tools)."""
+checker answering the service's checks), :class:`ExactlyOnceProducer` (consume -> produce
+steps: acks and sends committed as one) and :class:`TransactionAdmin` (operators' tools)."""
 
 from __future__ import annotations
 
 from .admin import TransactionAdmin
+from .exactly_once import (
+    AsyncExactlyOnceProducer,
+    AsyncExactlyOnceStep,
+    ExactlyOnceProducer,
+    ExactlyOnceStep,
+    StepResult,
+)
 from .models import (
     OpenTransaction,
     TransactionChecker,
@@ -14,6 +22,11 @@ from .models import (
 from .producer import Transaction, TransactionProducer
 
 __all__ = [
+    "AsyncExactlyOnceProducer",
+    "AsyncExactlyOnceStep",
+    "ExactlyOnceProducer",
+    "ExactlyOnceStep",
+    "StepResult",
     "OpenTransaction",
     "Transaction",
     "TransactionAdmin",
