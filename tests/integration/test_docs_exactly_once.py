@@ -1,0 +1,21 @@
+"""docs/transactions.md's exactly-once stage runs as written and enriches its order once.
+
+(It also runs with every other snippet, in reading order, in test_docs_in_order.py.)
+"""
+
+from __future__ import annotations
+
+from cirrusmq import SimpleConsumer
+from docs_snippets import snippets
+
+
+def test_the_enriching_stage_of_the_guide_sends_each_order_once_and_acks_it(cirrusmq_stack):
+    [example] = [s for s in snippets("docs/transactions.md") if "exactly_once(" in s.code]
+    endpoint, credentials = cirrusmq_stack.endpoint, cirrusmq_stack.credentials
+    exec(example.compiled(), {"endpoint": endpoint, "credentials": credentials})  # noqa: S102
+
+    with SimpleConsumer(endpoint, credentials, "reader", ["orders-enriched"], 0) as reader:
+        assert [m.body for m in reader.receive(10, 30)] == [b"order-7 customer=42"]
+    cirrusmq_stack.advance_time(31)
+    with SimpleConsumer(endpoint, credentials, "enricher", ["orders-in"], 0) as stage:
+        assert stage.receive(10, 30) == []  # acked by the step: nothing comes back
