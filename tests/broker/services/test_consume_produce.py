@@ -12,7 +12,7 @@ import itertools
 
 import boto3
 import pytest
-from broker_helpers import Crash, crashing_at, create_fifo_topic, object_keys, send, stream_count
+from broker_helpers import Crash, create_fifo_topic, object_keys, send, stream_count
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     IdempotencyConflict,
@@ -20,6 +20,7 @@ from cirrusmq_broker.errors import (
     LeaseMovedOn,
     ProducerFenced,
     StepTooLarge,
+    Throttled,
 )
 from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
@@ -244,7 +245,26 @@ def test_a_forged_receipt_handle_is_refused_before_anything_is_stored(broker):
     assert object_keys(broker) == before
 
 
-def test_a_step_dying_at_any_aws_call_leaves_both_effects_or_neither(broker, clock):
+def failing_at(n: int, action, fault: type[BaseException]) -> bool:
+    """Run ``action`` with ``fault`` raised before its ``n``-th AWS call; True if raised."""
+    count = itertools.count()
+
+    def observer(service: str, operation: str, _: object) -> None:
+        if next(count) == n:
+            raise fault("injected before the call")
+
+    remove = observe_calls(observer)
+    try:
+        action()
+    except fault:
+        return True
+    finally:
+        remove()
+    return False
+
+
+@pytest.mark.parametrize("fault", [Crash, Throttled], ids=["crash", "throttle"])
+def test_a_step_failing_at_any_aws_call_leaves_both_effects_or_neither(broker, clock, fault):
     def prepare():
         source, sink, group, got, producer = scene(broker)
         other = f"{sink}x"
@@ -274,13 +294,13 @@ def test_a_step_dying_at_any_aws_call_leaves_both_effects_or_neither(broker, clo
 
     for n in range(len(seen)):
         source, sink, group, request = prepare()
-        assert crashing_at(n, lambda r=request: broker.consume_produce.commit(r)), n
+        assert failing_at(n, lambda r=request: broker.consume_produce.commit(r), fault), n
         acked = unsettled(broker, group, source) == 0
         assert (appended(sink), acked) in ((0, False), (2, True)), f"call {n}: {seen[n]}"
         broker.consume_produce.commit(request)  # the client's retry
         assert appended(sink) == 2, f"call {n}: {seen[n]}"
         assert unsettled(broker, group, source) == 0
-    print(f"\nconsume -> produce step: {len(seen)} AWS calls failed in turn")
+    print(f"\nconsume -> produce step: {len(seen)} AWS calls failed in turn ({fault.__name__})")
 
 
 def test_a_step_whose_answer_is_lost_after_its_commit_is_answered_by_its_retry(
