@@ -323,3 +323,21 @@ def test_a_step_whose_answer_is_lost_after_its_commit_is_answered_by_its_retry(
     assert again.duplicate and [r.offset for r in again.receipts] == [0]
     assert stream_count(broker, f"{sink}#") == 1
     assert unsettled(broker, group, source) == 0
+
+
+def test_a_step_acking_a_fifo_delivery_lets_its_message_group_go_on(broker, clock):
+    n = next(_names)
+    source, sink, group = f"fin{n}", f"fout{n}", f"fg{n}"
+    create_fifo_topic(broker, source)
+    broker.admin.create_topic(sink, queues=1)
+    send(broker, source, b"1", b"2", message_group="k")
+    [first] = broker.consume.receive(group, source, max_messages=1)
+    assert broker.consume.receive(group, source, max_messages=10) == []  # the group waits
+    producer = (f"pg{n}", "stage-1", broker.transactions.register(f"pg{n}", "stage-1"))
+
+    broker.consume_produce.commit(
+        step(producer, group, [first.receipt_handle], [(sink, [MessageInput(b"1'")])])
+    )
+
+    [second] = broker.consume.receive(group, source, max_messages=10)
+    assert second.message.body == b"2"
