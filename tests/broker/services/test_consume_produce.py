@@ -341,3 +341,26 @@ def test_a_step_acking_a_fifo_delivery_lets_its_message_group_go_on(broker, cloc
 
     [second] = broker.consume.receive(group, source, max_messages=10)
     assert second.message.body == b"2"
+
+
+def test_a_step_acking_two_deliveries_of_one_lease_slot_is_refused(broker, clock):
+    n = next(_names)
+    source, sink, group = f"fin{n}", f"fout{n}", f"fg{n}"
+    create_fifo_topic(broker, source)
+    broker.admin.create_topic(sink, queues=1)
+    send(broker, source, b"1", message_group="k")
+    [old] = broker.consume.receive(group, source, max_messages=1, invisible_seconds=10)
+    clock.advance(11)
+    [new] = broker.consume.receive(group, source, max_messages=1)  # redelivered in place
+    producer = (f"pg{n}", "stage-1", broker.transactions.register(f"pg{n}", "stage-1"))
+
+    with pytest.raises(LeaseMovedOn):
+        broker.consume_produce.commit(
+            step(
+                producer,
+                group,
+                [old.receipt_handle, new.receipt_handle],
+                [(sink, [MessageInput(b"1'")])],
+            )
+        )
+    assert stream_count(broker, f"{sink}#") == 0
