@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..model import MessageInput, NewMessage, ProducerStamp, SendReceipt, Topic
 from ..rules.delays import delay_groups
+from ..rules.group_state import lease_slot
 from ..rules.transaction_state import check_id
 from ..storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
 from ..storage.groups import GroupStateStore
@@ -172,7 +173,16 @@ class ConsumeProduceSteps:
         if invalid:
             raise invalid[min(invalid)]
         lease_items = []
+        slots: set[tuple[str, int, object]] = set()
         for (topic, queue, lease_id), handles in by_lease.items():
+            slot = (topic, queue, lease_slot(lease_id))
+            if slot in slots:  # one item, two deliveries: only the later one is current
+                raise LeaseMovedOn(
+                    "the step acks two deliveries of one lease: the earlier one moved on; "
+                    "nothing was appended",
+                    details={"receipt_handles": sorted(handles)},
+                )
+            slots.add(slot)
             offsets = sorted({h.offset for h in handles.values()})
             item = self._states.acks.step_request(step.group, topic, queue, lease_id, offsets, now)
             if item is None:
