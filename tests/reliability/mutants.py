@@ -612,6 +612,94 @@ GUARDS: tuple[Guard, ...] = (
         "moved that version on: a re-run reads another version, so no run meets its own "
         "stamp again (defence in depth)",
     ),
+    # exactly-once consume -> produce steps (services/consume_produce.py)
+    Guard(
+        "step-lease-fence",
+        "an exactly-once step acks only leases its consumer still holds (same id, before "
+        "the deadline, nothing moved out or on): a zombie's step appends nothing",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                '    "lease_id = :id AND deadline > :now"\n',
+                '    "(lease_id = :id OR lease_id <> :id)'
+                ' AND (deadline > :now OR deadline <= :now)"\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_lease_that_moved_on_refuses_the_step_and_its_object_is_swept",
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_lease_past_its_deadline_refuses_the_step",
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_zombie_whose_fifo_message_was_redelivered_in_place_is_refused",
+        ),
+    ),
+    Guard(
+        "step-epoch-fence",
+        "an exactly-once step commits only while its producer's registration is at its "
+        "epoch: a fenced zombie producer appends and acks nothing",
+        (
+            Edit(
+                "services/consume_produce.py",
+                "                extra_items=[fence, *lease_items, *delay_puts],\n",
+                "                extra_items=[*lease_items, *delay_puts],\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_fenced_producer_epoch_refuses_the_step",
+        ),
+    ),
+    Guard(
+        "step-idempotency-record",
+        "a step's append records its stamp in its transaction: a retried commit answers "
+        "the first result and appends nothing twice",
+        (
+            Edit(
+                "services/consume_produce.py",
+                "                stamp=stamp,\n",
+                "                stamp=None,\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_retried_step_answers_its_first_result_and_appends_once",
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_step_whose_answer_is_lost_after_its_commit_is_answered_by_its_retry",
+        ),
+    ),
+    Guard(
+        "step-changed-retry",
+        "a step's sequence committed with other contents is a conflict, never the first "
+        "result for what the retry carries",
+        (
+            Edit(
+                "services/consume_produce.py",
+                "        if record is None or record.digest != digest:\n",
+                "        if record is None:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_retry_with_changed_inputs_is_refused_and_appends_nothing",
+        ),
+    ),
+    Guard(
+        "step-size-check",
+        "a step needing more than one transaction's 100 items is refused before anything "
+        "is written",
+        (
+            Edit(
+                "services/consume_produce.py",
+                "        if items > MAX_STEP_ITEMS:\n",
+                "        if items > 10 * MAX_STEP_ITEMS:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_step_too_big_for_one_transaction_is_refused_before_anything_is_stored",
+        ),
+    ),
 )
 
 

@@ -364,3 +364,26 @@ def test_a_step_acking_two_deliveries_of_one_lease_slot_is_refused(broker, clock
             )
         )
     assert stream_count(broker, f"{sink}#") == 0
+
+
+def test_a_zombie_whose_fifo_message_was_redelivered_in_place_is_refused(broker, clock):
+    n = next(_names)
+    source, sink, group = f"fin{n}", f"fout{n}", f"fg{n}"
+    create_fifo_topic(broker, source)
+    broker.admin.create_topic(sink, queues=1)
+    send(broker, source, b"1", message_group="k")
+    [zombie] = broker.consume.receive(group, source, max_messages=1, invisible_seconds=10)
+    clock.advance(11)
+    [live] = broker.consume.receive(group, source, max_messages=1)  # same lease item, new id
+    producer = (f"pg{n}", "stage-1", broker.transactions.register(f"pg{n}", "stage-1"))
+
+    with pytest.raises(LeaseMovedOn):
+        broker.consume_produce.commit(
+            step(producer, group, [zombie.receipt_handle], [(sink, [MessageInput(b"z")])])
+        )
+    assert stream_count(broker, f"{sink}#") == 0
+
+    broker.consume_produce.commit(
+        step(producer, group, [live.receipt_handle], [(sink, [MessageInput(b"1'")])], 1)
+    )
+    assert bodies_in(broker, "reader", sink) == [b"1'"]
