@@ -247,6 +247,17 @@ def _forbidden(key: str, method: str, path: str, body: Callable[[World], dict] |
     return case
 
 
+def step_body(w: World) -> dict:
+    """An exactly-once step of group billing sending one message to the producer's topic."""
+    return {
+        "transactional_id": "stage-1",
+        "epoch": 1,
+        "sequence": 0,
+        "group": "billing",
+        "outputs": [{"topic": w.topic, "messages": [{"body": b64(b"x")}]}],
+    }
+
+
 def _ack(key: str, group: str) -> Case:
     return _forbidden(
         key, "POST", f"/v1/groups/{group}/ack", lambda w: {"receipt_handles": w.handles}
@@ -318,6 +329,28 @@ FORBIDDEN: dict[str, Case] = {
     ),
     "consumer-deregister-in-other-group": _forbidden(
         "consumer", "DELETE", "/v1/groups/shipping/consumers/c1"
+    ),
+    # an exactly-once step: publish on each output topic, consume each handle's topic
+    "producer-step-acks-handles-of-a-group-it-may-not-consume-as": _forbidden(
+        "producer",
+        "POST",
+        "/v1/producer-groups/pg/steps",
+        lambda w: {**step_body(w), "receipt_handles": w.handles},
+    ),
+    "producer-step-sends-to-a-topic-it-may-not-publish-to": _forbidden(
+        "producer",
+        "POST",
+        "/v1/producer-groups/pg/steps",
+        lambda w: {
+            **step_body(w),
+            "outputs": [{"topic": w.other_topic, "messages": [{"body": b64(b"x")}]}],
+        },
+    ),
+    "consumer-step": _forbidden(
+        "consumer",
+        "POST",
+        "/v1/producer-groups/pg/steps",
+        lambda w: {**step_body(w), "receipt_handles": w.handles},
     ),
     # no permissions at all
     "nothing-describe-topic": _forbidden("nothing", "GET", "/v1/topics/{t}"),
