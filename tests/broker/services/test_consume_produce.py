@@ -387,3 +387,30 @@ def test_a_zombie_whose_fifo_message_was_redelivered_in_place_is_refused(broker,
         step(producer, group, [live.receipt_handle], [(sink, [MessageInput(b"1'")])], 1)
     )
     assert bodies_in(broker, "reader", sink) == [b"1'"]
+
+
+def test_a_warm_step_costs_one_put_per_output_queue_and_one_transaction(broker, clock):
+    source, sink, group, got, producer = scene(broker, bodies=(b"a", b"b", b"c"))
+    broker.consume_produce.commit(  # warms the caches (topics, queue heads)
+        step(producer, group, [got[0].receipt_handle], [(sink, [MessageInput(b"A")])])
+    )
+    seen: list[str] = []
+    remove = observe_calls(lambda service, operation, _: seen.append(f"{service}.{operation}"))
+    try:
+        broker.consume_produce.commit(  # acks the rest of the lease: then it is deleted
+            step(
+                producer,
+                group,
+                [m.receipt_handle for m in got[1:]],
+                [(sink, [MessageInput(b"B")])],
+                1,
+            )
+        )
+    finally:
+        remove()
+    assert seen == [
+        "s3.PutObject",
+        "dynamodb.TransactWriteItems",
+        "dynamodb.UpdateItem",  # the lease acked in part: its settled set again, then ...
+        "dynamodb.DeleteItem",  # ... its delete, as a plain ack does
+    ], seen
