@@ -612,7 +612,7 @@ GUARDS: tuple[Guard, ...] = (
         "moved that version on: a re-run reads another version, so no run meets its own "
         "stamp again (defence in depth)",
     ),
-    # exactly-once consume -> produce steps (services/consume_produce.py)
+    # exactly-once consume -> produce steps (services/consume_produce/)
     Guard(
         "step-lease-fence",
         "an exactly-once step acks only leases its consumer still holds (same id, before "
@@ -640,7 +640,7 @@ GUARDS: tuple[Guard, ...] = (
         "epoch: a fenced zombie producer appends and acks nothing",
         (
             Edit(
-                "services/consume_produce.py",
+                "services/consume_produce/service.py",
                 "                extra_items=[fence, *lease_items, *delay_puts],\n",
                 "                extra_items=[*lease_items, *delay_puts],\n",
             ),
@@ -656,7 +656,7 @@ GUARDS: tuple[Guard, ...] = (
         "the first result and appends nothing twice",
         (
             Edit(
-                "services/consume_produce.py",
+                "services/consume_produce/service.py",
                 "                stamp=stamp,\n",
                 "                stamp=None,\n",
             ),
@@ -674,7 +674,7 @@ GUARDS: tuple[Guard, ...] = (
         "result for what the retry carries",
         (
             Edit(
-                "services/consume_produce.py",
+                "services/consume_produce/service.py",
                 "        if record is None or record.digest != digest:\n",
                 "        if record is None:\n",
             ),
@@ -690,7 +690,7 @@ GUARDS: tuple[Guard, ...] = (
         "is written",
         (
             Edit(
-                "services/consume_produce.py",
+                "services/consume_produce/service.py",
                 "        if items > MAX_STEP_ITEMS:\n",
                 "        if items > 10 * MAX_STEP_ITEMS:\n",
             ),

@@ -22,12 +22,10 @@ step's delay objects are deleted at once.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
-from .. import limits
-from ..errors import (
+from ... import limits
+from ...errors import (
     AccessDenied,
     Busy,
     Conflict,
@@ -38,78 +36,34 @@ from ..errors import (
     StepTooLarge,
     TopicNotFound,
 )
-from ..model import MessageInput, NewMessage, ProducerStamp, SendReceipt, Topic
-from ..rules.delays import delay_groups
-from ..rules.group_state import lease_slot
-from ..rules.transaction_state import check_id
-from ..storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
-from ..storage.groups import GroupStateStore
-from ..storage.producers import ProducerRecord, ProducerRecords
-from ..storage.transactions import TransactionStore
-from ..validation import check_group_name
-from .batch_writer import BatchWriter, WrittenBatch, encode, rows_named
-from .delays.schedule import DelayWriter, delayed_receipt, due_times
-from .delays.wake import ReleaseWake
-from .message_validation import validate_messages
-from .produce import request_digest, route, split_delayed, stamp_queue
-from .receipt_handles import ReceiptHandles
-from .topic_catalog import TopicCatalog
-from .trace import record_sent
-from .transactions.registration import Registrations
-
-MAX_STEP_ITEMS = 100
-"""DynamoDB TransactWriteItems' limit: one step is one transaction."""
-STEP_FIXED_ITEMS = 2
-"""The step's idempotency record and its producer's fence."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """One exactly-once step of a stage."""
-
-    producer_group: str
-    transactional_id: str
-    epoch: int
-    """The epoch the producer's registration answered: a newer one fences this step."""
-    sequence: int
-    """The step's number within the epoch: a retry of the step sends it again."""
-    group: str
-    """The consumer group the receipt handles were issued to."""
-    receipt_handles: tuple[str, ...]
-    """What the step acks."""
-    outputs: tuple[tuple[str, tuple[MessageInput, ...]], ...]
-    """(topic, messages) the step appends."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    receipts: list[SendReceipt]
-    """One per output message, in request order."""
-    acked: int
-    """Receipt handles acked."""
-    duplicate: bool
-    """True when the step was committed before (a retry): nothing was stored now."""
-
-
-@dataclass(frozen=True)
-class _Output:
-    """One output topic's messages, routed and split into those appended now and later."""
-
-    topic: Topic
-    inputs: list[MessageInput]
-    messages: list[NewMessage]
-    now_part: dict[int, list[NewMessage]]
-    later: dict[int, list[tuple[NewMessage, int]]]
-
-    def receipts(self, bases: dict[int, int]) -> list[SendReceipt]:
-        """The receipts of the messages, given the base offset of each queue appended."""
-        placed = {}
-        for queue, ms in self.now_part.items():
-            for i, m in enumerate(ms):
-                placed[m.message_id] = SendReceipt(m.message_id, queue, bases[queue] + i)
-        for queue, rows in self.later.items():
-            placed.update((m.message_id, delayed_receipt(m, queue, due)) for m, due in rows)
-        return [placed[m.message_id] for m in self.messages]
+from ...model import MessageInput, ProducerStamp, SendReceipt
+from ...rules.group_state import lease_slot
+from ...storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
+from ...storage.groups import GroupStateStore
+from ...storage.producers import ProducerRecord, ProducerRecords
+from ...storage.transactions import TransactionStore
+from ..batch_writer import BatchWriter, WrittenBatch, encode, rows_named
+from ..delays.schedule import DelayWriter, due_times
+from ..delays.wake import ReleaseWake
+from ..message_validation import validate_messages
+from ..produce import route, split_delayed, stamp_queue
+from ..receipt_handles import ReceiptHandles
+from ..topic_catalog import TopicCatalog
+from ..trace import record_sent
+from ..transactions.registration import Registrations
+from .plan import (
+    MAX_STEP_ITEMS,
+    STEP_FIXED_ITEMS,
+    Output,
+    Step,
+    StepResult,
+    check,
+    delay_items,
+    in_order,
+    merged,
+    step_digest,
+    step_producer_id,
+)
 
 
 class ConsumeProduceSteps:
@@ -160,7 +114,7 @@ class ConsumeProduceSteps:
         ``access_key``: the key that must have registered the producer (None: any, an
         admin); ``scope``: the calling key, which the step's idempotency record is kept for.
         """
-        _check(step)
+        check(step)
         stamp = ProducerStamp(
             step_producer_id(step.producer_group, step.transactional_id, step.epoch),
             step.sequence,
@@ -188,8 +142,10 @@ class ConsumeProduceSteps:
             if item is None:
                 raise InvalidRequest(f"receipt handle of an unknown lease {lease_id[:40]!r}")
             lease_items.append(item)
-        merged, order = _merged(step.outputs)
-        outputs = [self._planned(name, inputs, now, stamp, may_publish) for name, inputs in merged]
+        merged_outputs, order = merged(step.outputs)
+        outputs = [
+            self._planned(name, inputs, now, stamp, may_publish) for name, inputs in merged_outputs
+        ]
         self._check_size(outputs, len(lease_items))
         digest = step_digest(step)
         delay_keys, delay_puts = self._schedule(outputs, now, stamp, digest)
@@ -217,7 +173,7 @@ class ConsumeProduceSteps:
             )
         except AlreadyRecorded:
             self._discard(delay_keys)
-            return self._recorded(step, stamp, digest, merged, order)
+            return self._recorded(step, stamp, digest, merged_outputs, order)
         except ExtraItemRejected as exc:
             self._discard(delay_keys)
             raise self._refusal(step, exc.positions, list(by_lease.values()), access_key) from None
@@ -233,7 +189,7 @@ class ConsumeProduceSteps:
         self._tidy(step.group, by_lease, lease_items)
         for o, rs in zip(outputs, receipts, strict=True):
             record_sent(o.topic, o.messages, rs, stamp.producer_id)
-        result = StepResult(_in_order(receipts, order), len(step.receipt_handles), False)
+        result = StepResult(in_order(receipts, order), len(step.receipt_handles), False)
         self._due(result.receipts)
         return result
 
@@ -245,7 +201,7 @@ class ConsumeProduceSteps:
         now: int,
         stamp: ProducerStamp,
         may_publish: Callable[[str], bool] | None,
-    ) -> _Output:
+    ) -> Output:
         topic = self._topics.active(name)
         if may_publish is not None and not may_publish(name):
             raise AccessDenied(f"access denied: this access key may not publish to {name}")
@@ -255,31 +211,31 @@ class ConsumeProduceSteps:
         dues = due_times(topic, inputs, now)
         routed = route(topic, messages, lambda: stamp_queue(topic, stamp))
         now_part, later = split_delayed(routed, messages, dues)
-        return _Output(topic, inputs, messages, now_part, later)
+        return Output(topic, inputs, messages, now_part, later)
 
-    def _check_size(self, outputs: list[_Output], leases: int) -> None:
+    def _check_size(self, outputs: list[Output], leases: int) -> None:
         """StepTooLarge unless the step's items fit one transaction (nothing written yet)."""
         queues = sum(len(o.now_part) for o in outputs)
-        delay_items = sum(_delay_items(o) for o in outputs)
-        items = 2 * queues + STEP_FIXED_ITEMS + leases + delay_items
+        delayed = sum(delay_items(o) for o in outputs)
+        items = 2 * queues + STEP_FIXED_ITEMS + leases + delayed
         if items > MAX_STEP_ITEMS:
             raise StepTooLarge(
                 f"this step needs {items} transaction items (2 per output queue: {queues}; 1 "
                 f"per lease acked: {leases}; 1 per delayed queue and due second: "
-                f"{delay_items}; {STEP_FIXED_ITEMS} of its own); one step holds at most "
+                f"{delayed}; {STEP_FIXED_ITEMS} of its own); one step holds at most "
                 f"{MAX_STEP_ITEMS}: use fewer message groups or acks per step",
                 details={
                     "items": items,
                     "max_items": MAX_STEP_ITEMS,
                     "output_queues": queues,
                     "leases": leases,
-                    "delay_items": delay_items,
+                    "delay_items": delayed,
                 },
             )
 
     # ---------------------------------------------------------------- writing
     def _schedule(
-        self, outputs: list[_Output], now: int, stamp: ProducerStamp, digest: str
+        self, outputs: list[Output], now: int, stamp: ProducerStamp, digest: str
     ) -> tuple[list[str], list[dict]]:
         """Write the delay object of each output with delayed messages: keys, item puts."""
         keys: list[str] = []
@@ -300,7 +256,7 @@ class ConsumeProduceSteps:
         return keys, puts
 
     def _write(
-        self, outputs: list[_Output], now: int, stamp: ProducerStamp, digest: str
+        self, outputs: list[Output], now: int, stamp: ProducerStamp, digest: str
     ) -> list[WrittenBatch]:
         """One batch object per output queue, named so that a retry of the step reuses it."""
         scope = hashlib.sha256(f"{stamp.scope}#{digest}".encode()).hexdigest()[:16]
@@ -325,7 +281,7 @@ class ConsumeProduceSteps:
         step: Step,
         stamp: ProducerStamp,
         digest: str,
-        merged: list[tuple[str, list[MessageInput]]],
+        outputs_by_topic: list[tuple[str, list[MessageInput]]],
         order: list[tuple[int, int]],
     ) -> StepResult:
         """The first result of a step committed before (routed again as it was then)."""
@@ -336,7 +292,9 @@ class ConsumeProduceSteps:
                 f"{step.epoch}) was committed with other contents; use a new sequence"
             )
         first = record.scheduled_at or self._clock()
-        outputs = [self._planned(name, inputs, first, stamp, None) for name, inputs in merged]
+        outputs = [
+            self._planned(name, inputs, first, stamp, None) for name, inputs in outputs_by_topic
+        ]
         receipts, position = [], 0
         for o in outputs:
             bases = {}
@@ -344,7 +302,7 @@ class ConsumeProduceSteps:
                 bases[queue] = record.bases[position]
                 position += 1
             receipts.append(o.receipts(bases))
-        return StepResult(_in_order(receipts, order), len(step.receipt_handles), True)
+        return StepResult(in_order(receipts, order), len(step.receipt_handles), True)
 
     def _refusal(
         self,
@@ -388,58 +346,3 @@ class ConsumeProduceSteps:
         dues = [r.delivery_timestamp for r in receipts if r.delivery_timestamp is not None]
         if dues and self._wake is not None and self._delay_writer is not None:
             self._wake.due_at(dues, self._delay_writer.items.runs)
-
-
-def step_producer_id(producer_group: str, transactional_id: str, epoch: int) -> str:
-    """The producer id of a producer's steps: one per registration (epoch)."""
-    key = f"{producer_group}#{transactional_id}#{epoch}"
-    return "step." + hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-def step_digest(step: Step) -> str:
-    """A fingerprint of what the step acks and appends: a retry carries the same."""
-    h = hashlib.sha256(json.dumps([step.group, list(step.receipt_handles)]).encode())
-    for topic, inputs in step.outputs:
-        h.update(request_digest(topic, inputs).encode())
-    return h.hexdigest()
-
-
-def _check(step: Step) -> None:
-    check_group_name(step.producer_group)
-    check_id(step.transactional_id, "transactional id")
-    check_group_name(step.group)
-    if step.epoch < 1 or step.sequence < 0:
-        raise InvalidRequest("a step needs the registration's epoch and a sequence >= 0")
-    if len(step.receipt_handles) > limits.MAX_ACK_HANDLES:
-        raise InvalidRequest(f"a step acks at most {limits.MAX_ACK_HANDLES} receipt handles")
-    if not step.receipt_handles and not any(inputs for _, inputs in step.outputs):
-        raise InvalidRequest("a step acks or sends something")
-
-
-def _merged(
-    outputs: Sequence[tuple[str, Sequence[MessageInput]]],
-) -> tuple[list[tuple[str, list[MessageInput]]], list[tuple[int, int]]]:
-    """Outputs of the same topic together: (topic, messages) in order of first appearance,
-    and per message of the request (topic's position, message's position in it)."""
-    by_name: dict[str, list[MessageInput]] = {}
-    order = []
-    for name, inputs in outputs:
-        if not inputs:
-            continue
-        into = by_name.setdefault(name, [])
-        for m in inputs:
-            order.append((list(by_name).index(name), len(into)))
-            into.append(m)
-    return list(by_name.items()), order
-
-
-def _in_order(receipts: list[list[SendReceipt]], order: list[tuple[int, int]]) -> list:
-    return [receipts[t][i] for t, i in order]
-
-
-def _delay_items(output: _Output) -> int:
-    rows = sorted(
-        ((queue, due) for queue, ms in output.later.items() for _, due in ms),
-        key=lambda row: (row[0], row[1] // 1000),
-    )
-    return len(delay_groups(rows))
