@@ -25,11 +25,13 @@ from cirrusmq_broker import limits
 from cirrusmq_broker.errors import (
     AlreadyDelivered,
     BrokerError,
+    LeaseMovedOn,
     ScheduledMessageNotFound,
     TransactionAlreadyEnded,
 )
 from cirrusmq_broker.model import MessageInput, ProducerStamp, ReceivedMessage, StoredMessage
 from cirrusmq_broker.rules.transaction_state import Resolution
+from cirrusmq_broker.services.consume_produce import Step
 from faults import INJECTOR, KINDS, Crash, Fault
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -66,6 +68,7 @@ OPS = (
     "redrive",
     "redrive_id",
     "advance",
+    "step",
 )
 
 RACES = (
@@ -192,6 +195,9 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         self.groups = {g: GroupModel(g, topics) for g, topics in GROUPS.items()}
         self.txns: dict[int, Txn] = {}
         self.pending: list[tuple[str, list[MessageInput], ProducerStamp]] = []
+        self.pending_steps: list[tuple[Step, str, Delivery, Msg]] = []
+        """Exactly-once steps whose commit failed (committed or not): retried as they were."""
+        self.step_sequence = 0
         self.delivered_any: set[bytes] = set()
         self.log: list[str] = []
         self.counter = 0
@@ -618,6 +624,61 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             moves_groups=False,
         )
 
+    def _op_step(self, p: int, q: int) -> Op | None:
+        """An exactly-once step: ack one delivery (sometimes a stale one) and send one
+        message derived from it to topic n, in one commit."""
+        live = self._live(stale_too=q % 3 == 2)
+        if not live:
+            return None
+        group, d = live[p % len(live)]
+        body, mid = self._new_body()
+        out = Msg(body, "n", mid, "pending")
+        self.msgs[body] = out
+        self.step_sequence += 1
+        request = Step(
+            producer_group=self.n(PRODUCER_GROUP),
+            transactional_id=TRANSACTIONAL_ID,
+            epoch=self.epoch,
+            sequence=self.step_sequence,
+            group=self.n(group),
+            receipt_handles=(d.handle,),
+            outputs=((self.n("n"), (MessageInput(body, message_id=mid),)),),
+        )
+        return self._step_op(request, group, d, out)
+
+    def _step_op(self, request: Step, group: str, d: Delivery, out: Msg) -> Op:
+        """A step's commit (or its retry, the very request again). Its answer is the truth
+        of both effects: committed (the ack and the message) or refused (neither); a failed
+        one is retried later (at rest at the latest), and until then neither effect is
+        assumed, so an ack without its message, or a message without its ack, shows."""
+
+        def apply(outcome: str, value: Any) -> None:
+            entry = (request, group, d, out)
+            settled = outcome == "ok" or isinstance(value, LeaseMovedOn)
+            if settled and entry in self.pending_steps:
+                self.pending_steps.remove(entry)
+            if outcome == "ok":
+                out.status = "certain"
+                self._acked(group, d)
+            elif isinstance(value, LeaseMovedOn):
+                if out.status != "certain":  # a retry after a commit answers it: never here
+                    out.status = "rolled-back"
+            elif entry not in self.pending_steps:
+                self.pending_steps.append(entry)
+
+        return Op(
+            f"step {group} ack {d.body.decode()}#{d.attempt} send {out.body.decode()} "
+            f"seq {request.sequence}",
+            lambda broker: broker.consume_produce.commit(request),
+            apply,
+            in_flight=self._acks_in_flight(group, [d]),
+        )
+
+    def _op_step_retry(self, p: int, q: int) -> Op | None:
+        if not self.pending_steps:
+            return None
+        return self._step_op(*self.pending_steps[p % len(self.pending_steps)])
+
     def _op_tick(self, p: int, q: int) -> Op:
         looping = p % 2 == 1  # the loop's tick: prepares what is due within 150 ms
         sleep = self.clock.until if looping else None
@@ -921,6 +982,15 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     @rule(b=containers, p=picks, q=picks, fault=faults)
     def redrive_id(self, b: int, p: int, q: int, fault: Fault | None) -> None:
         self._run(b, fault, self._op_redrive_id(p, q))
+
+    @rule(b=containers, p=picks, q=picks, fault=faults)
+    def step(self, b: int, p: int, q: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_step(p, q))
+
+    @precondition(lambda self: self.pending_steps)
+    @rule(b=containers, p=picks, fault=faults)
+    def step_retry(self, b: int, p: int, fault: Fault | None) -> None:
+        self._run(b, fault, self._op_step_retry(p, 0))
 
     @precondition(lambda self: self.resets < 1)
     @rule(b=containers, p=picks, q=picks, fault=faults)
@@ -1447,6 +1517,10 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         self.world.restart(1)
         for _ in range(len(self.pending)):
             self._run(0, None, self._op_resend(0, 0))
+        for entry in list(self.pending_steps):
+            self._run(0, None, self._step_op(*entry))
+        for _, group, d, _ in self.pending_steps:  # still unknown: either effect may be there
+            self.groups[group].maybe_acked.add(d.body)
         for txn in list(self.txns.values()):
             for part in sorted(txn.failed_parts):
                 if txn.state != "rolled-back":

@@ -74,6 +74,10 @@ RACES = ("races at guarded writes", AIMED)
 COMMIT = ("parts inside commits", "send,receive,ack,txn_send,commit,race_at_commit=6")
 EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
+STEPS = (
+    "exactly-once steps on moving leases",
+    "send,receive,ack,nack,change_invisible,advance,step=4,step_retry=2",
+)
 
 GUARDS: tuple[Guard, ...] = (
     Guard(
@@ -633,6 +637,9 @@ GUARDS: tuple[Guard, ...] = (
             "tests/broker/services/test_consume_produce.py::"
             "test_a_zombie_whose_fifo_message_was_redelivered_in_place_is_refused",
         ),
+        note="the harness's steps meet a FIFO lease redelivered in place too rarely to "
+        "catch it (30 general + 21 aimed histories), and a step past its deadline before "
+        "any move is an ack the model allows",
     ),
     Guard(
         "step-epoch-fence",
@@ -661,12 +668,7 @@ GUARDS: tuple[Guard, ...] = (
                 "                stamp=None,\n",
             ),
         ),
-        tests=(
-            "tests/broker/services/test_consume_produce.py::"
-            "test_a_retried_step_answers_its_first_result_and_appends_once",
-            "tests/broker/services/test_consume_produce.py::"
-            "test_a_step_whose_answer_is_lost_after_its_commit_is_answered_by_its_retry",
-        ),
+        aims=(STEPS,),
     ),
     Guard(
         "step-changed-retry",
