@@ -283,3 +283,21 @@ def test_a_receive_while_an_ack_of_the_group_head_is_paused_after_its_write() ->
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_step_whose_answer_was_lost_after_its_commit_is_settled_by_its_retry() -> None:
+    """An exactly-once step commits, then its answer is lost: the model assumes neither
+    effect; a receive past the lease's deadline must not bring the acked message back,
+    and at rest the step's retry answers the first result (both effects, stored once)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)
+        m.step(0, 0, 0, Fault(2, "lost"))
+        assert "answer lost after dynamodb:TransactWriteItems -> error" in m.log[-1], m.log[-1]
+        [(_, group, d, out)] = m.pending_steps
+        m.advance(4)  # 31 s: past every lease
+        m.receive(0, 0, 0, None)
+        m.check_every_step()
+        assert out.status == "pending" and group == "g1" and d.body == b"m1"
+
+    replay(steps)
