@@ -17,7 +17,10 @@ scratch copy with its packages first on PYTHONPATH, checked as for the search).
 A mutant is caught by a violation that the unmutated baseline, run on the same seed and
 rules, does not show in the same history (the baseline runs first; its violations are
 reported). Prints ``guard | caught by | histories needed | seconds`` and exits 1 if a guard
-survives.
+survives. A run that passes ``--timeout`` (a mutant that makes a history hang, or a loaded
+machine) ends that guard's row as "timed out after N s", counted as not caught; a run that
+fails otherwise ends it as "harness error"; either way the other guards go on and the table
+is printed.
 """
 
 from __future__ import annotations
@@ -615,6 +618,14 @@ GUARDS: tuple[Guard, ...] = (
 )
 
 
+class RunTimedOut(Exception):
+    """A child run (a search or a pytest run) passed its time limit."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        super().__init__(f"{what} timed out after {seconds:.0f} s")
+        self.seconds = seconds
+
+
 @dataclass
 class Outcome:
     guard: str
@@ -624,6 +635,21 @@ class Outcome:
     seconds: float = 0.0
     detail: str = ""
     runs: list[str] = field(default_factory=list)
+    timed_out: float | None = None
+    """Not caught, and a run passed its time limit (the limit, s)."""
+    error: str = ""
+    """Not caught: a run failed (the harness, not the mutant)."""
+
+    @property
+    def verdict(self) -> str:
+        """The table's "caught by" cell (without a survivor's note)."""
+        if self.caught_by:
+            return f"{self.caught_by} ({self.run})"
+        if self.error:
+            return f"harness error: {self.error}"
+        if self.timed_out is not None:
+            return f"timed out after {self.timed_out:.0f} s"
+        return "SURVIVED"
 
 
 def scratch_copy(into: Path, root: Path = ROOT) -> Path:
@@ -714,9 +740,12 @@ def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[bool,
         "nice", "-n", "10", sys.executable, "-c", PYTEST,
         "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *tests,
     ]  # fmt: skip
-    done = subprocess.run(
-        command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    try:
+        done = subprocess.run(
+            command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise RunTimedOut(f"pytest {' '.join(tests)}", timeout) from None
     lines = done.stdout.splitlines()
     broker = next((line[7:] for line in lines if line.startswith("BROKER=")), "")
     if not broker or not Path(broker).is_relative_to(tree):
@@ -745,32 +774,54 @@ class Baselines:
         self.digest = tree_digest(tree)
         folder.mkdir(parents=True, exist_ok=True)
         self.passing: dict[tuple[str, ...], tuple[bool, str]] = {}
+        self.failed: dict[object, BaseException] = {}
+        """The runs that passed their time limit or failed: not run again, each guard
+        that needs one is told so."""
 
     def tests(self, tests: tuple[str, ...]) -> tuple[bool, str]:
         """Whether ``tests`` pass on the unmutated tree (run once per set)."""
+        if tests in self.failed:
+            raise self.failed[tests]
         if tests not in self.passing:
-            self.passing[tests] = run_tests(self.tree, tests, self.args.timeout)
+            try:
+                self.passing[tests] = run_tests(self.tree, tests, self.args.timeout)
+            except (RunTimedOut, SystemExit) as exc:
+                self.failed[tests] = exc
+                raise
         return self.passing[tests]
 
     def get(self, histories: int, rules: str | None) -> Path:
         a = self.args
         key = f"{self.digest}-s{a.seed}-h{histories}-k{a.steps}-{rules or 'all'}"
         path = self.folder / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
+        if path in self.failed:
+            raise self.failed[path]
         if not path.exists():
-            print(f"baseline: seed {a.seed}, {histories} histories, rules {rules or 'all'} ...",
-                  flush=True)  # fmt: skip
-            result = search(
-                self.tree, seed=a.seed, histories=histories, steps=a.steps, rules=rules,
-                baseline=None, timeout=a.timeout,
-            )  # fmt: skip
-            if result.get("timeout") or result.get("error"):
-                raise SystemExit(f"the baseline run failed: {result.get('error') or 'timeout'}")
-            result["rules"] = rules
-            path.write_text(json.dumps(result))
-            shown = result["seen"] or "none"
-            print(f"baseline: {result['histories']} histories, {result['seconds']} s, "
-                  f"violations {shown}", flush=True)  # fmt: skip
+            try:
+                self._record(path, histories, rules)
+            except (RunTimedOut, SystemExit) as exc:
+                self.failed[path] = exc
+                raise
         return path
+
+    def _record(self, path: Path, histories: int, rules: str | None) -> None:
+        """Run the unmutated search of (``histories``, ``rules``) and store it at ``path``."""
+        a = self.args
+        print(f"baseline: seed {a.seed}, {histories} histories, rules {rules or 'all'} ...",
+              flush=True)  # fmt: skip
+        result = search(
+            self.tree, seed=a.seed, histories=histories, steps=a.steps, rules=rules,
+            baseline=None, timeout=a.timeout,
+        )  # fmt: skip
+        if result.get("timeout"):
+            raise RunTimedOut(f"the baseline (rules {rules or 'all'})", a.timeout)
+        if result.get("error"):
+            raise SystemExit(f"the baseline run failed: {result['error']}")
+        result["rules"] = rules
+        path.write_text(json.dumps(result))
+        shown = result["seen"] or "none"
+        print(f"baseline: {result['histories']} histories, {result['seconds']} s, "
+              f"violations {shown}", flush=True)  # fmt: skip
 
 
 def run_guard(
@@ -786,14 +837,20 @@ def run_guard(
         tree = scratch_copy(Path(scratch), pristine)
         mutate(tree, guard)
         for label, rules, histories in runs:
-            baseline = baselines.get(histories, rules)
+            try:
+                baseline = baselines.get(histories, rules)
+            except RunTimedOut as exc:  # no baseline: this run cannot count a catch
+                outcome.runs.append(f"{label}: {exc}")
+                outcome.timed_out = exc.seconds
+                continue
             result = search(
                 tree, seed=args.seed, histories=histories, steps=args.steps, rules=rules,
                 baseline=baseline, timeout=args.timeout,
             )  # fmt: skip
             outcome.seconds += result["seconds"]
             if result.get("timeout"):
-                outcome.runs.append(f"{label}: timed out")
+                outcome.runs.append(f"{label}: timed out after {args.timeout:.0f} s")
+                outcome.timed_out = args.timeout
                 continue
             outcome.histories += result["histories"]
             caught = result["caught"]
@@ -805,6 +862,7 @@ def run_guard(
             if caught:
                 outcome.caught_by, outcome.run = caught["kind"], label
                 outcome.detail = caught["detail"] + "\n" + caught["log"][-2500:]
+                outcome.timed_out = None
                 break
     return outcome
 
@@ -869,10 +927,17 @@ def main(argv: list[str] | None = None) -> int:
         if not args.general_only:
             specs |= {(args.aimed_histories, rules) for g in searched for _, rules in g.aims}
         with ThreadPoolExecutor(args.jobs) as pool:  # the baselines first, then the guards
-            list(pool.map(lambda spec: baselines.get(*spec), sorted(specs, key=str)))
+
+            def baseline(spec: tuple[int, str | None]) -> None:
+                try:
+                    baselines.get(*spec)
+                except (RunTimedOut, SystemExit) as exc:  # told in the rows that need it
+                    print(f"baseline: {exc}", flush=True)
+
+            list(pool.map(baseline, sorted(specs, key=str)))
 
             def one(guard: Guard) -> Outcome:
-                outcome = run_guard(guard, pristine, baselines, args)
+                outcome = guarded_run(guard, pristine, baselines, args)
                 text = [f"--- {guard.name}: {guard.protects}"]
                 text += [f"    {line}" for line in outcome.runs]
                 if args.details and outcome.detail:
@@ -881,15 +946,38 @@ def main(argv: list[str] | None = None) -> int:
                 return outcome
 
             outcomes = list(pool.map(one, chosen))
+    return print_table(outcomes, chosen)
+
+
+def guarded_run(
+    guard: Guard, pristine: Path, baselines: Baselines, args: argparse.Namespace
+) -> Outcome:
+    """``run_guard``, with a run past its time limit or a failed run as the guard's
+    outcome (not caught) instead of the end of the whole table."""
+    started = time.monotonic()
+    try:
+        return run_guard(guard, pristine, baselines, args)
+    except RunTimedOut as exc:
+        outcome = Outcome(guard.name, timed_out=exc.seconds, runs=[str(exc)])
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported in its row
+        error = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else repr(exc)
+        outcome = Outcome(guard.name, error=error, runs=[f"harness error: {exc}"])
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def print_table(outcomes: list[Outcome], chosen: list[Guard]) -> int:
+    """The closing table and its count; 1 if a guard was not caught."""
     print("\nguard | caught by | histories needed | seconds")
     print("---|---|---|---")
     for o, g in zip(outcomes, chosen, strict=True):
-        caught = f"{o.caught_by} ({o.run})" if o.caught_by else "SURVIVED"
-        note = "" if o.caught_by or not g.note else f" -- {g.note}"
-        print(f"{o.guard} | {caught}{note} | {o.histories} | {o.seconds:.0f}")
+        note = f" -- {g.note}" if g.note and o.verdict == "SURVIVED" else ""
+        print(f"{o.guard} | {o.verdict}{note} | {o.histories} | {o.seconds:.0f}")
     survivors = [o.guard for o in outcomes if not o.caught_by]
+    timed_out = [o.guard for o in outcomes if not o.caught_by and o.timed_out is not None]
     print(f"\n{len(outcomes) - len(survivors)} of {len(outcomes)} guards caught"
-          + (f"; survived: {', '.join(survivors)}" if survivors else ""))  # fmt: skip
+          + (f"; not caught: {', '.join(survivors)}" if survivors else "")
+          + (f" (timed out: {', '.join(timed_out)})" if timed_out else ""))  # fmt: skip
     return 1 if survivors else 0
 
 
