@@ -40,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = "layers/broker/cirrusmq_broker"
+API = "layers/api/cirrusmq_api"
 COPIED = ("layers", "sdk", "infra", "functions", "tests", "template.yaml", "pyproject.toml")
 PATHS = ("layers/broker", "layers/api", "infra", "sdk")
 """The scratch copy's package roots, first on the child's PYTHONPATH."""
@@ -47,11 +48,13 @@ PATHS = ("layers/broker", "layers/api", "infra", "sdk")
 
 @dataclass(frozen=True)
 class Edit:
-    """Replace the one occurrence of ``snippet`` in ``file`` (under the broker package)."""
+    """Replace the one occurrence of ``snippet`` in ``file`` (under ``package``: the broker
+    package, or the API layer's for a guard of a protocol adapter)."""
 
     file: str
     snippet: str
     replacement: str
+    package: str = BROKER
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ class Guard:
     """(label, rules spec of mutant_search.py --rules): runs aimed at this guard's race."""
     note: str = ""
     tests: tuple[str, ...] = ()
-    """pytest node ids: the catcher of a guard the harness does not drive (no search then)."""
+    """pytest node ids: the catcher of a guard the harness does not drive (no search then),
+    or of one its search (``aims``) did not catch."""
 
 
 AIMED = (
@@ -77,6 +81,12 @@ RACES = ("races at guarded writes", AIMED)
 COMMIT = ("parts inside commits", "send,receive,ack,txn_send,commit,race_at_commit=6")
 EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
+MOVES = (
+    "dead letters forwarded, move tasks raced",
+    "mv_send,mv_receive,mv_ack,mv_move,mv_resume,mv_cancel,race_at_move=4,advance",
+)
+"""The SQS dead-letter forward and the message move tasks (moves_rules.py): an ack inside
+the expiry move into the destination, an ack, a cancel or a takeover inside a task's run."""
 
 GUARDS: tuple[Guard, ...] = (
     Guard(
@@ -430,6 +440,7 @@ GUARDS: tuple[Guard, ...] = (
                 "                items = [*fence(len(copies))]\n",
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_move_task_moves_each_message_once_and_completes",
@@ -449,6 +460,7 @@ GUARDS: tuple[Guard, ...] = (
                 'attribute_exists(moved)",\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_cancel_landing_before_the_tasks_append_moves_nothing",
@@ -464,6 +476,7 @@ GUARDS: tuple[Guard, ...] = (
                 'f"{task_as_read} AND (runner_until < :now OR runner_until >= :now)",\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice",
@@ -479,6 +492,7 @@ GUARDS: tuple[Guard, ...] = (
                 'no_task_running = "attribute_not_exists(running) OR attribute_exists(running)"\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_running_task_refuses_a_second_and_lists_with_its_handle",
@@ -527,6 +541,7 @@ GUARDS: tuple[Guard, ...] = (
                 '{":cancelling": CANCELLING, ":running": RUNNING, ":one": 0}',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_cancel_landing_before_the_tasks_append_moves_nothing",
@@ -542,6 +557,7 @@ GUARDS: tuple[Guard, ...] = (
                 'lock_names_task = "running = :stream OR attribute_exists(running)"\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_finish_clears_the_lock_only_while_it_names_the_finishing_task",
@@ -560,6 +576,7 @@ GUARDS: tuple[Guard, ...] = (
                 "        if False:\n",
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice",
@@ -578,6 +595,7 @@ GUARDS: tuple[Guard, ...] = (
                 "fence=None if elsewhere else fence)\n",
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_an_ack_landing_before_a_dead_letter_move_keeps_it_out_of_the_destination",
@@ -610,10 +628,66 @@ GUARDS: tuple[Guard, ...] = (
                 "                    pass\n",
             ),
         ),
+        aims=(MOVES,),
         tests=("tests/broker/services/test_move_tasks.py",),
         note="the stamp names the lease version as read, and the append that recorded it "
         "moved that version on: a re-run reads another version, so no run meets its own "
         "stamp again (defence in depth)",
+    ),
+    Guard(
+        "fifo-held-record",
+        "FIFO: a receive that passes over a message whose group a lease holds records it in "
+        "its queue's summary (``held``), to hand it out once the group is free",
+        (
+            Edit(
+                "rules/group_state.py",
+                "        self.held = (self.held - delivered_set) | frozenset(hold)\n",
+                "        self.held = self.held - delivered_set\n",
+            ),
+        ),
+        aims=(RACES,),
+    ),
+    Guard(
+        "fifo-held-release",
+        "FIFO: a held message handed out leaves ``held`` (is not held, so not handed out, again)",
+        (
+            Edit(
+                "rules/group_state.py",
+                "        self.held = (self.held - delivered_set) | frozenset(hold)\n",
+                "        self.held = self.held | frozenset(hold)\n",
+            ),
+        ),
+        aims=(RACES,),
+    ),
+    Guard(
+        "sqs-purge-dedup-epoch",
+        "SQS: a PurgeQueue starts a FIFO queue's deduplication afresh (the purge time is "
+        "part of each deduplication key)",
+        (
+            Edit(
+                "compat/sqs/message_actions.py",
+                '    if purged is not None:\n        scope = f"{scope}\\npurged {purged}"\n',
+                "",
+                package=API,
+            ),
+        ),
+        tests=(
+            "tests/compat/test_sqs_fifo_dedup_window.py::"
+            "test_a_purge_forgets_the_deduplication_ids_sent_before_it",
+        ),
+    ),
+    Guard(
+        "sqs-purge-delayed",
+        "SQS: a delayed message sent before a PurgeQueue is deleted when a receive meets it",
+        (
+            Edit(
+                "compat/sqs/message_actions.py",
+                "    if purged is None:\n        return received, []\n",
+                "    if True:\n        return received, []\n",
+                package=API,
+            ),
+        ),
+        tests=("tests/compat/test_sqs_purge_delayed.py",),
     ),
 )
 
@@ -669,7 +743,7 @@ def mutated(tree: Path, guard: Guard) -> dict[Path, str]:
     is not found exactly once (the table is out of date)."""
     texts: dict[Path, str] = {}
     for edit in guard.edits:
-        path = tree / BROKER / edit.file
+        path = tree / edit.package / edit.file
         text = texts.get(path, path.read_text())
         found = text.count(edit.snippet)
         if found != 1:
@@ -828,7 +902,7 @@ def run_guard(
     guard: Guard, pristine: Path, baselines: Baselines, args: argparse.Namespace
 ) -> Outcome:
     outcome = Outcome(guard.name)
-    if guard.tests:
+    if guard.tests and not guard.aims:
         return run_guard_tests(guard, pristine, baselines, args)
     runs = [] if args.aimed_only and guard.aims else [("general", None, args.histories)]
     if not args.general_only:
@@ -864,7 +938,14 @@ def run_guard(
                 outcome.detail = caught["detail"] + "\n" + caught["log"][-2500:]
                 outcome.timed_out = None
                 break
-    return outcome
+    if outcome.caught_by or not guard.tests:
+        return outcome
+    tested = run_guard_tests(guard, pristine, baselines, args)  # the search missed it
+    tested.runs[:0] = outcome.runs
+    tested.histories, tested.seconds = outcome.histories, tested.seconds + outcome.seconds
+    if tested.timed_out is None and not tested.caught_by:
+        tested.timed_out = outcome.timed_out
+    return tested
 
 
 def run_guard_tests(
@@ -922,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
         # one snapshot of the tree: edits made while the run goes on do not leak into it
         pristine = scratch_copy(Path(scratch) / "base")
         baselines = Baselines(pristine, Path(args.baseline_dir), args)
-        searched = [g for g in chosen if not g.tests]
+        searched = [g for g in chosen if g.aims or not g.tests]
         specs = set() if args.aimed_only or not searched else {(args.histories, None)}
         if not args.general_only:
             specs |= {(args.aimed_histories, rules) for g in searched for _, rules in g.aims}
