@@ -7,7 +7,7 @@ does); group ``gd`` reads ``d`` (a consumer of the dead-letter queue) and a move
 The rules send to ``s``, receive and ack through ``g3`` and ``gd``, start, run, resume and
 cancel move tasks, and race them at their guarded writes (``race_at_move``): an ack inside
 the expiry move into ``d``, an ack or a cancel inside a task's append, a second runner
-taking a task over inside its run.
+taking a task over inside its run, a second start of the group's task inside its run.
 
 The model here is the messages' path alone: an ack answered ``acked`` by ``g3`` means the
 message never reaches ``d``; one answered ``acked`` by ``gd`` means it never reaches ``b``;
@@ -38,6 +38,7 @@ MOVE_RACES = (
     ("run", "ack_held"),  # a delete of a message the task is about to append
     ("run", "cancel"),  # a cancel inside the task's append
     ("run", "take_over"),  # another runner, the hold passed, inside the run
+    ("run", "start"),  # a second start of the group's task inside the run
 )
 """(paused request, the request run while it is paused before its TransactWriteItems)."""
 
@@ -301,6 +302,7 @@ class MoveRules:
                 "ack_held": self._mv_ack_held,
                 "cancel": self._mv_cancel,
                 "take_over": self._mv_take_over,
+                "start": self._mv_start_run,
             }[pair[1]]()
         self._interleave(b, first, 0, second, before=("TransactWriteItems", nth))
 

@@ -283,3 +283,17 @@ def test_a_receive_while_an_ack_of_the_group_head_is_paused_after_its_write() ->
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_second_start_inside_a_move_tasks_run_is_refused() -> None:
+    """The move rules' race of a second StartMessageMoveTask inside a task's run (before
+    its append): the group's task is running, so the start answers none and the run moves
+    each dead letter once."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.race_at_move(0, ("run", "start"), 0, 0)
+        second = next(line for line in m.log if "(while [0] move task d -> b: run" in line)
+        assert second.startswith("[1] move task d -> b: start, run")
+        assert second.endswith("-> ok moved=none: a live runner holds the task")
+
+    replay(steps)
