@@ -46,3 +46,9 @@ def test_model_run_replays_with_its_rules() -> None:
         seed=3, histories=4, steps=5, workers=1, rules="mv_send,race_at_move=4"
     )
     assert model_run.replay(args, None).endswith("--rules mv_send,race_at_move=4")
+
+
+def test_a_spec_with_sqs_rules_mixes_them_in_and_the_machine_alone_has_none() -> None:
+    machine = narrowed(ReliabilityMachine, "sqs_send=3,sqs_purge,tick")
+    assert enabled(machine) == {"sqs_send": 3, "sqs_purge": 1, "tick": 1}
+    assert not any(name.startswith("sqs_") for name in enabled(ReliabilityMachine))
