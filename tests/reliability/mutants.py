@@ -86,7 +86,11 @@ MOVES = (
     "mv_send,mv_receive,mv_ack,mv_move,mv_resume,mv_cancel,race_at_move=4,advance",
 )
 """The SQS dead-letter forward and the message move tasks (moves_rules.py): an ack inside
-the expiry move into the destination, an ack, a cancel or a takeover inside a task's run."""
+the expiry move into the destination; an ack, a cancel, a takeover or a second start inside
+a task's run."""
+PURGE = ("purges among sends of two SQS queues", "sqs_send=3,sqs_receive=2,sqs_purge,sqs_wait,tick")
+"""The SQS adapter's PurgeQueue (sqs_rules.py): FIFO sends repeating deduplication ids and
+delayed sends, each queue purged among them."""
 
 GUARDS: tuple[Guard, ...] = (
     Guard(
@@ -671,6 +675,7 @@ GUARDS: tuple[Guard, ...] = (
                 package=API,
             ),
         ),
+        aims=(PURGE,),
         tests=(
             "tests/compat/test_sqs_fifo_dedup_window.py::"
             "test_a_purge_forgets_the_deduplication_ids_sent_before_it",
@@ -687,6 +692,7 @@ GUARDS: tuple[Guard, ...] = (
                 package=API,
             ),
         ),
+        aims=(PURGE,),
         tests=("tests/compat/test_sqs_purge_delayed.py",),
     ),
 )
