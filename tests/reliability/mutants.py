@@ -88,7 +88,10 @@ MOVES = (
 """The SQS dead-letter forward and the message move tasks (moves_rules.py): an ack inside
 the expiry move into the destination; an ack, a cancel, a takeover or a second start inside
 a task's run."""
-PURGE = ("purges among sends of two SQS queues", "sqs_send=3,sqs_receive=2,sqs_purge,sqs_wait,tick")
+PURGE = (
+    "purges among sends of two SQS queues",
+    "sqs_send=3,sqs_receive=2,sqs_purge,sqs_wait,tick",
+)
 """The SQS adapter's PurgeQueue (sqs_rules.py): FIFO sends repeating deduplication ids and
 delayed sends, each queue purged among them."""
 
