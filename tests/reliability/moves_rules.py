@@ -7,7 +7,8 @@ does); group ``gd`` reads ``d`` (a consumer of the dead-letter queue) and a move
 The rules send to ``s``, receive and ack through ``g3`` and ``gd``, start, run, resume and
 cancel move tasks, and race them at their guarded writes (``race_at_move``): an ack inside
 the expiry move into ``d``, an ack or a cancel inside a task's append, a second runner
-taking a task over inside its run, a second start of the group's task inside its run.
+taking a task over inside its run, a second start of the group's task or a resume (its
+runner's hold still live) inside its run.
 
 The model here is the messages' path alone: an ack answered ``acked`` by ``g3`` means the
 message never reaches ``d``; one answered ``acked`` by ``gd`` means it never reaches ``b``;
@@ -39,6 +40,7 @@ MOVE_RACES = (
     ("run", "cancel"),  # a cancel inside the task's append
     ("run", "take_over"),  # another runner, the hold passed, inside the run
     ("run", "start"),  # a second start of the group's task inside the run
+    ("run", "resume"),  # a resume inside the run, its runner's hold still live
 )
 """(paused request, the request run while it is paused before its TransactWriteItems)."""
 
@@ -303,6 +305,7 @@ class MoveRules:
                 "cancel": self._mv_cancel,
                 "take_over": self._mv_take_over,
                 "start": self._mv_start_run,
+                "resume": self._mv_resume,
             }[pair[1]]()
         self._interleave(b, first, 0, second, before=("TransactWriteItems", nth))
 

@@ -86,8 +86,8 @@ MOVES = (
     "mv_send,mv_receive,mv_ack,mv_move,mv_resume,mv_cancel,race_at_move=4,advance",
 )
 """The SQS dead-letter forward and the message move tasks (moves_rules.py): an ack inside
-the expiry move into the destination; an ack, a cancel, a takeover or a second start inside
-a task's run."""
+the expiry move into the destination; an ack, a cancel, a takeover, a second start or a
+resume inside a task's run."""
 PURGE = (
     "purges among sends of two SQS queues",
     "sqs_send=3,sqs_receive=2,sqs_purge,sqs_wait,tick",

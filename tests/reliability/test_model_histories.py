@@ -323,3 +323,16 @@ def test_a_purge_deletes_what_was_sent_before_it_and_forgets_its_deduplication_i
         assert m.log[-2].endswith("-> ok ['q3']") and m.log[-1].endswith("-> ok []")
 
     replay(steps, narrowed(ReliabilityMachine, PURGE_RULES))
+
+
+def test_a_resume_inside_a_move_tasks_run_leaves_the_task_to_its_runner() -> None:
+    """The move rules' race of a resume inside a task's run (its runner's hold still
+    live): the resume takes nothing over and the run moves each dead letter once."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.race_at_move(0, ("run", "resume"), 0, 0)
+        second = next(line for line in m.log if "(while [0] move task d -> b: run" in line)
+        assert second.startswith("[1] move tasks: resume running")
+        assert second.endswith("-> ok moved=no task")
+
+    replay(steps)
