@@ -79,6 +79,8 @@ class MoveRules:
         self.mv_handles: list[tuple[str, bytes, str, int]] = []
         """(group, body, handle, its lease's deadline) of the deliveries not acked yet."""
         self.mv_tasks: list[MoveTaskId] = []
+        self.mv_cancelled: dict[MoveTaskId, int] = {}
+        """Task → its moved count when a cancel of it answered: it moves nothing after."""
 
     def _mv_ready(self, b: int) -> None:
         """Topics s, d, b, g3's one attempt and dead-letter destination, the subscriptions
@@ -240,12 +242,22 @@ class MoveRules:
         def call(broker: Any) -> Any:
             if not self.mv_tasks:
                 return None
+            task = self.mv_tasks[-1]
             try:
-                return _shown(broker.move_tasks.cancel(self.mv_tasks[-1]))
+                cancelled = broker.move_tasks.cancel(task)
             except MoveTaskNotFound:
                 return TaskShown("not running")
+            answered[task] = cancelled.moved
+            return _shown(cancelled)
 
-        return self._mv_op("move task: cancel the latest", call)
+        answered: dict[MoveTaskId, int] = {}
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                for task, moved in answered.items():
+                    self.mv_cancelled.setdefault(task, moved)
+
+        return self._mv_op("move task: cancel the latest", call, apply)
 
     # ------------------------------------------------------------------ the rules
     @rule(b=_containers, q=_picks, fault=_faults)
@@ -350,6 +362,13 @@ class MoveRules:
             left = self.world.observer.move_tasks.get(task)
             if left is not None and left.status in (RUNNING, CANCELLING):
                 self._violate("lost", f"move task {task.handle} is still {left.status}")
+            moved = self.mv_cancelled.get(task)
+            if left is not None and moved is not None and left.moved > moved:
+                self._violate(
+                    "moved-after-cancel",
+                    f"move task {task.handle}: moved {moved} when its cancel answered, "
+                    f"{left.moved} at rest",
+                )
         stored = {name: self._mv_stored(name) for name in (SOURCE, DEAD, BACK)}
         for name, counts in stored.items():
             for body, n in counts.items():

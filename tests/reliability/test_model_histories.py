@@ -336,3 +336,17 @@ def test_a_resume_inside_a_move_tasks_run_leaves_the_task_to_its_runner() -> Non
         assert second.endswith("-> ok moved=no task")
 
     replay(steps)
+
+
+def test_a_cancel_inside_a_move_tasks_run_stops_it_before_its_append() -> None:
+    """The move rules' race of a cancel inside a task's run, before its append: the run
+    ends the task CANCELLED having moved nothing, as the cancel answered (checked at rest:
+    moved-after-cancel)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.race_at_move(0, ("run", "cancel"), 0, 0)
+        assert m.log[-2].startswith("[1] move task: cancel the latest (while [0] move task")
+        assert m.log[-2].endswith("-> ok moved=0 (CANCELLING)")
+        assert m.log[-1].endswith("-> ok moved=0 (CANCELLED)")
+
+    replay(steps)
