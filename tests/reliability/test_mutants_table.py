@@ -23,11 +23,12 @@ def test_each_guards_snippet_is_in_the_code_once(guard) -> None:
         assert (ROOT / edit.package / edit.file).read_text().count(edit.snippet) == 1, edit.file
 
 
-def fake_runner(timing_out: set[str] | None):
+def fake_runner(timing_out: set[str] | None, *, search_catches: bool = True):
     """A ``subprocess.run`` for mutants.py's child runs: the unmutated copy's runs answer
     at once (its tests pass, its search sees nothing), the mutant copies' runs of a guard
     named in ``timing_out`` pass their time limit, the others' catch their mutant.
-    ``timing_out`` None: every run passes its limit, the unmutated copy's too."""
+    ``timing_out`` None: every run passes its limit, the unmutated copy's too;
+    ``search_catches`` False: a mutant's search never catches it (its tests do)."""
 
     def run(command, *, cwd=None, env, timeout, **_):
         tree = Path(env["PYTHONPATH"].split(os.pathsep)[0]).parents[1]
@@ -41,7 +42,8 @@ def fake_runner(timing_out: set[str] | None):
             failed = "FAILED tests/x.py::test_it - boom\n" if mutant else ""
             out = f"{failed}1 test\nBROKER={broker}\n"
             return subprocess.CompletedProcess(command, 1 if mutant else 0, out, "")
-        caught = {"history": 1, "kind": "lost", "detail": "", "log": ""} if mutant else None
+        catches = mutant and search_catches
+        caught = {"history": 1, "kind": "lost", "detail": "", "log": ""} if catches else None
         answer = {"broker": str(broker), "histories": 1, "seconds": 0.1, "caught": caught,
                   "error": None, "seen": {}}  # fmt: skip
         return subprocess.CompletedProcess(command, 0, json.dumps(answer) + "\n", "")
@@ -90,3 +92,18 @@ def test_a_baseline_past_its_time_limit_times_out_the_guards_that_need_it(
     table = out[out.index("guard | caught by") :].splitlines()
     assert code == 1
     assert [row.split(" | ")[1] for row in table[2:5]] == ["timed out after 5 s"] * 3
+
+
+def test_a_row_with_aims_and_tests_runs_its_tests_when_the_search_misses(
+    monkeypatch, tmp_path, capsys
+) -> None:
+    both = mutants.Guard("both", "searched, then tested", (), aims=(("aim", "send"),),
+                         tests=("tests/x.py",))  # fmt: skip
+    monkeypatch.setattr(mutants, "GUARDS", (both,))
+    monkeypatch.setattr(mutants.subprocess, "run", fake_runner(set(), search_catches=False))
+    code = mutants.main(["--aimed-only", "--aimed-histories", "1", "--baseline-dir",
+                         str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "    aim: survived after 1 histories" in out
+    assert "both | test x.py::test_it (test) | 1 | " in out
