@@ -447,7 +447,7 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         while True:
             received = call.broker.consume.receive(
                 queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
-                wait_seconds=wait,
+                wait_seconds=wait, per_group=queue.fifo,
             )  # fmt: skip
             received, dropped = _past_purge(received, purged)
             if dropped:
@@ -633,8 +633,9 @@ def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
     _sqs_redelivery(call, queue)
     try:
         call.broker.consume.change_invisible(
-            queue.group, _broker_handle(handle), timeout, _may_consume(call, queue)
-        )
+            queue.group, _broker_handle(handle), timeout, _may_consume(call, queue),
+            per_group=queue.fifo,
+        )  # fmt: skip
     except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
         raise invalid_parameter(
             f"Value {entry['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: "
