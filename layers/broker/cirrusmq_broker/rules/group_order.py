@@ -64,7 +64,13 @@ def runs_of(
 
 
 def visible_order(runs: Iterable[GroupRun], budget: int) -> list[StoredMessage]:
-    """Up to ``budget`` messages: whole runs, the one visible longest first (then by queue
-    and offset), the last one cut at the budget."""
-    ordered = sorted(runs, key=lambda r: (r.visible_since, r.queue, r.messages[0].offset))
+    """Up to ``budget`` messages: whole runs, the one visible longest first (of those
+    visible since the same moment, the one whose first message is oldest), the last one
+    cut at the budget."""
+    ordered = sorted(
+        runs,
+        key=lambda r: (
+            r.visible_since, r.messages[0].stored_timestamp, r.queue, r.messages[0].offset
+        ),
+    )  # fmt: skip
     return [m for run in ordered for m in run.messages][:budget]

@@ -567,8 +567,9 @@ def _broker_handle(handle: str) -> str:
 def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError | None]:
     try:
         outcomes = call.broker.consume.ack(
-            queue.group, [_broker_handle(h) for h in handles], _may_consume(call, queue)
-        )
+            queue.group, [_broker_handle(h) for h in handles], _may_consume(call, queue),
+            within_visibility=queue.fifo,
+        )  # fmt: skip
     except BrokerError as exc:
         raise from_broker(exc) from None
     results: list[SqsError | None] = []
@@ -580,7 +581,7 @@ def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError |
                 )
             )
         elif outcome.status == "expired" and queue.fifo:  # SQS deletes FIFO messages by
-            # the handle of their current receive only
+            # the handle of their current receive only, within its visibility timeout
             results.append(
                 invalid_parameter(
                     f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
