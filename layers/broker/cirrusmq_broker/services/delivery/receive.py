@@ -379,8 +379,12 @@ class Receiver:
         count, _ = fitting(picked, bytes_left, first=alone)
         picked = picked[:count]
         position = {(m.queue, m.offset): p for p, m in enumerate(picked)}
+        # queues leased in the order of their first pick: their deadlines then follow the
+        # order the groups were handed out (a group becomes visible again in that order)
+        first = {m.queue: p for p, m in reversed(list(enumerate(picked)))}
         received: list[ReceivedMessage] = []
-        for q, plan in plans.items():
+        for q in sorted(plans, key=lambda q: first.get(q, len(picked))):
+            plan = plans[q]
             chosen = {m.offset for m in picked if m.queue == q}
             try:
                 taken, view.states[q] = self._take(
