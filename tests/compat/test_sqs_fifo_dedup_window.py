@@ -47,3 +47,18 @@ def test_a_resend_across_an_interval_boundary_within_five_minutes_is_deduplicate
     assert later["MessageId"] != first["MessageId"]
     received = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", [])
     assert [m["Body"] for m in received] == ["once"]
+
+
+def test_a_purge_forgets_the_deduplication_ids_sent_before_it(sqs, queue_name) -> None:  # noqa: F811
+    """SQS's PurgeQueue clears a FIFO queue's deduplication: an id sent again right after
+    it is a new message (nothing of the queue is left to answer it with)."""
+    url = sqs.create_queue(QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+    sent = dict(QueueUrl=url, MessageGroupId="g", MessageDeduplicationId="d1")
+    first = sqs.send_message(MessageBody="before", **sent)
+    sqs.purge_queue(QueueUrl=url)
+    again = sqs.send_message(MessageBody="after", **sent)
+    assert again["MessageId"] != first["MessageId"]
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    assert [m["Body"] for m in received.get("Messages", [])] == ["after"]

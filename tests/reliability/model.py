@@ -20,6 +20,8 @@ INVARIANTS = {
     "fifo-order": "FIFO: a message is delivered only after the earlier ones of its group settled",
     "rolled-back-visible": "a rolled-back (or never committed) transaction part is never visible",
     "cancelled-delivered": "a cancelled delayed message is never delivered",
+    "moved-after-cancel": "a message move task moves nothing after its cancel answered",
+    "purged-delivered": "a message sent to an SQS queue before its purge is never delivered after",
     "stored-twice": "every acknowledged send is stored exactly once",
     "lost": "every acknowledged send is acked, dead-lettered or still deliverable",
     "internal-error": "no unexpected error when no fault was injected",

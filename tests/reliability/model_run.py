@@ -1,6 +1,7 @@
 """Long runs of the model-based test (machine.py) from the command line.
 
     .venv/bin/python tests/reliability/model_run.py --histories 300 --steps 30 --workers 2
+    .venv/bin/python tests/reliability/model_run.py --rules mv_send,mv_receive,race_at_move=4
 
 Runs ``--histories`` random histories (each up to ``--steps`` steps, then brought to rest).
 When one breaks an invariant, hypothesis shrinks it and the shrunk history is printed; that
@@ -17,6 +18,9 @@ is drawn; it is printed first and last, with the options that replay the same hi
 with S and F counted over the generated histories (not the shrinking replays), V the number
 of generated histories that broke an invariant and H the histories per minute of wall time.
 Exits 1 when V > 0.
+
+``--rules`` runs an aimed search (rulesets.py): only the rules listed, ``=N`` drawing one
+N times as often.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from hypothesis.internal.conjecture import engine  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 from machine import ReliabilityMachine, Stats  # noqa: E402
 from model import INVARIANTS, Violation  # noqa: E402
+from rulesets import narrowed  # noqa: E402
 from world import Backend  # noqa: E402
 
 WORKER_STREAM = 10**15
@@ -120,6 +125,7 @@ def search(args: argparse.Namespace, worker: int) -> Outcome:
     Counted.label = f" [worker {worker}]" if args.workers > 1 else ""
     muted: set[str] = set()
     outcome = Outcome()
+    machine = narrowed(Counted, args.rules) if args.rules else Counted
     attempt = 0
     try:
         while Counted.generated.histories < histories:
@@ -139,7 +145,7 @@ def search(args: argparse.Namespace, worker: int) -> Outcome:
             )
             stream = args.seed * 1000 + attempt + worker * WORKER_STREAM
             try:
-                run_state_machine_as_test(seed(stream)(Counted), settings=config)
+                run_state_machine_as_test(seed(stream)(machine), settings=config)
             except Violation as exc:
                 kind = type(exc).kind
                 muted.add(kind)
@@ -180,7 +186,7 @@ def replay(args: argparse.Namespace, worker: int | None) -> str:
     options = (
         f"--seed {args.seed} --histories {args.histories} --steps {args.steps} "
         f"--workers {args.workers}"
-    )
+    ) + (f" --rules {args.rules}" if args.rules else "")
     return options if worker is None else f"{options} --worker {worker}"
 
 
@@ -194,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--worker", type=int, default=None, help="run only this worker's share, here"
     )
+    parser.add_argument("--rules", help="an aimed search: name[=weight],... (rulesets.py)")
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(10**9)

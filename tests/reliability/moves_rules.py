@@ -7,7 +7,8 @@ does); group ``gd`` reads ``d`` (a consumer of the dead-letter queue) and a move
 The rules send to ``s``, receive and ack through ``g3`` and ``gd``, start, run, resume and
 cancel move tasks, and race them at their guarded writes (``race_at_move``): an ack inside
 the expiry move into ``d``, an ack or a cancel inside a task's append, a second runner
-taking a task over inside its run.
+taking a task over inside its run, a second start of the group's task or a resume (its
+runner's hold still live) inside its run.
 
 The model here is the messages' path alone: an ack answered ``acked`` by ``g3`` means the
 message never reaches ``d``; one answered ``acked`` by ``gd`` means it never reaches ``b``;
@@ -38,6 +39,8 @@ MOVE_RACES = (
     ("run", "ack_held"),  # a delete of a message the task is about to append
     ("run", "cancel"),  # a cancel inside the task's append
     ("run", "take_over"),  # another runner, the hold passed, inside the run
+    ("run", "start"),  # a second start of the group's task inside the run
+    ("run", "resume"),  # a resume inside the run, its runner's hold still live
 )
 """(paused request, the request run while it is paused before its TransactWriteItems)."""
 
@@ -76,6 +79,8 @@ class MoveRules:
         self.mv_handles: list[tuple[str, bytes, str, int]] = []
         """(group, body, handle, its lease's deadline) of the deliveries not acked yet."""
         self.mv_tasks: list[MoveTaskId] = []
+        self.mv_cancelled: dict[MoveTaskId, int] = {}
+        """Task → its moved count when a cancel of it answered: it moves nothing after."""
 
     def _mv_ready(self, b: int) -> None:
         """Topics s, d, b, g3's one attempt and dead-letter destination, the subscriptions
@@ -237,12 +242,22 @@ class MoveRules:
         def call(broker: Any) -> Any:
             if not self.mv_tasks:
                 return None
+            task = self.mv_tasks[-1]
             try:
-                return _shown(broker.move_tasks.cancel(self.mv_tasks[-1]))
+                cancelled = broker.move_tasks.cancel(task)
             except MoveTaskNotFound:
                 return TaskShown("not running")
+            answered[task] = cancelled.moved
+            return _shown(cancelled)
 
-        return self._mv_op("move task: cancel the latest", call)
+        answered: dict[MoveTaskId, int] = {}
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome == "ok":
+                for task, moved in answered.items():
+                    self.mv_cancelled.setdefault(task, moved)
+
+        return self._mv_op("move task: cancel the latest", call, apply)
 
     # ------------------------------------------------------------------ the rules
     @rule(b=_containers, q=_picks, fault=_faults)
@@ -301,6 +316,8 @@ class MoveRules:
                 "ack_held": self._mv_ack_held,
                 "cancel": self._mv_cancel,
                 "take_over": self._mv_take_over,
+                "start": self._mv_start_run,
+                "resume": self._mv_resume,
             }[pair[1]]()
         self._interleave(b, first, 0, second, before=("TransactWriteItems", nth))
 
@@ -345,6 +362,13 @@ class MoveRules:
             left = self.world.observer.move_tasks.get(task)
             if left is not None and left.status in (RUNNING, CANCELLING):
                 self._violate("lost", f"move task {task.handle} is still {left.status}")
+            moved = self.mv_cancelled.get(task)
+            if left is not None and moved is not None and left.moved > moved:
+                self._violate(
+                    "moved-after-cancel",
+                    f"move task {task.handle}: moved {moved} when its cancel answered, "
+                    f"{left.moved} at rest",
+                )
         stored = {name: self._mv_stored(name) for name in (SOURCE, DEAD, BACK)}
         for name, counts in stored.items():
             for body, n in counts.items():

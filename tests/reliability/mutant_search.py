@@ -9,9 +9,8 @@ number, invariant). With ``--record`` (the unmutated baseline) the search runs t
 end; otherwise it stops at the first violation that the baseline file (``--baseline``,
 written by a ``--record`` run on the same seed) does not show in the same history.
 
-``--rules`` narrows the search to some rules (an aimed run): each listed rule, with
-``=N`` to draw it N times as often (hypothesis picks a rule uniformly among the enabled
-ones); the others are left out.
+``--rules`` narrows the search to some rules (an aimed run, rulesets.py): each listed
+rule, with ``=N`` to draw it N times as often; the others are left out.
 
 Prints one JSON line: where ``cirrusmq_broker`` was imported from, histories run, seconds,
 the first counted violation (``caught``: history, invariant, detail) or null, and every
@@ -40,6 +39,7 @@ from hypothesis import HealthCheck, Phase, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test  # noqa: E402
 from machine import ReliabilityMachine  # noqa: E402
+from rulesets import narrowed, weights  # noqa: E402
 from world import Backend  # noqa: E402
 
 
@@ -123,35 +123,7 @@ def report(caught: dict[str, Any] | None, error: str | None = None) -> None:
 
 def aimed(spec: str) -> type[Search]:
     """A subclass with only the rules of ``spec`` (``name[=weight],...``) enabled."""
-    weights = {}
-    for part in spec.split(","):
-        name, _, weight = part.strip().partition("=")
-        weights[name] = int(weight or 1)
-    members: dict[str, Any] = {
-        "corrupting": "corrupt_object" in weights,
-        "dead_letters_aimed": "dead_letter" in weights,
-    }
-    for name in dir(Search):
-        f = getattr(Search, name)
-        if getattr(f, "hypothesis_stateful_rule", None) is None:
-            continue
-        if name not in weights:
-            members[name] = _plain(f)  # not a rule in this search (still callable)
-        for copy in range(1, weights.get(name, 0)):
-            members[f"{name}_x{copy}"] = f
-    unknown = set(weights) - set(dir(Search))
-    if unknown:
-        raise SystemExit(f"unknown rules: {sorted(unknown)}")
-    return type("AimedSearch", (Search,), members)
-
-
-def _plain(rule_method: Any) -> Any:
-    """``rule_method`` as a method that is not a rule (other rules may call it)."""
-
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return rule_method(self, *args, **kwargs)
-
-    return method
+    return narrowed(Search, spec, corrupting="corrupt_object" in weights(spec))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,10 @@ scratch copy with its packages first on PYTHONPATH, checked as for the search).
 A mutant is caught by a violation that the unmutated baseline, run on the same seed and
 rules, does not show in the same history (the baseline runs first; its violations are
 reported). Prints ``guard | caught by | histories needed | seconds`` and exits 1 if a guard
-survives.
+survives. A run that passes ``--timeout`` (a mutant that makes a history hang, or a loaded
+machine) ends that guard's row as "timed out after N s", counted as not caught; a run that
+fails otherwise ends it as "harness error"; either way the other guards go on and the table
+is printed.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = "layers/broker/cirrusmq_broker"
+API = "layers/api/cirrusmq_api"
 COPIED = ("layers", "sdk", "infra", "functions", "tests", "template.yaml", "pyproject.toml")
 PATHS = ("layers/broker", "layers/api", "infra", "sdk")
 """The scratch copy's package roots, first on the child's PYTHONPATH."""
@@ -44,11 +48,13 @@ PATHS = ("layers/broker", "layers/api", "infra", "sdk")
 
 @dataclass(frozen=True)
 class Edit:
-    """Replace the one occurrence of ``snippet`` in ``file`` (under the broker package)."""
+    """Replace the one occurrence of ``snippet`` in ``file`` (under ``package``: the broker
+    package, or the API layer's for a guard of a protocol adapter)."""
 
     file: str
     snippet: str
     replacement: str
+    package: str = BROKER
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,8 @@ class Guard:
     """(label, rules spec of mutant_search.py --rules): runs aimed at this guard's race."""
     note: str = ""
     tests: tuple[str, ...] = ()
-    """pytest node ids: the catcher of a guard the harness does not drive (no search then)."""
+    """pytest node ids: the catcher of a guard the harness does not drive (no search then),
+    or of one its search (``aims``) did not catch."""
 
 
 AIMED = (
@@ -78,6 +85,20 @@ STEPS = (
     "exactly-once steps on moving leases",
     "send,receive,ack,nack,change_invisible,advance,step=4,step_retry=2",
 )
+
+MOVES = (
+    "dead letters forwarded, move tasks raced",
+    "mv_send,mv_receive,mv_ack,mv_move,mv_resume,mv_cancel,race_at_move=4,advance",
+)
+"""The SQS dead-letter forward and the message move tasks (moves_rules.py): an ack inside
+the expiry move into the destination; an ack, a cancel, a takeover, a second start or a
+resume inside a task's run."""
+PURGE = (
+    "purges among sends of two SQS queues",
+    "sqs_send=3,sqs_receive=2,sqs_purge,sqs_wait,tick",
+)
+"""The SQS adapter's PurgeQueue (sqs_rules.py): FIFO sends repeating deduplication ids and
+delayed sends, each queue purged among them."""
 
 GUARDS: tuple[Guard, ...] = (
     Guard(
@@ -431,6 +452,7 @@ GUARDS: tuple[Guard, ...] = (
                 "                items = [*fence(len(copies))]\n",
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_move_task_moves_each_message_once_and_completes",
@@ -450,6 +472,7 @@ GUARDS: tuple[Guard, ...] = (
                 'attribute_exists(moved)",\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_cancel_landing_before_the_tasks_append_moves_nothing",
@@ -465,6 +488,7 @@ GUARDS: tuple[Guard, ...] = (
                 'f"{task_as_read} AND (runner_until < :now OR runner_until >= :now)",\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice",
@@ -480,6 +504,7 @@ GUARDS: tuple[Guard, ...] = (
                 'no_task_running = "attribute_not_exists(running) OR attribute_exists(running)"\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_running_task_refuses_a_second_and_lists_with_its_handle",
@@ -528,6 +553,7 @@ GUARDS: tuple[Guard, ...] = (
                 '{":cancelling": CANCELLING, ":running": RUNNING, ":one": 0}',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_cancel_landing_before_the_tasks_append_moves_nothing",
@@ -543,6 +569,7 @@ GUARDS: tuple[Guard, ...] = (
                 'lock_names_task = "running = :stream OR attribute_exists(running)"\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_finish_clears_the_lock_only_while_it_names_the_finishing_task",
@@ -561,6 +588,7 @@ GUARDS: tuple[Guard, ...] = (
                 "        if False:\n",
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_runner_that_dies_is_taken_over_and_nothing_moves_twice",
@@ -579,6 +607,7 @@ GUARDS: tuple[Guard, ...] = (
                 "fence=None if elsewhere else fence)\n",
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_an_ack_landing_before_a_dead_letter_move_keeps_it_out_of_the_destination",
@@ -611,6 +640,7 @@ GUARDS: tuple[Guard, ...] = (
                 "                    pass\n",
             ),
         ),
+        aims=(MOVES,),
         tests=("tests/broker/services/test_move_tasks.py",),
         note="the stamp names the lease version as read, and the append that recorded it "
         "moved that version on: a re-run reads another version, so no run meets its own "
@@ -702,7 +732,72 @@ GUARDS: tuple[Guard, ...] = (
             "test_a_step_too_big_for_one_transaction_is_refused_before_anything_is_stored",
         ),
     ),
+    Guard(
+        "fifo-held-record",
+        "FIFO: a receive that passes over a message whose group a lease holds records it in "
+        "its queue's summary (``held``), to hand it out once the group is free",
+        (
+            Edit(
+                "rules/group_state.py",
+                "        self.held = (self.held - delivered_set) | frozenset(hold)\n",
+                "        self.held = self.held - delivered_set\n",
+            ),
+        ),
+        aims=(RACES,),
+    ),
+    Guard(
+        "fifo-held-release",
+        "FIFO: a held message handed out leaves ``held`` (is not held, so not handed out, again)",
+        (
+            Edit(
+                "rules/group_state.py",
+                "        self.held = (self.held - delivered_set) | frozenset(hold)\n",
+                "        self.held = self.held | frozenset(hold)\n",
+            ),
+        ),
+        aims=(RACES,),
+    ),
+    Guard(
+        "sqs-purge-dedup-epoch",
+        "SQS: a PurgeQueue starts a FIFO queue's deduplication afresh (the purge time is "
+        "part of each deduplication key)",
+        (
+            Edit(
+                "compat/sqs/message_actions.py",
+                '    if purged is not None:\n        scope = f"{scope}\\npurged {purged}"\n',
+                "",
+                package=API,
+            ),
+        ),
+        aims=(PURGE,),
+        tests=(
+            "tests/compat/test_sqs_fifo_dedup_window.py::"
+            "test_a_purge_forgets_the_deduplication_ids_sent_before_it",
+        ),
+    ),
+    Guard(
+        "sqs-purge-delayed",
+        "SQS: a delayed message sent before a PurgeQueue is deleted when a receive meets it",
+        (
+            Edit(
+                "compat/sqs/message_actions.py",
+                "    if purged is None:\n        return received, []\n",
+                "    if True:\n        return received, []\n",
+                package=API,
+            ),
+        ),
+        aims=(PURGE,),
+        tests=("tests/compat/test_sqs_purge_delayed.py",),
+    ),
 )
+
+
+class RunTimedOut(Exception):
+    """A child run (a search or a pytest run) passed its time limit."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        super().__init__(f"{what} timed out after {seconds:.0f} s")
+        self.seconds = seconds
 
 
 @dataclass
@@ -714,6 +809,21 @@ class Outcome:
     seconds: float = 0.0
     detail: str = ""
     runs: list[str] = field(default_factory=list)
+    timed_out: float | None = None
+    """Not caught, and a run passed its time limit (the limit, s)."""
+    error: str = ""
+    """Not caught: a run failed (the harness, not the mutant)."""
+
+    @property
+    def verdict(self) -> str:
+        """The table's "caught by" cell (without a survivor's note)."""
+        if self.caught_by:
+            return f"{self.caught_by} ({self.run})"
+        if self.error:
+            return f"harness error: {self.error}"
+        if self.timed_out is not None:
+            return f"timed out after {self.timed_out:.0f} s"
+        return "SURVIVED"
 
 
 def scratch_copy(into: Path, root: Path = ROOT) -> Path:
@@ -733,7 +843,7 @@ def mutated(tree: Path, guard: Guard) -> dict[Path, str]:
     is not found exactly once (the table is out of date)."""
     texts: dict[Path, str] = {}
     for edit in guard.edits:
-        path = tree / BROKER / edit.file
+        path = tree / edit.package / edit.file
         text = texts.get(path, path.read_text())
         found = text.count(edit.snippet)
         if found != 1:
@@ -804,9 +914,12 @@ def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[bool,
         "nice", "-n", "10", sys.executable, "-c", PYTEST,
         "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *tests,
     ]  # fmt: skip
-    done = subprocess.run(
-        command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    try:
+        done = subprocess.run(
+            command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise RunTimedOut(f"pytest {' '.join(tests)}", timeout) from None
     lines = done.stdout.splitlines()
     broker = next((line[7:] for line in lines if line.startswith("BROKER=")), "")
     if not broker or not Path(broker).is_relative_to(tree):
@@ -835,39 +948,61 @@ class Baselines:
         self.digest = tree_digest(tree)
         folder.mkdir(parents=True, exist_ok=True)
         self.passing: dict[tuple[str, ...], tuple[bool, str]] = {}
+        self.failed: dict[object, BaseException] = {}
+        """The runs that passed their time limit or failed: not run again, each guard
+        that needs one is told so."""
 
     def tests(self, tests: tuple[str, ...]) -> tuple[bool, str]:
         """Whether ``tests`` pass on the unmutated tree (run once per set)."""
+        if tests in self.failed:
+            raise self.failed[tests]
         if tests not in self.passing:
-            self.passing[tests] = run_tests(self.tree, tests, self.args.timeout)
+            try:
+                self.passing[tests] = run_tests(self.tree, tests, self.args.timeout)
+            except (RunTimedOut, SystemExit) as exc:
+                self.failed[tests] = exc
+                raise
         return self.passing[tests]
 
     def get(self, histories: int, rules: str | None) -> Path:
         a = self.args
         key = f"{self.digest}-s{a.seed}-h{histories}-k{a.steps}-{rules or 'all'}"
         path = self.folder / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
+        if path in self.failed:
+            raise self.failed[path]
         if not path.exists():
-            print(f"baseline: seed {a.seed}, {histories} histories, rules {rules or 'all'} ...",
-                  flush=True)  # fmt: skip
-            result = search(
-                self.tree, seed=a.seed, histories=histories, steps=a.steps, rules=rules,
-                baseline=None, timeout=a.timeout,
-            )  # fmt: skip
-            if result.get("timeout") or result.get("error"):
-                raise SystemExit(f"the baseline run failed: {result.get('error') or 'timeout'}")
-            result["rules"] = rules
-            path.write_text(json.dumps(result))
-            shown = result["seen"] or "none"
-            print(f"baseline: {result['histories']} histories, {result['seconds']} s, "
-                  f"violations {shown}", flush=True)  # fmt: skip
+            try:
+                self._record(path, histories, rules)
+            except (RunTimedOut, SystemExit) as exc:
+                self.failed[path] = exc
+                raise
         return path
+
+    def _record(self, path: Path, histories: int, rules: str | None) -> None:
+        """Run the unmutated search of (``histories``, ``rules``) and store it at ``path``."""
+        a = self.args
+        print(f"baseline: seed {a.seed}, {histories} histories, rules {rules or 'all'} ...",
+              flush=True)  # fmt: skip
+        result = search(
+            self.tree, seed=a.seed, histories=histories, steps=a.steps, rules=rules,
+            baseline=None, timeout=a.timeout,
+        )  # fmt: skip
+        if result.get("timeout"):
+            raise RunTimedOut(f"the baseline (rules {rules or 'all'})", a.timeout)
+        if result.get("error"):
+            raise SystemExit(f"the baseline run failed: {result['error']}")
+        result["rules"] = rules
+        path.write_text(json.dumps(result))
+        shown = result["seen"] or "none"
+        print(f"baseline: {result['histories']} histories, {result['seconds']} s, "
+              f"violations {shown}", flush=True)  # fmt: skip
 
 
 def run_guard(
     guard: Guard, pristine: Path, baselines: Baselines, args: argparse.Namespace
 ) -> Outcome:
     outcome = Outcome(guard.name)
-    if guard.tests:
+    if guard.tests and not guard.aims:
         return run_guard_tests(guard, pristine, baselines, args)
     runs = [] if args.aimed_only and guard.aims else [("general", None, args.histories)]
     if not args.general_only:
@@ -876,14 +1011,20 @@ def run_guard(
         tree = scratch_copy(Path(scratch), pristine)
         mutate(tree, guard)
         for label, rules, histories in runs:
-            baseline = baselines.get(histories, rules)
+            try:
+                baseline = baselines.get(histories, rules)
+            except RunTimedOut as exc:  # no baseline: this run cannot count a catch
+                outcome.runs.append(f"{label}: {exc}")
+                outcome.timed_out = exc.seconds
+                continue
             result = search(
                 tree, seed=args.seed, histories=histories, steps=args.steps, rules=rules,
                 baseline=baseline, timeout=args.timeout,
             )  # fmt: skip
             outcome.seconds += result["seconds"]
             if result.get("timeout"):
-                outcome.runs.append(f"{label}: timed out")
+                outcome.runs.append(f"{label}: timed out after {args.timeout:.0f} s")
+                outcome.timed_out = args.timeout
                 continue
             outcome.histories += result["histories"]
             caught = result["caught"]
@@ -895,8 +1036,16 @@ def run_guard(
             if caught:
                 outcome.caught_by, outcome.run = caught["kind"], label
                 outcome.detail = caught["detail"] + "\n" + caught["log"][-2500:]
+                outcome.timed_out = None
                 break
-    return outcome
+    if outcome.caught_by or not guard.tests:
+        return outcome
+    tested = run_guard_tests(guard, pristine, baselines, args)  # the search missed it
+    tested.runs[:0] = outcome.runs
+    tested.histories, tested.seconds = outcome.histories, tested.seconds + outcome.seconds
+    if tested.timed_out is None and not tested.caught_by:
+        tested.timed_out = outcome.timed_out
+    return tested
 
 
 def run_guard_tests(
@@ -954,15 +1103,22 @@ def main(argv: list[str] | None = None) -> int:
         # one snapshot of the tree: edits made while the run goes on do not leak into it
         pristine = scratch_copy(Path(scratch) / "base")
         baselines = Baselines(pristine, Path(args.baseline_dir), args)
-        searched = [g for g in chosen if not g.tests]
+        searched = [g for g in chosen if g.aims or not g.tests]
         specs = set() if args.aimed_only or not searched else {(args.histories, None)}
         if not args.general_only:
             specs |= {(args.aimed_histories, rules) for g in searched for _, rules in g.aims}
         with ThreadPoolExecutor(args.jobs) as pool:  # the baselines first, then the guards
-            list(pool.map(lambda spec: baselines.get(*spec), sorted(specs, key=str)))
+
+            def baseline(spec: tuple[int, str | None]) -> None:
+                try:
+                    baselines.get(*spec)
+                except (RunTimedOut, SystemExit) as exc:  # told in the rows that need it
+                    print(f"baseline: {exc}", flush=True)
+
+            list(pool.map(baseline, sorted(specs, key=str)))
 
             def one(guard: Guard) -> Outcome:
-                outcome = run_guard(guard, pristine, baselines, args)
+                outcome = guarded_run(guard, pristine, baselines, args)
                 text = [f"--- {guard.name}: {guard.protects}"]
                 text += [f"    {line}" for line in outcome.runs]
                 if args.details and outcome.detail:
@@ -971,15 +1127,38 @@ def main(argv: list[str] | None = None) -> int:
                 return outcome
 
             outcomes = list(pool.map(one, chosen))
+    return print_table(outcomes, chosen)
+
+
+def guarded_run(
+    guard: Guard, pristine: Path, baselines: Baselines, args: argparse.Namespace
+) -> Outcome:
+    """``run_guard``, with a run past its time limit or a failed run as the guard's
+    outcome (not caught) instead of the end of the whole table."""
+    started = time.monotonic()
+    try:
+        return run_guard(guard, pristine, baselines, args)
+    except RunTimedOut as exc:
+        outcome = Outcome(guard.name, timed_out=exc.seconds, runs=[str(exc)])
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - reported in its row
+        error = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else repr(exc)
+        outcome = Outcome(guard.name, error=error, runs=[f"harness error: {exc}"])
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def print_table(outcomes: list[Outcome], chosen: list[Guard]) -> int:
+    """The closing table and its count; 1 if a guard was not caught."""
     print("\nguard | caught by | histories needed | seconds")
     print("---|---|---|---")
     for o, g in zip(outcomes, chosen, strict=True):
-        caught = f"{o.caught_by} ({o.run})" if o.caught_by else "SURVIVED"
-        note = "" if o.caught_by or not g.note else f" -- {g.note}"
-        print(f"{o.guard} | {caught}{note} | {o.histories} | {o.seconds:.0f}")
+        note = f" -- {g.note}" if g.note and o.verdict == "SURVIVED" else ""
+        print(f"{o.guard} | {o.verdict}{note} | {o.histories} | {o.seconds:.0f}")
     survivors = [o.guard for o in outcomes if not o.caught_by]
+    timed_out = [o.guard for o in outcomes if not o.caught_by and o.timed_out is not None]
     print(f"\n{len(outcomes) - len(survivors)} of {len(outcomes)} guards caught"
-          + (f"; survived: {', '.join(survivors)}" if survivors else ""))  # fmt: skip
+          + (f"; not caught: {', '.join(survivors)}" if survivors else "")
+          + (f" (timed out: {', '.join(timed_out)})" if timed_out else ""))  # fmt: skip
     return 1 if survivors else 0
 
 

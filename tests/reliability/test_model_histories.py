@@ -10,6 +10,7 @@ import pytest
 from faults import Fault
 from machine import ReliabilityMachine
 from model import Msg, Violation
+from rulesets import narrowed
 from world import Backend
 
 pytestmark = pytest.mark.reliability
@@ -23,9 +24,11 @@ def quiet() -> Iterator[None]:
     Backend.stop()
 
 
-def replay(steps: Callable[[ReliabilityMachine], None]) -> None:
+def replay(
+    steps: Callable[[ReliabilityMachine], None], machine_type: type = ReliabilityMachine
+) -> None:
     """Run ``steps`` on a new history, then bring it to rest; a Violation fails the test."""
-    machine = ReliabilityMachine()
+    machine = machine_type()
     try:
         steps(machine)
     except BaseException:
@@ -299,5 +302,67 @@ def test_a_step_whose_answer_was_lost_after_its_commit_is_settled_by_its_retry()
         m.receive(0, 0, 0, None)
         m.check_every_step()
         assert out.status == "pending" and group == "g1" and d.body == b"m1"
+
+
+def test_a_second_start_inside_a_move_tasks_run_is_refused() -> None:
+    """The move rules' race of a second StartMessageMoveTask inside a task's run (before
+    its append): the group's task is running, so the start answers none and the run moves
+    each dead letter once."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.race_at_move(0, ("run", "start"), 0, 0)
+        second = next(line for line in m.log if "(while [0] move task d -> b: run" in line)
+        assert second.startswith("[1] move task d -> b: start, run")
+        assert second.endswith("-> ok moved=none: a live runner holds the task")
+
+    replay(steps)
+
+
+PURGE_RULES = "sqs_send,sqs_receive,sqs_purge,sqs_wait,tick"
+
+
+def test_a_purge_deletes_what_was_sent_before_it_and_forgets_its_deduplication_ids() -> None:
+    """The SQS rules (sqs_rules.py): a FIFO send and a delayed send, a purge of each queue,
+    the same deduplication id sent again; the message after the purge is a new one, the
+    ones before it are never delivered."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.sqs_send(0, 0, 0)  # pf.fifo q1, dedup d0
+        m.sqs_send(1, 0, 1)  # pd q2, delayed 5 s
+        m.sqs_purge(0, 0)
+        m.sqs_purge(1, 1)
+        m.sqs_send(1, 0, 0)  # pf.fifo q3, dedup d0 again: a new message
+        m.sqs_wait(11)
+        m.tick(0, 0, None)
+        m.sqs_receive(0, 0)
+        m.sqs_receive(1, 1)
+        assert m.log[-2].endswith("-> ok ['q3']") and m.log[-1].endswith("-> ok []")
+
+    replay(steps, narrowed(ReliabilityMachine, PURGE_RULES))
+
+
+def test_a_resume_inside_a_move_tasks_run_leaves_the_task_to_its_runner() -> None:
+    """The move rules' race of a resume inside a task's run (its runner's hold still
+    live): the resume takes nothing over and the run moves each dead letter once."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.race_at_move(0, ("run", "resume"), 0, 0)
+        second = next(line for line in m.log if "(while [0] move task d -> b: run" in line)
+        assert second.startswith("[1] move tasks: resume running")
+        assert second.endswith("-> ok moved=no task")
+
+    replay(steps)
+
+
+def test_a_cancel_inside_a_move_tasks_run_stops_it_before_its_append() -> None:
+    """The move rules' race of a cancel inside a task's run, before its append: the run
+    ends the task CANCELLED having moved nothing, as the cancel answered (checked at rest:
+    moved-after-cancel)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.race_at_move(0, ("run", "cancel"), 0, 0)
+        assert m.log[-2].startswith("[1] move task: cancel the latest (while [0] move task")
+        assert m.log[-2].endswith("-> ok moved=0 (CANCELLING)")
+        assert m.log[-1].endswith("-> ok moved=0 (CANCELLED)")
 
     replay(steps)

@@ -305,13 +305,50 @@ class GroupQueueState:
             return None
         if groups is not None:
             start, end = min(delivered_set), max(delivered_set) + 1
-        skipped = frozenset(o for o in range(start, end) if o not in delivered_set)
+        return self._lease(delivered_set, start, end, now + invisible_ms, groups)
+
+    def lease_groups(
+        self,
+        end: int,
+        *,
+        deliveries: list[tuple[frozenset[str] | None, list[int]]],
+        cursor_base: int,
+        now: int,
+        invisible_ms: int,
+        hold: Iterable[int] = (),
+    ) -> dict[int, Lease]:
+        """FIFO, each message group held on its own: as :meth:`lease_new`, but one lease per
+        entry of ``deliveries`` (the groups of its messages, their offsets), so settling one
+        group's messages frees that group while the others stay held. Returns offset →
+        the lease it is delivered under."""
+        delivered = {o for _, offsets in deliveries for o in offsets}
+        self.cursor, self.cursor_base = end, cursor_base
+        self.held = (self.held - delivered) | frozenset(hold)
+        leased: dict[int, Lease] = {}
+        for groups, offsets in deliveries:
+            if offsets:
+                first, last = min(offsets), max(offsets) + 1
+                lease = self._lease(set(offsets), first, last, now + invisible_ms, groups)
+                leased.update((o, lease) for o in offsets)
+        return leased
+
+    def _lease(
+        self,
+        delivered: set[int],
+        start: int,
+        end: int,
+        deadline: int,
+        groups: frozenset[str] | None,
+    ) -> Lease:
+        """A new lease of [start, end) delivering ``delivered`` (the offsets it passes over
+        are not its own: in its ``acked``), recorded."""
+        skipped = frozenset(o for o in range(start, end) if o not in delivered)
         slot = (start, False)
         lease = Lease(
-            new_lease_id(slot, len(delivered_set)),
+            new_lease_id(slot, len(delivered)),
             start,
             end,
-            now + invisible_ms,
+            deadline,
             1,
             acked=skipped,
             groups=groups,
@@ -375,7 +412,12 @@ class GroupQueueState:
             return self.postpone(lease_id, deadline)
         self._put(replace(lease, moved=lease.moved | {offset}), replacing=lease)
         single = Lease(
-            single_lease_id(lease.lease_id, offset), offset, offset + 1, deadline, lease.attempt
+            single_lease_id(lease.lease_id, offset),
+            offset,
+            offset + 1,
+            deadline,
+            lease.attempt,
+            groups=lease.groups,  # FIFO: it holds the groups its lease held, no other
         )
         self._put(single)
         return single

@@ -119,3 +119,57 @@ def joined(held: frozenset[str] | None, groups: frozenset[str] | None) -> frozen
 def message_groups(groups: list[str | None]) -> frozenset[str] | None:
     """The groups a delivery of messages of ``groups`` holds (a message without one: all)."""
     return None if None in groups else frozenset(g for g in groups if g is not None)
+
+
+def gate_by_group(
+    state: GroupQueueState, now: int, budget: int
+) -> tuple[list[tuple[Lease, int]], frozenset[str] | None]:
+    """What a FIFO queue may hand out now when each message group is held on its own and
+    each message has its own visibility (SQS's FIFO queues; leases loaded).
+
+    A group's unsettled messages, in offset order, are visible up to the first one in
+    flight: that prefix (at most ``budget`` of it) is redelivered in place. Returns (each
+    expired lease with how many of its first unsettled offsets to redeliver; the groups
+    whose later messages wait: a group with a message in flight or past the budget, None
+    for every group).
+
+    A lease recording one group is judged per offset. One recording several groups, or
+    none, is judged whole as :func:`gate` does, and holds its groups meanwhile."""
+    offsets: dict[str, list[tuple[int, bool, Lease]]] = {}
+    mixed: list[Lease] = []
+    for lease in state.leases.values():
+        pending = lease.unsettled()
+        if not pending:
+            continue
+        if lease.groups is not None and len(lease.groups) == 1:
+            (group,) = lease.groups
+            live = lease.deadline > now
+            offsets.setdefault(group, []).extend((o, live, lease) for o in pending)
+        else:
+            mixed.append(lease)
+    held: frozenset[str] | None = frozenset()
+    for lease in mixed:
+        if lease.deadline > now:
+            held = joined(held, lease.groups)
+    again: list[tuple[Lease, int]] = []
+    for lease in sorted((x for x in mixed if x.deadline <= now), key=lambda x: x.start):
+        groups = lease.groups
+        clash = groups is None or bool(groups & offsets.keys())
+        if not clash and not meets(groups, held):
+            again.append((lease, len(lease.unsettled())))
+        held = joined(held, groups)
+    counts: dict[str, tuple[Lease, int]] = {}
+    for group, entries in offsets.items():
+        entries.sort(key=lambda entry: entry[0])
+        visible = 0
+        while visible < min(len(entries), budget) and not entries[visible][1]:
+            visible += 1
+        if held is None or group in held:
+            visible = 0  # a lease of several groups holds it
+        if visible < len(entries):
+            held = joined(held, frozenset([group]))
+        for _, _, lease in entries[:visible]:
+            taken = counts.get(lease.lease_id, (lease, 0))[1]
+            counts[lease.lease_id] = (lease, taken + 1)
+    again += sorted(counts.values(), key=lambda entry: entry[0].unsettled()[0])
+    return again, held

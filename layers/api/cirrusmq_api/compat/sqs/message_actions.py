@@ -447,7 +447,7 @@ def receive_message(call: Call, params: dict[str, Any]) -> dict[str, Any]:
         while True:
             received = call.broker.consume.receive(
                 queue.group, topic.name, max_messages=most, invisible_seconds=visibility,
-                wait_seconds=wait,
+                wait_seconds=wait, per_group=queue.fifo,
             )  # fmt: skip
             received, dropped = _past_purge(received, purged)
             if dropped:
@@ -567,8 +567,9 @@ def _broker_handle(handle: str) -> str:
 def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError | None]:
     try:
         outcomes = call.broker.consume.ack(
-            queue.group, [_broker_handle(h) for h in handles], _may_consume(call, queue)
-        )
+            queue.group, [_broker_handle(h) for h in handles], _may_consume(call, queue),
+            within_visibility=queue.fifo,
+        )  # fmt: skip
     except BrokerError as exc:
         raise from_broker(exc) from None
     results: list[SqsError | None] = []
@@ -580,7 +581,7 @@ def _delete(call: Call, queue: QueueName, handles: list[str]) -> list[SqsError |
                 )
             )
         elif outcome.status == "expired" and queue.fifo:  # SQS deletes FIFO messages by
-            # the handle of their current receive only
+            # the handle of their current receive only, within its visibility timeout
             results.append(
                 invalid_parameter(
                     f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The "
@@ -633,8 +634,9 @@ def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
     _sqs_redelivery(call, queue)
     try:
         call.broker.consume.change_invisible(
-            queue.group, _broker_handle(handle), timeout, _may_consume(call, queue)
-        )
+            queue.group, _broker_handle(handle), timeout, _may_consume(call, queue),
+            per_group=queue.fifo,
+        )  # fmt: skip
     except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
         raise invalid_parameter(
             f"Value {entry['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: "

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ... import limits
 from ...errors import BrokerError, InvalidRequest, ReceiptHandleExpired
-from ...rules.group_state import GroupQueueState
+from ...rules.group_state import GroupQueueState, Lease, single_lease_id
 from ...rules.receipts import ReceiptHandle
 from ...storage.groups import GroupStateStore, LeaseAck
 from ...validation import check_group_name
@@ -35,11 +35,13 @@ class Acks:
         handles: ReceiptHandles,
         expiry: LeaseExpiry,
         planner: QueuePlanner,
+        clock: Callable[[], int],
     ) -> None:
         self._states = states
         self._handles = handles
         self._expiry = expiry
         self._planner = planner
+        self._clock = clock
 
     def ack(
         self,
@@ -47,6 +49,8 @@ class Acks:
         receipt_handles: list[str],
         may_consume: Callable[[str], bool] | None = None,
         before_slow_path: Callable[[], None] | None = None,
+        *,
+        within_visibility: bool = False,
     ) -> list[AckOutcome]:
         """Ack every valid handle; one outcome per handle, in order.
 
@@ -57,7 +61,12 @@ class Acks:
 
         Acking a message acked before succeeds; a stale or invalid handle does not stop
         the others.
+
+        ``within_visibility`` (SQS FIFO queues): a handle whose message's invisible time
+        has passed is ``expired`` (the ack's writes are conditional on it), even when the
+        message was not delivered again since.
         """
+        alive_at = self._clock() if within_visibility else None
         invalid, by_lease = self._checked(group, receipt_handles, may_consume)
         outcomes = {
             p: AckOutcome(receipt_handles[p], AckStatus.INVALID, error)
@@ -67,7 +76,7 @@ class Acks:
         for (topic, queue, lease_id), handles in by_lease.items():
             pending = self._ack_lease(
                 group, (topic, queue, lease_id), handles, receipt_handles, outcomes, states,
-                before_slow_path,
+                before_slow_path, alive_at,
             )  # fmt: skip
             self._planner.delivery_ended(group, topic, queue)  # a FIFO delivery may be over
             for position in pending:
@@ -114,6 +123,7 @@ class Acks:
         outcomes: dict[int, AckOutcome],
         states: dict[tuple[str, int], GroupQueueState],
         before_slow_path: Callable[[], None] | None,
+        alive_at: int | None = None,
     ) -> dict[int, ReceiptHandle]:
         """Ack the handles of one lease: the fast path, else the slow path's sorting out,
         again while the lease keeps changing under it; the handles left to count acked."""
@@ -123,8 +133,9 @@ class Acks:
             nonlocal pending
             offsets = sorted({h.offset for h in pending.values()})
             done = self._states.acks.ack(
-                group, topic, queue, lease_id, offsets, before_add=before_slow_path
-            )
+                group, topic, queue, lease_id, offsets, before_add=before_slow_path,
+                alive_at=alive_at,
+            )  # fmt: skip
             if done is not None:
                 stale = done.stale | self._moved_on_alone(group, topic, queue, done)
                 for position, handle in pending.items():
@@ -133,7 +144,7 @@ class Acks:
                 return pending
             if before_slow_path is not None:
                 before_slow_path()
-            pending = self._sort_out(group, pending, texts, outcomes, states)
+            pending = self._sort_out(group, pending, texts, outcomes, states, alive_at)
             if not pending:
                 return pending
             states.pop((topic, queue), None)  # it raced a change: read again
@@ -161,9 +172,11 @@ class Acks:
         texts: list[str],
         outcomes: dict[int, AckOutcome],
         states: dict[tuple[str, int], GroupQueueState],
+        alive_at: int | None = None,
     ) -> dict[int, ReceiptHandle]:
         """After a failed ack of one lease's handles: settle already-acked and stale
-        handles; the rest stay.
+        handles; the rest stay. ``alive_at``: a handle whose lease (or the message's lease
+        of its own) is past its deadline then is expired.
 
         An offset below the committed bound, or that no open lease holds, was settled (or
         moved on: its expiry, a nack or an in-place redelivery says which); one that a
@@ -202,7 +215,22 @@ class Acks:
                 outcomes[position] = settled(position, handle.offset)
                 continue
             around = covering.get(handle.offset)
-            if around is not None and any(x.lease_id == handle.lease_id for x in around):
+            own = next((x for x in around or () if x.lease_id == handle.lease_id), None)
+            if own is not None and alive_at is not None:
+                verdict = _within_visibility(own, around or [], handle.offset, alive_at)
+                if verdict == "settled":
+                    outcomes[position] = settled(position, handle.offset)
+                    continue
+                if verdict == "expired":
+                    outcomes[position] = AckOutcome(
+                        texts[position],
+                        AckStatus.EXPIRED,
+                        ReceiptHandleExpired(
+                            "the receipt handle is stale: its invisible time has passed"
+                        ),
+                    )
+                    continue
+            if own is not None:
                 still[position] = handle  # its lease is live: the ack raced a change
             elif around is not None and not any(x.holds(handle.offset) for x in around):
                 outcomes[position] = settled(position, handle.offset)
@@ -215,3 +243,18 @@ class Acks:
                     ),
                 )
         return still
+
+
+def _within_visibility(own: Lease, around: list[Lease], offset: int, alive_at: int) -> str:
+    """An ack within visibility of ``offset`` through its handle's lease ``own``: "settled"
+    (acked or moved on before), "expired" (the lease holding it is past its deadline at
+    ``alive_at``), else "live" (the ack goes again)."""
+    holder: Lease | None = own
+    if offset in own.moved:  # moved out by change_invisible: its lease of its own
+        single = single_lease_id(own.lease_id, offset)
+        holder = next((x for x in around if x.lease_id == single), None)
+        if holder is None:
+            return "live"  # its own lease is gone: the ack sorts that out
+    elif not own.holds(offset):
+        return "settled"
+    return "expired" if holder.deadline <= alive_at else "live"

@@ -4,7 +4,8 @@ On a normal topic the message moves to a lease of its own (the rest of its lease
 deadline); on a FIFO topic the whole lease moves, so its messages stay together and in
 order, and 0 s is allowed (redeliver at once, to the lock owner only: a failing orderly
 listener's retry). A group whose redelivery is immediate (SQS) may set 0 s on any topic:
-the message is receivable again at once."""
+the message is receivable again at once. SQS's FIFO queues (``per_group``) move the message
+alone on a FIFO topic too: each message of a group has its own visibility."""
 
 from __future__ import annotations
 
@@ -57,9 +58,13 @@ class InvisibleTime:
         receipt_handle: str,
         invisible_seconds: int,
         may_consume: Callable[[str], bool] | None = None,
+        *,
+        per_group: bool = False,
     ) -> ReceivedMessage:
         """Set one message's invisible time to now + ``invisible_seconds``; a new handle.
-        AccessDenied if ``may_consume(topic)`` refuses the handle's topic."""
+        AccessDenied if ``may_consume(topic)`` refuses the handle's topic. ``per_group``
+        (a FIFO delivery of a receive that held each group on its own): the message moves
+        alone, its delivery's other messages keep their time."""
         check_group_name(group)
         handle = self._handles.decode(group, receipt_handle)
         if may_consume is not None and not may_consume(handle.topic):
@@ -88,7 +93,8 @@ class InvisibleTime:
                 if lease_id not in state.leases:
                     self._states.load_lease(state, lease_id)
             deadline = self._clock() + invisible_seconds * 1000
-            lease = state.change_invisible(lease_id, handle.offset, deadline=deadline, whole=fifo)
+            whole = fifo and not per_group  # a FIFO delivery moves whole (orderly)
+            lease = state.change_invisible(lease_id, handle.offset, deadline=deadline, whole=whole)
             if lease is None:
                 raise ReceiptHandleExpired(
                     "the receipt handle is stale: the message was acked or redelivered since"

@@ -22,6 +22,7 @@ from ... import limits
 from ...model import IndexEntry, StoredMessage, Topic
 from ...rules import orderly
 from ...rules.filters import Filter
+from ...rules.group_order import GroupRun, runs_of
 from ...rules.group_state import MAX_HELD, GroupQueueState, Lease
 from ...rules.membership import Membership
 from ...rules.retries import deliveries
@@ -79,6 +80,11 @@ class QueuePlan:
     def fresh(self) -> list[StoredMessage]:
         """The new messages to hand out: they pass the filter and wait for no group."""
         return [m for m, wanted in self.new if wanted and m.offset not in self.hold]
+
+    def runs(self, queue: int) -> list[GroupRun]:
+        """Per-group FIFO: what it could deliver, per message group (rules/group_order.py)."""
+        again = [(lease.deadline, messages) for lease, messages in self.redeliveries]
+        return runs_of(queue, again, self.unheld + self.fresh())
 
     def base_for(self, offset: int) -> int:
         """The base offset of the batch holding ``offset`` (itself at a batch boundary)."""
@@ -182,7 +188,14 @@ class QueuePlanner:
         return True
 
     def fifo_ready(
-        self, view: GroupView, topic: Topic, queue: int, client_id: str | None, now: int
+        self,
+        view: GroupView,
+        topic: Topic,
+        queue: int,
+        client_id: str | None,
+        now: int,
+        *,
+        per_group: bool = False,
     ) -> bool:
         """Whether a FIFO queue may serve ``client_id`` now (its lock, the allocation, and
         something a delivery in flight does not hold back); reads the queue's leases when
@@ -210,7 +223,7 @@ class QueuePlanner:
                 return False
             self._states.load_leases(state)
             state.refresh()
-            if not unread and self._fifo_waits(state, now, state.held):
+            if not unread and self._fifo_waits(state, now, state.held, per_group=per_group):
                 return False
         return orderly.may_serve(state, client_id, members, topic.queues, now).allowed
 
@@ -223,6 +236,7 @@ class QueuePlanner:
         planned: bool = False,
         saved: bool = False,
         due_at: int | None = None,
+        per_group: bool = False,
     ) -> bool:
         """Whether a FIFO queue (leases loaded) has nothing to hand out but new messages:
         a delivery in flight, no expired lease it may redeliver, and its ``held`` offsets
@@ -236,7 +250,7 @@ class QueuePlanner:
             for lease in state.leases.values()
             if lease.unsettled() and lease.deadline > now
         ]
-        if not live or orderly.gate(state, now)[0]:
+        if not live or _redeliverable(state, now, per_group):
             return False
         key = (state.group, state.topic, state.queue)
         open_ids = frozenset(x.lease_id for x in state.leases.values() if x.unsettled())
@@ -271,6 +285,7 @@ class QueuePlanner:
         *,
         fifo: bool = False,
         in_place_below: int | None = None,
+        per_group: bool = False,
     ) -> QueuePlan:
         """What the queue of ``state`` could deliver now, up to ``budget`` messages before
         offset ``end`` (its head as read): on a FIFO topic per message group (the module
@@ -279,7 +294,12 @@ class QueuePlanner:
         ``in_place_below`` (a group whose redelivery is immediate: its max delivery
         attempts): on other topics, expired leases are redelivered first, oldest first,
         up to a message whose deliveries reached it (the lease expiry moves that one to
-        the dead letters first)."""
+        the dead letters first).
+
+        ``per_group`` (FIFO, each group held on its own: SQS): a group's messages are
+        visible up to its first one in flight (orderly.gate_by_group), and the plan lists
+        every candidate of the page read, each group's up to ``budget``: the receive picks
+        whole groups across queues (rules/group_order.py)."""
         if not state.complete and (
             (fifo and state.open_leases > 0)
             or state.may_have_expired(now)
@@ -287,13 +307,19 @@ class QueuePlanner:
         ):
             self._states.load_leases(state)  # the cheap bounds say: look at the leases
         state.refresh()  # acks since the last save may have freed flow control
-        plan = self._plan(state, tag_filter, budget, now, end, fifo, in_place_below)
+        plan = self._plan(state, tag_filter, budget, now, end, fifo, in_place_below, per_group)
         if fifo and state.held and not plan.hold and not plan.deliverable():  # (no save)
-            self.held_wait(state, plan, now)
+            self.held_wait(state, plan, now, per_group=per_group)
         return plan
 
     def held_wait(
-        self, state: GroupQueueState, plan: QueuePlan, now: int, *, saved: bool = False
+        self,
+        state: GroupQueueState,
+        plan: QueuePlan,
+        now: int,
+        *,
+        saved: bool = False,
+        per_group: bool = False,
     ) -> None:
         """After ``plan`` (FIFO), with ``state`` as planned (nothing to hand out) or as
         ``saved`` with what it handed out: if every held message waits for a lease, polls
@@ -316,7 +342,10 @@ class QueuePlanner:
                     state.held, plan.due_at
                 )
         elif state.complete:
-            self._fifo_waits(state, now, state.held, planned=True, saved=saved, due_at=plan.due_at)
+            self._fifo_waits(
+                state, now, state.held, planned=True, saved=saved, due_at=plan.due_at,
+                per_group=per_group,
+            )  # fmt: skip
 
     def _plan(
         self,
@@ -327,20 +356,29 @@ class QueuePlanner:
         end: int,
         fifo: bool,
         in_place_below: int | None,
+        per_group: bool = False,
     ) -> QueuePlan:
         plan = QueuePlan(scan_end=state.cursor)
         wanted = budget
         # FIFO: per message group, the expired leases no other lease holds a group of
         expired: list[Lease] = []
         held: frozenset[str] | None = frozenset()
-        if fifo:
+        counts: dict[str, int] = {}
+        if fifo and per_group:
+            again, held = orderly.gate_by_group(state, now, budget)
+            expired = [lease for lease, _ in again]
+            counts = {lease.lease_id: count for lease, count in again}
+        elif fifo:
             expired, held = orderly.gate(state, now)
         elif in_place_below is not None:
             expired = state.expired_leases(now)
         for lease in expired:
             if wanted <= 0:
                 break
-            looked_up = lease.unsettled()[: wanted + 64]
+            pending = lease.unsettled()
+            if per_group:  # each group's visible prefix, cut at the budget: all of it
+                pending, wanted = pending[: counts[lease.lease_id]], budget
+            looked_up = pending[: wanted + 64]
             found = self._lookup.messages_at(state.topic, state.queue, looked_up, now_s=now // 1000)
             if found.expired:
                 plan.missing[lease.lease_id] = found.expired
@@ -348,11 +386,13 @@ class QueuePlanner:
             if not fifo and in_place_below is not None:
                 messages = _until_dead(messages, lease.attempt, in_place_below)
             plan.redeliveries.append((lease, messages))
-            wanted -= len(messages)
+            wanted = budget if per_group else wanted - len(messages)
         if fifo and held is None:
             return plan  # a lease holds every group: nothing else until it settles
         if fifo and state.held and wanted > 0:
-            wanted, held = self._unhold(state, plan, held, wanted, now)
+            wanted, held = self._unhold(state, plan, held, wanted, now, per_group=per_group)
+        if per_group:
+            wanted = budget
         if wanted <= 0 or state.cursor >= end or flow_bound(state):
             return plan  # nothing new, or flow control: this queue waits for acks
         page = self._index.read_from(
@@ -369,6 +409,7 @@ class QueuePlanner:
         plan.entries, plan.scan_end = page.entries, cursor
         taking: frozenset[str] | None = frozenset()  # FIFO: the groups this delivery takes
         room = limits.MAX_INFLIGHT_PER_QUEUE - (cursor - state.committed)
+        passing = 0  # per-group FIFO: the candidates scanned (each may be held)
         for entry in page.entries:
             if entry.base_offset >= end:
                 break  # appended after the head was read (or not visible yet: retries)
@@ -386,6 +427,13 @@ class QueuePlanner:
                 # holding them now spares a later read of the batch
                 due = not_before(message, now) if fifo and passes else None
                 waits = fifo and passes and (orderly.meets(group, held) or due is not None)
+                if per_group:
+                    # the whole page is a candidate (the receive picks whole groups), as
+                    # long as the queue could hold every one the receive leaves
+                    wanted = budget
+                    if passes and len(state.held) + passing >= MAX_HELD:
+                        return plan
+                    passing += passes
                 if wanted <= 0 and not (fifo and (waits or not passes)):
                     if not (fifo and passes and orderly.meets(group, taking)):
                         return plan
@@ -402,7 +450,7 @@ class QueuePlanner:
                 elif passes:
                     wanted -= 1  # (later messages of its group may join this delivery)
                     taking = orderly.joined(taking, group)
-            if wanted <= 0:
+            if wanted <= 0 and not per_group:
                 return plan
         return plan
 
@@ -413,10 +461,15 @@ class QueuePlanner:
         held: frozenset[str] | None,
         wanted: int,
         now: int,
+        *,
+        per_group: bool = False,
     ) -> tuple[int, frozenset[str] | None]:
-        """Plan the held messages whose group no lease holds now, in order, up to ``wanted``;
-        returns what is left of it, and the groups still held (a held message left waiting
-        holds its group: nothing after it of that group may go first)."""
+        """Plan the held messages whose group no lease holds now, in order, up to ``wanted``
+        (``per_group``: up to ``wanted`` of each group); returns what is left of it, and the
+        groups still held (a held message left waiting holds its group: nothing after it
+        of that group may go first)."""
+        taken: dict[str | None, int] = {}
+        each = wanted
         offsets = sorted(state.held)
         found = self._lookup.messages_at(state.topic, state.queue, offsets, now_s=now // 1000)
         plan.held_gone = list(found.expired)
@@ -428,17 +481,26 @@ class QueuePlanner:
                 continue
             group = group_of(message)
             due = not_before(message, now)
+            room = each - taken.get(message.message_group, 0) if per_group else wanted
             if not orderly.meets(group, held):
                 if due is not None:  # it waits for its time, and holds its group
                     plan.due_at = min(due, plan.due_at or due)
-                elif wanted <= 0:
+                elif room <= 0:
                     plan.waiting = False  # it waits for the budget only
                 else:
                     plan.unheld.append(message)
                     wanted -= 1
+                    taken[message.message_group] = taken.get(message.message_group, 0) + 1
                     continue
             held = orderly.joined(held, group)
         return wanted, held
+
+
+def _redeliverable(state: GroupQueueState, now: int, per_group: bool) -> bool:
+    """Whether a FIFO queue (leases loaded) has an expired lease to redeliver now."""
+    if per_group:
+        return any(count for _, count in orderly.gate_by_group(state, now, 1)[0])
+    return bool(orderly.gate(state, now)[0])
 
 
 def not_before(message: StoredMessage, now: int) -> int | None:

@@ -41,6 +41,7 @@ from ...errors import (
 from ...model import MessageType, ReceivedMessage, StoredMessage, Topic
 from ...rules import orderly
 from ...rules.filters import TAG, Filter, Subscription, parse_filter
+from ...rules.group_order import visible_order
 from ...rules.group_state import GroupQueueState, Lease
 from ...rules.membership import ClientIdInUse, Membership, check_client_id
 from ...rules.next_due import next_due_ms
@@ -111,6 +112,7 @@ class Receiver:
         access_key: str | None = None,
         before_receive: Callable[[], int] | None = None,
         due_hint: Callable[[int], None] | None = None,
+        per_group: bool = False,
     ) -> list[ReceivedMessage]:
         """Deliver up to ``max_messages``, waiting up to ``wait_seconds`` for the first.
 
@@ -130,7 +132,13 @@ class Receiver:
         On a FIFO topic the receive is orderly (orderly.py): ``client_id`` names the consumer
         that takes the queues' locks; without it, only unlocked queues are served and no lock
         is taken. A client id registered by another ``access_key`` (None: an admin, who may
-        act for any) is ClientIdInUse: nobody takes another key's consumer's queues."""
+        act for any) is ClientIdInUse: nobody takes another key's consumer's queues.
+
+        ``per_group`` (FIFO topics; SQS's FIFO queues): each message group is held on its
+        own (one lease per group a receive hands out) and each message has its own
+        visibility; a receive hands out whole groups, the one visible longest first, across
+        the topic's queues (rules/group_order.py). Without it a receive is RocketMQ's
+        orderly one: per queue, the free groups' messages in log order, one delivery."""
         check_group_name(group)
         if client_id is not None:
             check_client_id(client_id)
@@ -145,6 +153,7 @@ class Receiver:
         give_up = time.monotonic() + wait_seconds
         recorded = False
         fifo = topic.message_type is MessageType.FIFO
+        per_group = per_group and fifo
         while True:
             view = self._views.read(group, topic.name, topic.queues, members=fifo)
             _check_client_owner(view.members, client_id, access_key, self._clock())
@@ -168,7 +177,7 @@ class Receiver:
                 received += self._pass(
                     view, topic, tag_filter, max_messages - len(received), invisible_seconds,
                     give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
-                    holding=bool(received),
+                    holding=bool(received), per_group=per_group,
                 )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if not received and remaining <= 0 and due is None and due_hint is not None:
@@ -262,17 +271,29 @@ class Receiver:
         *,
         bytes_left: int = RESPONSE_BYTE_BUDGET,
         holding: bool = False,
+        per_group: bool = False,
     ) -> list[ReceivedMessage]:
         """One pass over the queues with work. ``holding``: the caller has leased messages
         for this response already, so the pass ends at its deadline whatever it found
-        (they must not sit invisible while the caller gives up on the answer)."""
+        (they must not sit invisible while the caller gives up on the answer).
+        ``per_group`` (FIFO): every queue with work is planned first, then whole message
+        groups are picked across them (:meth:`_pass_by_group`)."""
         now = self._clock()
         deadline = max(give_up, time.monotonic() + MIN_PASS_SECONDS)
         queues = [q for q in self._rotation(topic) if _has_work(view, q, now)]
         fifo = topic.message_type is MessageType.FIFO
         members = view.members or Membership(view.states[0].group)
         if fifo:  # orderly: only the queues this client may hold, with nothing in flight
-            queues = [q for q in queues if self._planner.fifo_ready(view, topic, q, client_id, now)]
+            queues = [
+                q
+                for q in queues
+                if self._planner.fifo_ready(view, topic, q, client_id, now, per_group=per_group)
+            ]
+        if per_group:
+            return self._pass_by_group(
+                view, topic, tag_filter, budget, invisible_s, queues, deadline, client_id,
+                members, bytes_left=bytes_left, holding=holding,
+            )  # fmt: skip
         in_place_below = self._in_place_below(view, topic, queues, now)
         received: list[ReceivedMessage] = []
         for q in queues:
@@ -318,6 +339,72 @@ class Receiver:
             bytes_left -= used
         return received
 
+    def _pass_by_group(
+        self,
+        view: GroupView,
+        topic: Topic,
+        tag_filter: Filter,
+        budget: int,
+        invisible_s: int,
+        queues: list[int],
+        deadline: float,
+        client_id: str | None,
+        members: Membership,
+        *,
+        bytes_left: int,
+        holding: bool,
+    ) -> list[ReceivedMessage]:
+        """A FIFO pass holding each message group on its own (SQS): plan every queue with
+        work (a bounded number of reads: one plan per topic queue), pick whole groups in the
+        order they became visible (rules/group_order.py), then lease each queue's pick and
+        store it (one write per queue). The answer lists the messages in the order picked."""
+        plans: dict[int, QueuePlan] = {}
+        for q in queues:
+            late = time.monotonic() - deadline
+            if late > MAX_OVERRUN_SECONDS or (holding and late > 0):
+                break
+            now = self._clock()
+            until = deadline if holding else deadline + MAX_OVERRUN_SECONDS
+            expired = self._expiry.expire(view.states[q], topic, now, until, budget=budget)
+            if expired is None:
+                continue  # contended or unfinished expiry: this queue waits for the next pass
+            view.states[q] = expired
+            plans[q] = self._planner.plan(
+                expired, tag_filter, budget, now, view.heads[q].next_offset, fifo=True,
+                per_group=True,
+            )  # fmt: skip
+        runs = [run for q, plan in plans.items() for run in plan.runs(q)]
+        picked = visible_order(runs, budget)
+        alone = not holding and bytes_left >= RESPONSE_BYTE_BUDGET
+        count, _ = fitting(picked, bytes_left, first=alone)
+        picked = picked[:count]
+        position = {(m.queue, m.offset): p for p, m in enumerate(picked)}
+        # queues leased in the order of their first pick: their deadlines then follow the
+        # order the groups were handed out (a group becomes visible again in that order)
+        first = {m.queue: p for p, m in reversed(list(enumerate(picked)))}
+        received: list[ReceivedMessage] = []
+        for q in sorted(plans, key=lambda q: first.get(q, len(picked))):
+            plan = plans[q]
+            chosen = {m.offset for m in picked if m.queue == q}
+            try:
+                taken, view.states[q] = self._take(
+                    view.states[q], plan, len(chosen), tag_filter, self._clock(),
+                    invisible_s * 1000, view.heads[q].next_offset,
+                    orderly_for=(client_id, members, topic.queues), chosen=chosen,
+                )  # fmt: skip
+            except Busy:
+                continue
+            except (StorageUnavailable, Throttled):
+                if received:
+                    break
+                raise
+            received.extend(taken)
+        last = len(position)
+        return sorted(
+            received,
+            key=lambda r: position.get((r.message.queue, r.message.offset), last),
+        )
+
     def _in_place_below(
         self, view: GroupView, topic: Topic, queues: list[int], now: int
     ) -> int | None:
@@ -354,6 +441,7 @@ class Receiver:
         end: int,
         orderly_for: tuple[str | None, Membership, int] | None = None,
         in_place_below: int | None = None,
+        chosen: set[int] | None = None,
     ) -> tuple[list[ReceivedMessage], GroupQueueState]:
         """Lease ``share`` messages of the plan and store the state (re-planning on a race).
         Returns the deliveries and the queue's state as last read or stored (after a lost
@@ -363,11 +451,13 @@ class Receiver:
         made exact from its leases is stored too, so that is not redone on the next poll.
         ``orderly_for`` (FIFO topics: client id, the group's members, the topic's queue
         count): the delivery takes or renews the client's lock in the same write.
+        ``chosen`` (per-group FIFO): the offsets of the plan to lease (after a lost race,
+        ``share`` picked again from the new plan).
         """
         group, queue = state.group, state.queue
 
         def lease_and_save(attempt: int) -> list[ReceivedMessage] | optimistic.Conflict:
-            nonlocal state, plan, now
+            nonlocal state, plan, now, chosen
             if attempt > 0:  # another consumer won: read again and plan again
                 state = self._states.load_one(state.group, state.topic, state.queue)
                 if orderly_for is not None:
@@ -378,11 +468,19 @@ class Receiver:
                 plan = self._planner.plan(
                     state, tag_filter, share, self._clock(), end,
                     fifo=orderly_for is not None, in_place_below=in_place_below,
+                    per_group=chosen is not None,
                 )  # fmt: skip
+                if chosen is not None:
+                    picked = visible_order(plan.runs(state.queue), share)
+                    chosen = {m.offset for m in picked}
             # a lease runs its whole invisible time from when it is stored: the pass's clock
             # reading may be old by now (expiry moves, batch reads, a lost save)
             now = max(now, self._clock())
-            delivered = _apply(state, plan, share, now, invisible_ms, fifo=orderly_for is not None)
+            if chosen is not None:
+                delivered = _apply_by_group(state, plan, chosen, now, invisible_ms)
+            else:
+                fifo = orderly_for is not None
+                delivered = _apply(state, plan, share, now, invisible_ms, fifo=fifo)
             if orderly_for is not None and orderly_for[0] is not None and delivered:
                 orderly.take_lock(state, orderly_for[0], now, invisible_ms)
             state.refresh()
@@ -390,7 +488,9 @@ class Receiver:
                 return []  # nothing to hand out and nothing to record
             if self._states.save(state, self._redelivery_traces(state, plan)):
                 if orderly_for is not None:
-                    self._planner.held_wait(state, plan, now, saved=True)
+                    self._planner.held_wait(
+                        state, plan, now, saved=True, per_group=chosen is not None
+                    )
                 return [self._handles.received(state, m, lease) for m, lease in delivered]
             return optimistic.CONFLICT
 
@@ -457,6 +557,51 @@ def _apply(
         )
         if lease is not None:
             delivered.extend((m, lease) for m in taken)
+    return delivered
+
+
+def _apply_by_group(
+    state: GroupQueueState, plan: QueuePlan, chosen: set[int], now: int, invisible_ms: int
+) -> list[tuple[StoredMessage, Lease]]:
+    """Per-group FIFO: lease the ``chosen`` offsets of ``plan`` (each group's a prefix of
+    what the plan lists of it): an expired lease's part is redelivered in place, held and
+    new messages get one lease per message group. The cursor moves past the last new
+    message taken; a new message it passes over that is not taken is held for later."""
+    delivered: list[tuple[StoredMessage, Lease]] = []
+    for lease_id, offsets in plan.missing.items():
+        state.settle(lease_id, offsets)
+    state.release(plan.held_gone)
+    state.skip_to(plan.skip_to)
+    for lease, messages in plan.redeliveries:
+        again = [m for m in messages if m.offset in chosen]
+        if again:
+            taken = state.redeliver(lease.lease_id, len(again), now=now, invisible_ms=invisible_ms)
+            delivered.extend((m, taken) for m in again)
+    fresh = plan.fresh()
+    taken_new = [m for m in fresh if m.offset in chosen]
+    left = [m.offset for m in fresh if m.offset not in chosen]
+    end = plan.scan_end
+    if left:
+        end = max(left[0], max((m.offset + 1 for m in taken_new), default=left[0]))
+    taken = [m for m in plan.unheld if m.offset in chosen] + taken_new
+    if end > state.cursor or taken:
+        by_group: dict[str | None, list[int]] = {}
+        for m in taken:
+            by_group.setdefault(m.message_group, []).append(m.offset)
+        if None in by_group:  # a message without a group holds every group: one lease
+            deliveries = [(None, [m.offset for m in taken])]
+        else:
+            deliveries = [(frozenset([g or ""]), offsets) for g, offsets in by_group.items()]
+        hold = [o for o in plan.hold if o < end] + [o for o in left if o < end]
+        leased = state.lease_groups(
+            max(end, state.cursor),
+            deliveries=deliveries,
+            cursor_base=plan.base_for(end) if end > state.cursor else state.cursor_base,
+            now=now,
+            invisible_ms=invisible_ms,
+            hold=hold,
+        )
+        delivered.extend((m, leased[m.offset]) for m in taken)
     return delivered
 
 

@@ -57,7 +57,9 @@ class ConsumeService:
             clock=clock,
             sleep=sleep,
         )
-        acks = Acks(states=states, handles=handles, expiry=retries.expiry, planner=planner)
+        acks = Acks(
+            states=states, handles=handles, expiry=retries.expiry, planner=planner, clock=clock
+        )
         invisible = InvisibleTime(
             states=states,
             lookup=lookup,

@@ -19,6 +19,9 @@ from .move_settles import MoveSettles
 
 BATCH_TRANSACTION_LIMIT = 100
 """Items one TransactWriteItems takes."""
+NOT_PAST_DEADLINE = "#deadline > :now"
+"""An ack within the visibility of the lease it names (SQS FIFO queues)."""
+DEADLINE_NAME = {"#deadline": "deadline"}
 
 still_held_by_step = (
     "lease_id = :id AND deadline > :now"
@@ -56,6 +59,7 @@ class LeaseAcks:
         offsets: list[int],
         *,
         before_add: Callable[[], None] | None = None,
+        alive_at: int | None = None,
     ) -> LeaseAck | None:
         """Add ``offsets`` to the lease's settled set; None if ``lease_id`` is not its id.
 
@@ -65,26 +69,36 @@ class LeaseAcks:
         change_invisible is settled by deleting its lease of its own, conditional on that
         lease still being the one made from this delivery. A lease left with nothing
         unsettled is deleted, conditional on the version the ``ADD`` returned.
+
+        ``alive_at`` (ms; SQS FIFO queues): every write is also conditional on the lease
+        holding each offset not being past its deadline then (a message moved out by
+        change_invisible: its lease of its own), so an ack through a handle whose
+        visibility timeout passed settles nothing (None, as for another id).
         """
         slot = lease_slot(lease_id)
         if slot is None:
             return None
         key = self._leases.key(group, topic, queue, slot)
         if offsets and delivered_count(lease_id) == len(set(offsets)):
-            settled = self._settle_whole(key, lease_id)
+            settled = self._settle_whole(key, lease_id, alive_at)
             if settled is not None:
                 return LeaseAck() if settled else None
         if before_add is not None:
             before_add()
+        condition, values, names = "lease_id = :id", {":id": lease_id}, {}
+        if alive_at is not None and offsets:  # each offset: its lease live, or moved out
+            moved = " AND ".join(f"contains(moved, :m{n})" for n in range(len(offsets)))
+            condition += f" AND ({NOT_PAST_DEADLINE} OR ({moved}))" if moved else ""
+            values |= {":now": alive_at} | {f":m{n}": o for n, o in enumerate(offsets)}
+            names = DEADLINE_NAME
         try:
             item = self._client.update_item(
                 TableName=self._table,
                 Key=key,
                 UpdateExpression="ADD acked :acked, v :one",
-                ConditionExpression="lease_id = :id",
-                ExpressionAttributeValues=to_item(
-                    {":acked": set(offsets), ":one": 1, ":id": lease_id}
-                ),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=to_item({":acked": set(offsets), ":one": 1, **values}),
+                **({"ExpressionAttributeNames": names} if names else {}),
                 ReturnValues="ALL_NEW",
             )["Attributes"]
         except ClientError as exc:
@@ -98,12 +112,7 @@ class LeaseAcks:
             for offset in sorted(lease.moved & set(offsets))
         }
         requests = [
-            delete_request(
-                self._table,
-                self._leases.key(group, topic, queue, (offset, True)),
-                "lease_id = :id",
-                {":id": single},
-            )
+            self._single_delete(group, topic, queue, offset, single, alive_at)
             for offset, single in singles.items()
         ]
         if not lease.unsettled():
@@ -143,6 +152,22 @@ class LeaseAcks:
                 "ExpressionAttributeValues": to_item(values),
             }
         }
+
+    def _single_delete(
+        self, group: str, topic: str, queue: int, offset: int, single: str, alive_at: int | None
+    ) -> dict[str, Any]:
+        """The conditional delete of the lease of its own of ``offset`` (id ``single``)."""
+        key = self._leases.key(group, topic, queue, (offset, True))
+        if alive_at is None:
+            return delete_request(self._table, key, "lease_id = :id", {":id": single})
+        request = delete_request(
+            self._table,
+            key,
+            f"lease_id = :id AND {NOT_PAST_DEADLINE}",
+            {":id": single, ":now": alive_at},
+        )
+        request["Delete"]["ExpressionAttributeNames"] = DEADLINE_NAME
+        return request
 
     def _delete_each(self, requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Run the conditional deletes (and puts) ``requests``; position → the item as found
@@ -205,7 +230,9 @@ class LeaseAcks:
             return {position: from_item(exc.response.get("Item") or {})}
         return {}
 
-    def _settle_whole(self, key: dict[str, Any], lease_id: str) -> bool | None:
+    def _settle_whole(
+        self, key: dict[str, Any], lease_id: str, alive_at: int | None = None
+    ) -> bool | None:
         """Delete the lease: one small conditional delete instead of an ``ADD`` of every
         offset and then a delete. False if the lease no longer has this id (as a failed
         ``ADD`` would say); None if it has but a message was moved out of it
@@ -214,16 +241,24 @@ class LeaseAcks:
         The caller acks as many distinct offsets of the lease as were delivered under its
         id (signed handles: each one such an offset), so none is left unsettled, provided
         the lease still has that id and nothing was moved out of it or on.
+        ``alive_at``: and it is not past its deadline (else None: the ``ADD`` path sorts
+        it out).
         """
+        condition = "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+        values: dict[str, Any] = {":id": lease_id}
+        extra: dict[str, Any] = {}
+        if alive_at is not None:
+            condition += f" AND {NOT_PAST_DEADLINE}"
+            values[":now"] = alive_at
+            extra["ExpressionAttributeNames"] = DEADLINE_NAME
         try:
             self._client.delete_item(
                 TableName=self._table,
                 Key=key,
-                ConditionExpression=(
-                    "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
-                ),
-                ExpressionAttributeValues=to_item({":id": lease_id}),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=to_item(values),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
