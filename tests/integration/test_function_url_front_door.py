@@ -146,3 +146,27 @@ def test_no_route_is_a_json_404(cirrusmq_stack: LocalStack) -> None:
         answer = http.get("/v2/nothing")
     assert answer.status_code == 404
     assert answer.json()["code"] == "RouteNotFound"
+
+
+def test_every_route_needs_a_signature_through_the_front_door(cirrusmq_stack: LocalStack):
+    """The HTTP API branch's deny-by-default guard (test_auth_matrix), through the function
+    URL: every route of the template answers an unsigned request as it does there."""
+    from test_auth_matrix import OPEN_ROUTES, SQS_ROUTES
+
+    routes = [
+        (route.method, route.path)
+        for name in sorted(ROUTED_FUNCTIONS)
+        for route in cirrusmq_stack.template.functions[name].http_routes
+    ]
+    assert len(routes) >= 50
+    message_id = "01JD0000000000000000000000"
+    for method, path in routes:
+        concrete = path.replace("{topic}", "orders").replace("{group}", "billing")
+        concrete = concrete.replace("{message_id}", message_id).replace("{access_key}", "x")
+        concrete = concrete.replace("{name}", "app.js").replace("{queue}", "0")
+        concrete = concrete.replace("{account_id}", "000000000000").replace("{queue_name}", "q")
+        concrete = concrete.replace("{producer_group}", "pg").replace("{transaction_id}", "t")
+        concrete = concrete.replace("{client_id}", "c")
+        response = httpx.request(method, cirrusmq_stack.endpoint + concrete, json={}, timeout=60)
+        expected = OPEN_ROUTES.get((method, path)) or SQS_ROUTES.get((method, path), 401)
+        assert response.status_code == expected, (method, path, response.text)
