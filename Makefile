@@ -31,7 +31,7 @@ LS_SUITE_STAMP := $(LS_SUITE_VENV)/.installed-$(shell cksum < $(LS_SUITE_DIR)/re
 LS_SUITE_PYTHON ?= $(firstword $(foreach p,python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13),\
   $(shell $(p) -c 'import sys; assert sys.version_info >= (3, 13); print("$(p)")' 2>/dev/null)))
 
-.PHONY: install dev test test-deploy test-compat test-compat-moto test-compat-localstack sam-build bench bench-report lint sqs-query-clients
+.PHONY: install dev front-door-routes test test-deploy test-compat test-compat-moto test-compat-localstack sam-build bench bench-report lint sqs-query-clients
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -98,6 +98,9 @@ test-compat-localstack: install $(LS_SUITE_STAMP)  ## LocalStack's AWS-validated
 sam-build: install $(SAM)  ## sam build into .aws-sam/build (no Docker needed)
 	SAM_CLI_TELEMETRY=0 PYTHON=$(abspath $(VENV))/bin/python $(SAM) build $(ARGS)
 	@echo "sam is $(abspath $(SAM)) (its own venv, not on PATH): run it by that path, e.g. $(SAM) deploy --guided"
+
+front-door-routes: install  ## rewrite functions/front_door/routes.json from template.yaml's HttpApi routes
+	$(VENV)/bin/python -m cirrusmq_local.front_door template.yaml
 
 bench: install  ## core queue benchmark (figures in README.md)
 	$(VENV)/bin/python tests/benchmarks/core_queue.py $(ARGS)

@@ -8,7 +8,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-BUNDLE = ("template.yaml", "functions/*/*.py")
+BUNDLE = ("template.yaml", "functions/*/*.py", "functions/*/*.json")
 
 
 class BuildPyWithStack(build_py):

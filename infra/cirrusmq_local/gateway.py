@@ -9,12 +9,12 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from cirrusmq_api.routing import RouteMatch, Router
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from cirrusmq_local.events import HttpRequest, HttpResponse, build_event, to_response
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from cirrusmq_local.local_routes import LocalRoutes
-from cirrusmq_local.routing import RouteMatch, Router
 from cirrusmq_local.template import HttpRoute
 
 __all__ = ["MAX_REQUEST_BYTES", "Gateway"]

@@ -31,6 +31,7 @@ from cirrusmq_local.telemetry import LocalTelemetry, MetricForwarder
 from cirrusmq_local.template import (
     DIRECTORY_BUCKET_TYPE,
     Function,
+    HttpRoute,
     Template,
     TemplateError,
     load_template,
@@ -71,6 +72,29 @@ def default_template_path() -> Path:
     if checkout.is_file() and (checkout.parent / "functions").is_dir():
         return checkout
     return here / "stack" / "template.yaml"
+
+
+FUNCTION_URL_ROUTE = HttpRoute("FunctionUrl", "ANY", "$default")
+"""How the gateway serves a function URL: every request goes to the one function, with the
+route key ``$default`` and no path parameters, as a function URL sends it."""
+
+
+def front_door_routes(
+    functions: list[Function], runtimes: Mapping[str, FunctionRuntime]
+) -> list[tuple[HttpRoute, FunctionRuntime]]:
+    """What the gateway serves: the enabled functions' HttpApi routes, or the one enabled
+    function URL (``FrontDoor=function-url``); the local stack serves one front door."""
+    routes = [(route, runtimes[fn.logical_id]) for fn in functions for route in fn.http_routes]
+    urls = [fn for fn in functions if fn.function_url]
+    if not urls:
+        return routes
+    if len(urls) > 1 or routes:
+        names = ", ".join(fn.logical_id for fn in urls)
+        raise TemplateError(
+            f"the local stack serves one front door: function URLs ({names})"
+            + (" next to HttpApi routes" if routes else "")
+        )
+    return [(FUNCTION_URL_ROUTE, runtimes[urls[0].logical_id])]
 
 
 def _loopback(host: str) -> str:
@@ -326,7 +350,7 @@ class LocalStack:
         if self.preload_handlers:
             for runtime in runtimes.values():
                 runtime.preload()
-        routes = [(route, runtimes[fn.logical_id]) for fn in functions for route in fn.http_routes]
+        routes = front_door_routes(functions, runtimes)
         self._gateway = Gateway(
             routes,
             host=self.host,

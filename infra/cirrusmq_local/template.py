@@ -186,6 +186,8 @@ class Function:
     streams: tuple[StreamEvent, ...] = ()
     function_name: Any = None
     condition: str | None = None
+    function_url: bool = False
+    """The function has a ``FunctionUrlConfig``: a Lambda function URL serves it."""
 
 
 @dataclass(frozen=True)
@@ -452,6 +454,7 @@ def _parse_function(
         streams=tuple(streams),
         function_name=props.get("FunctionName"),
         condition=resource.get("Condition"),
+        function_url=props.get("FunctionUrlConfig") is not None,
     )
 
 

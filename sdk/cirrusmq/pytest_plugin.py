@@ -2,7 +2,9 @@
 
 ``cirrusmq_stack`` is a session-wide, started :class:`cirrusmq_local.LocalStack` (schedules off
 by default: trigger them with ``cirrusmq_stack.run_schedule(...)``). Options:
-``--cirrusmq-template PATH`` (or ``$CIRRUSMQ_TEMPLATE``) and ``--cirrusmq-schedules``.
+``--cirrusmq-template PATH`` (or ``$CIRRUSMQ_TEMPLATE``), ``--cirrusmq-schedules`` and
+``--cirrusmq-parameter NAME=VALUE`` (repeatable: the template's parameters, e.g.
+``FrontDoor=function-url``).
 ``cirrusmq_stack.credentials`` is the stack's bootstrap admin key: sign with it (pass it to the
 clients), or make narrower keys with it (``Admin.create_access_key``).
 Nothing heavy is imported unless the fixture is used.
@@ -33,6 +35,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="Run the template's schedules on timers in the cirrusmq_stack fixture.",
     )
+    group.addoption(
+        "--cirrusmq-parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="A template parameter of the cirrusmq_stack fixture (repeatable), e.g."
+        " FrontDoor=function-url.",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -40,9 +50,16 @@ def cirrusmq_stack(request: pytest.FixtureRequest) -> Iterator[LocalStack]:
     """A started CirrusMQ local stack, shared by the whole test session."""
     from cirrusmq.testing import LocalStack
 
+    parameters = {}
+    for pair in request.config.getoption("--cirrusmq-parameter"):
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise pytest.UsageError(f"--cirrusmq-parameter {pair!r}: expected NAME=VALUE")
+        parameters[name] = value
     stack = LocalStack(
         request.config.getoption("--cirrusmq-template"),
         schedules=request.config.getoption("--cirrusmq-schedules"),
+        parameters=parameters or None,
     )
     with stack:
         yield stack

@@ -2,8 +2,11 @@
 
     python tests/benchmarks/core_queue.py [--messages 1000] [--inflight 2000] [--s3-express]
         [--no-piggyback] [--batches 1,10,100,1000] [--profile default,steady]
+        [--front-door http-api,function-url]
 
-What it does, all through the HTTP API of one ``LocalStack`` (moto server), one client:
+What it does, all through the front door of one ``LocalStack`` (moto server), one client;
+with ``--front-door http-api,function-url`` the batch rounds run once per front door, each on
+a stack deployed with that ``FrontDoor`` (the in-flight and idle cases on the first only):
 
 1. For batch sizes 1, 10, 100 and 1,000, after an uncounted warm-up on the topic (48
    one-message sends received and acked: the group's subscription and its state item on each
@@ -73,14 +76,18 @@ per GB uploaded and $0.0006 per GB retrieved for the part of each request above 
 nothing for batch objects below that), list prices us-east-1 as AWS's S3 FAQ gives them
 (read 2026-11-26). Storage is not counted for either class.
 
+The front door is priced from the deployment measured: ``http-api`` ($1.00 per million
+requests on top of the Lambda requests), ``function-url`` (no charge of its own: a function
+URL is billed as its function's requests and duration, both counted here, the router's
+in-process routing inside the measured duration).
+
 Profiles (``--profile``; default: both): the same counted calls priced as two deployments
 would bill them, each with its goals (Lambda duration counted), $ per million messages:
 
-- ``default`` (the template's defaults: HTTP API, on-demand DynamoDB, the template's
-  MemorySize): batch 100 at most $0.15, batch 1,000 at most $0.015.
-- ``steady`` (``DynamoDbCapacity=provisioned FunctionMemorySize=512``; proposed, not in
-  template.yaml yet: a Lambda function URL as the front door): no front-door charge (a
-  function URL is billed as the function's requests and duration only), the message path's
+- ``default`` (the template's defaults: on-demand DynamoDB, the template's MemorySize):
+  batch 100 at most $0.15, batch 1,000 at most $0.015.
+- ``steady`` (``DynamoDbCapacity=provisioned FunctionMemorySize=512``, best with
+  ``FrontDoor=function-url``): the message path's
   tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
   utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices of
   aws.amazon.com/dynamodb/pricing/provisioned as of 2026-12-02: a unit used costs the
@@ -123,6 +130,7 @@ from cirrusmq.consumer.push import PushConsumer
 from cirrusmq.credentials import Credentials
 from cirrusmq.signing import CirrusAuth
 from cirrusmq.testing import LocalStack
+from cirrusmq_api.routing import Route, RouteMatch, Router
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from ulid import ULID
@@ -166,8 +174,6 @@ class Profile:
     name: str
     parameters: str
     """The template parameters that deploy it (documentation; the run is the same)."""
-    front_door: str
-    """``http-api`` ($1.00 per million requests) or ``function-url`` (no charge of its own)."""
     dynamodb: str
     """``on-demand`` (per request unit) or ``provisioned`` (per capacity unit-hour)."""
     memory_mb: int | None
@@ -189,23 +195,22 @@ the others stay on-demand."""
 PROFILES = {
     "default": Profile(
         "default",
-        "the template's defaults: DynamoDbCapacity=on-demand, the HTTP API",
-        "http-api",
+        "the template's defaults: DynamoDbCapacity=on-demand",
         "on-demand",
         None,
         {100: 0.15, 1000: 0.015},
     ),
     "steady": Profile(
         "steady",
-        "DynamoDbCapacity=provisioned FunctionMemorySize=512; proposed, not in"
-        " template.yaml yet: a Lambda function URL as the front door",
-        "function-url",
+        "DynamoDbCapacity=provisioned FunctionMemorySize=512",
         "provisioned",
         512,
         {100: 0.10, 1000: 0.010},
     ),
 }
 """The profiles priced (``--profile``): default, and the steady-load profile."""
+FRONT_DOORS = ("http-api", "function-url")
+"""The template's ``FrontDoor`` values (``--front-door``)."""
 PROVISIONED_UTILIZATION = 0.70
 """Auto scaling's target utilization: capacity is paid for at 1 / 0.70 of what is used."""
 PROVISIONED_PRICE = {
@@ -223,6 +228,17 @@ ROUTE_KINDS = {
     "POST /v1/groups/{group}/ack": "ack",
 }
 """A receive that carries acks counts as a receive (its acks' calls included)."""
+KIND_ROUTER = Router((Route(*key.split(" ", 1)), kind) for key, kind in ROUTE_KINDS.items())
+
+
+def request_kind(event: dict[str, Any]) -> str:
+    """``produce`` / ``receive`` / ``ack`` / ``other``, by the route the request matches
+    (a function URL's event has no route key of its own, an HTTP API's the same match)."""
+    http = (event.get("requestContext") or {}).get("http") or {}
+    found = KIND_ROUTER.match(str(http.get("method") or ""), str(event.get("rawPath") or "/"))
+    return found.target if isinstance(found, RouteMatch) else "other"
+
+
 KINDS = ("produce", "receive", "ack")
 INDEX_ENTRY_OVERHEAD = 100
 """Bytes AWS adds to a global secondary index entry's projected attributes."""
@@ -436,10 +452,15 @@ class Usage:
         return sum(self.write_units.values())
 
     def cost(
-        self, *, s3_express: bool = False, profile: Profile = PROFILES["default"]
+        self,
+        *,
+        s3_express: bool = False,
+        profile: Profile = PROFILES["default"],
+        front_door: str = "http-api",
     ) -> dict[str, float]:
         """Dollars by component (batch objects in S3 Standard, or S3 Express One Zone), at
-        the prices of ``profile`` (front door, DynamoDB capacity mode, Lambda memory)."""
+        the prices of ``profile`` (DynamoDB capacity mode, Lambda memory), behind the
+        ``front_door`` the calls were measured through."""
         if s3_express:
             put = self.calls["S3 PUT"] * S3_EXPRESS_PRICE["s3_put"]
             put += self.express_upload_bytes / GB * S3_EXPRESS_PRICE["upload_gb"]
@@ -455,7 +476,7 @@ class Usage:
         for label, units in self.read_units.items():
             provisioned = profile.provisioned(label)
             reads += units * (PROVISIONED_READ_UNIT if provisioned else PRICE["ddb_read_unit"])
-        front_door = PRICE["api_request"] if profile.front_door == "http-api" else 0.0
+        door = PRICE["api_request"] if front_door == "http-api" else 0.0
         gb_s = self.billed_gb_s
         if profile.memory_mb is not None:
             # the same billed time at the profile's MemorySize: the handlers wait on
@@ -467,7 +488,7 @@ class Usage:
             "S3 GET": get,
             "DDB write": writes,
             "DDB read": reads,
-            "HTTP API": self.requests * front_door,
+            "HTTP API": self.requests * door,
             "Lambda req": self.requests * PRICE["lambda_request"],
             "Lambda GB-s": gb_s * PRICE["lambda_gb_s"],
         }
@@ -541,7 +562,7 @@ class Meter:
             return answer
 
         def invoke(runtime: FunctionRuntime, event: Any) -> Any:
-            kind = ROUTE_KINDS.get(event.get("routeKey", ""), "other")
+            kind = request_kind(event)
             meter.kind, meter._local.overhead = kind, 0.0
             started = time.perf_counter()
             try:
@@ -1204,13 +1225,19 @@ def per_million_cost(
     *,
     s3_express: bool = False,
     profile: Profile = PROFILES["default"],
+    front_door: str = "http-api",
 ) -> dict[str, float]:
-    cost = usage.cost(s3_express=s3_express, profile=profile)
+    cost = usage.cost(s3_express=s3_express, profile=profile, front_door=front_door)
     return {k: v * 1_000_000 / messages for k, v in cost.items()}
 
 
 def print_profiles(
-    runs: list[BatchRun], profiles: list[Profile], memory_mb: int, *, s3_express: bool = False
+    runs: list[BatchRun],
+    profiles: list[Profile],
+    memory_mb: int,
+    *,
+    s3_express: bool = False,
+    front_door: str = "http-api",
 ) -> None:
     """One table per profile: the same counted calls at the profile's prices, its goals."""
     for profile in profiles:
@@ -1226,12 +1253,13 @@ def print_profiles(
         )
         door = (
             "HTTP API ($1.00/M requests)"
-            if profile.front_door == "http-api"
+            if front_door == "http-api"
             else "Lambda function URL (no charge of its own)"
         )
         storage = "S3 Express One Zone" if s3_express else "S3 Standard"
         print(
-            f"\nProfile {profile.name!r} ({profile.parameters}): {door}; DynamoDB {ddb};"
+            f"\nProfile {profile.name!r} ({profile.parameters}) measured through"
+            f" FrontDoor={front_door}: {door}; DynamoDB {ddb};"
             f" Lambda arm64 at {memory} MB; batch objects in {storage}. $ per million"
             " messages (produce + receive + ack, acks riding on receives), goals with Lambda"
             " duration counted:"
@@ -1244,7 +1272,11 @@ def print_profiles(
         )
         for run in runs:
             cost = per_million_cost(
-                run.total(), run.messages, s3_express=s3_express, profile=profile
+                run.total(),
+                run.messages,
+                s3_express=s3_express,
+                profile=profile,
+                front_door=front_door,
             )
             total = sum(cost.values())
             without = total - cost["Lambda GB-s"]
@@ -1256,10 +1288,13 @@ def print_profiles(
             )
 
 
-def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
+def print_costs(
+    runs: list[BatchRun], *, s3_express: bool = False, front_door: str = "http-api"
+) -> None:
     print(
-        f"\n$ per million messages (produce + receive + ack), {PRICES_AS_OF}, acks riding on"
-        " receives; Lambda GB-s = measured handler time here (an upper bound):"
+        f"\n$ per million messages (produce + receive + ack) through FrontDoor={front_door},"
+        f" {PRICES_AS_OF}, acks riding on receives; Lambda GB-s = measured handler time here"
+        " (an upper bound):"
     )
     components = list(Usage().cost())
     print(
@@ -1268,7 +1303,7 @@ def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
         + f" | {'total':>8} | {'w/o GB-s':>8} | {'SQS same':>8} | {'vs SQS $0.12':>12} | goal"
     )
     for run in runs:
-        cost = per_million_cost(run.total(), run.messages)
+        cost = per_million_cost(run.total(), run.messages, front_door=front_door)
         total = sum(cost.values())
         without = total - cost["Lambda GB-s"]
         print(
@@ -1296,7 +1331,7 @@ def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
                 continue
             rows = []
             for usage in (before, run.total()):
-                cost = per_million_cost(usage, run.messages)
+                cost = per_million_cost(usage, run.messages, front_door=front_door)
                 total = sum(cost.values())
                 rows.append(
                     (total, total - cost["Lambda GB-s"], per_1000(usage.requests, run.messages))
@@ -1317,7 +1352,9 @@ def print_costs(runs: list[BatchRun], *, s3_express: bool = False) -> None:
             f" {'SQS same':>8} | {'vs SQS $0.12':>12} | goal"
         )
         for run in runs:
-            cost = per_million_cost(run.total(), run.messages, s3_express=True)
+            cost = per_million_cost(
+                run.total(), run.messages, s3_express=True, front_door=front_door
+            )
             total = sum(cost.values())
             without = total - cost["Lambda GB-s"]
             print(
@@ -1386,9 +1423,12 @@ def monthly(per_poll: dict[str, float], polls: float) -> float:
     return sum(per_poll.values()) * polls
 
 
-def print_idle(idle: IdleCosts, memory_mb: int) -> None:
-    print(f"\nIdle consumer on an idle 8-queue topic, per month (30 days), {PRICES_AS_OF}:")
-    long_cost = idle.long_poll.cost()
+def print_idle(idle: IdleCosts, memory_mb: int, front_door: str = "http-api") -> None:
+    print(
+        f"\nIdle consumer on an idle 8-queue topic, per month (30 days), through"
+        f" FrontDoor={front_door}, {PRICES_AS_OF}:"
+    )
+    long_cost = idle.long_poll.cost(front_door=front_door)
     long_polls = MONTH_S / idle.long_poll_s
     print(
         f"  (a) server long poll, wait_seconds=20: one poll measured: {idle.long_poll_s:.1f} s,"
@@ -1403,7 +1443,7 @@ def print_idle(idle: IdleCosts, memory_mb: int) -> None:
         " latency: at once"
     )
     n = idle.short_poll_count
-    per_poll = {k: v / n for k, v in idle.short_polls.cost().items()}
+    per_poll = {k: v / n for k, v in idle.short_polls.cost(front_door=front_door).items()}
     ms = statistics.median(idle.short_polls.handler_ms)
     print(
         f"  (b) PushConsumer adaptive polling, wait_seconds=0, max_poll_interval_s default"
@@ -1448,21 +1488,38 @@ def latency_summary(latencies: list[float]) -> dict[str, float | int | None]:
 
 
 def summary(
-    runs: list[BatchRun], profiles: list[Profile], memory_mb: int, idle: IdleCosts
+    doors: list[DoorRun], profiles: list[Profile], memory_mb: int, idle: IdleCosts
 ) -> dict[str, Any]:
-    """The run's figures as JSON-ready data (``--json``): costs from counted calls."""
+    """The run's figures as JSON-ready data (``--json``): costs from counted calls; with
+    more than one front door measured, a profile's name carries the door (``steady
+    function-url``) and the batches' other figures are the first door's."""
     batches = []
-    for run in runs:
+    runs = doors[0].runs
+    named = {
+        (door.front_door, profile.name): profile.name
+        if len(doors) == 1
+        else f"{profile.name} {door.front_door}"
+        for door in doors
+        for profile in profiles
+    }
+    for index, run in enumerate(runs):
         priced = {}
-        for profile in profiles:
-            cost = per_million_cost(run.total(), run.messages, profile=profile)
-            total = sum(cost.values())
-            priced[profile.name] = {
-                "components": cost,
-                "total": total,
-                "without_lambda_duration": total - cost["Lambda GB-s"],
-                "goal": profile.goals.get(run.batch),
-            }
+        for door in doors:
+            door_run = door.runs[index]
+            for profile in profiles:
+                cost = per_million_cost(
+                    door_run.total(),
+                    door_run.messages,
+                    profile=profile,
+                    front_door=door.front_door,
+                )
+                total = sum(cost.values())
+                priced[named[door.front_door, profile.name]] = {
+                    "components": cost,
+                    "total": total,
+                    "without_lambda_duration": total - cost["Lambda GB-s"],
+                    "goal": profile.goals.get(run.batch),
+                }
         batches.append(
             {
                 "batch": run.batch,
@@ -1477,15 +1534,22 @@ def summary(
                 "receive_ack_latency": latency_summary(run.consume.latencies),
             }
         )
-    long_cost = idle.long_poll.cost()
+    long_cost = idle.long_poll.cost(front_door=doors[0].front_door)
     long_polls = MONTH_S / idle.long_poll_s
-    per_poll = {k: v / idle.short_poll_count for k, v in idle.short_polls.cost().items()}
+    per_poll = {
+        k: v / idle.short_poll_count
+        for k, v in idle.short_polls.cost(front_door=doors[0].front_door).items()
+    }
     push_polls = MONTH_S / idle.max_interval_s
     return {
         "prices": PRICES_AS_OF,
         "memory_mb": memory_mb,
         "sqs_best": SQS_BEST_PER_MILLION,
-        "profiles": {p.name: p.parameters for p in profiles},
+        "profiles": {
+            named[door.front_door, p.name]: f"{p.parameters} FrontDoor={door.front_door}"
+            for door in doors
+            for p in profiles
+        },
         "batches": batches,
         "idle": {
             "long_poll_month": monthly(long_cost, long_polls),
@@ -1497,6 +1561,60 @@ def summary(
 
 
 # ============================================================== main
+@dataclass
+class DoorRun:
+    """The batch rounds measured through one front door (a stack deployed with it)."""
+
+    front_door: str
+    runs: list[BatchRun]
+    memory_mb: int
+    stored_in: str
+    check: tuple[int, int, int]
+
+
+def print_front_doors(doors: list[DoorRun], profiles: list[Profile]) -> None:
+    """Each profile at each batch size through each front door measured, side by side."""
+    print(
+        "\nFront doors compared ($ per million messages, produce + receive + ack, acks riding"
+        " on receives; each door its own stack and rounds; w/o = without Lambda duration):"
+    )
+    names = [door.front_door for door in doors]
+    print(
+        f"{'batch':>5} | {'profile':>8} | "
+        + " | ".join(f"{n:>12} | {'w/o':>8} | {'req/1k':>6}" for n in names)
+        + f" | {'SQS same':>8}"
+    )
+    for index, run in enumerate(doors[0].runs):
+        for profile in profiles:
+            cells = []
+            for door in doors:
+                measured = door.runs[index]
+                cost = per_million_cost(
+                    measured.total(),
+                    measured.messages,
+                    profile=profile,
+                    front_door=door.front_door,
+                )
+                total = sum(cost.values())
+                requests = per_1000(measured.total().requests, measured.messages)
+                cells.append(
+                    f"{total:>12.4f} | {total - cost['Lambda GB-s']:>8.4f} | {requests:>6.1f}"
+                )
+            print(
+                f"{run.batch:>5} | {profile.name:>8} | "
+                + " | ".join(cells)
+                + f" | {sqs_cost_per_million(run.batch):>8.2f}"
+            )
+
+
+def front_doors(text: str) -> list[str]:
+    """``--front-door``: FrontDoor values, comma-separated."""
+    doors = text.split(",")
+    if not doors or any(door not in FRONT_DOORS for door in doors):
+        raise argparse.ArgumentTypeError(f"one or more of {', '.join(FRONT_DOORS)}")
+    return doors
+
+
 def batch_storage(stack: LocalStack) -> str:
     """Where this run's batch objects are: the directory bucket or the message bucket."""
     s3 = stack.boto3_client("s3")
@@ -1553,62 +1671,87 @@ def main(argv: list[str] | None = None) -> int:
         f" {', '.join(PROFILES)} (default: all)",
     )
     parser.add_argument(
+        "--front-door",
+        type=front_doors,
+        default=["http-api"],
+        help="the template's FrontDoor to measure through, comma-separated:"
+        f" {', '.join(FRONT_DOORS)} (default http-api); the batch rounds run once per door",
+    )
+    parser.add_argument(
         "--json", type=Path, help="also write the figures to this file as JSON (make bench-report)"
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    with (
-        LocalStack(
-            schedules=False,
-            preload_handlers=True,
-            expire_interval=None,
-            credentials=CREDENTIALS,
-            parameters=EXPRESS_PARAMETERS if args.s3_express else None,
-        ) as stack,
-        httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
-    ):
-        meter = Meter(describe_tables(stack.boto3_client("dynamodb"), dict(stack.resources)))
-        undo = meter.install()
-        try:
-            client = Client(api)
-            runs = run_batches(
-                client,
-                meter,
-                stack.boto3_client("sqs"),
-                args.messages,
-                args.batches,
-                piggyback=not args.no_piggyback,
-                warm=not args.no_warm_up,
-            )
-            cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
-            idle = run_idle(client, meter)
-        finally:
-            undo()
-        print(f"checking item sizes ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-        check = meter.check_against(stack.boto3_client("dynamodb"))
-        memory = {fn.function.memory_size for fn in stack.functions.values()}
-        stored_in = batch_storage(stack)
-    print_throughput(runs, args.messages)
-    print_calls(runs)
-    print_costs(runs, s3_express=args.s3_express)
-    print_profiles(runs, args.profile, max(memory), s3_express=args.s3_express)
-    print(f"  batch objects stored: {stored_in}")
+    doors: list[DoorRun] = []
+    for index, front_door in enumerate(args.front_door):
+        parameters = {**(EXPRESS_PARAMETERS if args.s3_express else {}), "FrontDoor": front_door}
+        print(f"FrontDoor={front_door}: batch rounds", file=sys.stderr)
+        with (
+            LocalStack(
+                schedules=False,
+                preload_handlers=True,
+                expire_interval=None,
+                credentials=CREDENTIALS,
+                parameters=parameters,
+            ) as stack,
+            httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
+        ):
+            meter = Meter(describe_tables(stack.boto3_client("dynamodb"), dict(stack.resources)))
+            undo = meter.install()
+            try:
+                client = Client(api)
+                runs = run_batches(
+                    client,
+                    meter,
+                    stack.boto3_client("sqs"),
+                    args.messages,
+                    args.batches,
+                    piggyback=not args.no_piggyback,
+                    warm=not args.no_warm_up,
+                )
+                if index == 0:
+                    cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
+                    idle = run_idle(client, meter)
+            finally:
+                undo()
+            print(f"checking item sizes ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+            check = meter.check_against(stack.boto3_client("dynamodb"))
+            memory = max(fn.function.memory_size for fn in stack.functions.values())
+            doors.append(DoorRun(front_door, runs, memory, batch_storage(stack), check))
+    for door in doors:
+        print(f"\n======== FrontDoor={door.front_door}")
+        print_throughput(door.runs, args.messages)
+        print_calls(door.runs)
+        print_costs(door.runs, s3_express=args.s3_express, front_door=door.front_door)
+        print_profiles(
+            door.runs,
+            args.profile,
+            door.memory_mb,
+            s3_express=args.s3_express,
+            front_door=door.front_door,
+        )
+        print(f"  batch objects stored: {door.stored_in}")
+    if len(doors) > 1:
+        print_front_doors(doors, args.profile)
+    memory = doors[0].memory_mb
     print_inflight(cases, at_limit, setup_s)
-    print_idle(idle, max(memory))
-    compared, differing, largest = check
+    print_idle(idle, memory, doors[0].front_door)
     print(
         f"\nPrices: {PRICES_AS_OF} — Lambda arm64 $0.0000133334/GB-s + $0.20/M requests;"
-        " HTTP API $1.00/M; DynamoDB on-demand $0.625/M WRU, $0.125/M RRU; S3 PUT $0.005/1k,"
-        " GET $0.0004/1k; SQS standard $0.40/M requests (64 KB chunks)."
+        " HTTP API $1.00/M; a function URL nothing of its own; DynamoDB on-demand $0.625/M"
+        " WRU, $0.125/M RRU; S3 PUT $0.005/1k, GET $0.0004/1k; SQS standard $0.40/M requests"
+        " (64 KB chunks)."
     )
-    print(
-        f"Lambda MemorySize from template.yaml: {', '.join(f'{m} MB' for m in sorted(memory))}."
-        f" Item sizes of the shadow copies checked against moto: {compared} items,"
-        f" {differing} differ (largest difference {largest} B)."
-        f" Run time {time.perf_counter() - started:.0f} s."
-    )
+    for door in doors:
+        compared, differing, largest = door.check
+        print(
+            f"FrontDoor={door.front_door}: Lambda MemorySize from template.yaml {door.memory_mb}"
+            f" MB (the largest). Item sizes of the shadow copies checked against moto:"
+            f" {compared} items, {differing} differ (largest difference {largest} B)."
+        )
+    print(f"Run time {time.perf_counter() - started:.0f} s.")
     if args.json:
-        data = summary(runs, args.profile, max(memory), idle)
+        data = summary(doors, args.profile, memory, idle)
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

@@ -73,9 +73,18 @@ def test_alarms_watch_emitted_metrics_and_notify_the_optional_topic(template):
             assert props["MetricName"] in emitted, name
             # the service-wide series: every group's / request's datapoint is recorded there
             assert props["Dimensions"] == [{"Name": "service", "Value": SERVICE}], name
-        else:
-            assert (props["Namespace"], props["MetricName"]) == ("AWS/ApiGateway", "5xx")
-            assert props["Dimensions"] == [{"Name": "ApiId", "Value": {"Ref": "HttpApi"}}]
+        else:  # the front door's 5xx: the function URL's, or the HTTP API's
+            assert props["Namespace"] == {
+                "Fn::If": ["FunctionUrlFrontDoor", "AWS/Lambda", "AWS/ApiGateway"]
+            }
+            assert props["MetricName"] == {"Fn::If": ["FunctionUrlFrontDoor", "Url5xxCount", "5xx"]}
+            assert props["Dimensions"] == {
+                "Fn::If": [
+                    "FunctionUrlFrontDoor",
+                    [{"Name": "FunctionName", "Value": {"Ref": "FrontDoorFunction"}}],
+                    [{"Name": "ApiId", "Value": {"Ref": "HttpApi"}}],
+                ]
+            }
         assert props["TreatMissingData"] == "notBreaching", name  # no traffic is no alarm
         for actions in ("AlarmActions", "OKActions"):
             assert props[actions] == {
@@ -99,11 +108,22 @@ def test_alarms_watch_emitted_metrics_and_notify_the_optional_topic(template):
 
 def test_the_dashboard_is_json_charting_emitted_metrics_and_the_alarms(template):
     [dashboard] = resources(template, "AWS::CloudWatch::Dashboard").values()
-    body = dashboard["Properties"]["DashboardBody"]["Fn::Sub"]
-    names = set(re.findall(r"\$\{([A-Za-z:.]+)\}", body))
+    body, variables = dashboard["Properties"]["DashboardBody"]["Fn::Sub"]
+    names = set(re.findall(r"\$\{([A-Za-z0-9:.]+)\}", body))
     alarms = set(resources(template, "AWS::CloudWatch::Alarm"))
-    assert names == {"AWS::Region", "HttpApi"} | {f"{a}.Arn" for a in alarms}
-    document = json.loads(re.sub(r"\$\{[A-Za-z:.]+\}", "x", body))
+    assert names == {"AWS::Region", "FrontDoor5xx"} | {f"{a}.Arn" for a in alarms}
+    # the front door's 5xx series: the function URL's, or the HTTP API's
+    condition, url_5xx, api_5xx = variables["FrontDoor5xx"]["Fn::If"]
+    assert condition == "FunctionUrlFrontDoor"
+    documents = []
+    for series, metric, resource in (
+        (url_5xx, '"AWS/Lambda", "Url5xxCount", "FunctionName", "', "FrontDoorFunction"),
+        (api_5xx, '"AWS/ApiGateway", "5xx", "ApiId", "', "HttpApi"),
+    ):
+        assert series == {"Fn::Join": ["", [metric, {"Ref": resource}, '"']]}
+        text = body.replace("${FrontDoor5xx}", f'{metric}x"')
+        documents.append(json.loads(re.sub(r"\$\{[A-Za-z:.]+\}", "x", text)))
+    document = documents[0]
     charted = set(re.findall(r'MetricName=\\?"(\w+)\\?"', body))
     assert charted <= GROUP_METRICS | set(REQUEST_METRICS)
     assert {"Lag", "OldestUnackedAge", "DeadLetters", "Requests", "Errors"} <= charted

@@ -134,7 +134,9 @@ def test_functions_merge_globals(template) -> None:
         "MqHttpFunction",  # RocketMQ HTTP protocol (docs/compat.md)
         "SqsFunction",  # the SQS API (docs/compat.md)
         "NotifyFunction",  # the notification channel
+        "FrontDoorFunction",  # FrontDoor=function-url: every route behind a function URL
     }
+    assert [f for f, fn in template.functions.items() if fn.function_url] == ["FrontDoorFunction"]
     admin = template.functions["AdminFunction"]
     assert admin.code_uri == ROOT / "functions" / "admin"
     assert admin.handler == "app.lambda_handler"

@@ -1,4 +1,6 @@
-"""Match requests to HttpApi routes the way API Gateway HTTP APIs do.
+"""Match requests to HttpApi routes the way API Gateway HTTP APIs do: the local gateway
+(infra/cirrusmq_local) and the function-URL front door (:mod:`cirrusmq_api.front_door`) both
+route with it.
 
 Literal segments beat ``{param}`` segments, which beat a greedy ``{param+}``; an explicit
 method beats ``ANY``; ``$default`` catches whatever matches no route. A route key cannot end
@@ -12,22 +14,51 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 from urllib.parse import unquote
 
-from cirrusmq_local.template import HttpRoute, TemplateError
-
-__all__ = ["RouteMatch", "RouteMiss", "Router"]
+__all__ = ["Route", "RouteError", "RouteLike", "RouteMatch", "RouteMiss", "Router"]
 
 T = TypeVar("T")
 _PARAM = re.compile(r"^\{([A-Za-z0-9_.-]+)(\+?)\}$")
+
+
+class RouteError(ValueError):
+    """A route that API Gateway would refuse (a bad path, a route key defined twice)."""
+
+
+class RouteLike(Protocol):
+    """What the router reads of a route: ``method`` upper-case (``ANY`` matches every
+    method), ``path`` (``$default`` for the catch-all route) and the route key."""
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def route_key(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route of the HTTP API, e.g. ``Route("POST", "/v1/topics/{topic}/messages")``."""
+
+    method: str
+    path: str
+
+    @property
+    def route_key(self) -> str:
+        """API Gateway's route key, e.g. ``POST /v1/topics/{topic}`` (or ``$default``)."""
+        return "$default" if self.path == "$default" else f"{self.method} {self.path}"
 
 
 @dataclass(frozen=True)
 class RouteMatch(Generic[T]):
     """A request matched ``route``; ``target`` is what was registered with it."""
 
-    route: HttpRoute
+    route: RouteLike
     target: T
     path_parameters: dict[str, str]
 
@@ -42,7 +73,7 @@ class RouteMiss:
 
 @dataclass(frozen=True)
 class _Compiled(Generic[T]):
-    route: HttpRoute
+    route: RouteLike
     target: T
     segments: tuple[tuple[str, str], ...]  # ("literal", text) | ("param", name) | ("greedy", name)
 
@@ -73,20 +104,20 @@ class _Compiled(Generic[T]):
         return params if len(parts) == len(self.segments) else None
 
 
-def _compile(route: HttpRoute, target: T) -> _Compiled[T]:
+def _compile(route: RouteLike, target: T) -> _Compiled[T]:
     if not route.path.startswith("/"):
-        raise TemplateError(f"route {route.route_key}: path must start with '/'")
+        raise RouteError(f"route {route.route_key}: path must start with '/'")
     segments: list[tuple[str, str]] = []
     raw_segments = route.path[1:].split("/")
     for position, segment in enumerate(raw_segments):
         found = _PARAM.match(segment)
         if found is None:
             if "{" in segment or "}" in segment:
-                raise TemplateError(f"route {route.route_key}: bad path segment {segment!r}")
+                raise RouteError(f"route {route.route_key}: bad path segment {segment!r}")
             segments.append(("literal", segment))
         elif found.group(2):
             if position != len(raw_segments) - 1:
-                raise TemplateError(f"route {route.route_key}: a greedy parameter must be last")
+                raise RouteError(f"route {route.route_key}: a greedy parameter must be last")
             segments.append(("greedy", found.group(1)))
         else:
             segments.append(("param", found.group(1)))
@@ -96,13 +127,13 @@ def _compile(route: HttpRoute, target: T) -> _Compiled[T]:
 class Router(Generic[T]):
     """Holds ``(route, target)`` pairs; :meth:`match` finds the target for a request."""
 
-    def __init__(self, entries: Iterable[tuple[HttpRoute, T]]) -> None:
+    def __init__(self, entries: Iterable[tuple[RouteLike, T]]) -> None:
         self._routes: list[_Compiled[T]] = []
         self._default: RouteMatch[T] | None = None
         seen: set[str] = set()
         for route, target in entries:
             if route.route_key in seen:
-                raise TemplateError(f"route {route.route_key} is defined twice")
+                raise RouteError(f"route {route.route_key} is defined twice")
             seen.add(route.route_key)
             if route.path == "$default":
                 self._default = RouteMatch(route, target, {})
@@ -111,7 +142,7 @@ class Router(Generic[T]):
         self._routes.sort(key=lambda compiled: compiled.rank)
 
     @property
-    def routes(self) -> list[HttpRoute]:
+    def routes(self) -> list[RouteLike]:
         """All routes, most specific first (``$default`` last)."""
         routes = [compiled.route for compiled in self._routes]
         return routes + ([self._default.route] if self._default else [])

@@ -1,9 +1,10 @@
-"""The local gateway routes a trailing slash as API Gateway does: a route key cannot end in
-``/``, and ``/x/`` goes to ``GET /x`` when no route matches it as it is."""
+"""The router (the local gateway's and the function-URL front door's) routes a trailing slash
+as API Gateway does: a route key cannot end in ``/``, and ``/x/`` goes to ``GET /x`` when no
+route matches it as it is."""
 
 from __future__ import annotations
 
-from cirrusmq_local.routing import RouteMatch, RouteMiss, Router
+from cirrusmq_api.routing import RouteMatch, RouteMiss, Router
 from cirrusmq_local.template import HttpRoute
 
 ROUTES = [
