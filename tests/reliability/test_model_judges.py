@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from cirrusmq_broker.storage.producers import ProducerRecords
+from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
 from model import Violation
 from rulesets import narrowed
@@ -29,9 +30,9 @@ def quiet() -> Iterator[None]:
     Backend.stop()
 
 
-def replay(steps: Callable[[ReliabilityMachine], None]) -> None:
-    """Run ``steps`` on a new history of the SQS rules, then bring it to rest."""
-    machine = narrowed(ReliabilityMachine, SQS_RULES)()
+def replay(steps: Callable[[ReliabilityMachine], None], rules: str = SQS_RULES) -> None:
+    """Run ``steps`` on a new history of ``rules``, then bring it to rest."""
+    machine = narrowed(ReliabilityMachine, rules)()
     try:
         steps(machine)
     except BaseException:
@@ -84,3 +85,38 @@ def test_a_fifo_repeat_after_the_deduplication_window_is_a_new_message() -> None
         assert m.log[-1].endswith("-> ok ['q1', 'q2']"), m.log[-1]
 
     replay(steps)
+
+
+COMMIT_RULES = "send,receive,ack,txn_send,commit,rollback,race_at_commit"
+
+
+def without_transaction_state_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``txn-state-fence`` mutant of mutants.py: a transition lands whatever the
+    transaction's state, so a commit and a rollback that both read it OPEN both land."""
+    original = TransactionStore._write
+
+    def write(self: TransactionStore, update: dict[str, Any], **kwargs: Any) -> Any:
+        if update.get("ConditionExpression", "").startswith("#state IN"):
+            update = {**update, "ConditionExpression": (
+                f"({update['ConditionExpression']}) OR attribute_exists(#state)"
+            )}  # fmt: skip
+        return original(self, update, **kwargs)
+
+    monkeypatch.setattr(TransactionStore, "_write", write)
+
+
+def commit_inside_rollback(m: ReliabilityMachine) -> None:
+    m.start_with_messages_in_flight(0, 0, 0)
+    m.race_at_commit(0, ("rollback", "commit"), 1, 0, 1, 0)  # t1: a part, then the race
+
+
+def test_a_commit_inside_a_rollback_leaves_the_rollback_refused() -> None:
+    replay(commit_inside_rollback, COMMIT_RULES)
+
+
+def test_a_rollback_landing_after_its_commit_answered_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    without_transaction_state_fence(monkeypatch)
+    with pytest.raises(Violation, match="rolled-back-visible"):
+        replay(commit_inside_rollback, COMMIT_RULES)
