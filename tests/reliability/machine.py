@@ -120,6 +120,14 @@ RACES_AT_WRITE = (
 carries its guard (its TransactWriteItems), the second changes what the first read."""
 EXPIRY_RACES_AT_WRITE = tuple(p for p in RACES_AT_WRITE if "receive" in p)
 """The races of a lease request (ack, change_invisible, nack) and an expiry move."""
+COMMIT_RACES_AT_WRITE = (
+    ("commit", "txn_send"),
+    ("txn_send", "commit"),
+    ("commit", "rollback"),  # a rollback inside a commit's transition
+    ("rollback", "commit"),
+)
+"""The races of ``race_at_commit``: a commit with a part of its transaction, or with its
+rollback (both read it OPEN; one transition only may land)."""
 
 faults = st.one_of(
     st.none(),
@@ -1149,7 +1157,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
 
     @rule(
         b=containers,
-        pair=st.sampled_from((("commit", "txn_send"), ("txn_send", "commit"))),
+        pair=st.sampled_from(COMMIT_RACES_AT_WRITE),
         p1=picks,
         q1=picks,
         p2=picks,
@@ -1158,7 +1166,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     def race_at_commit(
         self, b: int, pair: tuple[str, str], p1: int, q1: int, p2: int, q2: int
     ) -> None:
-        """``race_at_write`` of a transaction's commit and a part of it."""
+        """``race_at_write`` of a transaction's commit and a part of it, or its rollback."""
         self.race_at_write(b, pair, p1, q1, p2, q2, 0)
 
     def _aimed_pair(

@@ -78,7 +78,10 @@ AIMED = (
 moved leases, dead letters to redrive, failed requests re-run, and the plain requests
 they need. One rule set for every guard: one baseline."""
 RACES = ("races at guarded writes", AIMED)
-COMMIT = ("parts inside commits", "send,receive,ack,txn_send,commit,race_at_commit=6")
+COMMIT = (
+    "parts and rollbacks inside commits",
+    "send,receive,ack,txn_send,commit,rollback,race_at_commit=6",
+)
 EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
 STEPS = (
@@ -521,6 +524,7 @@ GUARDS: tuple[Guard, ...] = (
                 'OR attribute_exists(producer_key)"\n',
             ),
         ),
+        aims=(PURGE,),
         tests=(
             "tests/broker/services/test_produce_deduplication.py::"
             "test_a_repeat_within_the_window_answers_the_first_send",
@@ -756,6 +760,199 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         aims=(RACES,),
+    ),
+    Guard(
+        "group-summary-fence",
+        "a receive, ack or move saves its group queue's summary (cursor, leases) only if no "
+        "other request saved it since it was read (``summary_condition``: version as read, "
+        "or not stored yet)",
+        (
+            Edit(
+                "storage/groups/codec.py",
+                "def summary_condition(state: GroupQueueState) -> dict[str, Any]:\n",
+                "def summary_condition(state: GroupQueueState) -> dict[str, Any]:\n    return {}\n",
+            ),
+        ),
+        aims=(RACES,),
+        note="a racing save's new lease has the slot of its first offset, which "
+        "``lease_condition`` refuses: the pair is the row group-save-fences (defence in "
+        "depth)",
+    ),
+    Guard(
+        "append-head-fence",
+        "an append moves its queue's head only from the offset it read "
+        "(``advance_request``: ``next_offset = :expected``)",
+        (
+            Edit(
+                "storage/queue_heads.py",
+                '"ConditionExpression": f"{at_expected} AND {still_open}",\n',
+                '"ConditionExpression": f"({at_expected} OR attribute_exists(next_offset)) AND '
+                '{still_open}",\n',
+            ),
+        ),
+        aims=(RACES,),
+        note="the index item's ``not_yet_appended`` refuses the same base offset: the pair is the "
+        "row append-fences (defence in depth)",
+    ),
+    Guard(
+        "append-index-fence",
+        "an append's index item is put only where no item is (``not_yet_appended``)",
+        (
+            Edit(
+                "storage/log_index.py",
+                '                "ConditionExpression": not_yet_appended,\n',
+                "",
+            ),
+        ),
+        aims=(RACES,),
+        note="the head's ``next_offset = :expected`` refuses the same base offset: the pair is the"
+        " row append-fences (defence in depth)",
+    ),
+    Guard(
+        "append-fences",
+        "an append lands only at the offset it read: the head's ``next_offset = :expected`` "
+        "and the index item's ``not_yet_appended`` together (each alone survives, the other "
+        "one still refusing the same base offset)",
+        (
+            Edit(
+                "storage/queue_heads.py",
+                '"ConditionExpression": f"{at_expected} AND {still_open}",\n',
+                '"ConditionExpression": f"({at_expected} OR attribute_exists(next_offset)) AND '
+                '{still_open}",\n',
+            ),
+            Edit(
+                "storage/log_index.py",
+                '                "ConditionExpression": not_yet_appended,\n',
+                "",
+            ),
+        ),
+        aims=(RACES,),
+        tests=(
+            "tests/broker/services/test_produce.py::"
+            "test_offsets_stay_contiguous_when_two_containers_race",
+        ),
+    ),
+    Guard(
+        "ack-lease-id",
+        "an ack adds its offsets to a lease only while the lease has the handle's id "
+        "(``lease_id = :id``)",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                '                ConditionExpression="lease_id = :id",\n',
+                '                ConditionExpression="lease_id = :id OR '
+                'attribute_exists(lease_id)",\n',
+            ),
+        ),
+        aims=(RACES,),
+        tests=(
+            "tests/broker/services/retries/test_move_fences.py::"
+            "test_an_old_handle_of_a_message_redelivered_in_place_answers_expired",
+        ),
+    ),
+    Guard(
+        "txn-state-fence",
+        "a transaction moves (commit, rollback) only from a state it expects "
+        "(``transition``: ``#state IN (...)``)",
+        (
+            Edit(
+                "storage/transactions.py",
+                """        condition = f"#state IN ({', '.join(expected)})"\n""",
+                "        condition = f\"(#state IN ({', '.join(expected)}) OR "
+                'attribute_exists(#state))"\n',
+            ),
+        ),
+        aims=(COMMIT,),
+    ),
+    Guard(
+        "lease-save-fence",
+        "a save writes (or deletes) a lease only as it read it, or puts a new one only where "
+        "none is (``lease_condition``): an ack's ``ADD acked`` landing after the read is not "
+        "written over",
+        (
+            Edit(
+                "storage/groups/codec.py",
+                "def lease_condition(before: Lease | None) -> dict[str, Any]:\n",
+                "def lease_condition(before: Lease | None) -> dict[str, Any]:\n    return {}\n",
+            ),
+        ),
+        aims=(RACES, EXPIRY),
+        note="the summary's version condition refuses the racing save: the pair is the row group-"
+        "save-fences (defence in depth)",
+    ),
+    Guard(
+        "group-save-fences",
+        "a save of a group queue commits only on the summary and the leases as it read them "
+        "(``summary_condition`` and ``lease_condition`` together: each row alone survives, "
+        "the other one still refusing a racing save)",
+        (
+            Edit(
+                "storage/groups/codec.py",
+                "def summary_condition(state: GroupQueueState) -> dict[str, Any]:\n",
+                "def summary_condition(state: GroupQueueState) -> dict[str, Any]:\n    return {}\n",
+            ),
+            Edit(
+                "storage/groups/codec.py",
+                "def lease_condition(before: Lease | None) -> dict[str, Any]:\n",
+                "def lease_condition(before: Lease | None) -> dict[str, Any]:\n    return {}\n",
+            ),
+        ),
+        aims=(RACES, EXPIRY),
+    ),
+    Guard(
+        "part-once",
+        "a transaction part is recorded once (``attribute_not_exists(#part)``): a resent part "
+        "adds its messages to the count once",
+        (
+            Edit(
+                "storage/transactions.py",
+                '"attribute_not_exists(#part) AND (attribute_not_exists(#state) OR "',
+                '"(attribute_not_exists(#part) OR attribute_exists(#part)) AND '
+                '(attribute_not_exists(#state) OR "',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/transactions/test_transactions.py::"
+            "test_a_retried_send_stores_nothing_twice",
+        ),
+        note="the model's part resends carry the same messages, which the overwrite keeps; "
+        "a resend with other messages (IdempotencyConflict) is its test's",
+    ),
+    Guard(
+        "offset-reset-fence",
+        "an offset reset (and a drop of leases) writes the summary only at the version it "
+        "read (``_version_condition``)",
+        (
+            Edit(
+                "storage/group_offsets.py",
+                '    """The condition that the summary is still at ``version`` (0: not stored), '
+                'and its values."""\n',
+                '    """The condition that the summary is still at ``version`` (0: not stored), '
+                'and its values."""\n'
+                '    return "attribute_not_exists(group_name) OR '
+                'attribute_exists(group_name)", {}\n',
+            ),
+        ),
+        aims=(RACES,),
+        note="a reset exempts its topic's messages from the contract, so no invariant sees the "
+        "summary it overwrites; no test reaches it yet",
+    ),
+    Guard(
+        "txn-epoch-fence",
+        "a part send, commit or rollback of a transactional producer lands only while the "
+        "registration is at its epoch (``fence_request``): a zombie's is refused",
+        (
+            Edit(
+                "storage/transactions.py",
+                '        condition, values = "epoch = :epoch", {":epoch": epoch}\n',
+                '        condition, values = "epoch = :epoch OR attribute_exists(epoch)", '
+                '{":epoch": epoch}\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/transactions/test_transactions.py::"
+            "test_fencing_refuses_the_older_instance",
+        ),
     ),
     Guard(
         "sqs-purge-dedup-epoch",

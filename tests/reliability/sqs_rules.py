@@ -12,9 +12,11 @@ a purge) and purge either queue. A purge comes a millisecond after what was sent
 The model: a purge deletes what was sent before it, delayed or not, and starts the FIFO
 deduplication afresh. So a message sent before a purge is never delivered after it
 (``purged-delivered``); a FIFO send after a purge that answers the id of a send before it
-stored nothing (``lost``); at rest (the clock past every delay, both queues drained) each
-message sent since its queue's last purge whose send answered a new id was delivered
-(``lost``).
+stored nothing (``lost``); a FIFO send repeating the deduplication id of a send since the
+last purge, within SQS's 5-minute deduplication interval of that send, answers that send's
+id and stores nothing (else ``stored-twice``); at rest (the clock past every delay, both
+queues drained) each message sent since its queue's last purge whose send answered a new
+id was delivered (``lost``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from hypothesis.stateful import rule
 FIFO_QUEUE, DELAY_QUEUE = "pf.fifo", "pd"
 ENDPOINT = "http://sqs.local"
 ADMIN = Principal("reliability-admin", Permissions(admin=True))
+DEDUP_INTERVAL_MS = 5 * 60 * 1000
+"""SQS's deduplication interval, counted from a deduplication id's first accepted send."""
 
 _picks = st.integers(0, 63)
 _containers = st.integers(0, 1)
@@ -47,6 +51,8 @@ class Sent:
     required: bool = False
     """Its send answered a new message id: it must be delivered unless a purge came after."""
     message_id: str = ""
+    sent_at: int = 0
+    """The clock (ms) when its send ran."""
 
 
 @dataclass
@@ -100,7 +106,7 @@ class SqsRules:
         self.counter += 1
         body = f"q{self.counter}".encode()
         queue = self.sq_queues[name]
-        sent = Sent(name, queue.epoch)
+        sent = Sent(name, queue.epoch, sent_at=self.clock())
         self.sq_sent[body] = sent
         params: dict[str, Any] = {"QueueUrl": queue.url, "MessageBody": body.decode()}
         if name == FIFO_QUEUE:
@@ -121,6 +127,13 @@ class SqsRules:
             first = queue.dedup.get(params["MessageDeduplicationId"])
             if first is not None and first.message_id == sent.message_id:
                 return  # a repeat within the window since the last purge: stored nothing
+            if first is not None and sent.sent_at - first.sent_at < DEDUP_INTERVAL_MS:
+                self._violate(
+                    "stored-twice",
+                    f"{body!r}: repeats {params['MessageDeduplicationId']} of "
+                    f"{first.message_id} {(sent.sent_at - first.sent_at) / 1000:g} s after it, "
+                    f"answered another id ({sent.message_id}): stored again",
+                )
             earlier = [s for s in self.sq_sent.values() if s.message_id == sent.message_id]
             if any(s.epoch < queue.epoch and s.queue == name for s in earlier):
                 self._violate(

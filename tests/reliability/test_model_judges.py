@@ -1,0 +1,122 @@
+"""The model's judgement against a broker with one guard removed in-process: each history
+must raise the violation the missing guard lets through (a model that stays clean there
+would pass the same defect in a search), and the same history on the broker as it is must
+pass."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from cirrusmq_broker.storage.producers import ProducerRecords
+from cirrusmq_broker.storage.transactions import TransactionStore
+from machine import ReliabilityMachine
+from model import Violation
+from rulesets import narrowed
+from world import Backend
+
+pytestmark = pytest.mark.reliability
+
+SQS_RULES = "sqs_send,sqs_receive,sqs_purge,sqs_wait,tick"
+
+
+@pytest.fixture(autouse=True)
+def quiet() -> Iterator[None]:
+    logging.disable(logging.CRITICAL)
+    yield
+    logging.disable(logging.NOTSET)
+    Backend.stop()
+
+
+def replay(steps: Callable[[ReliabilityMachine], None], rules: str = SQS_RULES) -> None:
+    """Run ``steps`` on a new history of ``rules``, then bring it to rest."""
+    machine = narrowed(ReliabilityMachine, rules)()
+    try:
+        steps(machine)
+    except BaseException:
+        machine.world.close()
+        raise
+    machine.teardown()
+
+
+def without_deduplication_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``dedup-window`` mutant of mutants.py: a deduplicating record is replaced
+    whatever its age, so a repeat within the window is stored again under a new id."""
+    original = ProducerRecords.put_request
+
+    def put_request(self: ProducerRecords, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        request = original(self, *args, **kwargs)
+        put = request["Put"]
+        if "ExpressionAttributeValues" in put:  # a deduplicating record
+            put["ConditionExpression"] += " OR attribute_exists(producer_key)"
+        return request
+
+    monkeypatch.setattr(ProducerRecords, "put_request", put_request)
+
+
+def repeat_within_window(m: ReliabilityMachine) -> None:
+    m.sqs_send(0, 0, 0)  # pf.fifo q1, dedup d0
+    m.sqs_wait(31)
+    m.sqs_send(1, 0, 0)  # pf.fifo q2, dedup d0 again, 31 s later
+    m.sqs_receive(0, 0)
+
+
+def test_a_fifo_repeat_within_the_deduplication_window_answers_the_first_send() -> None:
+    replay(repeat_within_window)
+
+
+def test_a_fifo_repeat_within_the_window_stored_again_is_stored_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    without_deduplication_window(monkeypatch)
+    with pytest.raises(Violation, match="stored-twice"):
+        replay(repeat_within_window)
+
+
+def test_a_fifo_repeat_after_the_deduplication_window_is_a_new_message() -> None:
+    def steps(m: ReliabilityMachine) -> None:
+        m.sqs_send(0, 0, 0)  # pf.fifo q1, dedup d0
+        for _ in range(10):
+            m.sqs_wait(31)  # 310 s: past the 5 minutes
+        m.sqs_send(1, 0, 0)  # pf.fifo q2, dedup d0: a new message
+        m.sqs_receive(0, 0)
+        assert m.log[-1].endswith("-> ok ['q1', 'q2']"), m.log[-1]
+
+    replay(steps)
+
+
+COMMIT_RULES = "send,receive,ack,txn_send,commit,rollback,race_at_commit"
+
+
+def without_transaction_state_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``txn-state-fence`` mutant of mutants.py: a transition lands whatever the
+    transaction's state, so a commit and a rollback that both read it OPEN both land."""
+    original = TransactionStore._write
+
+    def write(self: TransactionStore, update: dict[str, Any], **kwargs: Any) -> Any:
+        if update.get("ConditionExpression", "").startswith("#state IN"):
+            update = {**update, "ConditionExpression": (
+                f"({update['ConditionExpression']}) OR attribute_exists(#state)"
+            )}  # fmt: skip
+        return original(self, update, **kwargs)
+
+    monkeypatch.setattr(TransactionStore, "_write", write)
+
+
+def commit_inside_rollback(m: ReliabilityMachine) -> None:
+    m.start_with_messages_in_flight(0, 0, 0)
+    m.race_at_commit(0, ("rollback", "commit"), 1, 0, 1, 0)  # t1: a part, then the race
+
+
+def test_a_commit_inside_a_rollback_leaves_the_rollback_refused() -> None:
+    replay(commit_inside_rollback, COMMIT_RULES)
+
+
+def test_a_rollback_landing_after_its_commit_answered_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    without_transaction_state_fence(monkeypatch)
+    with pytest.raises(Violation, match="rolled-back-visible"):
+        replay(commit_inside_rollback, COMMIT_RULES)
