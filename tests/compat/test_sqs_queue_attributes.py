@@ -156,6 +156,10 @@ def test_a_fifo_queue_s_delayed_send_counts_as_visible_once_due(
     sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="1")
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "0"})
     sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="h", MessageDeduplicationId="2")
+    (ready,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert ready["Body"] == "b"  # the receive passed over the delayed send: it waits on
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=ready["ReceiptHandle"])
+    sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="h", MessageDeduplicationId="3")
     attributes = _attributes(sqs, url)
     assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
     assert attributes["ApproximateNumberOfMessages"] == "1"
