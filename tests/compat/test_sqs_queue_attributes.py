@@ -139,14 +139,50 @@ def test_a_deeply_nested_redrive_policy_is_a_client_error(sqs, queue_name) -> No
     assert not any(u.endswith(f"/{queue_name}") for u in sqs.list_queues().get("QueueUrls", []))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a FIFO queue's delayed send waits in its summary's held offsets (not a delay "
-    "item): GetQueueAttributes counts it as visible, not as delayed",
-)
 def test_a_fifo_queue_s_delayed_sends_are_counted_as_delayed(sqs, queue_name) -> None:  # noqa: F811
     url = _fifo(sqs, queue_name, DelaySeconds="900")
     sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="1")
     attributes = _attributes(sqs, url)
     assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
     assert attributes["ApproximateNumberOfMessages"] == "0"
+
+
+def test_a_fifo_queue_s_delayed_send_counts_as_visible_once_due(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = _fifo(sqs, queue_name, DelaySeconds="30")
+    sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="1")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "0"})
+    sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="h", MessageDeduplicationId="2")
+    (ready,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert ready["Body"] == "b"  # the receive passed over the delayed send: it waits on
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=ready["ReceiptHandle"])
+    sqs.send_message(QueueUrl=url, MessageBody="c", MessageGroupId="h", MessageDeduplicationId="3")
+    attributes = _attributes(sqs, url)
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
+    assert attributes["ApproximateNumberOfMessages"] == "1"
+    cirrusmq_stack.advance_time(31)
+    attributes = _attributes(sqs, url)
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "0"
+    assert attributes["ApproximateNumberOfMessages"] == "2"
+
+
+def test_a_fifo_queue_s_in_flight_messages_count_as_not_visible(sqs, queue_name) -> None:  # noqa: F811
+    """A receive hands out one message group's messages; the group's later messages wait
+    (visible, not in flight) while other groups' are handed out."""
+    url = _fifo(sqs, queue_name, ContentBasedDeduplication="true")
+    for group, body in (("g", "a"), ("g", "b"), ("h", "c")):
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
+    received = []
+    for _ in range(2):
+        (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=60)[
+            "Messages"
+        ]
+        received.append(message["Body"])
+        attributes = _attributes(sqs, url)
+        assert attributes["ApproximateNumberOfMessagesNotVisible"] == str(len(received))
+        assert attributes["ApproximateNumberOfMessages"] == str(3 - len(received))
+        assert attributes["ApproximateNumberOfMessagesDelayed"] == "0"
+    assert sorted(received) == ["a", "c"]

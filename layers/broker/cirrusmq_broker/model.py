@@ -194,6 +194,9 @@ class IndexEntry:
     key_filter: bytes | None = None
     """Bloom filter of the batch's message keys (``rules.key_filter``); None: none kept,
     the batch may hold any key."""
+    held_until: int | None = None
+    """The latest not-before time (ms) of the batch's messages that was still ahead when
+    the batch was stored (``MessageInput.not_before``); None: no message held."""
 
     @property
     def next_offset(self) -> int:

@@ -93,6 +93,8 @@ class EncodedBatch:
     stored_timestamp: int
     key_filter: bytes | None = None
     """The index item's filter of the rows' keys (None: may hold any key)."""
+    held_until: int | None = None
+    """The index item's latest not-before time still ahead (None: nothing held)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,21 @@ def encode(
         max(m.born_timestamp for m in messages),
         stored_timestamp,
         key_filter.build(k for m in messages for k in m.keys),
+        held_until(messages, stored_timestamp),
     )
+
+
+def held_until(messages: Sequence[NewMessage], stored_timestamp: int) -> int | None:
+    """The latest delivery time of ``messages`` after ``stored_timestamp``: a message in
+    the topic's log whose delivery time is still ahead was sent with a not-before time
+    (a delayed message is appended only once due)."""
+    ahead = [
+        m.system.delivery_timestamp
+        for m in messages
+        if m.system.delivery_timestamp is not None
+        and m.system.delivery_timestamp > stored_timestamp
+    ]
+    return max(ahead, default=None)
 
 
 class BatchWriter:
@@ -176,6 +192,7 @@ class BatchWriter:
                 batch.max_timestamp,
                 batch.stored_timestamp,
                 batch.key_filter,
+                batch.held_until,
             ),
             own,
         )

@@ -42,6 +42,7 @@ class PendingBatch:
     max_timestamp: int
     stored_timestamp: int
     key_filter: bytes | None = None
+    held_until: int | None = None
 
     def at(self, base_offset: int) -> IndexEntry:
         return IndexEntry(
@@ -55,6 +56,7 @@ class PendingBatch:
             self.max_timestamp,
             self.stored_timestamp,
             self.key_filter,
+            self.held_until,
         )
 
 

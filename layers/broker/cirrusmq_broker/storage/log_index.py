@@ -23,6 +23,8 @@ STORED_TIME_INDEX = "by_stored_time"
 STORE_ORDER_SLACK_MS = 60_000
 """Appends race: a batch stored up to this much later may hold a lower offset."""
 MAX_STORED_MS = 2**62
+MAX_HELD_COUNTED = 10_000
+"""Held batches :meth:`LogIndex.held_count` reads of one queue at most."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class LogIndex:
                         "stored_timestamp": entry.stored_timestamp,
                         "expires_at": expires_at,
                         "key_filter": entry.key_filter,
+                        "held_until": entry.held_until,
                     }
                 ),
                 "ConditionExpression": not_yet_appended,
@@ -214,6 +217,33 @@ class LogIndex:
         ]
         return entries, response.get("LastEvaluatedKey")
 
+    def held_count(
+        self, topic: str, queue: int, *, now: int, stored_since: int, from_offset: int
+    ) -> int:
+        """Messages of batches stored since ``stored_since`` (ms), at or after
+        ``from_offset``, whose not-before time is still ahead of ``now``: one query of the
+        by-stored-time index (a few pages at most; the count is approximate beyond)."""
+        paginator = self._client.get_paginator("query")
+        pages = paginator.paginate(
+            TableName=self._table,
+            IndexName=STORED_TIME_INDEX,
+            KeyConditionExpression="#s = :s AND stored_timestamp BETWEEN :a AND :b",
+            FilterExpression="held_until > :now AND base_offset >= :from",
+            ProjectionExpression="base_offset, #c",
+            ExpressionAttributeNames={"#s": "stream", "#c": "count"},
+            ExpressionAttributeValues=to_item(
+                {
+                    ":s": stream_id(topic, queue),
+                    ":a": stored_since,
+                    ":b": MAX_STORED_MS,
+                    ":now": now,
+                    ":from": from_offset,
+                }
+            ),
+            PaginationConfig={"MaxItems": MAX_HELD_COUNTED},
+        )
+        return sum(int(from_item(item)["count"]) for page in pages for item in page["Items"])
+
     def newest(
         self, topic: str, queue: int, limit: int, *, consistent: bool = False
     ) -> list[IndexEntry]:
@@ -361,6 +391,7 @@ def _entry(topic: str, queue: int, values: dict[str, Any]) -> IndexEntry:
         max_timestamp=values["max_timestamp"],
         stored_timestamp=values.get("stored_timestamp", values["max_timestamp"]),
         key_filter=_bytes(values.get("key_filter")),
+        held_until=values.get("held_until"),
     )
 
 

@@ -153,3 +153,18 @@ def test_the_due_hint_names_a_delayed_message_due_before_a_delivery_in_flight_en
     hints: list[int] = []
     assert broker.consume.receive("G", "f", max_messages=10, due_hint=hints.append) == []
     assert hints == [due - clock.now]
+
+
+def test_the_log_index_counts_the_messages_still_held_by_their_not_before_time(broker, clock):
+    """What an attributes call counts as delayed: held batches from an offset on, until due."""
+    delayed_head(broker, clock)
+    since = clock.now - 60_000
+
+    def held(from_offset: int = 0) -> int:
+        return broker.index.held_count(
+            "f", 0, now=clock.now, stored_since=since, from_offset=from_offset
+        )
+
+    assert (held(), held(from_offset=1)) == (1, 0)
+    clock.advance(31)
+    assert held() == 0

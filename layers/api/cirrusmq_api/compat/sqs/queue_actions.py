@@ -24,6 +24,9 @@ MAX_LIST_RESULTS = 1000
 DELAY_MINUTES = 15
 """SQS's longest delay: ApproximateNumberOfMessagesDelayed counts the delayed messages due
 within it (and those just due, not yet released)."""
+HELD_WINDOW_MS = (DELAY_MINUTES + 1) * 60_000
+"""A FIFO send waits in its group's order until its queue's delay ends: a message still
+waiting was stored within SQS's longest delay (and a minute of clock skew)."""
 
 
 def active_topic(call: Call, queue: QueueName) -> Topic:
@@ -245,7 +248,9 @@ def approximate_count(call: Call, queue: QueueName) -> int:
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
     """The approximate counts: unread and in-flight messages of the queue's group (an
     in-flight message whose visibility timeout passed counts as visible), those in its retry
-    topic (moved there while flow control held their topic queue) included."""
+    topic (moved there while flow control held their topic queue) included. Delayed: the
+    standard queue's delay items, and a FIFO queue's sends whose not-before time is still
+    ahead (from the log index, one query per topic queue with unread messages)."""
     description = call.broker.admin.describe_topic(topic.name)
     status = call.broker.consume.describe_group(queue.group)  # one read, the retry topic's too
     by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
@@ -258,17 +263,25 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         visible += max(0, state.lag - invisible)
     if 0 not in moved:  # the level flow control's moves go to, never received from yet
         visible += call.broker.heads.get_many(retry, [0])[0].next_offset
+    now = call.broker.clock()
+    held = 0
     for offsets in description.queue_offsets:
         state = by_queue.get(offsets.queue)
-        if state is None:
-            visible += max(0, offsets.max_offset - offsets.min_offset)
-            continue
-        invisible = state.inflight - state.overdue
+        invisible = 0 if state is None else state.inflight - state.overdue
+        start = (
+            offsets.min_offset if state is None else max(state.committed_offset, offsets.min_offset)
+        )
+        waiting = 0
+        if queue.fifo and offsets.max_offset > start + invisible:
+            waiting = call.broker.index.held_count(
+                topic.name, offsets.queue, now=now, stored_since=now - HELD_WINDOW_MS,
+                from_offset=start,
+            )  # fmt: skip
         inflight += invisible
-        start = max(state.committed_offset, offsets.min_offset)
-        visible += max(0, offsets.max_offset - start - invisible)
-    now_minute = call.broker.clock() // 60_000
-    delayed = call.broker.delay_items.pending_count(
+        held += waiting
+        visible += max(0, offsets.max_offset - start - invisible - waiting)
+    now_minute = now // 60_000
+    delayed = held + call.broker.delay_items.pending_count(
         topic.name, range(now_minute - 1, now_minute + DELAY_MINUTES + 1)
     )
     return {
