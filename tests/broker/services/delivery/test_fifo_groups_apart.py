@@ -141,3 +141,13 @@ def test_a_delete_of_many_groups_refuses_only_the_handle_past_its_time(broker, c
     broker.consume.ack("G", [again.receipt_handle], within_visibility=True)
     clock.advance(61)
     assert receive(broker, "f") == []
+
+
+def test_a_message_passed_over_for_a_later_group_comes_in_the_next_receive(broker, clock):
+    fifo(broker, "f")
+    send(broker, "f", b"b0", message_group="b")
+    clock.advance(1)
+    send(broker, "f", b"a0", message_group="a")
+    send(broker, "f", b"b1", message_group="b")
+    assert bodies(receive(broker, "f", most=2)) == [b"b0", b"b1"]  # a0 passed over
+    assert bodies(receive(broker, "f")) == [b"a0"]
