@@ -26,6 +26,8 @@ INVARIANTS = {
     "within its visibility timeout",
     "sqs-visibility": "an SQS FIFO visibility change through a message's latest handle "
     "within its visibility timeout is done",
+    "sqs-stall": "an SQS FIFO message whose group has nothing in flight or undeleted before "
+    "it is received without waiting for another group",
     "stored-twice": "every acknowledged send is stored exactly once",
     "lost": "every acknowledged send is acked, dead-lettered or still deliverable",
     "internal-error": "no unexpected error when no fault was injected",

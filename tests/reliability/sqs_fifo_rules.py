@@ -17,8 +17,11 @@ of its group is still in flight), never while its own visibility timeout runs
 delete answered ok (``acked-redelivered``), never a repeat send (``stored-twice``). A
 delete through the message's latest handle answers ok exactly while that handle's timeout
 runs (``sqs-delete``); a visibility change through it then is done (``sqs-visibility``).
-At rest (the clock past every timeout, the queue drained) each message whose send answered
-a new id was deleted (``lost``).
+At rest, first with the clock standing (the containers' cached FIFO waits past their
+re-read bound, FIFO_RECHECK_MAX_SECONDS of real time), the queue is drained of what free
+groups hold: a message whose group has nothing in flight and nothing undeleted before it is
+received (``sqs-stall``: no group waits behind another's delivery); then, the clock past
+every timeout, each message whose send answered a new id was deleted (``lost``).
 
 A request that failed (a fault, a crash) may have taken effect: a receive may have leased
 what was visible, a delete deleted, a change changed. The messages it may have touched are
@@ -29,7 +32,7 @@ them again; a message a failed delete may have deleted counts as deleted for the
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cirrusmq_api.compat.sqs import message_actions, queue_actions
@@ -368,11 +371,49 @@ class SqsFifoRules:
         self._interleave(b, self._sg_receive(1 + p % 10), at, self._sg_other(kind, p, q))
 
     # ------------------------------------------------------------------ at rest
+    def _sg_free(self) -> list[GroupMsg]:
+        """The messages a receive must reach now: each free group's first one not deleted
+        (nothing of its group in flight, nothing uncertain in it)."""
+        model, now, free = self.sg, self.clock.now, []
+        for bodies in model.order.values():
+            open_ = [model.msgs[b] for b in bodies if not model.msgs[b].surely_deleted]
+            msgs = [m for m in open_ if not m.deleted]
+            if msgs and not any(m.uncertain or m.deadline > now for m in open_):
+                free.append(msgs[0])
+        return free
+
+    def _sg_no_stall(self) -> None:
+        """Before time passes (but the few real seconds that bound a container's cached
+        FIFO waits): container 0 drains what free groups hold, each message received
+        deleted; a message of a free group it never reaches stalls behind another group
+        (``sqs-stall``)."""
+        for broker in self.world.brokers:
+            _recheck_bound_passed(broker)
+        self.log.append(
+            "the clock stands, cached FIFO waits at their re-read bound: free groups drained"
+        )
+        for _ in range(20):
+            before = len(self.sg.handles)
+            self._run(0, None, self._sg_receive(10))
+            fresh = self.sg.handles[before:]
+            for handle, h in fresh:
+                self._run(0, None, self._sg_delete(handle, h))
+            if not fresh:
+                break
+        stalled = self._sg_free()
+        if stalled:
+            self._violate(
+                "sqs-stall",
+                ", ".join(f"{m.body} ({m.group})" for m in stalled) + " never received: "
+                "nothing of its group in flight or before it",
+            )
+
     def _sg_at_rest(self) -> None:
         """The clock past every timeout, the queue drained (each message received is
         deleted); then each message whose send answered a new id was deleted."""
         if not self.sg_ready:
             return
+        self._sg_no_stall()
         for _ in range(3):
             self.clock.advance(max(CHANGES_S) + 1)
             for _ in range(40):
@@ -386,3 +427,12 @@ class SqsFifoRules:
         for body, m in self.sg.msgs.items():
             if m.required and not m.deleted:
                 self._violate("lost", f"{body} ({m.group}) was never deleted")
+
+
+def _recheck_bound_passed(broker: Any) -> None:
+    """A container's cached FIFO waits (queue_plan.QueuePlanner._fifo_busy: a queue not
+    re-read for at most FIFO_RECHECK_MAX_SECONDS of real time) as once that bound passed."""
+    planner = broker.consume.check_ack.__self__._planner
+    with planner._lock:
+        for key, busy in list(planner._fifo_busy.items()):
+            planner._fifo_busy[key] = replace(busy, until=0.0)
