@@ -746,6 +746,10 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         aims=(SQS_FIFO,),
+        tests=(
+            "tests/broker/services/delivery/test_fifo_groups_apart.py::"
+            "test_a_message_passed_over_for_a_later_group_comes_in_the_next_receive",
+        ),
     ),
     Guard(
         "sqs-fifo-held-release",
