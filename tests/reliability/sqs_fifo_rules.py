@@ -2,8 +2,8 @@
 (mixed in only by a search that lists them, rulesets.py) on a FIFO queue ``gq.fifo`` with
 three message groups, two of them on the same topic queue.
 
-The rules send (a group id, a new deduplication id or the last one again), receive (1 to
-10 messages, 30 s visibility; faults at AWS calls), delete and change the visibility
+The rules send (a group id, a new deduplication id or the last one again), receive (1, 2, 3
+or 10 messages, 30 s visibility; faults at AWS calls), delete and change the visibility
 (0, 5 or 40 s) through any handle a receive returned (the latest or an older one), race a
 receive with another request on the other container, and let time pass (``sqs_wait``).
 
@@ -45,6 +45,8 @@ from hypothesis.stateful import precondition, rule
 GROUPS_QUEUE = "gq.fifo"
 VISIBILITY_S = 30
 CHANGES_S = (0, 5, 40)
+MOSTS = (1, 2, 3, 10)
+"""MaxNumberOfMessages of a receive: mostly small, so that the budget cuts groups."""
 
 
 def _groups() -> tuple[str, str, str]:
@@ -336,7 +338,7 @@ class SqsFifoRules:
     def _sg_other(self, kind: int, p: int, q: int) -> Any:
         """The request raced against a receive: another receive, a delete or a change."""
         if kind % 3 == 0 or not self.sg.handles:
-            return self._sg_receive(1 + q % 10)
+            return self._sg_receive(MOSTS[q % 4])
         handle, h = self._sg_handle(p)
         if kind % 3 == 1:
             return self._sg_delete(handle, h)
@@ -351,7 +353,7 @@ class SqsFifoRules:
     @rule(b=_containers, q=_picks, fault=_faults)
     def sqs_fifo_receive(self, b: int, q: int, fault: Fault | None) -> None:
         self._sg_ready(b)
-        self._run(b, fault, self._sg_receive(1 + q % 10))
+        self._run(b, fault, self._sg_receive(MOSTS[q % 4]))
 
     @precondition(lambda self: getattr(self, "sg_ready", False) and self.sg.handles)
     @rule(b=_containers, p=_picks, fault=_faults)
@@ -368,7 +370,7 @@ class SqsFifoRules:
         """A receive paused before its ``at``-th AWS call while another receive, a delete
         or a change runs on the other container."""
         self._sg_ready(b)
-        self._interleave(b, self._sg_receive(1 + p % 10), at, self._sg_other(kind, p, q))
+        self._interleave(b, self._sg_receive(MOSTS[p % 4]), at, self._sg_other(kind, p, q))
 
     # ------------------------------------------------------------------ at rest
     def _sg_free(self) -> list[GroupMsg]:
