@@ -1644,6 +1644,8 @@ def _show(value: Any) -> str:
         return str(parts)
     if isinstance(value, ReceivedMessage):
         return f"{value.message.body.decode()}#{value.delivery_attempt}"
+    if hasattr(value, "shown"):  # an answer that says how it is shown (sqs_fifo_rules.py)
+        return str(value.shown)
     for attr in ("redriven", "moved", "changed", "duplicate"):
         if hasattr(value, attr):
             return f"{attr}={getattr(value, attr)}"

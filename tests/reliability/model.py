@@ -22,6 +22,12 @@ INVARIANTS = {
     "cancelled-delivered": "a cancelled delayed message is never delivered",
     "moved-after-cancel": "a message move task moves nothing after its cancel answered",
     "purged-delivered": "a message sent to an SQS queue before its purge is never delivered after",
+    "sqs-delete": "an SQS FIFO delete through a message's latest handle is done exactly "
+    "within its visibility timeout",
+    "sqs-visibility": "an SQS FIFO visibility change through a message's latest handle "
+    "within its visibility timeout is done",
+    "sqs-stall": "an SQS FIFO message whose group has nothing in flight or undeleted before "
+    "it is received without waiting for another group",
     "stored-twice": "every acknowledged send is stored exactly once",
     "lost": "every acknowledged send is acked, dead-lettered or still deliverable",
     "internal-error": "no unexpected error when no fault was injected",

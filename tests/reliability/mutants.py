@@ -102,6 +102,13 @@ PURGE = (
 )
 """The SQS adapter's PurgeQueue (sqs_rules.py): FIFO sends repeating deduplication ids and
 delayed sends, each queue purged among them."""
+SQS_FIFO = (
+    "SQS FIFO message groups",
+    "sqs_fifo_send=3,sqs_fifo_receive=2,sqs_fifo_delete=2,sqs_fifo_change,sqs_fifo_race,sqs_wait",
+)
+"""SQS FIFO message groups (sqs_fifo_rules.py): sends to three groups, receives with faults,
+deletes and visibility changes through latest and older handles, receives raced with
+another request on the other container, time passing."""
 
 GUARDS: tuple[Guard, ...] = (
     Guard(
@@ -985,6 +992,64 @@ GUARDS: tuple[Guard, ...] = (
         ),
         aims=(PURGE,),
         tests=("tests/compat/test_sqs_purge_delayed.py",),
+    ),
+    Guard(
+        "sqs-fifo-delete-deadline",
+        "SQS FIFO: a delete's conditional writes require the lease holding each message to be "
+        "within its deadline (a handle whose visibility timeout passed deletes nothing)",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                'NOT_PAST_DEADLINE = "#deadline > :now"\n',
+                'NOT_PAST_DEADLINE = "(#deadline > :now OR #deadline <= :now)"\n',
+            ),
+        ),
+        aims=(SQS_FIFO,),
+        tests=(
+            "tests/broker/services/delivery/test_fifo_groups_apart.py::"
+            "test_an_ack_within_visibility_refuses_a_handle_whose_time_passed",
+        ),
+    ),
+    Guard(
+        "sqs-fifo-gate-in-flight",
+        "SQS FIFO: a group's messages are receivable only up to its first one in flight",
+        (
+            Edit(
+                "rules/orderly.py",
+                "        while visible < min(len(entries), budget) and not entries[visible][1]:\n",
+                "        while visible < min(len(entries), budget):\n",
+            ),
+        ),
+        aims=(SQS_FIFO,),
+    ),
+    Guard(
+        "sqs-fifo-hold-passed-over",
+        "SQS FIFO: a new message a per-group receive passes over (its group cut at the "
+        "budget, or not picked) is held below the cursor, to be handed out later",
+        (
+            Edit(
+                "services/delivery/receive.py",
+                "        hold = [o for o in plan.hold if o < end] + [o for o in left if o < end]\n",
+                "        hold = [o for o in plan.hold if o < end]\n",
+            ),
+        ),
+        aims=(SQS_FIFO,),
+        tests=(
+            "tests/broker/services/delivery/test_fifo_groups_apart.py::"
+            "test_a_message_passed_over_for_a_later_group_comes_in_the_next_receive",
+        ),
+    ),
+    Guard(
+        "sqs-fifo-held-release",
+        "SQS FIFO: a held message a per-group receive leases leaves ``held``",
+        (
+            Edit(
+                "rules/group_state.py",
+                "        self.held = (self.held - delivered) | frozenset(hold)\n",
+                "        self.held = self.held | frozenset(hold)\n",
+            ),
+        ),
+        aims=(SQS_FIFO,),
     ),
 )
 

@@ -34,7 +34,7 @@ def narrowed(machine: T, spec: str, **members: Any) -> T:
     """A subclass of ``machine`` with only the rules of ``spec`` enabled (``members``: more
     class attributes of it)."""
     chosen = weights(spec)
-    mixins = tuple(m for m in OPTIONAL if set(chosen) & set(vars(m)))
+    mixins = tuple(m for m in OPTIONAL if set(chosen) & set(dir(m)))
     base = type(machine.__name__, (*mixins, machine), {}) if mixins else machine
     unknown = set(chosen) - set(dir(base))
     if unknown:

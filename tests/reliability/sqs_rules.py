@@ -30,6 +30,7 @@ from cirrusmq_broker.rules.permissions import Permissions
 from cirrusmq_broker.services.auth import Principal
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
+from sqs_fifo_rules import SqsFifoRules
 
 FIFO_QUEUE, DELAY_QUEUE = "pf.fifo", "pd"
 ENDPOINT = "http://sqs.local"
@@ -64,7 +65,7 @@ class QueueModel:
     """FIFO: deduplication id → the send that stored it (since the last purge)."""
 
 
-class SqsRules:
+class SqsRules(SqsFifoRules):
     """Mixed into the machine: ``_run``, ``_violate``, ``world``, ``clock`` and ``log`` are
     the machine's."""
 
@@ -75,12 +76,14 @@ class SqsRules:
     def _check_at_rest(self) -> None:
         super()._check_at_rest()  # type: ignore[misc]
         self._sqs_at_rest()
+        self._sg_at_rest()
 
     def _sqs_setup(self) -> None:
         self.sq_ready = False
         self.sq_queues = {FIFO_QUEUE: QueueModel(), DELAY_QUEUE: QueueModel()}
         self.sq_sent: dict[bytes, Sent] = {}
         self.sq_delivered: set[bytes] = set()
+        self._sg_setup()
 
     def _sq_call(self, b: int) -> Call:
         return Call(broker=self.world.brokers[b], principal=ADMIN, endpoint=ENDPOINT,

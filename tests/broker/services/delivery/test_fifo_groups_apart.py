@@ -112,3 +112,42 @@ def test_a_crash_at_each_call_of_a_per_group_receive_loses_nothing_and_keeps_ord
                 broker.consume.ack("G", [r.receipt_handle for r in got])
         assert [b for b in seen if b[:1] == b"a"] == [b"a0", b"a1", b"a2"], (call, seen)
         assert [b for b in seen if b[:1] == b"b"] == [b"b0", b"b1", b"b2"], (call, seen)
+
+
+def test_a_delete_of_many_groups_costs_the_calls_of_one_group(broker, clock):
+    fifo(broker, "f")
+    for n in range(10):
+        send(broker, "f", b"%d" % n, message_group=f"k{n}")
+    got = receive(broker, "f")
+    assert len(got) == 10  # ten groups: ten leases
+    handles = [r.receipt_handle for r in got]
+    assert calls_of(lambda: broker.consume.ack("G", handles, within_visibility=True)) == 1
+    clock.advance(31)
+    assert receive(broker, "f") == []
+
+
+def test_a_delete_of_many_groups_refuses_only_the_handle_past_its_time(broker, clock):
+    fifo(broker, "f")
+    for n in range(4):
+        send(broker, "f", b"%d" % n, message_group=f"k{n}")
+    got = receive(broker, "f")
+    for r in got[1:]:
+        broker.consume.change_invisible("G", r.receipt_handle, 60, per_group=True)
+    clock.advance(31)  # the first group's message past its time, the others live
+    outcomes = broker.consume.ack("G", [r.receipt_handle for r in got], within_visibility=True)
+    assert [o.status.value for o in outcomes] == ["expired", "acked", "acked", "acked"]
+    [again] = receive(broker, "f")
+    assert again.message.body == got[0].message.body
+    broker.consume.ack("G", [again.receipt_handle], within_visibility=True)
+    clock.advance(61)
+    assert receive(broker, "f") == []
+
+
+def test_a_message_passed_over_for_a_later_group_comes_in_the_next_receive(broker, clock):
+    fifo(broker, "f")
+    send(broker, "f", b"b0", message_group="b")
+    clock.advance(1)
+    send(broker, "f", b"a0", message_group="a")
+    send(broker, "f", b"b1", message_group="b")
+    assert bodies(receive(broker, "f", most=2)) == [b"b0", b"b1"]  # a0 passed over
+    assert bodies(receive(broker, "f")) == [b"a0"]

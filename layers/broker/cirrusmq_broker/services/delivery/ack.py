@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ... import limits
 from ...errors import BrokerError, InvalidRequest, ReceiptHandleExpired
-from ...rules.group_state import GroupQueueState, Lease, single_lease_id
+from ...rules.group_state import GroupQueueState, Lease, delivered_count, single_lease_id
 from ...rules.receipts import ReceiptHandle
 from ...storage.groups import GroupStateStore, LeaseAck
 from ...validation import check_group_name
@@ -73,11 +73,22 @@ class Acks:
             for p, error in invalid.items()
         }
         states: dict[tuple[str, int], GroupQueueState] = {}
+        # leases acked whole (an SQS FIFO delete of many groups: one lease per group):
+        # deleted together, a transaction per 100, not a call per lease
+        whole = [key for key, handles in by_lease.items() if _names_all(key[2], handles)]
+        settled = (
+            self._states.acks.settle_whole(group, whole, alive_at=alive_at)
+            if len(whole) > 1
+            else set()
+        )
         for (topic, queue, lease_id), handles in by_lease.items():
-            pending = self._ack_lease(
-                group, (topic, queue, lease_id), handles, receipt_handles, outcomes, states,
-                before_slow_path, alive_at,
-            )  # fmt: skip
+            if (topic, queue, lease_id) in settled:
+                pending = handles
+            else:
+                pending = self._ack_lease(
+                    group, (topic, queue, lease_id), handles, receipt_handles, outcomes,
+                    states, before_slow_path, alive_at,
+                )  # fmt: skip
             self._planner.delivery_ended(group, topic, queue)  # a FIFO delivery may be over
             for position in pending:
                 outcomes.setdefault(
@@ -258,3 +269,9 @@ def _within_visibility(own: Lease, around: list[Lease], offset: int, alive_at: i
     elif not own.holds(offset):
         return "settled"
     return "expired" if holder.deadline <= alive_at else "live"
+
+
+def _names_all(lease_id: str, handles: dict[int, ReceiptHandle]) -> bool:
+    """Whether ``handles`` name every offset delivered under ``lease_id``."""
+    offsets = {h.offset for h in handles.values()}
+    return bool(offsets) and delivered_count(lease_id) == len(offsets)

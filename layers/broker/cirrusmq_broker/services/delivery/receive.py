@@ -593,6 +593,8 @@ def _apply_by_group(
         else:
             deliveries = [(frozenset([g or ""]), offsets) for g, offsets in by_group.items()]
         hold = [o for o in plan.hold if o < end] + [o for o in left if o < end]
+        if any(o < end for o in left) or any(m.offset not in chosen for m in plan.unheld):
+            plan.waiting = False  # held for the budget, not for a lease: the next poll serves it
         leased = state.lease_groups(
             max(end, state.cursor),
             deliveries=deliveries,

@@ -230,6 +230,37 @@ class LeaseAcks:
             return {position: from_item(exc.response.get("Item") or {})}
         return {}
 
+    def settle_whole(
+        self, group: str, leases: list[tuple[str, int, str]], *, alive_at: int | None = None
+    ) -> set[tuple[str, int, str]]:
+        """Delete the leases (topic, queue, lease id) whose ack names everything delivered
+        under them, each on :meth:`_settle_whole`'s condition, in one transaction per 100
+        (an SQS FIFO delete of many groups' messages: one lease per group). Returns those
+        deleted; the others are left to :meth:`ack`."""
+        keys = [k for k in leases if lease_slot(k[2]) is not None]
+        requests = [
+            self._whole_delete(self._leases.key(group, t, q, lease_slot(i)), i, alive_at)
+            for t, q, i in keys
+        ]
+        failed = self._delete_each(requests) if requests else {}
+        return {k for n, k in enumerate(keys) if n not in failed}
+
+    def _whole_delete(
+        self, key: dict[str, Any], lease_id: str, alive_at: int | None
+    ) -> dict[str, Any]:
+        """The conditional delete of a lease whose ack names everything delivered under it:
+        it still has this id, nothing was moved out of it or on, and (``alive_at``) it is
+        not past its deadline."""
+        condition = "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+        values: dict[str, Any] = {":id": lease_id}
+        if alive_at is not None:
+            condition += f" AND {NOT_PAST_DEADLINE}"
+            values[":now"] = alive_at
+        request = delete_request(self._table, key, condition, values)
+        if alive_at is not None:
+            request["Delete"]["ExpressionAttributeNames"] = DEADLINE_NAME
+        return request
+
     def _settle_whole(
         self, key: dict[str, Any], lease_id: str, alive_at: int | None = None
     ) -> bool | None:
@@ -244,25 +275,7 @@ class LeaseAcks:
         ``alive_at``: and it is not past its deadline (else None: the ``ADD`` path sorts
         it out).
         """
-        condition = "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
-        values: dict[str, Any] = {":id": lease_id}
-        extra: dict[str, Any] = {}
-        if alive_at is not None:
-            condition += f" AND {NOT_PAST_DEADLINE}"
-            values[":now"] = alive_at
-            extra["ExpressionAttributeNames"] = DEADLINE_NAME
-        try:
-            self._client.delete_item(
-                TableName=self._table,
-                Key=key,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=to_item(values),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **extra,
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            current = from_item(exc.response.get("Item") or {})
-            return None if current.get("lease_id") == lease_id else False
-        return True
+        failed = self._delete_one(self._whole_delete(key, lease_id, alive_at), 0)
+        if not failed:
+            return True
+        return None if failed[0].get("lease_id") == lease_id else False
