@@ -84,6 +84,7 @@ COMMIT = (
 )
 EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
+RESET = ("receives inside offset resets", "send,receive,ack,advance,race_at_reset=4")
 STEPS = (
     "exactly-once steps on moving leases",
     "send,receive,ack,nack,change_invisible,advance,step=4,step_retry=2",
@@ -933,9 +934,16 @@ GUARDS: tuple[Guard, ...] = (
                 'attribute_exists(group_name)", {}\n',
             ),
         ),
-        aims=(RACES,),
-        note="a reset exempts its topic's messages from the contract, so no invariant sees the "
-        "summary it overwrites; no test reaches it yet",
+        aims=(RESET,),
+        tests=(
+            "tests/broker/services/test_log_reader_and_reset.py::"
+            "test_a_lease_saved_inside_a_reset_is_dropped_and_its_messages_redelivered",
+            "tests/broker/services/test_log_reader_and_reset.py::"
+            "test_a_receive_racing_the_reset_makes_it_read_again",
+        ),
+        note="without it a lease saved between the reset's read and its write survives: its "
+        "handles still ack after the reset answered, and it holds its slot, so the rewound "
+        "queue is not delivered",
     ),
     Guard(
         "txn-epoch-fence",
