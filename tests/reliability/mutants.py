@@ -840,9 +840,12 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/groups/lease_acks.py",
-                '                ConditionExpression="lease_id = :id",\n',
-                '                ConditionExpression="lease_id = :id OR '
-                'attribute_exists(lease_id)",\n',
+                '        condition, values, names = "lease_id = :id", {":id": lease_id}, {}\n',
+                "        condition, values, names = (\n"
+                '            "(lease_id = :id OR attribute_exists(lease_id))",\n'
+                '            {":id": lease_id},\n'
+                "            {},\n"
+                "        )\n",
             ),
         ),
         aims=(RACES,),
