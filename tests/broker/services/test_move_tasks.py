@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pytest
 from broker_helpers import cancellation, send
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.errors import InvalidRequest, MoveTaskRunning
+from cirrusmq_broker.errors import InvalidRequest, MoveTaskNotFound, MoveTaskRunning
 from cirrusmq_broker.services.move_tasks import MoveTaskId
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.dynamo import to_item
@@ -127,6 +127,16 @@ def test_a_move_task_moves_each_message_once_and_completes(broker, clock) -> Non
         for r in broker.consume.receive("again", BACK, max_messages=10)
     )
     assert drain(broker, clock, DLQ_GROUP, DLQ) == []
+
+
+def test_a_cancel_of_a_finished_task_is_not_found_and_leaves_it_completed(broker, clock) -> None:
+    dead_letters_in_destination(broker, clock, [b"a"])
+    task = broker.move_tasks.run(start(broker))
+    assert task.status == COMPLETED
+    with pytest.raises(MoveTaskNotFound):
+        broker.move_tasks.cancel(MoveTaskId(task.group, task.stream))
+    (listed,) = broker.move_tasks.recent(DLQ_GROUP)
+    assert (listed.status, listed.moved, listed.version) == (COMPLETED, 1, task.version)
 
 
 def test_a_delete_landing_before_the_tasks_append_is_not_moved(
