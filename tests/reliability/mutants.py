@@ -565,6 +565,24 @@ GUARDS: tuple[Guard, ...] = (
         ),
     ),
     Guard(
+        "move-task-cancel-running",
+        "a cancel marks a task CANCELLING only while it runs (``#s = :running``)",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                '                ConditionExpression="#s = :running",\n',
+                '                ConditionExpression="#s = :running OR attribute_exists(#s)",\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_cancel_of_a_finished_task_is_not_found_and_leaves_it_completed",
+        ),
+        note="without it a cancel of a finished task answers as if it stopped it and leaves "
+        "the task CANCELLING for good (its lock is gone, so no finish lands): a wrong answer "
+        "and listing, no message moved or kept wrongly",
+    ),
+    Guard(
         "move-task-lock-names-task",
         "a finish clears the group's lock only while it names the finishing task (lock_names_task)",
         (
@@ -921,6 +939,24 @@ GUARDS: tuple[Guard, ...] = (
         ),
         note="the model's part resends carry the same messages, which the overwrite keeps; "
         "a resend with other messages (IdempotencyConflict) is its test's",
+    ),
+    Guard(
+        "dlq-purge-fence",
+        "a redrive appends its letters only if no purge raised the dead-letter floor above "
+        "them since it read them (``not_purged_request``)",
+        (
+            Edit(
+                "storage/group_configs.py",
+                '"attribute_not_exists(purged_below) OR purged_below <= :o",',
+                '"attribute_not_exists(purged_below) OR purged_below <= :o OR purged_below > :o",',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/retries/test_dead_letters.py::"
+            "test_a_purge_landing_inside_a_redrive_wins",
+        ),
+        note="without it a redrive that read letters before a purge sends them back after "
+        "the purge answered: purged letters delivered again",
     ),
     Guard(
         "offset-reset-fence",
