@@ -139,6 +139,29 @@ def test_a_cancel_of_a_finished_task_is_not_found_and_leaves_it_completed(broker
     assert (listed.status, listed.moved, listed.version) == (COMPLETED, 1, task.version)
 
 
+def test_a_cancel_landing_before_the_tasks_last_finish_ends_it_cancelled(
+    broker, other, clock, monkeypatch
+) -> None:
+    """A cancel that answers between the runner's last (empty) step and its COMPLETED
+    finish wins: the finish, written on the task as read, is refused, and the task ends
+    CANCELLED as the cancel said."""
+    dead_letters_in_destination(broker, clock, [b"a"])
+    store = broker.move_tasks._store  # noqa: SLF001
+    real = store.finish
+    cancelled: list = []
+
+    def finish(task, status, *args, **kwargs):
+        if status == COMPLETED and not cancelled:
+            cancelled.append(other.move_tasks.cancel(MoveTaskId(task.group, task.stream)))
+        return real(task, status, *args, **kwargs)
+
+    monkeypatch.setattr(store, "finish", finish)
+    task = broker.move_tasks.run(start(broker))
+    assert cancelled and cancelled[0].status == "CANCELLING"
+    assert (task.status, task.moved) == (CANCELLED, 1)
+    assert drain(broker, clock, "reader", BACK) == [b"a"]
+
+
 def test_a_delete_landing_before_the_tasks_append_is_not_moved(
     broker, other, clock, monkeypatch
 ) -> None:
