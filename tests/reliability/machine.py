@@ -906,8 +906,8 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             gm = self.groups[group]
             bodies = {b for b, m in self.msgs.items() if m.topic == topic}
             gm.exempt |= bodies
-            if outcome == "ok":
-                gm.reset_at[topic] = started
+            if outcome == "ok" and to == "earliest":  # to latest: old offsets are committed,
+                gm.reset_at[topic] = started  # and an ack of a committed offset answers acked
             if to == "latest" or outcome != "ok":
                 gm.excused |= bodies
             for key in list(gm.committed):
