@@ -574,6 +574,7 @@ GUARDS: tuple[Guard, ...] = (
                 '                ConditionExpression="#s = :running OR attribute_exists(#s)",\n',
             ),
         ),
+        aims=(MOVES,),
         tests=(
             "tests/broker/services/test_move_tasks.py::"
             "test_a_cancel_of_a_finished_task_is_not_found_and_leaves_it_completed",
@@ -581,6 +582,29 @@ GUARDS: tuple[Guard, ...] = (
         note="without it a cancel of a finished task answers as if it stopped it and leaves "
         "the task CANCELLING for good (its lock is gone, so no finish lands): a wrong answer "
         "and listing, no message moved or kept wrongly",
+    ),
+    Guard(
+        "move-task-finish-as-read",
+        "a task's finish lands only on the task as its runner read it (``task_as_read``)",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                '                            "UpdateExpression": update,\n'
+                '                            "ConditionExpression": task_as_read,\n',
+                '                            "UpdateExpression": update,\n'
+                '                            "ConditionExpression": f"({task_as_read}) OR '
+                'attribute_exists(#s)",\n',
+            ),
+        ),
+        aims=(MOVES,),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_cancel_landing_before_the_tasks_last_finish_ends_it_cancelled",
+        ),
+        note="without it a cancel that answered between the last (empty) step and the finish "
+        "is overwritten: the task ends COMPLETED, not CANCELLED; nothing moves after the "
+        "cancel (the appends keep their own fence), and a finish of a finished task is still "
+        "refused by ``lock_names_task``",
     ),
     Guard(
         "move-task-lock-names-task",
