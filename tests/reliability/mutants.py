@@ -965,6 +965,24 @@ GUARDS: tuple[Guard, ...] = (
         "a resend with other messages (IdempotencyConflict) is its test's",
     ),
     Guard(
+        "subscription-first-record",
+        "a group's first receive records its filter only where none is (``not_stored_yet``)",
+        (
+            Edit(
+                "storage/groups/subscriptions.py",
+                '**({"ConditionExpression": not_stored_yet} if only_if_new else {}),',
+                "**({}),",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delivery/test_sql_filters.py::"
+            "test_a_subscribe_landing_inside_a_first_receive_keeps_its_filter",
+        ),
+        note="without it a first receive overwrites a filter set meanwhile (a subscribe, or "
+        "another first receive): the group then skips, and settles, messages the filter that "
+        "answered first delivers",
+    ),
+    Guard(
         "dlq-purge-fence",
         "a redrive appends its letters only if no purge raised the dead-letter floor above "
         "them since it read them (``not_purged_request``)",
