@@ -1011,15 +1011,19 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     @precondition(lambda self: self.resets < 1)
     @rule(b=containers, p=picks, most=st.integers(1, 4), nth=st.integers(0, 1))
     def race_at_reset(self, b: int, p: int, most: int, nth: int) -> None:
-        """An offset reset to earliest (the one judged: ``reset_at``) paused before its
-        ``nth`` write (one TransactWriteItems per queue, in order) while a receive of the
-        group and topic it rewinds saves their summaries and leases; then the receiver acks
-        what it got. On a queue the reset had not written yet, the reset must read again and
-        drop that lease too; on one it had, the lease is after the reset."""
-        group, topic = PAIRS[p % len(PAIRS)]
+        """A send of three messages to n, then an offset reset of a group on n to earliest
+        (the one judged: ``reset_at``) paused before its ``nth`` write (one
+        TransactWriteItems per queue, in order) while a receive of that group and topic
+        saves their summaries and leases; then the receiver acks what it got. On a queue the
+        reset had not written yet, the reset must read again and drop that lease too; on one
+        it had, the lease is after the reset."""
+        pair = PAIRS.index((("g1", "g2")[p % 2], "n"))  # n: what a receive may get at once
+        group, topic = PAIRS[pair]
+        self._run(b, None, self._op_send(1, 2))  # three more of n, none delayed
         received: list[ReceivedMessage] = []
         receiving = self._receive_op(group, topic, most, 30, received)
-        self._interleave(b, self._op_reset(p, 0), 0, receiving, before=("TransactWriteItems", nth))
+        reset = self._op_reset(pair, 0)
+        self._interleave(b, reset, 0, receiving, before=("TransactWriteItems", nth))
         gm = self.groups[group]
         if "(paused before" in self.log[-1] and topic in gm.reset_at:
             gm.reset_dropped |= {r.receipt_handle for r in received if r.message.queue >= nth}
