@@ -1462,7 +1462,12 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         reset = gm.reset_at.get(d.topic)
         in_place = TOPICS[d.topic][0] == "FIFO" or d.attempt == 1  # else from the retry topic
         dropped = d.handle in gm.reset_dropped or (reset is not None and d.step <= reset)
-        if dropped and in_place and not d.via_allowance:
+        # judged until the message is delivered again or acked otherwise: an ack of an
+        # offset settled since (acked, or moved on by a later lease) answers acked
+        settled = d.body in gm.acked | gm.maybe_acked or any(
+            x.body == d.body and x.step > d.step for x in gm.deliveries
+        )
+        if dropped and in_place and not d.via_allowance and not settled:
             self._violate(
                 "reset-handle-acked",
                 f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; it was leased "

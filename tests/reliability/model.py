@@ -18,7 +18,8 @@ INVARIANTS = {
     "redrive-duplicate": "a redrive sends a letter back at most once",
     "offset-backwards": "committed offsets never go backwards (but by a reset)",
     "reset-handle-acked": "a handle leased on a topic before an offset reset of it to earliest "
-    "answered acks nothing after (the reset dropped its lease)",
+    "answered acks nothing after, while its message is not delivered or acked again (the "
+    "reset dropped its lease)",
     "fifo-order": "FIFO: a message is delivered only after the earlier ones of its group settled",
     "rolled-back-visible": "a rolled-back (or never committed) transaction part is never visible",
     "cancelled-delivered": "a cancelled delayed message is never delivered",
