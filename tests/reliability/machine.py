@@ -900,11 +900,14 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         group, topic = PAIRS[p % len(PAIRS)]
         to = ("earliest", "latest")[q % 2]
         self.resets += 1
+        started = len(self.log)
 
         def apply(outcome: str, value: Any) -> None:
             gm = self.groups[group]
             bodies = {b for b, m in self.msgs.items() if m.topic == topic}
             gm.exempt |= bodies
+            if outcome == "ok" and to == "earliest":  # to latest: old offsets are committed,
+                gm.reset_at[topic] = started  # and an ack of a committed offset answers acked
             if to == "latest" or outcome != "ok":
                 gm.excused |= bodies
             for key in list(gm.committed):
@@ -1004,6 +1007,30 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     @rule(b=containers, p=picks, q=picks, fault=faults)
     def reset(self, b: int, p: int, q: int, fault: Fault | None) -> None:
         self._run(b, fault, self._op_reset(p, q))
+
+    @precondition(lambda self: self.resets < 1)
+    @rule(b=containers, p=picks, most=st.integers(1, 4), nth=st.integers(0, 1))
+    def race_at_reset(self, b: int, p: int, most: int, nth: int) -> None:
+        """A send of three messages to n, then an offset reset of a group on n to earliest
+        (the one judged: ``reset_at``) paused before its ``nth`` write (one
+        TransactWriteItems per queue, in order) while a receive of that group and topic
+        saves their summaries and leases; then the receiver acks what it got. On a queue the
+        reset had not written yet, the reset must read again and drop that lease too; on one
+        it had, the lease is after the reset."""
+        pair = PAIRS.index((("g1", "g2")[p % 2], "n"))  # n: what a receive may get at once
+        group, topic = PAIRS[pair]
+        self._run(b, None, self._op_send(1, 2))  # three more of n, none delayed
+        received: list[ReceivedMessage] = []
+        receiving = self._receive_op(group, topic, most, 30, received)
+        reset = self._op_reset(pair, 0)
+        self._interleave(b, reset, 0, receiving, before=("TransactWriteItems", nth))
+        gm = self.groups[group]
+        if "(paused before" in self.log[-1] and topic in gm.reset_at:
+            gm.reset_dropped |= {r.receipt_handle for r in received if r.message.queue >= nth}
+        by_handle = {d.handle: d for d in gm.deliveries}
+        held = [by_handle[r.receipt_handle] for r in received if r.receipt_handle in by_handle]
+        if held:  # dropped leases must answer expired
+            self._run(1 - b, None, self._ack_op(group, held))
 
     @rule(p=st.integers(0, len(ADVANCES_S) - 1))
     def advance(self, p: int) -> None:
@@ -1431,6 +1458,20 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                 "stale-ack-acked",
                 f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; "
                 f"it was delivered again since (attempt {later[-1].attempt})",
+            )
+        reset = gm.reset_at.get(d.topic)
+        in_place = TOPICS[d.topic][0] == "FIFO" or d.attempt == 1  # else from the retry topic
+        dropped = d.handle in gm.reset_dropped or (reset is not None and d.step <= reset)
+        # judged until the message is delivered again or acked otherwise: an ack of an
+        # offset settled since (acked, or moved on by a later lease) answers acked
+        settled = d.body in gm.acked | gm.maybe_acked or any(
+            x.body == d.body and x.step > d.step for x in gm.deliveries
+        )
+        if dropped and in_place and not d.via_allowance and not settled:
+            self._violate(
+                "reset-handle-acked",
+                f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; it was leased "
+                f"before the offset reset of {d.topic} answered, which dropped its lease",
             )
         seen = gm.letter_seen.get(d.body)
         if d.body not in gm.exempt and seen is not None and seen > d.step:

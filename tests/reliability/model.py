@@ -17,6 +17,9 @@ INVARIANTS = {
     "dlq-duplicate": "a message is in its group's DLQ once (per redrive at most once more)",
     "redrive-duplicate": "a redrive sends a letter back at most once",
     "offset-backwards": "committed offsets never go backwards (but by a reset)",
+    "reset-handle-acked": "a handle leased on a topic before an offset reset of it to earliest "
+    "answered acks nothing after, while its message is not delivered or acked again (the "
+    "reset dropped its lease)",
     "fifo-order": "FIFO: a message is delivered only after the earlier ones of its group settled",
     "rolled-back-visible": "a rolled-back (or never committed) transaction part is never visible",
     "cancelled-delivered": "a cancelled delayed message is never delivered",
@@ -140,6 +143,11 @@ class GroupModel:
     excused: set[bytes] = field(default_factory=set)
     """Skipped by an offset reset to latest: not required any more."""
     committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    reset_at: dict[str, int] = field(default_factory=dict)
+    """Topic → the step an offset reset of it to earliest that answered ok started at: the
+    leases on its queues delivered by then are dropped (and their offsets not committed)."""
+    reset_dropped: set[str] = field(default_factory=set)
+    """Handles delivered while a reset ran, on a queue it had not written yet: dropped."""
 
 
 @dataclass

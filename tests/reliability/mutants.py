@@ -84,6 +84,7 @@ COMMIT = (
 )
 EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
+RESET = ("receives inside offset resets", "send,receive,ack,advance,race_at_reset=4")
 STEPS = (
     "exactly-once steps on moving leases",
     "send,receive,ack,nack,change_invisible,advance,step=4,step_retry=2",
@@ -571,6 +572,48 @@ GUARDS: tuple[Guard, ...] = (
         ),
     ),
     Guard(
+        "move-task-cancel-running",
+        "a cancel marks a task CANCELLING only while it runs (``#s = :running``)",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                '                ConditionExpression="#s = :running",\n',
+                '                ConditionExpression="#s = :running OR attribute_exists(#s)",\n',
+            ),
+        ),
+        aims=(MOVES,),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_cancel_of_a_finished_task_is_not_found_and_leaves_it_completed",
+        ),
+        note="without it a cancel of a finished task answers as if it stopped it and leaves "
+        "the task CANCELLING for good (its lock is gone, so no finish lands): a wrong answer "
+        "and listing, no message moved or kept wrongly",
+    ),
+    Guard(
+        "move-task-finish-as-read",
+        "a task's finish lands only on the task as its runner read it (``task_as_read``)",
+        (
+            Edit(
+                "storage/move_tasks.py",
+                '                            "UpdateExpression": update,\n'
+                '                            "ConditionExpression": task_as_read,\n',
+                '                            "UpdateExpression": update,\n'
+                '                            "ConditionExpression": f"({task_as_read}) OR '
+                'attribute_exists(#s)",\n',
+            ),
+        ),
+        aims=(MOVES,),
+        tests=(
+            "tests/broker/services/test_move_tasks.py::"
+            "test_a_cancel_landing_before_the_tasks_last_finish_ends_it_cancelled",
+        ),
+        note="without it a cancel that answered between the last (empty) step and the finish "
+        "is overwritten: the task ends COMPLETED, not CANCELLED; nothing moves after the "
+        "cancel (the appends keep their own fence), and a finish of a finished task is still "
+        "refused by ``lock_names_task``",
+    ),
+    Guard(
         "move-task-lock-names-task",
         "a finish clears the group's lock only while it names the finishing task (lock_names_task)",
         (
@@ -929,6 +972,42 @@ GUARDS: tuple[Guard, ...] = (
         "a resend with other messages (IdempotencyConflict) is its test's",
     ),
     Guard(
+        "subscription-first-record",
+        "a group's first receive records its filter only where none is (``not_stored_yet``)",
+        (
+            Edit(
+                "storage/groups/subscriptions.py",
+                '**({"ConditionExpression": not_stored_yet} if only_if_new else {}),',
+                "**({}),",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delivery/test_sql_filters.py::"
+            "test_a_subscribe_landing_inside_a_first_receive_keeps_its_filter",
+        ),
+        note="without it a first receive overwrites a filter set meanwhile (a subscribe, or "
+        "another first receive): the group then skips, and settles, messages the filter that "
+        "answered first delivers",
+    ),
+    Guard(
+        "dlq-purge-fence",
+        "a redrive appends its letters only if no purge raised the dead-letter floor above "
+        "them since it read them (``not_purged_request``)",
+        (
+            Edit(
+                "storage/group_configs.py",
+                '"attribute_not_exists(purged_below) OR purged_below <= :o",',
+                '"attribute_not_exists(purged_below) OR purged_below <= :o OR purged_below > :o",',
+            ),
+        ),
+        tests=(
+            "tests/broker/services/retries/test_dead_letters.py::"
+            "test_a_purge_landing_inside_a_redrive_wins",
+        ),
+        note="without it a redrive that read letters before a purge sends them back after "
+        "the purge answered: purged letters delivered again",
+    ),
+    Guard(
         "offset-reset-fence",
         "an offset reset (and a drop of leases) writes the summary only at the version it "
         "read (``_version_condition``)",
@@ -943,9 +1022,16 @@ GUARDS: tuple[Guard, ...] = (
                 'attribute_exists(group_name)", {}\n',
             ),
         ),
-        aims=(RACES,),
-        note="a reset exempts its topic's messages from the contract, so no invariant sees the "
-        "summary it overwrites; no test reaches it yet",
+        aims=(RESET,),
+        tests=(
+            "tests/broker/services/test_log_reader_and_reset.py::"
+            "test_a_lease_saved_inside_a_reset_is_dropped_and_its_messages_redelivered",
+            "tests/broker/services/test_log_reader_and_reset.py::"
+            "test_a_receive_racing_the_reset_makes_it_read_again",
+        ),
+        note="without it a lease saved between the reset's read and its write survives: its "
+        "handles still ack after the reset answered, and it holds its slot, so the rewound "
+        "queue is not delivered",
     ),
     Guard(
         "txn-epoch-fence",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cirrusmq_broker.storage import group_offsets
 from cirrusmq_broker.storage.producers import ProducerRecords
 from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
@@ -120,3 +121,31 @@ def test_a_rollback_landing_after_its_commit_answered_is_caught(
     without_transaction_state_fence(monkeypatch)
     with pytest.raises(Violation, match="rolled-back-visible"):
         replay(commit_inside_rollback, COMMIT_RULES)
+
+
+RESET_RULES = "send,receive,ack,advance,race_at_reset"
+
+
+def without_offset_reset_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``offset-reset-fence`` mutant of mutants.py: a reset (and a drop of leases)
+    writes the summary whatever its version, so a lease saved after its read stays."""
+    monkeypatch.setattr(
+        group_offsets,
+        "_version_condition",
+        lambda version: ("attribute_not_exists(group_name) OR attribute_exists(group_name)", {}),
+    )
+
+
+def receive_inside_reset_then_ack(m: ReliabilityMachine) -> None:
+    m.start_with_messages_in_flight(0, 0, 0)
+    m.race_at_reset(0, 0, 4, 1)  # g1 n to earliest; a receive of g1 n inside it, its ack
+
+
+def test_a_receive_inside_an_offset_reset_leaves_no_lease_to_ack() -> None:
+    replay(receive_inside_reset_then_ack, RESET_RULES)
+
+
+def test_a_lease_surviving_an_offset_reset_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_offset_reset_fence(monkeypatch)
+    with pytest.raises(Violation, match="reset-handle-acked"):
+        replay(receive_inside_reset_then_ack, RESET_RULES)

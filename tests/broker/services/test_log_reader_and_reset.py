@@ -311,6 +311,32 @@ def test_a_receive_racing_the_reset_makes_it_read_again(broker, monkeypatch):
     assert broker.consume.receive("g", "t", max_messages=10) == []
 
 
+def test_a_lease_saved_inside_a_reset_is_dropped_and_its_messages_redelivered(broker, monkeypatch):
+    """A receive that saves the summary between the reset's read and its write leaves a
+    lease the reset did not list: the reset must read again and drop it, so the handle is
+    stale afterwards and the rewound queue is delivered whole."""
+    broker.admin.create_topic("t", queues=1)
+    batches(broker, "t", 4)
+    writer = broker.offset_reset._writer
+    real = writer.reset
+    raced: list = []
+
+    def racing(*args, **kwargs):
+        if not raced:
+            raced.extend(broker.consume.receive("g", "t", max_messages=2))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(writer, "reset", racing)
+    result = broker.offset_reset.reset("g", "t", "earliest")
+    assert len(raced) == 2 and result.queues[0].offset == 0
+    assert lease_items(broker, "g", "t") == []
+    assert set(ack_statuses(broker, "g", [r.receipt_handle for r in raced])) == {"expired"}
+    again = broker.consume.receive("g", "t", max_messages=100)
+    assert bodies(r.message for r in again) == ["o0", "o1", "o2", "o3"]
+    (status,) = broker.consume.describe_group("g").queues
+    assert (status.cursor, status.inflight) == (4, 4)
+
+
 def test_reset_keeps_other_attributes_of_the_summary(broker):
     broker.admin.create_topic("t", queues=1)
     batches(broker, "t", 2)

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pytest
 from broker_helpers import cancellation, send
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.errors import InvalidRequest, MoveTaskRunning
+from cirrusmq_broker.errors import InvalidRequest, MoveTaskNotFound, MoveTaskRunning
 from cirrusmq_broker.services.move_tasks import MoveTaskId
 from cirrusmq_broker.services.moves import MoveAppender
 from cirrusmq_broker.storage.dynamo import to_item
@@ -127,6 +127,39 @@ def test_a_move_task_moves_each_message_once_and_completes(broker, clock) -> Non
         for r in broker.consume.receive("again", BACK, max_messages=10)
     )
     assert drain(broker, clock, DLQ_GROUP, DLQ) == []
+
+
+def test_a_cancel_of_a_finished_task_is_not_found_and_leaves_it_completed(broker, clock) -> None:
+    dead_letters_in_destination(broker, clock, [b"a"])
+    task = broker.move_tasks.run(start(broker))
+    assert task.status == COMPLETED
+    with pytest.raises(MoveTaskNotFound):
+        broker.move_tasks.cancel(MoveTaskId(task.group, task.stream))
+    (listed,) = broker.move_tasks.recent(DLQ_GROUP)
+    assert (listed.status, listed.moved, listed.version) == (COMPLETED, 1, task.version)
+
+
+def test_a_cancel_landing_before_the_tasks_last_finish_ends_it_cancelled(
+    broker, other, clock, monkeypatch
+) -> None:
+    """A cancel that answers between the runner's last (empty) step and its COMPLETED
+    finish wins: the finish, written on the task as read, is refused, and the task ends
+    CANCELLED as the cancel said."""
+    dead_letters_in_destination(broker, clock, [b"a"])
+    store = broker.move_tasks._store  # noqa: SLF001
+    real = store.finish
+    cancelled: list = []
+
+    def finish(task, status, *args, **kwargs):
+        if status == COMPLETED and not cancelled:
+            cancelled.append(other.move_tasks.cancel(MoveTaskId(task.group, task.stream)))
+        return real(task, status, *args, **kwargs)
+
+    monkeypatch.setattr(store, "finish", finish)
+    task = broker.move_tasks.run(start(broker))
+    assert cancelled and cancelled[0].status == "CANCELLING"
+    assert (task.status, task.moved) == (CANCELLED, 1)
+    assert drain(broker, clock, "reader", BACK) == [b"a"]
 
 
 def test_a_delete_landing_before_the_tasks_append_is_not_moved(

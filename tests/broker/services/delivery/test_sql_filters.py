@@ -8,6 +8,7 @@ import pytest
 from broker_helpers import create_fifo_topic, send, statuses
 from cirrusmq_broker.errors import InvalidFilterExpression, SubscriptionConflict
 from cirrusmq_broker.rules.filters import Subscription
+from cirrusmq_broker.storage.groups import GroupStateStore
 
 SQL = "a > 5 AND region IN ('eu', 'us')"
 
@@ -98,3 +99,29 @@ def test_a_retried_message_is_filtered_with_the_group_filter(broker, clock):
         clock.advance(60)
     assert [m.message.body for m in again] == [b"keep"]
     assert again[0].delivery_attempt == 2
+
+
+def test_a_subscribe_landing_inside_a_first_receive_keeps_its_filter(broker, monkeypatch):
+    """A first receive read no subscription; a subscribe lands before the receive records
+    its own filter: the subscribe, which answered, stays, and the receive is refused (its
+    filter would skip messages the subscribed one delivers)."""
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"no", properties={"b": "y"})
+    send(broker, "t", b"yes", properties={"b": "x"})
+    real = GroupStateStore.subscribe
+    landed: list[Subscription] = []
+
+    def subscribe(self, group, topic, subscription, *, only_if_new):
+        if only_if_new and not landed:
+            landed.append(broker.consume.subscribe("g", "t", "b = 'x'", filter_type="SQL92"))
+        return real(self, group, topic, subscription, only_if_new=only_if_new)
+
+    monkeypatch.setattr(GroupStateStore, "subscribe", subscribe)
+    with pytest.raises(SubscriptionConflict):
+        broker.consume.receive("g", "t", filter_expression="*", max_messages=10)
+    assert landed == [Subscription("b = 'x'", "SQL92")]
+    assert broker.consume.describe_group("g").subscriptions == {"t": landed[0]}
+    got = broker.consume.receive(
+        "g", "t", filter_expression="b='x'", filter_type="SQL92", max_messages=10
+    )
+    assert [m.message.body for m in got] == [b"yes"]
