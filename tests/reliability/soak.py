@@ -45,13 +45,19 @@ from collections.abc import Callable
 from cirrusmq import Credentials
 from soak_ledger import Verdict
 from soak_mqhttp import MqHttpDriver
+from soak_pipeline import PipelineDriver
 from soak_run import Run
 from soak_sdk import SdkDriver
 from soak_sqs import SqsDriver
 
 PERIOD_S, STEP_S = 2.0, 10
 DRAIN_PERIOD_S, DRAIN_STEP_S = 1.0, 30
-PROTOCOLS = {"sdk": SdkDriver, "sqs": SqsDriver, "mqhttp": MqHttpDriver}
+PROTOCOLS = {
+    "sdk": SdkDriver,
+    "sqs": SqsDriver,
+    "mqhttp": MqHttpDriver,
+    "pipeline": PipelineDriver,
+}
 
 
 class Soak:
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-messages", type=int, default=50_000)
     parser.add_argument("--max-backlog", type=int, default=1500)
     parser.add_argument(
-        "--protocols", default=",".join(PROTOCOLS), help="comma-separated: sdk,sqs,mqhttp"
+        "--protocols", default=",".join(PROTOCOLS), help="comma-separated: sdk,sqs,mqhttp,pipeline"
     )
     args = parser.parse_args(argv)
     protocols = [p for p in args.protocols.split(",") if p]
