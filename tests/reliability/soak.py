@@ -1,11 +1,12 @@
-"""Soak: every feature of three protocols at once against a running stack, over HTTP.
+"""Soak: every feature of three protocols and an exactly-once pipeline at once against a
+running stack, over HTTP.
 
     .venv/bin/python tests/reliability/soak.py --seconds 90
 
 Starts its own local stack on loopback (``cirrusmq.testing.LocalStack``) unless
 ``--endpoint`` is given (credentials from CIRRUSMQ_ACCESS_KEY / CIRRUSMQ_SECRET_KEY). For
-``--seconds`` it runs 8 producers and 8 consumers over three protocols, each with its own
-topics or queues (``soak_sdk.py``, ``soak_sqs.py``, ``soak_mqhttp.py``):
+``--seconds`` it runs four protocols, each with its own topics or queues (``soak_sdk.py``,
+``soak_sqs.py``, ``soak_mqhttp.py``, ``soak_pipeline.py``):
 
 - the CirrusMQ SDK: 3 batching producers (normal, delayed and FIFO messages) and a
   ``TransactionProducer`` (commits, rollbacks); 4 consumers in two groups whose acks ride on
@@ -16,7 +17,11 @@ topics or queues (``soak_sdk.py``, ``soak_sqs.py``, ``soak_mqhttp.py``):
   changes, messages left to expire);
 - RocketMQ HTTP through mq-http-sdk: a producer of normal and delayed messages
   (``__STARTDELIVERTIME``), a transactional producer (commit, rollback, back-checks answered
-  through ``consume_half_message``), two consumers (one also serves the transactional topic).
+  through ``consume_half_message``), two consumers (one also serves the transactional topic);
+- a pipeline (``soak_pipeline.py``): orders from a source producer through two stages of 2
+  workers each, with exactly-once consume -> produce steps, to a FIFO topic and a sink, under
+  worker crashes before and after commits, lost answers, leases outlived, fenced producers
+  and broker crashes and throttles; judged from the topics' stored copies (lost, duplicated).
 
 A few messages of each SDK and SQS producer are poison (never acked: they end dead letters).
 On a local stack a clock thread moves the stack's time on (10 s every 2 s) so that leases

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cirrusmq import (
+    AckStatus,
     Admin,
     ExactlyOnceProducer,
     LeaseMovedOnError,
@@ -152,8 +153,9 @@ class PipelineLedger:
         for order in sorted(self.sent):
             if not orders["s2"][order] or order not in self.sink_acked:
                 verdict.lost += 1
-                where = "s2" if orders["s1"][order] else "s1" if orders["s0"][order] else "s0"
-                examples.setdefault("pipeline lost", []).append(f"{order} (none in {where})")
+                where = next((k for k in ("s0", "s1", "s2") if not orders[k][order]), "")
+                text = f"{order} (none in {where})" if where else f"{order} (not acked by the sink)"
+                examples.setdefault("pipeline lost", []).append(text)
         known = set(self.sent) | self.uncertain
         for key in ("s1", "s2"):
             for _, order, _ in self.stored[key]:
@@ -265,8 +267,10 @@ class PipelineDriver:
                     time.sleep(0.2)
                     continue
                 for view, result in zip(got, results if got else [], strict=True):
-                    if result.status.value == "ACKED":
+                    if result.status is AckStatus.ACKED:
                         ledger.record_sink(view.properties["order"])
+                    else:
+                        ledger.count(f"sink ack {result.status.value}")
 
     # -------------------------------------------------------------- stages
     def stage(self, stage: int, worker: int) -> None:
