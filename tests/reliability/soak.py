@@ -1,11 +1,12 @@
-"""Soak: every feature of three protocols at once against a running stack, over HTTP.
+"""Soak: every feature of three protocols and an exactly-once pipeline at once against a
+running stack, over HTTP.
 
     .venv/bin/python tests/reliability/soak.py --seconds 90
 
 Starts its own local stack on loopback (``cirrusmq.testing.LocalStack``) unless
 ``--endpoint`` is given (credentials from CIRRUSMQ_ACCESS_KEY / CIRRUSMQ_SECRET_KEY). For
-``--seconds`` it runs 8 producers and 8 consumers over three protocols, each with its own
-topics or queues (``soak_sdk.py``, ``soak_sqs.py``, ``soak_mqhttp.py``):
+``--seconds`` it runs four protocols, each with its own topics or queues (``soak_sdk.py``,
+``soak_sqs.py``, ``soak_mqhttp.py``, ``soak_pipeline.py``):
 
 - the CirrusMQ SDK: 3 batching producers (normal, delayed and FIFO messages) and a
   ``TransactionProducer`` (commits, rollbacks); 4 consumers in two groups whose acks ride on
@@ -16,7 +17,11 @@ topics or queues (``soak_sdk.py``, ``soak_sqs.py``, ``soak_mqhttp.py``):
   changes, messages left to expire);
 - RocketMQ HTTP through mq-http-sdk: a producer of normal and delayed messages
   (``__STARTDELIVERTIME``), a transactional producer (commit, rollback, back-checks answered
-  through ``consume_half_message``), two consumers (one also serves the transactional topic).
+  through ``consume_half_message``), two consumers (one also serves the transactional topic);
+- a pipeline (``soak_pipeline.py``): orders from a source producer through two stages of 2
+  workers each, with exactly-once consume -> produce steps, to a FIFO topic and a sink, under
+  worker crashes before and after commits, lost answers, leases outlived, fenced producers
+  and broker crashes and throttles; judged from the topics' stored copies (lost, duplicated).
 
 A few messages of each SDK and SQS producer are poison (never acked: they end dead letters).
 On a local stack a clock thread moves the stack's time on (10 s every 2 s) so that leases
@@ -45,13 +50,19 @@ from collections.abc import Callable
 from cirrusmq import Credentials
 from soak_ledger import Verdict
 from soak_mqhttp import MqHttpDriver
+from soak_pipeline import PipelineDriver
 from soak_run import Run
 from soak_sdk import SdkDriver
 from soak_sqs import SqsDriver
 
 PERIOD_S, STEP_S = 2.0, 10
 DRAIN_PERIOD_S, DRAIN_STEP_S = 1.0, 30
-PROTOCOLS = {"sdk": SdkDriver, "sqs": SqsDriver, "mqhttp": MqHttpDriver}
+PROTOCOLS = {
+    "sdk": SdkDriver,
+    "sqs": SqsDriver,
+    "mqhttp": MqHttpDriver,
+    "pipeline": PipelineDriver,
+}
 
 
 class Soak:
@@ -147,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-messages", type=int, default=50_000)
     parser.add_argument("--max-backlog", type=int, default=1500)
     parser.add_argument(
-        "--protocols", default=",".join(PROTOCOLS), help="comma-separated: sdk,sqs,mqhttp"
+        "--protocols", default=",".join(PROTOCOLS), help="comma-separated: sdk,sqs,mqhttp,pipeline"
     )
     args = parser.parse_args(argv)
     protocols = [p for p in args.protocols.split(",") if p]
