@@ -530,7 +530,9 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         if not live:
             return None
         group, d = live[p % len(live)]
+        return self._nack_op(group, d)
 
+    def _nack_op(self, group: str, d: Delivery) -> Op:
         def apply(outcome: str, value: Any) -> None:
             gm = self.groups[group]
             if outcome == "ok" and value[0].status != "acked":
