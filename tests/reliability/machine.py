@@ -530,7 +530,9 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         if not live:
             return None
         group, d = live[p % len(live)]
+        return self._nack_op(group, d)
 
+    def _nack_op(self, group: str, d: Delivery) -> Op:
         def apply(outcome: str, value: Any) -> None:
             gm = self.groups[group]
             if outcome == "ok" and value[0].status != "acked":
@@ -1447,11 +1449,16 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         gm = self.groups[group]
         # delivered again since: a later delivery counts one more attempt; a change of
         # invisible time gives a new handle for the same attempt (not a delivery: the
-        # handle it replaced may still ack, docs/http-api.md)
+        # handle it replaced may still ack, docs/http-api.md). Once a redrive gave the
+        # group another copy, only a delivery or a dead letter of this copy makes it stale.
+        per_copy = gm.granted[d.body] > 0
         later = [
             x
             for x in gm.deliveries
-            if x.step > d.step and x.body == d.body and x.attempt > d.attempt
+            if x.step > d.step
+            and x.body == d.body
+            and x.attempt > d.attempt
+            and (x.copy == d.copy or not per_copy)
         ]
         if d.body not in gm.exempt and any(not x.via_allowance for x in later):
             self._violate(
@@ -1473,7 +1480,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                 f"{group} ack of {d.body!r} attempt {d.attempt} answered acked; it was leased "
                 f"before the offset reset of {d.topic} answered, which dropped its lease",
             )
-        seen = gm.letter_seen.get(d.body)
+        seen = gm.copy_letter_seen.get(d.copy) if per_copy else gm.letter_seen.get(d.body)
         if d.body not in gm.exempt and seen is not None and seen > d.step:
             self._violate(
                 "stale-ack-acked",
@@ -1506,6 +1513,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                 gm.letter_bodies[letter.offset] = body
                 gm.letter_copies[letter.offset] = copy_of(letter.message)
                 gm.letter_seen[body] = len(self.log)
+                gm.copy_letter_seen.setdefault(gm.letter_copies[letter.offset], len(self.log))
                 gm.dead_ever.add(body)
                 if letter.redriven:
                     self._grant(group, letter.offset)

@@ -126,6 +126,8 @@ class GroupModel:
     """DLQ offset of each dead letter seen → its body."""
     letter_seen: dict[bytes, int] = field(default_factory=dict)
     """Body → the step its latest letter was first seen."""
+    copy_letter_seen: dict[tuple, int] = field(default_factory=dict)
+    """Copy → the step its first letter was first seen."""
     allowance: Counter[bytes] = field(default_factory=Counter)
     """Extra copies a redrive (by any group) may still deliver to this group."""
     granted: Counter[bytes] = field(default_factory=Counter)

@@ -366,3 +366,78 @@ def test_a_cancel_inside_a_move_tasks_run_stops_it_before_its_append() -> None:
         assert m.log[-1].endswith("-> ok moved=0 (CANCELLED)")
 
     replay(steps)
+
+
+def _redrive_m1_of_g1(m: ReliabilityMachine) -> None:
+    """g1 (two attempts) lets m1 run out into its DLQ and redrives it by id: the copy is
+    appended to topic n, which g2 reads as well."""
+    g1 = m.groups["g1"]
+    while b"m1" not in g1.dead:
+        m.clock.advance(11)
+        m._run(0, None, m._op_tick(0, 0))
+        m._run(0, None, m._receive_op("g1", "n", 4, 10))
+        m.check_every_step()
+    m._run(1, None, m._redrive_op("g1", b"m1"))
+    assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+
+
+def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_dead_lettered() -> None:
+    """g2 holds its own copy of m1 at its last attempt (3) and receives the copy g1's
+    redrive appended (attempt 1); it nacks its own copy (into g2's DLQ), then acks the
+    redriven copy, whose lease runs: ``acked`` is right, the dead letter is the other copy."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g2 = m.groups["g2"]
+        while g2.last_attempt.get(b"m1") != 3:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g2", "n", 4, 50))
+            m.check_every_step()
+        (own,) = [d for d in g2.deliveries if d.body == b"m1" and d.attempt == 3]
+        _redrive_m1_of_g1(m)
+        while not (copies := [d for d in g2.deliveries if d.via_allowance]):
+            m._run(0, None, m._receive_op("g2", "n", 4, 50))
+            m.check_every_step()
+        (copy,) = copies
+        assert copy.body == b"m1" and copy.attempt == 1 and copy.deadline > m.clock()
+        m._run(0, None, m._nack_op("g2", own))
+        m.check_every_step()
+        assert b"m1" in g2.dead
+        m._run(1, None, m._ack_op("g2", [copy]))
+        assert m.log[-1] == "[1] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_delivered_again() -> None:
+    """g2 receives its own copy of m1 (attempt 2) and the redriven copy (attempt 1) in one
+    receive; it nacks its own copy, which comes back as attempt 3; then it acks the
+    redriven copy, whose lease runs: ``acked`` is right, attempt 3 was of the other copy."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g2 = m.groups["g2"]
+        _redrive_m1_of_g1(m)
+        while not (copies := [d for d in g2.deliveries if d.via_allowance]):
+            m.clock.advance(51)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g2", "n", 4, 50))
+            m.check_every_step()
+        (copy,) = copies
+        (own,) = [
+            d for d in g2.deliveries if d.body == b"m1" and d.step == copy.step and d is not copy
+        ]
+        m._run(0, None, m._nack_op("g2", own))
+        while g2.latest[b"m1"].attempt != 3:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g2", "n", 4, 10))
+            m.check_every_step()
+        assert copy.deadline > m.clock()
+        m._run(1, None, m._ack_op("g2", [copy]))
+        assert m.log[-1] == "[1] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
