@@ -24,9 +24,11 @@ from cirrusmq_broker.errors import (
 )
 from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
+from cirrusmq_broker.rules.transaction_state import REGISTRATION_KEEP_SECONDS
 from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.transactions import TransactionStore
 
 _names = itertools.count()
 
@@ -414,3 +416,22 @@ def test_a_warm_step_costs_one_put_per_output_queue_and_one_transaction(broker, 
         "dynamodb.UpdateItem",  # the lease acked in part: its settled set again, then ...
         "dynamodb.DeleteItem",  # ... its delete, as a plain ack does
     ], seen
+
+
+def test_a_stage_that_only_commits_steps_keeps_its_registration(broker, clock):
+    """A live stage never polls for checks: its steps keep its registration (a registration
+    that expires is deleted, and registering the id again starts over at epoch 1)."""
+    source, sink, group, got, producer = scene(broker)
+    clock.advance(REGISTRATION_KEEP_SECONDS - 24 * 3600)  # the stage ran for 29 days
+    got = broker.consume.receive(group, source, max_messages=2, invisible_seconds=30)
+
+    broker.consume_produce.commit(
+        step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+    )
+
+    store = TransactionStore(
+        boto3.client("dynamodb", region_name="us-east-1"), broker.settings.transactions_table
+    )
+    epoch, expires_at, _ = store.registration_of(producer[0], producer[1])
+    assert epoch == producer[2]
+    assert expires_at >= clock() // 1000 + REGISTRATION_KEEP_SECONDS - 24 * 3600
