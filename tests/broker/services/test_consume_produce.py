@@ -23,8 +23,8 @@ from cirrusmq_broker.errors import (
     Throttled,
 )
 from cirrusmq_broker.model import MessageInput, MessageType
-from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
 from cirrusmq_broker.rules.transaction_state import REGISTRATION_KEEP_SECONDS
+from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
 from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls

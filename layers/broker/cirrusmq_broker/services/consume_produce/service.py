@@ -17,6 +17,10 @@ step's digest and the rows, so a retry reuses it) and a delay object per topic w
 messages. A step refused or dying before its commit leaves those batch objects unindexed:
 no reader sees them, and the orphan sweeper deletes them (services/janitor.py); a refused
 step's delay objects are deleted at once.
+
+A committed step keeps its producer's registration (as a poll for checks does, at most once a
+day per process): a stage that only commits steps never polls, and a registration that
+expired is deleted, after which the id would register again at epoch 1.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ...errors import (
 )
 from ...model import MessageInput, ProducerStamp, SendReceipt
 from ...rules.group_state import lease_slot
+from ...rules.transaction_state import REGISTRATION_KEEP_SECONDS
 from ...storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
 from ...storage.groups import GroupStateStore
 from ...storage.producers import ProducerRecord, ProducerRecords
@@ -64,6 +69,9 @@ from .plan import (
     step_digest,
     step_producer_id,
 )
+
+KEPT_PRODUCERS_MAX = 10_000
+"""Registrations whose last refresh a process remembers (then it forgets them all)."""
 
 
 class ConsumeProduceSteps:
@@ -93,6 +101,8 @@ class ConsumeProduceSteps:
         self._delay_writer = delay_writer
         self._wake = wake
         self._delivery_ended = delivery_ended
+        self._kept: dict[tuple[str, str, int], int] = {}
+        """(producer group, transactional id, epoch) -> the expiry this process last set."""
 
     def commit(
         self,
@@ -187,6 +197,7 @@ class ConsumeProduceSteps:
             raise
         receipts = [o.receipts({q: bases[(o.topic.name, q)] for q in o.now_part}) for o in outputs]
         self._tidy(step.group, by_lease, lease_items)
+        self._keep(step, now)
         for o, rs in zip(outputs, receipts, strict=True):
             record_sent(o.topic, o.messages, rs, stamp.producer_id)
         result = StepResult(in_order(receipts, order), len(step.receipt_handles), False)
@@ -340,6 +351,18 @@ class ConsumeProduceSteps:
                 self._states.acks.ack(group, topic, queue, lease_id, offsets)
             if self._delivery_ended is not None:
                 self._delivery_ended(group, topic, queue)
+
+    def _keep(self, step: Step, now: int) -> None:
+        """Keep the registration of a producer that committed a step (conditional on its
+        epoch), once a day per process."""
+        producer = (step.producer_group, step.transactional_id, step.epoch)
+        keep_until = now // 1000 + REGISTRATION_KEEP_SECONDS
+        if keep_until - self._kept.get(producer, 0) <= 24 * 3600:
+            return
+        self._transactions.touch(*producer, keep_until)
+        if len(self._kept) >= KEPT_PRODUCERS_MAX:
+            self._kept.clear()
+        self._kept[producer] = keep_until
 
     def _due(self, receipts: list[SendReceipt]) -> None:
         """Wake a release run for delayed messages due before the next scheduled one."""
