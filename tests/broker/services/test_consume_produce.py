@@ -26,6 +26,7 @@ from cirrusmq_broker.model import MessageInput, MessageType
 from cirrusmq_broker.rules.transaction_state import REGISTRATION_KEEP_SECONDS
 from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
 from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
 from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.transactions import TransactionStore
@@ -435,3 +436,21 @@ def test_a_stage_that_only_commits_steps_keeps_its_registration(broker, clock):
     epoch, expires_at, _ = store.registration_of(producer[0], producer[1])
     assert epoch == producer[2]
     assert expires_at >= clock() // 1000 + REGISTRATION_KEEP_SECONDS - 24 * 3600
+
+
+def test_a_retry_after_its_output_topic_was_recreated_with_more_queues_is_refused(broker, clock):
+    """The step's record names the bases of the queues it appended to then: the recreated
+    topic routes the same messages to other queues, so the record answers nothing of them."""
+    source, _, group, got, producer = scene(broker)
+    sink = f"fifo{next(_names)}"
+    create_fifo_topic(broker, sink, queues=1)
+    outputs = [(sink, [MessageInput(b"%d" % n, message_group=f"k{n}") for n in range(8)])]
+    request = step(producer, group, [m.receipt_handle for m in got], outputs)
+    broker.consume_produce.commit(request)  # its answer is lost
+    broker.admin.delete_topic(sink)
+    clock.advance(PURGE_DELAY_SECONDS + 1)
+    assert broker.janitor.purge_deleted_topics() == [sink]
+    create_fifo_topic(broker, sink, queues=8)
+
+    with pytest.raises(IdempotencyConflict):
+        broker.consume_produce.commit(request)
