@@ -66,6 +66,7 @@ from .plan import (
     delay_items,
     in_order,
     merged,
+    recorded_digest,
     step_digest,
     step_producer_id,
 )
@@ -173,7 +174,9 @@ class ConsumeProduceSteps:
                 batches,
                 stamp=stamp,
                 build_record=lambda got: ProducerRecord(
-                    digest, {i: got[s] for i, s in enumerate(streams)}, now
+                    recorded_digest(digest, streams),
+                    {i: got[s] for i, s in enumerate(streams)},
+                    now,
                 ),
                 expires_at={
                     o.topic.name: now // 1000 + o.topic.retention_hours * 3600 for o in outputs
@@ -297,15 +300,20 @@ class ConsumeProduceSteps:
     ) -> StepResult:
         """The first result of a step committed before (routed again as it was then)."""
         record = self._producers.get(stamp)
-        if record is None or record.digest != digest:
-            raise IdempotencyConflict(
-                f"step {step.sequence} of producer {step.transactional_id!r} (epoch "
-                f"{step.epoch}) was committed with other contents; use a new sequence"
-            )
+        conflict = IdempotencyConflict(
+            f"step {step.sequence} of producer {step.transactional_id!r} (epoch "
+            f"{step.epoch}) was committed with other contents or to output topics with other "
+            "queues; use a new sequence"
+        )
+        if record is None:
+            raise conflict
         first = record.scheduled_at or self._clock()
         outputs = [
             self._planned(name, inputs, first, stamp, None) for name, inputs in outputs_by_topic
         ]
+        streams = [(o.topic.name, queue) for o in outputs for queue in o.now_part]
+        if record.digest != recorded_digest(digest, streams):
+            raise conflict
         receipts, position = [], 0
         for o in outputs:
             bases = {}
