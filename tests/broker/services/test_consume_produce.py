@@ -454,3 +454,35 @@ def test_a_retry_after_its_output_topic_was_recreated_with_more_queues_is_refuse
 
     with pytest.raises(IdempotencyConflict):
         broker.consume_produce.commit(request)
+
+
+def test_a_crash_past_the_commit_leaves_no_fifo_group_waiting_for_the_lease_deadline(broker, clock):
+    """The step's commit settled the rest of a FIFO lease, and the process died before the
+    lease's delete: the lease holds nothing unsettled, so the message group goes on now,
+    not at the lease's deadline, and the retry answers the first result."""
+    n = next(_names)
+    source, sink, group = f"fin{n}", f"fout{n}", f"fg{n}"
+    create_fifo_topic(broker, source)
+    broker.admin.create_topic(sink, queues=1)
+    send(broker, source, b"1", b"2", b"3", message_group="k")
+    first, second = broker.consume.receive(group, source, max_messages=2, invisible_seconds=3600)
+    broker.consume.ack(group, [first.receipt_handle])
+    producer = (f"pg{n}", "stage-1", broker.transactions.register(f"pg{n}", "stage-1"))
+    request = step(producer, group, [second.receipt_handle], [(sink, [MessageInput(b"2'")])])
+    seen: list[str] = []
+
+    def die_after_the_commit(service: str, operation: str, _: object) -> None:
+        if "TransactWriteItems" in seen:
+            raise Crash()
+        seen.append(operation)
+
+    remove = observe_calls(die_after_the_commit)
+    try:
+        with pytest.raises(Crash):
+            broker.consume_produce.commit(request)
+    finally:
+        remove()
+
+    assert broker.consume_produce.commit(request).duplicate
+    [third] = broker.consume.receive(group, source, max_messages=10)
+    assert third.message.body == b"3"
