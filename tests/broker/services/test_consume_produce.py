@@ -20,6 +20,7 @@ from cirrusmq_broker.errors import (
     LeaseMovedOn,
     ProducerFenced,
     StepTooLarge,
+    StorageUnavailable,
     Throttled,
 )
 from cirrusmq_broker.model import MessageInput, MessageType
@@ -486,3 +487,28 @@ def test_a_crash_past_the_commit_leaves_no_fifo_group_waiting_for_the_lease_dead
     assert broker.consume_produce.commit(request).duplicate
     [third] = broker.consume.receive(group, source, max_messages=10)
     assert third.message.body == b"3"
+
+
+@pytest.mark.parametrize("fault", [Throttled, StorageUnavailable], ids=["throttle", "down"])
+def test_a_committed_step_answers_its_result_when_keeping_the_registration_fails(
+    broker, clock, fault
+):
+    """Keeping the registration alive comes after the commit: its failure is no failure of
+    the step (a later step keeps it)."""
+    source, sink, group, got, producer = scene(broker)
+    seen: list[str] = []
+
+    def fail_after_the_commit(service: str, operation: str, _: object) -> None:
+        if "TransactWriteItems" in seen and operation == "UpdateItem":
+            raise fault("injected")
+        seen.append(operation)
+
+    remove = observe_calls(fail_after_the_commit)
+    try:
+        result = broker.consume_produce.commit(
+            step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+        )
+    finally:
+        remove()
+
+    assert not result.duplicate and [r.offset for r in result.receipts] == [0]
