@@ -298,7 +298,10 @@ def test_a_step_failing_at_any_aws_call_leaves_both_effects_or_neither(broker, c
 
     for n in range(len(seen)):
         source, sink, group, request = prepare()
-        assert failing_at(n, lambda r=request: broker.consume_produce.commit(r), fault), n
+        failed = failing_at(n, lambda r=request: broker.consume_produce.commit(r), fault)
+        # the last call keeps the registration, after the commit: a throttle there is absorbed
+        absorbed = fault is Throttled and n == len(seen) - 1 and seen[n] == "UpdateItem"
+        assert failed or absorbed, n
         acked = unsettled(broker, group, source) == 0
         assert (appended(sink), acked) in ((0, False), (2, True)), f"call {n}: {seen[n]}"
         broker.consume_produce.commit(request)  # the client's retry

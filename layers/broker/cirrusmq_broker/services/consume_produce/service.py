@@ -38,6 +38,8 @@ from ...errors import (
     InvalidRequest,
     LeaseMovedOn,
     StepTooLarge,
+    StorageUnavailable,
+    Throttled,
     TopicNotFound,
 )
 from ...model import MessageInput, ProducerStamp, SendReceipt
@@ -362,12 +364,15 @@ class ConsumeProduceSteps:
 
     def _keep(self, step: Step, now: int) -> None:
         """Keep the registration of a producer that committed a step (conditional on its
-        epoch), once a day per process."""
+        epoch), once a day per process; a failure leaves it to a later step."""
         producer = (step.producer_group, step.transactional_id, step.epoch)
         keep_until = now // 1000 + REGISTRATION_KEEP_SECONDS
         if keep_until - self._kept.get(producer, 0) <= 24 * 3600:
             return
-        self._transactions.touch(*producer, keep_until)
+        try:
+            self._transactions.touch(*producer, keep_until)
+        except (Throttled, StorageUnavailable):
+            return  # the step is committed: a later step keeps the registration
         if len(self._kept) >= KEPT_PRODUCERS_MAX:
             self._kept.clear()
         self._kept[producer] = keep_until
