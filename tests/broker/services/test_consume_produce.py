@@ -15,6 +15,7 @@ import pytest
 from broker_helpers import Crash, create_fifo_topic, object_keys, send, stream_count
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
+    AccessDenied,
     IdempotencyConflict,
     InvalidReceiptHandle,
     LeaseMovedOn,
@@ -515,3 +516,17 @@ def test_a_committed_step_answers_its_result_when_keeping_the_registration_fails
         remove()
 
     assert not result.duplicate and [r.offset for r in result.receipts] == [0]
+
+
+def test_a_key_that_may_not_publish_learns_nothing_of_which_output_topics_exist(broker, clock):
+    """As a send to a topic the key may not publish to, a step's output to one is 403
+    whether or not the topic exists (a 404 would tell it apart)."""
+    source, sink, group, got, producer = scene(broker)
+    handles = [m.receipt_handle for m in got]
+    for name in (sink, f"{sink}-none"):
+        with pytest.raises(AccessDenied):
+            broker.consume_produce.commit(
+                step(producer, group, handles, [(name, [MessageInput(b"A")])]),
+                may_publish=lambda topic: False,
+            )
+    assert unsettled(broker, group, source) == 2
