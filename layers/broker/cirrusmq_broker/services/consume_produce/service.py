@@ -218,9 +218,10 @@ class ConsumeProduceSteps:
         stamp: ProducerStamp,
         may_publish: Callable[[str], bool] | None,
     ) -> Output:
-        topic = self._topics.active(name)
+        # The permission before the lookup: a 404 would tell the key which topics exist.
         if may_publish is not None and not may_publish(name):
             raise AccessDenied(f"access denied: this access key may not publish to {name}")
+        topic = self._topics.active(name)
         messages = validate_messages(
             topic, inputs, now, lambda p: f"{stamp.producer_id}.{stamp.sequence}.{name}.{p}"
         )
