@@ -13,6 +13,7 @@ import itertools
 import boto3
 import pytest
 from broker_helpers import Crash, create_fifo_topic, object_keys, send, stream_count
+from cirrusmq_broker.clock import wall_ms
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
     AccessDenied,
@@ -530,3 +531,24 @@ def test_a_key_that_may_not_publish_learns_nothing_of_which_output_topics_exist(
                 may_publish=lambda topic: False,
             )
     assert unsettled(broker, group, source) == 2
+
+
+def test_a_message_of_a_traced_topic_acked_by_a_step_is_traced_as_acked(broker, clock):
+    clock.now = wall_ms()
+    n = next(_names)
+    source, sink, group = f"tin{n}", f"tout{n}", f"tg{n}"
+    broker.admin.create_topic(source, queues=1, trace=True)
+    broker.admin.create_topic(sink, queues=1)
+    with broker.trace.request():
+        (receipt,) = broker.produce.send(source, [MessageInput(b"m")]).receipts
+    with broker.trace.request():
+        (got,) = broker.consume.receive(group, source, max_messages=1)
+    producer = (f"pg{n}", "stage-1", broker.transactions.register(f"pg{n}", "stage-1"))
+
+    with broker.trace.request():
+        broker.consume_produce.commit(
+            step(producer, group, [got.receipt_handle], [(sink, [MessageInput(b"m'")])])
+        )
+
+    kinds = [e["kind"] for e in broker.trace_reader.trace_message(source, receipt.message_id)]
+    assert kinds == ["sent", "delivered", "acked"]
