@@ -56,7 +56,7 @@ from ..message_validation import validate_messages
 from ..produce import route, split_delayed, stamp_queue
 from ..receipt_handles import ReceiptHandles
 from ..topic_catalog import TopicCatalog
-from ..trace import record_sent
+from ..trace import record_sent, record_settled
 from ..transactions.registration import Registrations
 from .plan import (
     MAX_STEP_ITEMS,
@@ -205,6 +205,7 @@ class ConsumeProduceSteps:
         self._keep(step, now)
         for o, rs in zip(outputs, receipts, strict=True):
             record_sent(o.topic, o.messages, rs, stamp.producer_id)
+        record_settled("acked", self._topics, (h for hs in by_lease.values() for h in hs.values()))
         result = StepResult(in_order(receipts, order), len(step.receipt_handles), False)
         self._due(result.receipts)
         return result
