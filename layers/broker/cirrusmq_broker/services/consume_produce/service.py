@@ -188,7 +188,9 @@ class ConsumeProduceSteps:
             )
         except AlreadyRecorded:
             self._discard(delay_keys)
-            return self._recorded(step, stamp, digest, merged_outputs, order)
+            first = self._recorded(step, stamp, digest, merged_outputs, order)
+            self._due(first.receipts)  # the first attempt may have died before its wake
+            return first
         except ExtraItemRejected as exc:
             self._discard(delay_keys)
             raise self._refusal(step, exc.positions, list(by_lease.values()), access_key) from None
