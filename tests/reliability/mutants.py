@@ -761,13 +761,15 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "services/consume_produce/service.py",
-                "        if record is None or record.digest != digest:\n",
-                "        if record is None:\n",
+                "        if record.digest != recorded_digest(digest, streams):\n",
+                "        if False:\n",
             ),
         ),
         tests=(
             "tests/broker/services/test_consume_produce.py::"
             "test_a_retry_with_changed_inputs_is_refused_and_appends_nothing",
+            "tests/broker/services/test_consume_produce.py::"
+            "test_a_retry_after_its_output_topic_was_recreated_with_more_queues_is_refused",
         ),
     ),
     Guard(

@@ -85,6 +85,11 @@ class _Pending:
             raise ValueError("ack needs a received message (it has no receipt handle)")
         self.handles.append(handle)
 
+    def empty(self) -> bool:
+        """Nothing to send or ack: committed without a request (the service refuses an
+        empty step)."""
+        return not self.messages and not self.handles
+
     def _check_open(self) -> None:
         if self.state != "OPEN" or self.request is not None:
             raise ClientClosedError(f"the step is {self.state.lower()}: start another one")
@@ -182,6 +187,8 @@ class ExactlyOnceStep:
         pending = self._pending
         if pending.state != "OPEN":
             raise ClientClosedError(f"the step is {pending.state.lower()}")
+        if pending.empty():
+            return self._committed(StepResult([], 0, False))
         if pending.request is None:
             born = now_ms()
             wire = [[self.producer._wired(m, born)] for m in pending.messages]
@@ -193,9 +200,12 @@ class ExactlyOnceStep:
         except ProducerFencedError:
             self.producer.fenced = True
             raise
-        self.result = pending.result(body)
-        pending.state = "COMMITTED"
-        return self.result
+        return self._committed(pending.result(body))
+
+    def _committed(self, result: StepResult) -> StepResult:
+        self.result = result
+        self._pending.state = "COMMITTED"
+        return result
 
     def abort(self) -> None:
         """Drop the step: nothing is sent or acked (the messages come back after their
@@ -292,6 +302,8 @@ class AsyncExactlyOnceStep:
         pending = self._pending
         if pending.state != "OPEN":
             raise ClientClosedError(f"the step is {pending.state.lower()}")
+        if pending.empty():
+            return self._committed(StepResult([], 0, False))
         if pending.request is None:
             born = now_ms()
             for message in pending.messages:
@@ -306,9 +318,12 @@ class AsyncExactlyOnceStep:
         except ProducerFencedError:
             self.producer.fenced = True
             raise
-        self.result = pending.result(body)
-        pending.state = "COMMITTED"
-        return self.result
+        return self._committed(pending.result(body))
+
+    def _committed(self, result: StepResult) -> StepResult:
+        self.result = result
+        self._pending.state = "COMMITTED"
+        return result
 
     def abort(self) -> None:
         if self._pending.state == "OPEN":

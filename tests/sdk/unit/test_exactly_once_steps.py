@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cirrusmq import ExactlyOnceProducer, Message, MessageView, TransportError
+from cirrusmq import (
+    AsyncExactlyOnceProducer,
+    ExactlyOnceProducer,
+    Message,
+    MessageView,
+    TransportError,
+)
 
 
 class StandIn:
@@ -97,3 +104,39 @@ def test_a_step_left_by_an_exception_sends_nothing_and_takes_nothing_more():
     assert transport.steps == [] and step.state == "ABORTED"
     with pytest.raises(Exception, match="aborted"):
         step.send(Message("a", b"2"))
+
+
+class AsyncStandIn(StandIn):
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        return StandIn.request(self, method, path, **kwargs)
+
+    async def close(self) -> None:  # type: ignore[override]
+        pass
+
+
+def test_a_step_that_sent_and_acked_nothing_commits_without_a_request():
+    """The service refuses an empty step (400): a clean exit of a step that chose to do
+    nothing is no error and takes no sequence."""
+    transport = StandIn()
+    producer = ExactlyOnceProducer("http://x", producer_group="pg", transport=transport)
+    with producer.exactly_once(CONSUMER) as step:
+        pass
+    assert transport.steps == []
+    assert (step.result.receipts, step.result.acked, step.result.duplicate) == ([], 0, False)
+    with producer.exactly_once(CONSUMER) as step:
+        step.ack("h1")
+    assert transport.steps[0]["sequence"] == 0
+
+
+def test_an_async_step_that_sent_and_acked_nothing_commits_without_a_request():
+    async def run() -> tuple[AsyncStandIn, Any]:
+        transport = AsyncStandIn()
+        producer = AsyncExactlyOnceProducer("http://x", producer_group="pg", transport=transport)
+        await producer.start()
+        async with producer.exactly_once(CONSUMER) as step:
+            pass
+        return transport, step
+
+    transport, step = asyncio.run(run())
+    assert transport.steps == []
+    assert step.result is not None and step.result.receipts == []

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import boto3
 import pytest
+from broker_helpers import Crash
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.model import MessageInput, ProducerStamp
+from cirrusmq_broker.services.consume_produce import Step
 from cirrusmq_broker.services.delays import release
+from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.delays.invoke import register_local
 
@@ -330,3 +333,40 @@ def test_a_failed_wake_withdraws_its_own_ask_not_a_later_sends(broker, clock, wa
     third = Broker(broker.settings, clock)
     third.produce.send("t", [MessageInput(b"c", delay_level=3)])  # the started run covers it
     assert len(attempts) == 2, "the failed wake withdrew the ask of the run that started"
+
+
+def test_a_retried_step_whose_first_attempt_died_before_its_wake_wakes_the_scheduler(
+    broker, clock, waking, monkeypatch
+):
+    """As a retried send: the first attempt of an exactly-once step committed a delayed
+    output due before the next run and died before waking the scheduler; its retry wakes
+    it."""
+    starts: list[int] = []
+    broker = waking(lambda: starts.append(clock.now))
+    broker.admin.create_topic("in", queues=1)
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("in", [MessageInput(b"order")])
+    (got,) = broker.consume.receive("g", "in", max_messages=1, invisible_seconds=30)
+    request = Step(
+        producer_group="pg",
+        transactional_id="stage-1",
+        epoch=broker.transactions.register("pg", "stage-1"),
+        sequence=0,
+        group="g",
+        receipt_handles=(got.receipt_handle,),
+        outputs=(("t", (MessageInput(b"soon", delay_level=3),)),),  # due in 10 s
+    )
+    commit = BatchAppender.append_streams
+
+    def committed_then_dead(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        commit(self, *args, **kwargs)
+        raise Crash()
+
+    monkeypatch.setattr(BatchAppender, "append_streams", committed_then_dead)
+    with pytest.raises(Crash):
+        broker.consume_produce.commit(request)
+    monkeypatch.undo()
+    assert starts == []
+
+    assert broker.consume_produce.commit(request).duplicate
+    assert starts == [clock.now]

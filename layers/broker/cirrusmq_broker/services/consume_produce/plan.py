@@ -86,6 +86,13 @@ def step_digest(step: Step) -> str:
     return h.hexdigest()
 
 
+def recorded_digest(digest: str, streams: Sequence[tuple[str, int]]) -> str:
+    """The digest the step's record keeps: its contents and the (topic, queue) each of its
+    bases belongs to, in order. A retry routed to other queues (an output topic created
+    again with another queue count) does not match: its record answers nothing of them."""
+    return hashlib.sha256(json.dumps([digest, [list(s) for s in streams]]).encode()).hexdigest()
+
+
 def check(step: Step) -> None:
     check_group_name(step.producer_group)
     check_id(step.transactional_id, "transactional id")

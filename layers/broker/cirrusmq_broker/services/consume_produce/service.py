@@ -17,6 +17,10 @@ step's digest and the rows, so a retry reuses it) and a delay object per topic w
 messages. A step refused or dying before its commit leaves those batch objects unindexed:
 no reader sees them, and the orphan sweeper deletes them (services/janitor.py); a refused
 step's delay objects are deleted at once.
+
+A committed step keeps its producer's registration (as a poll for checks does, at most once a
+day per process): a stage that only commits steps never polls, and a registration that
+expired is deleted, after which the id would register again at epoch 1.
 """
 
 from __future__ import annotations
@@ -34,10 +38,13 @@ from ...errors import (
     InvalidRequest,
     LeaseMovedOn,
     StepTooLarge,
+    StorageUnavailable,
+    Throttled,
     TopicNotFound,
 )
 from ...model import MessageInput, ProducerStamp, SendReceipt
 from ...rules.group_state import lease_slot
+from ...rules.transaction_state import REGISTRATION_KEEP_SECONDS
 from ...storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
 from ...storage.groups import GroupStateStore
 from ...storage.producers import ProducerRecord, ProducerRecords
@@ -49,7 +56,7 @@ from ..message_validation import validate_messages
 from ..produce import route, split_delayed, stamp_queue
 from ..receipt_handles import ReceiptHandles
 from ..topic_catalog import TopicCatalog
-from ..trace import record_sent
+from ..trace import record_sent, record_settled
 from ..transactions.registration import Registrations
 from .plan import (
     MAX_STEP_ITEMS,
@@ -61,9 +68,13 @@ from .plan import (
     delay_items,
     in_order,
     merged,
+    recorded_digest,
     step_digest,
     step_producer_id,
 )
+
+KEPT_PRODUCERS_MAX = 10_000
+"""Registrations whose last refresh a process remembers (then it forgets them all)."""
 
 
 class ConsumeProduceSteps:
@@ -93,6 +104,8 @@ class ConsumeProduceSteps:
         self._delay_writer = delay_writer
         self._wake = wake
         self._delivery_ended = delivery_ended
+        self._kept: dict[tuple[str, str, int], int] = {}
+        """(producer group, transactional id, epoch) -> the expiry this process last set."""
 
     def commit(
         self,
@@ -163,7 +176,9 @@ class ConsumeProduceSteps:
                 batches,
                 stamp=stamp,
                 build_record=lambda got: ProducerRecord(
-                    digest, {i: got[s] for i, s in enumerate(streams)}, now
+                    recorded_digest(digest, streams),
+                    {i: got[s] for i, s in enumerate(streams)},
+                    now,
                 ),
                 expires_at={
                     o.topic.name: now // 1000 + o.topic.retention_hours * 3600 for o in outputs
@@ -173,7 +188,9 @@ class ConsumeProduceSteps:
             )
         except AlreadyRecorded:
             self._discard(delay_keys)
-            return self._recorded(step, stamp, digest, merged_outputs, order)
+            first = self._recorded(step, stamp, digest, merged_outputs, order)
+            self._due(first.receipts)  # the first attempt may have died before its wake
+            return first
         except ExtraItemRejected as exc:
             self._discard(delay_keys)
             raise self._refusal(step, exc.positions, list(by_lease.values()), access_key) from None
@@ -187,8 +204,10 @@ class ConsumeProduceSteps:
             raise
         receipts = [o.receipts({q: bases[(o.topic.name, q)] for q in o.now_part}) for o in outputs]
         self._tidy(step.group, by_lease, lease_items)
+        self._keep(step, now)
         for o, rs in zip(outputs, receipts, strict=True):
             record_sent(o.topic, o.messages, rs, stamp.producer_id)
+        record_settled("acked", self._topics, (h for hs in by_lease.values() for h in hs.values()))
         result = StepResult(in_order(receipts, order), len(step.receipt_handles), False)
         self._due(result.receipts)
         return result
@@ -202,9 +221,10 @@ class ConsumeProduceSteps:
         stamp: ProducerStamp,
         may_publish: Callable[[str], bool] | None,
     ) -> Output:
-        topic = self._topics.active(name)
+        # The permission before the lookup: a 404 would tell the key which topics exist.
         if may_publish is not None and not may_publish(name):
             raise AccessDenied(f"access denied: this access key may not publish to {name}")
+        topic = self._topics.active(name)
         messages = validate_messages(
             topic, inputs, now, lambda p: f"{stamp.producer_id}.{stamp.sequence}.{name}.{p}"
         )
@@ -286,15 +306,20 @@ class ConsumeProduceSteps:
     ) -> StepResult:
         """The first result of a step committed before (routed again as it was then)."""
         record = self._producers.get(stamp)
-        if record is None or record.digest != digest:
-            raise IdempotencyConflict(
-                f"step {step.sequence} of producer {step.transactional_id!r} (epoch "
-                f"{step.epoch}) was committed with other contents; use a new sequence"
-            )
+        conflict = IdempotencyConflict(
+            f"step {step.sequence} of producer {step.transactional_id!r} (epoch "
+            f"{step.epoch}) was committed with other contents or to output topics with other "
+            "queues; use a new sequence"
+        )
+        if record is None:
+            raise conflict
         first = record.scheduled_at or self._clock()
         outputs = [
             self._planned(name, inputs, first, stamp, None) for name, inputs in outputs_by_topic
         ]
+        streams = [(o.topic.name, queue) for o in outputs for queue in o.now_part]
+        if record.digest != recorded_digest(digest, streams):
+            raise conflict
         receipts, position = [], 0
         for o in outputs:
             bases = {}
@@ -340,6 +365,21 @@ class ConsumeProduceSteps:
                 self._states.acks.ack(group, topic, queue, lease_id, offsets)
             if self._delivery_ended is not None:
                 self._delivery_ended(group, topic, queue)
+
+    def _keep(self, step: Step, now: int) -> None:
+        """Keep the registration of a producer that committed a step (conditional on its
+        epoch), once a day per process; a failure leaves it to a later step."""
+        producer = (step.producer_group, step.transactional_id, step.epoch)
+        keep_until = now // 1000 + REGISTRATION_KEEP_SECONDS
+        if keep_until - self._kept.get(producer, 0) <= 24 * 3600:
+            return
+        try:
+            self._transactions.touch(*producer, keep_until)
+        except (Throttled, StorageUnavailable):
+            return  # the step is committed: a later step keeps the registration
+        if len(self._kept) >= KEPT_PRODUCERS_MAX:
+            self._kept.clear()
+        self._kept[producer] = keep_until
 
     def _due(self, receipts: list[SendReceipt]) -> None:
         """Wake a release run for delayed messages due before the next scheduled one."""
