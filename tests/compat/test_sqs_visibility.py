@@ -427,3 +427,26 @@ def test_a_handle_whose_receive_time_is_thousands_of_digits_is_invalid_not_a_500
             call()
         assert error_code(raised.value) == "ReceiptHandleIsInvalid"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+
+
+def test_first_handles_release_messages_redelivered_one_receive_each(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    for body in ("a", "b"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    if len(first) < 2:
+        first += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in first) == ["a", "b"]
+    cirrusmq_stack.advance_time(21)
+    again = [_one(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=600) for _ in range(2)]
+    assert sorted(m["Body"] for m in again) == ["a", "b"]
+    for message in first:
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    back = [_one(sqs, url, MaxNumberOfMessages=1) for _ in range(2)]
+    assert sorted(m["Body"] for m in back) == ["a", "b"]
