@@ -222,7 +222,24 @@ def test_an_old_handle_after_a_redelivery_deletes_nothing_without_error(
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
 
 
-def test_an_old_handle_after_a_redelivery_cannot_change_visibility(
+def test_the_first_handle_releases_the_message_of_a_later_receive_at_once(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    sent = sqs.send_message(QueueUrl=url, MessageBody="twice")
+    first = _one(sqs, url)["ReceiptHandle"]
+    cirrusmq_stack.advance_time(21)
+    again = _one(sqs, url, VisibilityTimeout=600)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first, VisibilityTimeout=0)
+    back = _one(sqs, url)
+    assert back["MessageId"] == again["MessageId"] == sent["MessageId"]
+    assert _count(back) == 3
+
+
+def test_an_old_handle_after_a_redelivery_changes_the_visibility_of_the_latest_receive(
     cirrusmq_stack,
     sqs,  # noqa: F811
     queue_name,  # noqa: F811
@@ -232,10 +249,9 @@ def test_an_old_handle_after_a_redelivery_cannot_change_visibility(
     old = _one(sqs, url)["ReceiptHandle"]
     cirrusmq_stack.advance_time(21)
     latest = _one(sqs, url)["ReceiptHandle"]
-    with pytest.raises(sqs.exceptions.ClientError) as refused:
-        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old, VisibilityTimeout=60)
-    assert error_code(refused.value) == "InvalidParameterValue"
-    assert refused.value.response["Error"]["Message"] == STALE_HANDLE.format(old)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old, VisibilityTimeout=60)
+    cirrusmq_stack.advance_time(40)  # past the receive's 20 s, within the 60 s set
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
     answer = sqs.change_message_visibility_batch(
         QueueUrl=url,
         Entries=[
@@ -243,10 +259,13 @@ def test_an_old_handle_after_a_redelivery_cannot_change_visibility(
             {"Id": "latest", "ReceiptHandle": latest, "VisibilityTimeout": 60},
         ],
     )
-    assert [s["Id"] for s in answer["Successful"]] == ["latest"]
-    assert [(f["Id"], f["Code"], f["SenderFault"]) for f in answer["Failed"]] == [
-        ("old", "InvalidParameterValue", True)
-    ]
+    assert sorted(s["Id"] for s in answer["Successful"]) == ["latest", "old"]
+    assert "Failed" not in answer or answer["Failed"] == []
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=latest)
+    with pytest.raises(sqs.exceptions.ClientError) as refused:  # deleted: nothing to change
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old, VisibilityTimeout=0)
+    assert error_code(refused.value) == "InvalidParameterValue"
+    assert refused.value.response["Error"]["Message"] == STALE_HANDLE.format(old)
 
 
 def test_the_latest_handle_deletes_after_its_visibility_timeout_passed(
@@ -408,3 +427,26 @@ def test_a_handle_whose_receive_time_is_thousands_of_digits_is_invalid_not_a_500
             call()
         assert error_code(raised.value) == "ReceiptHandleIsInvalid"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
+
+
+def test_first_handles_release_messages_redelivered_one_receive_each(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    for body in ("a", "b"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    if len(first) < 2:
+        first += sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in first) == ["a", "b"]
+    cirrusmq_stack.advance_time(21)
+    again = [_one(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=600) for _ in range(2)]
+    assert sorted(m["Body"] for m in again) == ["a", "b"]
+    for message in first:
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    back = [_one(sqs, url, MaxNumberOfMessages=1) for _ in range(2)]
+    assert sorted(m["Body"] for m in back) == ["a", "b"]

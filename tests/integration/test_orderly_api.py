@@ -185,3 +185,27 @@ def test_after_the_last_attempt_a_fifo_message_goes_to_the_dlq_and_the_queue_mov
     assert [(d["body_preview"], d["origin_offset"], d["delivery_attempts"]) for d in dead] == [
         (b64(b"poison"), 0, 16)
     ]
+
+
+def test_a_handle_of_an_earlier_delivery_cannot_change_the_invisible_time(api, topic_name):
+    """The native API refuses a handle whose lease was redelivered since (SQS queues take it
+    for the message's current receive)."""
+    make_topic(api, topic_name, message_type="FIFO", queues=1)
+    send(api, topic_name, message("once"))
+    group = unique("g")
+    [first] = receive(api, group, topic_name, client_id="c", invisible_seconds=60)
+    released = api.post(
+        f"/v1/groups/{group}/invisible",
+        json={"receipt_handle": first["receipt_handle"], "invisible_seconds": 0},
+    )
+    assert released.status_code == 200, released.text
+    [again] = receive(api, group, topic_name, client_id="c", invisible_seconds=60)
+    assert (again["offset"], again["delivery_attempt"]) == (first["offset"], 2)
+    for seconds in (0, 120):
+        stale = api.post(
+            f"/v1/groups/{group}/invisible",
+            json={"receipt_handle": first["receipt_handle"], "invisible_seconds": seconds},
+        )
+        assert stale.status_code == 400 and stale.json()["code"] == "ReceiptHandleExpired"
+    assert receive(api, group, topic_name, client_id="c") == []
+    assert ack(api, group, [again]).json()["acked"] == 1

@@ -115,3 +115,31 @@ def test_a_message_never_deleted_does_not_hold_new_ones_back(broker, clock, monk
     assert poison_attempts == list(range(1, len(poison_attempts) + 1))  # kept coming back
     [status] = [s for s in statuses(broker, "g") if s.topic == "t"]
     assert status.committed_offset == 1 + len(bodies)  # the poison no longer holds the queue
+
+
+def test_latest_changes_the_lease_a_message_is_leased_under_now(broker, clock):
+    """``latest`` (SQS): a handle of an earlier delivery acts on the message's current lease,
+    wherever it is now: redelivered in the handle's slot, in the rest of a split lease, or
+    moved to a lease of its own; a settled message stays refused."""
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    for body in (b"a", b"b", b"c", b"d"):
+        send(broker, "t", body)
+    first = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=10)
+    assert [m.message.offset for m in first] == [0, 1, 2, 3]
+    clock.advance(10)
+    again = broker.consume.receive("g", "t", invisible_seconds=600, max_messages=2)
+    rest = broker.consume.receive("g", "t", invisible_seconds=600, max_messages=10)
+    assert [m.message.offset for m in again + rest] == [0, 1, 2, 3]
+    broker.consume.change_invisible("g", again[1].receipt_handle, 900)  # 1 moves out
+    assert ack_statuses(broker, "g", [rest[1].receipt_handle]) == ["acked"]  # 3 settled
+    for stale in first[:3]:
+        with pytest.raises(ReceiptHandleExpired):  # the native default: refused
+            broker.consume.change_invisible("g", stale.receipt_handle, 0)
+        changed = broker.consume.change_invisible("g", stale.receipt_handle, 0, latest=True)
+        assert changed.message.offset == stale.message.offset
+    with pytest.raises(ReceiptHandleExpired):
+        broker.consume.change_invisible("g", first[3].receipt_handle, 0, latest=True)
+    back = broker.consume.receive("g", "t", invisible_seconds=600, max_messages=10)
+    assert sorted(m.message.offset for m in back) == [0, 1, 2]
+    assert all(m.delivery_attempt == 3 for m in back)

@@ -635,9 +635,10 @@ def _change(call: Call, queue: QueueName, entry: dict[str, Any]) -> None:
     try:
         call.broker.consume.change_invisible(
             queue.group, _broker_handle(handle), timeout, _may_consume(call, queue),
-            per_group=queue.fifo,
+            per_group=queue.fifo, latest=not queue.fifo,
         )  # fmt: skip
-    except ReceiptHandleExpired:  # acked, or received again since: not the latest handle
+    except ReceiptHandleExpired:  # deleted (a standard queue's older handle names the
+        # message's current receive; a FIFO queue's, as SQS's, only its own)
         raise invalid_parameter(
             f"Value {entry['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: "
             "Message does not exist or is not available for visibility timeout change."

@@ -20,7 +20,7 @@ from ...errors import (
     TooManyInflight,
 )
 from ...model import MessageType, ReceivedMessage
-from ...rules.group_state import single_lease_id
+from ...rules.group_state import GroupQueueState, Lease, single_lease_id
 from ...rules.retries import is_internal
 from ...storage.groups import GroupStateStore
 from ...validation import check_group_name
@@ -60,11 +60,14 @@ class InvisibleTime:
         may_consume: Callable[[str], bool] | None = None,
         *,
         per_group: bool = False,
+        latest: bool = False,
     ) -> ReceivedMessage:
         """Set one message's invisible time to now + ``invisible_seconds``; a new handle.
         AccessDenied if ``may_consume(topic)`` refuses the handle's topic. ``per_group``
         (a FIFO delivery of a receive that held each group on its own): the message moves
-        alone, its delivery's other messages keep their time."""
+        alone, its delivery's other messages keep their time. ``latest`` (SQS: a handle of
+        any receive names the message): a handle whose lease was redelivered since acts on
+        the lease the message is leased under now."""
         check_group_name(group)
         handle = self._handles.decode(group, receipt_handle)
         if may_consume is not None and not may_consume(handle.topic):
@@ -95,6 +98,12 @@ class InvisibleTime:
             deadline = self._clock() + invisible_seconds * 1000
             whole = fifo and not per_group  # a FIFO delivery moves whole (orderly)
             lease = state.change_invisible(lease_id, handle.offset, deadline=deadline, whole=whole)
+            if lease is None and latest:
+                current = self._current_lease(state, handle.offset)
+                if current is not None:  # fenced on that lease as read, as any change
+                    lease = state.change_invisible(
+                        current.lease_id, handle.offset, deadline=deadline, whole=whole
+                    )
             if lease is None:
                 raise ReceiptHandleExpired(
                     "the receipt handle is stale: the message was acked or redelivered since"
@@ -117,6 +126,23 @@ class InvisibleTime:
         return optimistic.update(
             change, exhausted=optimistic.busy("the group state is contended; retry")
         )
+
+    def _current_lease(self, state: GroupQueueState, offset: int) -> Lease | None:
+        """The open lease ``offset`` is leased under now, or None (settled, or not leased).
+
+        The leases read already come first: reading the handle's slot loaded what is stored
+        there now, which holds the message when it was redelivered in place. Otherwise one
+        query reads the leases covering the offset (its range lease and its own)."""
+        for lease in state.leases.values():
+            if lease.holds(offset):
+                return lease
+        covering = self._states.leases_covering_each(
+            state.group, state.topic, state.queue, [offset]
+        )
+        for lease in covering[offset]:
+            if lease.holds(offset):
+                return state.leases.setdefault(lease.lease_id, lease)
+        return None
 
 
 def check_invisible(
