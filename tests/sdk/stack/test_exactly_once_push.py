@@ -9,11 +9,31 @@ from __future__ import annotations
 
 import threading
 
-from cirrusmq import AckStatus, ConsumeResult, ExactlyOnceProducer, Message, PushConsumer, SimpleConsumer
+import pytest
+from cirrusmq import (
+    AckStatus,
+    ConsumeResult,
+    ExactlyOnceProducer,
+    LeaseMovedOnError,
+    Message,
+    MQError,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
 
 from ..helpers import wait_until
-from .test_exactly_once import stage  # noqa: F401  (fixture)
+from .conftest import unique
 from .test_transactions import drain
+
+
+@pytest.fixture
+def stage(endpoint, credentials, make_topic):
+    """An input topic with three orders, an output topic, a group and a producer group."""
+    source, sink = make_topic("orders", queues=1), make_topic("enriched", queues=2)
+    with Producer(endpoint, credentials) as producer:
+        producer.send_batch([Message(source, f"order-{n}".encode()) for n in range(3)])
+    return source, sink, unique("g"), unique("pg")
 
 
 class StepRecorder:
@@ -147,19 +167,18 @@ def test_a_failing_listener_sends_nothing_and_the_message_comes_back(
 
 
 def test_a_commit_refused_because_the_lease_moved_on_sends_and_acks_nothing(
-    endpoint, credentials, admin, stage, cirrusmq_stack
+    endpoint, credentials, stage, cirrusmq_stack, caplog
 ):
     source, sink, group, producer_group = stage
     recorder = StepRecorder()
-    taken_over = []
 
     with SimpleConsumer(endpoint, credentials, group, [source], await_duration=0) as successor:
 
-        def slow(message, step):
+        def slow(messages, step):
             recorder.keep(step)
             step.send(Message(sink, b"from a zombie"))
             cirrusmq_stack.advance_time(61)  # the lease expires meanwhile
-            taken_over.extend(successor.receive(3, 300))  # and the messages move on
+            successor.receive(3, 300)  # and the messages move on
             return ConsumeResult.SUCCESS
 
         with (
@@ -178,8 +197,65 @@ def test_a_commit_refused_because_the_lease_moved_on_sends_and_acks_nothing(
         ):
             wait_until(lambda: recorder.states() == ["ABORTED"])
 
+        refusals = [a for r in caplog.records for a in r.args or () if isinstance(a, MQError)]
+        assert [type(e) for e in refusals] == [LeaseMovedOnError]
         assert drain(endpoint, credentials, sink) == []
-        assert sorted(m.body for m in taken_over) == [b"order-0", b"order-1", b"order-2"]
-        assert admin.describe_group(group, source).inflight == 3  # the step acked none
-        results = successor.ack_batch(taken_over)
-        assert {r.status for r in results} == {AckStatus.ACKED}
+        back: list = []
+
+        def came_back() -> bool:  # the step acked none of them
+            cirrusmq_stack.advance_time(11)
+            back.extend(successor.receive(10, 300))
+            return len(back) >= 3
+
+        wait_until(came_back, step_s=0.5)
+        assert sorted(m.body for m in back) == [b"order-0", b"order-1", b"order-2"]
+        assert {r.status for r in successor.ack_batch(back)} == {AckStatus.ACKED}
+
+
+@pytest.mark.parametrize("per_batch", [False, True], ids=["per-message", "per-batch"])
+def test_orderly_steps_commit_each_output_once_in_order_after_a_failure(
+    endpoint, credentials, make_topic, per_batch
+):
+    source, sink = make_topic("fifo", queues=1, message_type="FIFO"), make_topic("out")
+    group, producer_group = unique("g"), unique("pg")
+    with Producer(endpoint, credentials) as producer:
+        producer.send_batch([Message(source, f"k:{n}", message_group="k") for n in range(4)])
+    seen: list[tuple[str, int]] = []
+    recorder = StepRecorder()
+
+    def enrich(message, step):
+        seen.append((message.text, message.delivery_attempt))
+        step.send(Message(sink, message.text + "+enriched"))
+        if message.text == "k:1" and message.delivery_attempt == 1:
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+    def enrich_all(messages, step):
+        recorder.keep(step)
+        results = [enrich(m, step) for m in messages]
+        return ConsumeResult.FAILURE if ConsumeResult.FAILURE in results else ConsumeResult.SUCCESS
+
+    def enrich_one(message, step):
+        recorder.keep(step)
+        return enrich(message, step)
+
+    with (
+        ExactlyOnceProducer(endpoint, credentials, producer_group=producer_group) as producer,
+        push(
+            endpoint,
+            credentials,
+            group,
+            source,
+            enrich_all if per_batch else enrich_one,
+            producer,
+            orderly=True,
+            suspend_s=0,
+            step_per_batch=per_batch,
+        ),
+    ):
+        wait_until(lambda: recorder.states().count("COMMITTED") == (1 if per_batch else 4))
+
+    in_order = [f"k:{n}" for n in range(4)]
+    again = in_order if per_batch else ["k:1", "k:2", "k:3"]  # from the failed step on
+    assert [text for text, _ in seen] == (in_order[:2] if not per_batch else in_order) + again
+    assert drain(endpoint, credentials, sink) == [f"k:{n}+enriched".encode() for n in range(4)]
