@@ -18,6 +18,7 @@ from cirrusmq import (
     Message,
     MQError,
     Producer,
+    ProducerFencedError,
     PushConsumer,
     SimpleConsumer,
 )
@@ -259,3 +260,40 @@ def test_orderly_steps_commit_each_output_once_in_order_after_a_failure(
     again = in_order if per_batch else ["k:1", "k:2", "k:3"]  # from the failed step on
     assert [text for text, _ in seen] == (in_order[:2] if not per_batch else in_order) + again
     assert drain(endpoint, credentials, sink) == [f"k:{n}+enriched".encode() for n in range(4)]
+
+
+def test_a_fenced_producer_stops_the_push_consumer_and_sends_nothing(
+    endpoint, credentials, stage, cirrusmq_stack
+):
+    source, sink, group, producer_group = stage
+    calls = []
+
+    def enrich(message, step):
+        calls.append(message.body)
+        step.send(Message(sink, message.body + b"+enriched"))
+        return ConsumeResult.SUCCESS
+
+    old = ExactlyOnceProducer(
+        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
+    )
+    ExactlyOnceProducer(
+        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
+    ).close()  # a newer instance registered: the old one is fenced
+    with (
+        old,
+        push(
+            endpoint,
+            credentials,
+            group,
+            source,
+            enrich,
+            old,
+            receive_batch_size=1,
+            max_cached_messages=1,
+        ) as zombie,
+    ):
+        wait_until(lambda: zombie.fetch_error is not None)
+        assert isinstance(zombie.fetch_error, ProducerFencedError)
+
+    assert len(calls) == 1  # it took no message after its step was refused
+    assert drain(endpoint, credentials, sink) == []
