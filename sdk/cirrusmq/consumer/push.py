@@ -44,6 +44,7 @@ from ..errors import (
     ClientClosedError,
     MQError,
     NotFoundError,
+    ProducerFencedError,
     ReceiptHandleExpiredError,
     SubscriptionConflictError,
 )
@@ -385,7 +386,9 @@ class PushConsumer:
     @property
     def fetch_error(self) -> MQError | None:
         """The error that stopped fetching for good, e.g. a
-        :class:`~cirrusmq.errors.SubscriptionConflictError` (``None`` while all is well)."""
+        :class:`~cirrusmq.errors.SubscriptionConflictError`, or the
+        :class:`~cirrusmq.errors.ProducerFencedError` of the ``exactly_once`` producer
+        (``None`` while all is well)."""
         return self._fetch_error
 
     @property
@@ -410,7 +413,7 @@ class PushConsumer:
             with self._cond:
                 while self._cached >= self.max_cached_messages and not self._stopping.is_set():
                     self._cond.wait(0.5)
-                if self._stopping.is_set():
+                if self._stopping.is_set() or self._fetch_error is not None:
                     return
                 room = min(self.receive_batch_size, self.max_cached_messages - self._cached)
                 self._sweeping = True
@@ -570,7 +573,20 @@ class PushConsumer:
         """The listener inside a step acking ``messages`` (SUCCESS: committed)."""
         assert self.exactly_once is not None
         argument = messages if self.step_per_batch else messages[0]
-        return run_step(self.exactly_once, self, messages, self.listener, argument)
+        try:
+            return run_step(self.exactly_once, self, messages, self.listener, argument)
+        except ProducerFencedError as error:  # a newer instance took over: take no more
+            with self._cond:
+                if self._fetch_error is None:
+                    log.error(
+                        "group %s: fetching stopped: the producer was fenced (%s)",
+                        self.group,
+                        error,
+                    )
+                    self._fetch_error = error
+                self._cond.notify_all()
+            self._wake.set()
+            return ConsumeResult.FAILURE
 
     def _consume_batch(self, item: tuple[list[MessageView], BatchLease]) -> None:
         """Orderly: one queue's batch, in order (see :mod:`cirrusmq.consumer.orderly`)."""

@@ -5,7 +5,9 @@ open :class:`~cirrusmq.ExactlyOnceStep` that already acks it; it adds what it pr
 ``step.send``. A ``SUCCESS`` commits the step — the acks and the sends in one transaction —
 instead of the consumer's own ack. An exception, a ``FAILURE`` or a refused commit (a lease
 that moved on, a fenced producer, a step too large) drops it: nothing is sent or acked and
-the messages come back as after any failure.
+the messages come back as after any failure. A fenced producer (a newer instance registered
+its ``transactional_id``) refuses every later step: the consumer stops fetching and the
+steps it still holds are dropped without calling the listener.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ProducerFencedError
 from ..message import ConsumeResult, MessageView
 
 if TYPE_CHECKING:
@@ -38,7 +41,10 @@ def run_step(
 ) -> ConsumeResult:
     """Call ``listener(argument, step)`` in a step acking ``messages``; ``SUCCESS`` only once
     the step committed (the messages are acked then), ``FAILURE`` otherwise (nothing of the
-    step was stored)."""
+    step was stored). Raises :class:`~cirrusmq.errors.ProducerFencedError` when the commit
+    was refused for a newer instance; once fenced, the listener is not called."""
+    if producer.fenced:
+        return ConsumeResult.FAILURE
     step = producer.exactly_once(consumer)
     for message in messages:
         step.ack(message)
@@ -54,6 +60,9 @@ def run_step(
         return ConsumeResult.FAILURE
     try:
         step.commit()
+    except ProducerFencedError:
+        step.abort()
+        raise
     except Exception as error:  # refused or unreachable: the messages come back
         log.warning("step of %d message(s) not committed: %s", len(messages), error)
         step.abort()
