@@ -34,7 +34,7 @@ SECRET = 'Credentials("local-admin", "...")'
 EXPECTED = {
     "README.md": {"run": 1, "own-process": 1, "spark": 1, "skip": 1},
     "docs/sdk.md": {"run": 10, "skip": 4},
-    "docs/transactions.md": {"run": 2},
+    "docs/transactions.md": {"run": 3},
     "docs/spark.md": {"spark": 1, "skip": 4},
     "docs/deploy.md": {"skip": 1},
     "docs/compat.md": {"skip": 3},

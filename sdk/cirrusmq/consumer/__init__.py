@@ -4,7 +4,7 @@
   twin; ``base`` what both share (receive plan, ack calls).
 - ``push``: :class:`PushConsumer` (the SDK receives, a listener processes, the SDK acks);
   ``orderly`` its per-queue sequential processing; ``membership`` the heartbeats that register
-  it with its group.
+  it with its group; ``steps`` its exactly-once steps (``exactly_once=producer``).
 - ``pull``: :class:`PullConsumer` (reads queues by offset, offsets kept locally:
   ``offset_store``, one live owner each: ``offset_owner``).
 - ``broadcast``: :class:`BroadcastConsumer`, the push consumer whose every instance gets every
@@ -23,11 +23,13 @@ from .membership import ConsumerInfo
 from .pull import PullConsumer
 from .push import MessageListener, MessageModel, PushConsumer
 from .simple import SimpleConsumer
+from .steps import BatchStepListener, StepListener
 
 __all__ = [
     "AckResult",
     "AckStatus",
     "AsyncSimpleConsumer",
+    "BatchStepListener",
     "BroadcastConsumer",
     "ConsumerInfo",
     "MessageListener",
@@ -35,4 +37,5 @@ __all__ = [
     "PullConsumer",
     "PushConsumer",
     "SimpleConsumer",
+    "StepListener",
 ]

@@ -37,13 +37,14 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..credentials import Credentials
 from ..errors import (
     ClientClosedError,
     MQError,
     NotFoundError,
+    ProducerFencedError,
     ReceiptHandleExpiredError,
     SubscriptionConflictError,
 )
@@ -56,6 +57,10 @@ from .orderly import BatchLease, GroupSerializer, by_queue, group_keys, run_orde
 from .pacing import IdleWait, PollPacer
 from .pending_acks import AckRetrier, make_retrier
 from .simple import SimpleConsumer
+from .steps import BatchStepListener, StepListener, run_step
+
+if TYPE_CHECKING:
+    from ..transaction.exactly_once import ExactlyOnceProducer
 
 __all__ = ["MessageListener", "MessageModel", "PushConsumer"]
 
@@ -135,7 +140,7 @@ class PushConsumer:
         credentials: Credentials | None,
         group: str,
         subscriptions: Mapping[str, FilterExpression | str] | Iterable[str],
-        listener: MessageListener,
+        listener: MessageListener | StepListener | BatchStepListener,
         *,
         message_model: MessageModel | str = MessageModel.CLUSTERING,
         consume_threads: int = 8,
@@ -153,8 +158,15 @@ class PushConsumer:
         heartbeat_timeout_s: int = 120,
         suspend_s: float = 1.0,
         notifications: bool = True,
+        exactly_once: ExactlyOnceProducer | None = None,
+        step_per_batch: bool = False,
     ) -> None:
-        """``notifications``: once idle, wait on the service's notification channel instead
+        """``exactly_once``: the listener is called ``listener(message, step)`` with an
+        open step of that producer acking the message, and a success commits the step instead
+        of acking (:mod:`cirrusmq.consumer.steps`); with ``step_per_batch`` it is called
+        ``listener(messages, step)`` once per delivered batch (a receive's messages, or
+        orderly: one queue's), all acked by that one step.
+        ``notifications``: once idle, wait on the service's notification channel instead
         of polling (docs/notifications.md; False: always poll).
         ``orderly``: per-message-group sequential processing (FIFO topics); a failing
         listener suspends its batch's groups ``suspend_s`` and the same message comes back
@@ -173,6 +185,8 @@ class PushConsumer:
             )
         if suspend_s < 0:
             raise ValueError("suspend_s must not be negative")
+        if step_per_batch and exactly_once is None:
+            raise ValueError("step_per_batch needs an exactly_once producer")
         subscriptions = normalize_subscriptions(subscriptions)
         if not subscriptions:
             raise ValueError("a push consumer needs at least one subscription")
@@ -184,6 +198,8 @@ class PushConsumer:
         """The longest an idle consumer waits between two receives (its latency bound)."""
         self.group = group
         self.listener = listener
+        self.exactly_once = exactly_once
+        self.step_per_batch = step_per_batch
         self.consume_threads = consume_threads
         self.max_cached_messages = max_cached_messages
         self.receive_batch_size = min(receive_batch_size, 1000)
@@ -370,7 +386,9 @@ class PushConsumer:
     @property
     def fetch_error(self) -> MQError | None:
         """The error that stopped fetching for good, e.g. a
-        :class:`~cirrusmq.errors.SubscriptionConflictError` (``None`` while all is well)."""
+        :class:`~cirrusmq.errors.SubscriptionConflictError`, or the
+        :class:`~cirrusmq.errors.ProducerFencedError` of the ``exactly_once`` producer
+        (``None`` while all is well)."""
         return self._fetch_error
 
     @property
@@ -395,7 +413,7 @@ class PushConsumer:
             with self._cond:
                 while self._cached >= self.max_cached_messages and not self._stopping.is_set():
                     self._cond.wait(0.5)
-                if self._stopping.is_set():
+                if self._stopping.is_set() or self._fetch_error is not None:
                     return
                 room = min(self.receive_batch_size, self.max_cached_messages - self._cached)
                 self._sweeping = True
@@ -499,9 +517,11 @@ class PushConsumer:
                             self.invisible_duration_s,
                         )
                         self._serializer.submit(group_keys(batch), (batch, lease))
+                elif self.step_per_batch:
+                    self._executor.submit(self._consume_messages, messages)
                 else:
                     for message in messages:
-                        self._executor.submit(self._consume, message)
+                        self._executor.submit(self._consume_messages, [message])
             self._cond.notify_all()
         if messages and late:
             self._release(messages)
@@ -518,11 +538,18 @@ class PushConsumer:
                 log.info("could not release message %s: %s", message.message_id, error)
 
     # ------------------------------------------------------------------ consuming
-    def _consume(self, message: MessageView) -> None:
+    def _consume_messages(self, messages: list[MessageView]) -> None:
+        """One message, or with ``step_per_batch`` one receive's messages."""
         try:
             with self._cond:
                 if self._state == "stopped":
                     return  # shutdown's time was up before it started: redelivered later
+            if self.exactly_once is not None:
+                if self._run_step(messages) is ConsumeResult.FAILURE:
+                    for message in messages:
+                        self._retry_later(message)
+                return  # a success was acked by its step's commit
+            [message] = messages
             try:
                 result = self.listener(message)
             except Exception:
@@ -535,21 +562,44 @@ class PushConsumer:
                     log.warning("listener returned %r, not a ConsumeResult: FAILURE", result)
                 self._retry_later(message)
         except Exception:  # never lose the count below
-            log.exception("handling message %s failed", message.message_id)
+            log.exception("handling %d message(s) failed", len(messages))
         finally:
             with self._cond:
-                self._cached -= 1
+                self._cached -= len(messages)
                 self._cond.notify_all()
             self._release_if_idle()
+
+    def _run_step(self, messages: list[MessageView]) -> ConsumeResult:
+        """The listener inside a step acking ``messages`` (SUCCESS: committed)."""
+        assert self.exactly_once is not None
+        argument = messages if self.step_per_batch else messages[0]
+        try:
+            return run_step(self.exactly_once, self, messages, self.listener, argument)
+        except ProducerFencedError as error:  # a newer instance took over: take no more
+            with self._cond:
+                if self._fetch_error is None:
+                    log.error(
+                        "group %s: fetching stopped: the producer was fenced (%s)",
+                        self.group,
+                        error,
+                    )
+                    self._fetch_error = error
+                self._cond.notify_all()
+            self._wake.set()
+            return ConsumeResult.FAILURE
 
     def _consume_batch(self, item: tuple[list[MessageView], BatchLease]) -> None:
         """Orderly: one queue's batch, in order (see :mod:`cirrusmq.consumer.orderly`)."""
         batch, lease = item
+        stepped = self.exactly_once is not None
         try:
+            if self.step_per_batch:
+                self._consume_step_batch(batch, lease)
+                return
             run_orderly_batch(
                 batch,
-                listener=self.listener,
-                ack=self._ack_now,
+                listener=(lambda m: self._run_step([m])) if stepped else self.listener,
+                ack=(lambda _: None) if stepped else self._ack_now,  # a commit acked each
                 retry_now=self._retry_now,
                 suspend=self._stopping.wait,
                 suspend_s=self.suspend_s,
@@ -565,6 +615,16 @@ class PushConsumer:
                 self._cond.notify_all()
             self._wake.set()
             self._release_if_idle()
+
+    def _consume_step_batch(self, batch: list[MessageView], lease: BatchLease) -> None:
+        """Orderly, one step per batch: committed whole, or suspended and redelivered
+        whole (``delivery_attempt`` + 1). A batch whose lease ran out before it started is
+        skipped: the service redelivers it."""
+        if self._state == "stopped" or time.monotonic() >= lease.deadline:
+            return
+        if self._run_step(batch) is ConsumeResult.FAILURE:
+            self._stopping.wait(self.suspend_s)
+            self._retry_now(batch[0])
 
     def _ack_now(self, messages: list[MessageView]) -> None:
         """Orderly: ack before the queue's next delivery can come."""

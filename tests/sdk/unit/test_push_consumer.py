@@ -69,6 +69,11 @@ def test_a_push_consumer_needs_a_subscription():
         PushConsumer("http://fake", None, "g", {}, Listener())
 
 
+def test_a_step_per_batch_needs_an_exactly_once_producer():
+    with pytest.raises(ValueError, match="step_per_batch needs an exactly_once producer"):
+        PushConsumer("http://fake", None, "g", ["t"], Listener(), step_per_batch=True)
+
+
 def test_shutting_down_a_consumer_never_started_closes_its_transport(owned_transports):
     PushConsumer("http://fake", None, "g", ["t"], Listener()).shutdown()
     assert owned_transports[0]._closed.is_set()
