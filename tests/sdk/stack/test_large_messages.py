@@ -21,6 +21,7 @@ from cirrusmq import (
 )
 from cirrusmq.errors import InvalidLargeBodyError, LargeBodyError
 from cirrusmq.signing import CirrusAuth
+from cirrusmq_broker import clock
 
 from .conftest import unique
 
@@ -139,13 +140,20 @@ def test_a_body_above_2_gib_is_refused_before_anything_is_sent(
     assert sum(q.max_offset for q in admin.topic_offsets(topic)) == 0
 
 
+def stack_auth(credentials) -> CirrusAuth:
+    """Signs on the broker clock, which other tests of this process's stack may have moved on."""
+    auth = CirrusAuth(credentials)
+    auth.clock_offset_s = clock.offset_ms() / 1000
+    return auth
+
+
 def send_raw(endpoint, credentials, topic: str, message: dict) -> httpx.Response:
-    with httpx.Client(base_url=endpoint, auth=CirrusAuth(credentials)) as client:
+    with httpx.Client(base_url=endpoint, auth=stack_auth(credentials)) as client:
         return client.post(f"/v1/topics/{topic}/messages", json={"messages": [message]})
 
 
 def grant(endpoint, credentials, topic: str, size: int) -> httpx.Response:
-    with httpx.Client(base_url=endpoint, auth=CirrusAuth(credentials)) as client:
+    with httpx.Client(base_url=endpoint, auth=stack_auth(credentials)) as client:
         return client.post(f"/v1/topics/{topic}/large-bodies", json={"size": size})
 
 
