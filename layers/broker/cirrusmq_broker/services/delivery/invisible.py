@@ -66,8 +66,8 @@ class InvisibleTime:
         AccessDenied if ``may_consume(topic)`` refuses the handle's topic. ``per_group``
         (a FIFO delivery of a receive that held each group on its own): the message moves
         alone, its delivery's other messages keep their time. ``latest`` (SQS: a handle of
-        any receive names the message): a handle whose lease was redelivered since acts on
-        the lease the message is leased under now."""
+        any receive names the message; normal topics only): a handle whose lease was
+        redelivered since acts on the lease the message is leased under now."""
         check_group_name(group)
         handle = self._handles.decode(group, receipt_handle)
         if may_consume is not None and not may_consume(handle.topic):
@@ -98,7 +98,7 @@ class InvisibleTime:
             deadline = self._clock() + invisible_seconds * 1000
             whole = fifo and not per_group  # a FIFO delivery moves whole (orderly)
             lease = state.change_invisible(lease_id, handle.offset, deadline=deadline, whole=whole)
-            if lease is None and latest:
+            if lease is None and latest and not fifo:  # a FIFO delivery: its own handles only
                 current = self._current_lease(state, handle.offset)
                 if current is not None:  # fenced on that lease as read, as any change
                     lease = state.change_invisible(
