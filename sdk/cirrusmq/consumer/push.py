@@ -387,8 +387,9 @@ class PushConsumer:
     def fetch_error(self) -> MQError | None:
         """The error that stopped fetching for good, e.g. a
         :class:`~cirrusmq.errors.SubscriptionConflictError`, or the
-        :class:`~cirrusmq.errors.ProducerFencedError` of the ``exactly_once`` producer
-        (``None`` while all is well)."""
+        :class:`~cirrusmq.errors.ProducerFencedError` of the ``exactly_once`` producer, or
+        its :class:`~cirrusmq.errors.ClientClosedError` once it was closed (``None`` while all
+        is well)."""
         return self._fetch_error
 
     @property
@@ -575,11 +576,12 @@ class PushConsumer:
         argument = messages if self.step_per_batch else messages[0]
         try:
             return run_step(self.exactly_once, self, messages, self.listener, argument)
-        except ProducerFencedError as error:  # a newer instance took over: take no more
+        except (ProducerFencedError, ClientClosedError) as error:  # no step can commit
             with self._cond:
                 if self._fetch_error is None:
                     log.error(
-                        "group %s: fetching stopped: the producer was fenced (%s)",
+                        "group %s: fetching stopped: the exactly-once producer is fenced or "
+                        "closed (%s)",
                         self.group,
                         error,
                     )

@@ -6,8 +6,9 @@ open :class:`~cirrusmq.ExactlyOnceStep` that already acks it; it adds what it pr
 instead of the consumer's own ack. An exception, a ``FAILURE`` or a refused commit (a lease
 that moved on, a fenced producer, a step too large) drops it: nothing is sent or acked and
 the messages come back as after any failure. A fenced producer (a newer instance registered
-its ``transactional_id``) refuses every later step: the consumer stops fetching and the
-steps it still holds are dropped without calling the listener.
+its ``transactional_id``, seen by this consumer or by any other user of the producer) or a
+closed one opens no step: the consumer stops fetching and the messages it still holds are
+failed without calling the listener.
 """
 
 from __future__ import annotations
@@ -41,17 +42,22 @@ def run_step(
 ) -> ConsumeResult:
     """Call ``listener(argument, step)`` in a step acking ``messages``; ``SUCCESS`` only once
     the step committed (the messages are acked then), ``FAILURE`` otherwise (nothing of the
-    step was stored). Raises :class:`~cirrusmq.errors.ProducerFencedError` when the commit
-    was refused for a newer instance; once fenced, the listener is not called."""
+    step was stored). Raises :class:`~cirrusmq.errors.ProducerFencedError` once the producer
+    is fenced and :class:`~cirrusmq.errors.ClientClosedError` once it is closed (no more step
+    can commit: the caller stops taking messages); the listener is not called then."""
     if producer.fenced:
-        return ConsumeResult.FAILURE
-    step = producer.exactly_once(consumer)
-    for message in messages:
-        step.ack(message)
+        raise ProducerFencedError(
+            f"producer {producer.transactional_id!r} was fenced: a newer instance registered",
+            code="ProducerFenced",
+            http_status=409,
+        )
+    step = producer.exactly_once(consumer)  # ClientClosedError: closed
     try:
+        for message in messages:
+            step.ack(message)
         result = listener(argument, step)
     except Exception:
-        log.exception("listener failed on %d message(s): step dropped", len(messages))
+        log.exception("step of %d message(s) failed before its commit: dropped", len(messages))
         result = ConsumeResult.FAILURE
     if result is not ConsumeResult.SUCCESS:
         if result is not ConsumeResult.FAILURE:

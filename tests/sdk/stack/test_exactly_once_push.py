@@ -8,6 +8,7 @@ refused commit drops it and the message comes back.
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 from cirrusmq import (
@@ -297,3 +298,80 @@ def test_a_fenced_producer_stops_the_push_consumer_and_sends_nothing(
 
     assert len(calls) == 1  # it took no message after its step was refused
     assert drain(endpoint, credentials, sink) == []
+
+
+def test_a_producer_fenced_before_the_consumer_started_stops_it_too(
+    endpoint, credentials, stage, cirrusmq_stack
+):
+    """A producer another consumer (or the application) already saw fenced: this consumer
+    takes no message either, instead of failing each one (burning its attempts) forever."""
+    source, sink, group, producer_group = stage
+    calls = []
+
+    def enrich(message, step):
+        calls.append(message.body)
+        step.send(Message(sink, message.body + b"+enriched"))
+        return ConsumeResult.SUCCESS
+
+    old = ExactlyOnceProducer(
+        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
+    )
+    ExactlyOnceProducer(
+        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
+    ).close()  # a newer instance registered: the old one is fenced
+    step = old.exactly_once(SimpleNamespace(group=group))
+    step.send(Message(sink, b"from a zombie"))
+    with pytest.raises(ProducerFencedError):
+        step.commit()
+    assert old.fenced
+    with (
+        old,
+        push(
+            endpoint,
+            credentials,
+            group,
+            source,
+            enrich,
+            old,
+            receive_batch_size=1,
+            max_cached_messages=1,
+        ) as zombie,
+    ):
+        wait_until(lambda: zombie.fetch_error is not None)
+        assert isinstance(zombie.fetch_error, ProducerFencedError)
+
+    assert calls == []
+    assert drain(endpoint, credentials, sink) == []
+
+
+def test_a_step_that_cannot_open_sends_the_message_back_at_once(
+    endpoint, credentials, stage, cirrusmq_stack
+):
+    """A closed producer opens no step: the message is failed (back after the first retry
+    level), not left leased until its invisible duration ends."""
+    source, sink, group, producer_group = stage
+    calls = []
+
+    def enrich(message, step):
+        calls.append(message.body)
+        return ConsumeResult.SUCCESS
+
+    producer = ExactlyOnceProducer(endpoint, credentials, producer_group=producer_group)
+    producer.close()
+    with push(
+        endpoint,
+        credentials,
+        group,
+        source,
+        enrich,
+        producer,
+        receive_batch_size=3,
+        max_cached_messages=3,
+        invisible_duration_s=3600,
+    ) as consumer:
+        wait_until(lambda: consumer.cached_messages == 0 and consumer.max_cached_seen == 3)
+    assert calls == []
+    cirrusmq_stack.advance_time(11)  # past the first retry level, far from the lease's end
+    with SimpleConsumer(endpoint, credentials, group, [source], await_duration=0) as successor:
+        back = successor.receive(10, 300)
+        assert sorted(m.body for m in back) == [b"order-0", b"order-1", b"order-2"]
