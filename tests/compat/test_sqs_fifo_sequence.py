@@ -31,7 +31,8 @@ def test_a_send_and_its_retry_across_a_five_minute_boundary_store_one_message(
     and the client's retry arrives: one message is stored, both answers name it."""
     url = _fifo(sqs, queue_name, ContentBasedDeduplication="true")
     interval_ms = INTERVAL_S * 1000
-    cirrusmq_stack.advance_time((interval_ms - 1_000 - clock.now_ms() % interval_ms) / 1000)
+    # to 1 s before the next multiple of 5 minutes (the one after, inside the last second)
+    cirrusmq_stack.advance_time(((interval_ms - 1_000 - clock.now_ms()) % interval_ms) / 1000)
     entered, release = threading.Event(), threading.Event()
     append = BatchAppender.append
     held: list[bool] = []
