@@ -700,6 +700,23 @@ GUARDS: tuple[Guard, ...] = (
         "moved that version on: a re-run reads another version, so no run meets its own "
         "stamp again (defence in depth)",
     ),
+    Guard(
+        "settle-whole-one-per-item",
+        "an ack naming two deliveries of one FIFO lease (a redelivery in place keeps the "
+        "item) writes that item once in its transaction: DynamoDB refuses a transaction "
+        "writing an item twice, and the ack answered 500",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                "            if slot is not None and (topic, queue, slot) not in items:\n",
+                "            if slot is not None:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/services/delivery/test_late_ack_of_fifo_redelivery.py::"
+            "test_one_ack_of_both_deliveries_of_a_fifo_lease_acks_the_current_one",
+        ),
+    ),
     # exactly-once consume -> produce steps (services/consume_produce/)
     Guard(
         "step-lease-fence",

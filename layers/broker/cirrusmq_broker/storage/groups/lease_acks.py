@@ -236,8 +236,17 @@ class LeaseAcks:
         """Delete the leases (topic, queue, lease id) whose ack names everything delivered
         under them, each on :meth:`_settle_whole`'s condition, in one transaction per 100
         (an SQS FIFO delete of many groups' messages: one lease per group). Returns those
-        deleted; the others are left to :meth:`ack`."""
-        keys = [k for k in leases if lease_slot(k[2]) is not None]
+        deleted; the others are left to :meth:`ack`.
+
+        A transaction may write an item once, and two deliveries of one FIFO lease (a
+        redelivery in place) share its item: only the first named of them goes in, the
+        rest are left to :meth:`ack` (at most one of them is the item's current id)."""
+        keys, items = [], set()
+        for topic, queue, lease_id in leases:
+            slot = lease_slot(lease_id)
+            if slot is not None and (topic, queue, slot) not in items:
+                items.add((topic, queue, slot))
+                keys.append((topic, queue, lease_id))
         requests = [
             self._whole_delete(self._leases.key(group, t, q, lease_slot(i)), i, alive_at)
             for t, q, i in keys
