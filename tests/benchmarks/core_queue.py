@@ -1187,13 +1187,17 @@ def print_calls(runs: list[BatchRun]) -> None:
                 f" {'' if p50 is None else f'{p50:.1f}':>14} |"
                 f" {per_1000(u.billed_gb_s, n):>11.3f}"
             )
-    print("\nDynamoDB write units per 1,000 messages, by table (/index):")
-    labels = sorted({label for run in runs for label in run.total().write_units})
-    print(f"{'batch':>5} | " + " | ".join(f"{label:>24}" for label in labels))
-    for run in runs:
-        u = run.total()
-        cells = [f"{per_1000(u.write_units[label], run.messages):>24.1f}" for label in labels]
-        print(f"{run.batch:>5} | " + " | ".join(cells))
+    for what, units_of in (
+        ("write", lambda u: u.write_units),
+        ("read", lambda u: u.read_units),
+    ):
+        print(f"\nDynamoDB {what} units per 1,000 messages, by table (/index):")
+        labels = sorted({label for run in runs for label in units_of(run.total())})
+        print(f"{'batch':>5} | " + " | ".join(f"{label:>24}" for label in labels))
+        for run in runs:
+            units = units_of(run.total())
+            cells = [f"{per_1000(units[label], run.messages):>24.1f}" for label in labels]
+            print(f"{run.batch:>5} | " + " | ".join(cells))
     extra = merged(run.total() for run in runs)
     other = {k: v for k, v in extra.calls.items() if k.startswith(("S3 other", "DynamoDB "))}
     other.pop("DynamoDB read", None)
