@@ -49,8 +49,27 @@ STEPS = (
     Step(
         "core",
         "core_queue.py",
-        ("--messages", "1000", "--inflight", "100", "--profile", "default,steady"),
-        ("--messages", "100", "--inflight", "20", "--no-piggyback", "--profile", "default,steady"),
+        (
+            "--messages",
+            "1000",
+            "--inflight",
+            "100",
+            "--profile",
+            "default,steady",
+            "--front-door",
+            "http-api,function-url",
+        ),
+        (
+            "--messages",
+            "100",
+            "--inflight",
+            "20",
+            "--no-piggyback",
+            "--profile",
+            "default,steady",
+            "--front-door",
+            "http-api,function-url",
+        ),
         "cost per million messages (counted calls x list prices), idle consumer polling",
     ),
     Step(
@@ -349,6 +368,17 @@ def section_costs(record: dict[str, Any] | None, out: Path, lines: list[str]) ->
             + " | ".join(cells)
             + f" | {money(b['sqs_same_batch'])} | {money(b['design_floor'])} |"
         )
+    goals = [
+        f"- batch {b['batch']:,}, `{n}`: goal {money(p['goal'])}, "
+        + ("met" if p["total"] <= p["goal"] else "**not met**")
+        + f" ({money(p['total'])}; {money(p['without_lambda_duration'])} without Lambda GB-s)"
+        for b in data["batches"]
+        for n, p in b["profiles"].items()
+        if p.get("goal") is not None
+    ]
+    if goals:
+        lines += ["", "Goals (Lambda duration counted, measured here: an upper bound):", ""]
+        lines += goals
     lines += [
         "",
         f"SQS best (standard queue, batches of 10): {money(data['sqs_best'])}. Design floor:"
