@@ -568,20 +568,23 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                     d.attempt,
                     value.invisible_until,
                     step=len(self.log),
+                    via_allowance=d.via_allowance,
+                    copy=d.copy,  # the same copy: a nack or ack through the new handle ends it
                     lease=d.lease,
                 )
                 gm.deliveries.append(new)
                 gm.latest[d.body] = new
                 gm.visible_at[d.body] = value.invisible_until
+                gm.copy_visible_at[d.copy] = value.invisible_until
                 self._move_lease(group, d, value.invisible_until, exact=True)
             elif not isinstance(value, BrokerError) or value.__class__.__name__ not in (
                 "ReceiptHandleExpired",
             ):
                 d.retired = True
-                gm.visible_at[d.body] = min(
-                    gm.visible_at.get(d.body, 0), self.clock() + seconds * 1000
-                )
-                self._move_lease(group, d, self.clock() + seconds * 1000, exact=False)
+                until = self.clock() + seconds * 1000  # at the earliest: it may have landed
+                for seen, key in ((gm.visible_at, d.body), (gm.copy_visible_at, d.copy)):
+                    seen[key] = min(seen.get(key, 0), until)
+                self._move_lease(group, d, until, exact=False)
 
         return Op(
             f"change_invisible {group} {d.body.decode()}#{d.attempt} {seconds}s",

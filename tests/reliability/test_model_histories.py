@@ -446,3 +446,96 @@ def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_delivered_again
         m.check_every_step()
 
     replay(steps)
+
+
+def redriven_copy_of_m4(m: ReliabilityMachine) -> int:
+    """g1 (two attempts) lets m4 and m5 of FIFO topic f run out into its DLQ, redrives m4 by
+    id (a new copy appended to f, which only g1 reads) and receives that copy (attempt 1,
+    30 s); the copy's index among the live deliveries."""
+    m.start_with_messages_in_flight(0, 0, 0)  # g1 got m4#1, m5#1 of FIFO group k0
+    m.dead_letter(0)
+    m._run(1, None, m._redrive_op("g1", b"m4"))
+    assert m.log[-1] == "[1] redrive g1 by id m4 -> ok redriven=1"
+    m._run(1, None, m._receive_op("g1", "f", 2, 30))
+    assert m.log[-1] == "[1] receive g1 f max 2 invisible 30s -> ok ['m4#1']"
+    m.check_every_step()
+    live = [d for _, d in m._live(stale_too=False)]
+    return live.index(m.groups["g1"].latest[b"m4"])
+
+
+def test_a_redriven_copy_comes_back_once_its_shortened_invisible_time_ends() -> None:
+    """g1 shortens the invisible time of a redriven copy of m4 from 30 s to 10 s; 11 s later
+    a receive gets it again (attempt 2), as the change answered (seed 261717681, worker 1).
+    The model checks a redriven message per copy, and kept the copy's 30 s deadline: the
+    change recorded the new deadline for the message, not for its copy."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        copy = redriven_copy_of_m4(m)
+        m._run(0, None, m._op_change_invisible(copy, 0))
+        assert m.log[-1] == "[0] change_invisible g1 m4#1 10s -> ok m4#1"
+        m.clock.advance(11)
+        m._run(0, None, m._receive_op("g1", "f", 2, 30))
+        assert m.log[-1] == "[0] receive g1 f max 2 invisible 30s -> ok ['m4#2']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_redriven_copy_nacked_through_its_changed_handle_comes_back() -> None:
+    """g1 lengthens the invisible time of a redriven copy of m4 to 50 s, then nacks it
+    through the handle the change answered: the nack ends the delivery (a FIFO nack
+    suspends it 10 s), so 11 s later a receive gets the copy again (attempt 2)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        copy = redriven_copy_of_m4(m)
+        m._run(0, None, m._op_change_invisible(copy, 2))
+        assert m.log[-1] == "[0] change_invisible g1 m4#1 50s -> ok m4#1"
+        changed = m.groups["g1"].latest[b"m4"]
+        m._run(0, None, m._nack_op("g1", changed))
+        assert m.log[-1] == "[0] nack g1 m4#1 -> ok ['acked']"
+        m.clock.advance(11)
+        m._run(0, None, m._receive_op("g1", "f", 2, 30))
+        assert m.log[-1] == "[0] receive g1 f max 2 invisible 30s -> ok ['m4#2']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_redriven_copy_whose_change_of_invisible_time_lost_its_answer_comes_back() -> None:
+    """g1 shortens the invisible time of a redriven copy of m4 to 10 s and the answer is
+    lost after the write: the change may have landed, so 11 s later a receive may get the
+    copy again (attempt 2)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        copy = redriven_copy_of_m4(m)
+        m._run(0, Fault(2, "lost"), m._op_change_invisible(copy, 0))
+        assert "!answer lost after dynamodb:TransactWriteItems -> error" in m.log[-1]
+        m.clock.advance(11)
+        m._run(0, None, m._receive_op("g1", "f", 2, 30))
+        assert m.log[-1] == "[0] receive g1 f max 2 invisible 30s -> ok ['m4#2']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_an_ack_through_a_changed_handle_of_a_redriven_copy_settles_that_copy() -> None:
+    """g1 changes the invisible time of a redriven copy of m4 and acks it through the new
+    handle: the model records the ack for that copy (it judges the message per copy), so a
+    later delivery of the copy would be ``acked-redelivered``."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        copy = redriven_copy_of_m4(m)
+        g1 = m.groups["g1"]
+        first = g1.latest[b"m4"]
+        m._run(0, None, m._op_change_invisible(copy, 0))
+        changed = g1.latest[b"m4"]
+        assert changed is not first and changed.via_allowance == first.via_allowance
+        m._run(1, None, m._ack_op("g1", [changed]))
+        assert m.log[-1] == "[1] ack g1 ['m4'] -> ok ['acked']"
+        assert first.copy in g1.acked_copies and first.copy not in g1.copy_visible_at
+        m.clock.advance(11)
+        m._run(0, None, m._receive_op("g1", "f", 2, 30))
+        assert m.log[-1] == "[0] receive g1 f max 2 invisible 30s -> ok []"
+        m.check_every_step()
+
+    replay(steps)

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from cirrusmq_broker.services.delivery.ack import Acks
+from cirrusmq_broker.services.delivery.invisible import InvisibleTime
+from cirrusmq_broker.services.receipt_handles import AckOutcome, AckStatus
 from cirrusmq_broker.storage import group_offsets
 from cirrusmq_broker.storage.producers import ProducerRecords
 from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
 from model import Violation
 from rulesets import narrowed
+from test_model_histories import redriven_copy_of_m4
 from world import Backend
 
 pytestmark = pytest.mark.reliability
@@ -149,3 +154,70 @@ def test_a_lease_surviving_an_offset_reset_is_caught(monkeypatch: pytest.MonkeyP
     without_offset_reset_fence(monkeypatch)
     with pytest.raises(Violation, match="reset-handle-acked"):
         replay(receive_inside_reset_then_ack, RESET_RULES)
+
+
+COPY_RULES = "receive,ack,nack,change_invisible,redrive_id,dead_letter,advance"
+
+
+def with_changes_answering_longer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change of invisible time that answers a deadline 20 s later than it stored: the
+    message comes back before the deadline its answer promised."""
+    original = InvisibleTime.change_invisible
+
+    def change_invisible(self: InvisibleTime, *args: Any, **kwargs: Any) -> Any:
+        received = original(self, *args, **kwargs)
+        return replace(received, invisible_until=received.invisible_until + 20_000)
+
+    monkeypatch.setattr(InvisibleTime, "change_invisible", change_invisible)
+
+
+def with_acks_landing_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ack that answers ``acked`` for every handle and writes nothing: the message comes
+    back once its lease ends."""
+
+    def ack(self: Acks, group: str, receipt_handles: list[str], *_: Any, **__: Any) -> Any:
+        return [AckOutcome(handle, AckStatus.ACKED) for handle in receipt_handles]
+
+    monkeypatch.setattr(Acks, "ack", ack)
+
+
+def copy_changed_then_received(m: ReliabilityMachine) -> None:
+    """A redriven copy of m4 (30 s) shortened to 10 s, received 11 s later."""
+    copy = redriven_copy_of_m4(m)
+    m._run(0, None, m._op_change_invisible(copy, 0))
+    m.clock.advance(11)
+    m._run(0, None, m._receive_op("g1", "f", 2, 30))
+
+
+def copy_changed_acked_then_received(m: ReliabilityMachine) -> None:
+    """A redriven copy of m4 shortened to 10 s, acked through the new handle, received
+    11 s later."""
+    copy = redriven_copy_of_m4(m)
+    m._run(0, None, m._op_change_invisible(copy, 0))
+    m._run(1, None, m._ack_op("g1", [m.groups["g1"].latest[b"m4"]]))
+    m.clock.advance(11)
+    m._run(0, None, m._receive_op("g1", "f", 2, 30))
+
+
+def test_a_redriven_copy_comes_back_when_its_changed_invisible_time_ends() -> None:
+    replay(copy_changed_then_received, COPY_RULES)
+
+
+def test_a_redriven_copy_back_before_its_changed_invisible_time_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with_changes_answering_longer(monkeypatch)
+    with pytest.raises(Violation, match="redelivered-while-invisible"):
+        replay(copy_changed_then_received, COPY_RULES)
+
+
+def test_a_redriven_copy_acked_through_its_changed_handle_stays_acked() -> None:
+    replay(copy_changed_acked_then_received, COPY_RULES)
+
+
+def test_a_redriven_copy_back_after_its_ack_through_a_changed_handle_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with_acks_landing_nothing(monkeypatch)
+    with pytest.raises(Violation, match="acked-redelivered"):
+        replay(copy_changed_acked_then_received, COPY_RULES)
