@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from broker_helpers import ack_statuses, send, stream_count
 from cirrusmq_broker.model import MessageInput, MessageType
+from cirrusmq_broker.rules.retries import BACKOFF_SECONDS, RETRY_QUEUES, retry_topic
 
 
 def dead_lettered_by_g1_acked_by_g2(broker, topic: str, **fields) -> str:
@@ -67,3 +68,20 @@ def test_a_redriven_fifo_letter_does_not_wait_for_its_message_group(broker, cloc
     assert broker.dead_letters.redrive("g1").redriven == 1
     [again] = broker.consume.receive("g1", "f", max_messages=10)
     assert (again.message.body, again.delivery_attempt) == (b"m1", 1)
+
+
+def test_a_retry_topic_made_before_the_redrive_queue_takes_redriven_letters_at_level_0(
+    broker, clock
+):
+    """A retry topic created with its 16 level queues only (by an earlier release) has no
+    redrive queue: a redrive appends to level 0, due after its backoff, still to the group
+    only."""
+    broker.admin.create_topic("t", queues=1)
+    broker.moves.ensure(retry_topic("g1", "t"), RETRY_QUEUES, 24)
+    dead_lettered_by_g1_acked_by_g2(broker, "t")
+    assert broker.dead_letters.redrive("g1").redriven == 1
+    assert broker.consume.receive("g1", "t") == []
+    clock.advance(BACKOFF_SECONDS[0])
+    [again] = broker.consume.receive("g1", "t")
+    assert (again.message.body, again.delivery_attempt) == (b"m", 1)
+    assert broker.consume.receive("g2", "t", max_messages=10) == []
