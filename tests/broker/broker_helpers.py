@@ -178,6 +178,15 @@ def crashing_at(n: int, action: Callable[[], object]) -> bool:
     return False
 
 
+def sent_and_redriven(broker: Broker, topic: str, group: str = "g") -> int:
+    """Messages stored in ``topic`` plus the dead letters redriven to ``group`` (appended
+    to its retry topic's redrive queue)."""
+    from cirrusmq_broker.rules.retries import REDRIVE_QUEUE, retry_topic
+
+    redriven = stream_count(broker, f"{retry_topic(group, topic)}#{REDRIVE_QUEUE}")
+    return stream_count(broker, f"{topic}#") + redriven
+
+
 def stream_count(broker: Broker, prefix: str) -> int:
     """Messages indexed in streams whose name starts with ``prefix``."""
     ddb = boto3.client("dynamodb", region_name="us-east-1")

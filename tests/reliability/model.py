@@ -102,7 +102,7 @@ class Delivery:
     via_allowance: bool = False
     """A copy a redrive sent back."""
     copy: tuple = ()
-    """Which copy of the message (a redrive appends another): where it was first stored."""
+    """Which copy of the message: where it was first stored."""
     lease: tuple | None = None
     """FIFO: (topic, queue, lease id) it is leased under; change_invisible and a nack of one
     message move the deadline of its whole delivery (every message of the lease)."""
@@ -129,9 +129,10 @@ class GroupModel:
     copy_letter_seen: dict[tuple, int] = field(default_factory=dict)
     """Copy → the step its first letter was first seen."""
     allowance: Counter[bytes] = field(default_factory=Counter)
-    """Extra copies a redrive (by any group) may still deliver to this group."""
+    """Extra deliveries redrives of this group's dead letters may still make (a redrive
+    reaches no other group)."""
     granted: Counter[bytes] = field(default_factory=Counter)
-    """Copies redrives sent back, in all."""
+    """Letters of this group redrives sent back, in all."""
     acked_copies: set[tuple] = field(default_factory=set)
     dead_copies: set[tuple] = field(default_factory=set)
     letter_copies: dict[int, tuple] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from faults import Fault
 from machine import ReliabilityMachine
-from model import Msg, Violation
+from model import GroupModel, Msg, Violation
 from rulesets import narrowed
 from world import Backend
 
@@ -111,88 +111,96 @@ def test_a_redrive_by_id_whose_answer_was_lost_is_retried() -> None:
     replay(steps)
 
 
-def test_a_redriven_copy_acked_leaves_the_groups_own_copy_to_deliver() -> None:
-    """g1 dead-letters m1 and redrives it: the copy is appended to topic n, so g2 (which
-    let its own lease of m1 expire, into its retry topic) gets the copy as well. g2
-    receives the copy (attempt 1) and acks it: ``acked`` settles that copy only, so its
-    own copy of m1, from the retry topic, is still delivered once more."""
+def _until(m: ReliabilityMachine, done: Callable[[], bool], step: Callable[[], None]) -> None:
+    """Run ``step`` (then check) until ``done``, at most 40 times."""
+    for _ in range(40):
+        if done():
+            return
+        step()
+        m.check_every_step()
+    assert done(), m.log[-5:]
+
+
+def _copies(gm: GroupModel) -> list:
+    """The deliveries to ``gm`` a redrive's allowance took (the redriven copies)."""
+    return [d for d in gm.deliveries if d.via_allowance]
+
+
+def test_a_redrive_reaches_its_group_only_while_another_groups_copy_is_in_retry() -> None:
+    """g1 dead-letters m1 and redrives it: the copy goes to g1's retry topic. g2 (which let
+    its own lease of m1 expire, into its retry topic) gets its own copy again (attempt 2)
+    and nothing of g1's redrive; g1 gets the copy (attempt 1). Both acks answer acked."""
 
     def steps(m: ReliabilityMachine) -> None:
         m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
         g1, g2 = m.groups["g1"], m.groups["g2"]
-        while b"m1" not in g1.dead:  # g1 has two attempts: m1 goes to its DLQ
-            m.clock.advance(11)
-            m._run(0, None, m._op_tick(0, 0))
-            m._run(0, None, m._receive_op("g1", "n", 4, 10))
-            m.check_every_step()
-        m._run(1, None, m._redrive_op("g1", b"m1"))
-        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
-        while not (copy := [d for d in g2.deliveries if d.via_allowance]):
+        _redrive_m1_of_g1(m)
+
+        def receive_both() -> None:
+            m._run(0, None, m._receive_op("g1", "n", 4, 50))
             m._run(0, None, m._receive_op("g2", "n", 4, 50))
-            m.check_every_step()
             m.clock.advance(11)
-        assert copy[0].body == b"m1" and copy[0].attempt == 1
-        m._run(0, None, m._ack_op("g2", copy))
+
+        _until(m, lambda: bool(_copies(g1)) and g2.last_attempt.get(b"m1", 0) >= 2, receive_both)
+        (copy,) = _copies(g1)
+        assert copy.body == b"m1" and copy.attempt == 1
+        assert _copies(g2) == [] and g2.granted[b"m1"] == 0
+        m._run(0, None, m._ack_op("g2", [g2.latest[b"m1"]]))
         assert m.log[-1] == "[0] ack g2 ['m1'] -> ok ['acked']"
+        m._run(0, None, m._ack_op("g1", [copy]))
+        assert m.log[-1] == "[0] ack g1 ['m1'] -> ok ['acked']"
         m.check_every_step()
 
     replay(steps)
 
 
-def test_a_redriven_copy_redelivered_after_the_own_copy_was_acked() -> None:
-    """As above, but g2 lets the lease of the redriven copy of m1 expire (into its retry
-    topic) and acks its own copy of m1: the copy is still delivered again, as a copy of
-    its own (a new offset of topic n, the retry keeping that origin)."""
+def test_a_redriven_copy_comes_back_from_its_groups_retry_topic() -> None:
+    """g1 lets the lease of its redriven copy of m1 expire: the copy comes back (attempt 2,
+    its last), while g2 acks its own copy; g2 never gets the redriven one."""
 
     def steps(m: ReliabilityMachine) -> None:
         m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
         g1, g2 = m.groups["g1"], m.groups["g2"]
-        while b"m1" not in g1.dead:
-            m.clock.advance(11)
-            m._run(0, None, m._op_tick(0, 0))
-            m._run(0, None, m._receive_op("g1", "n", 4, 10))
-            m.check_every_step()
-        m._run(1, None, m._redrive_op("g1", b"m1"))
-        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
+        _redrive_m1_of_g1(m)
 
-        def own_after_copy() -> list:
-            ds = [d for d in g2.deliveries if d.body == b"m1"]
+        def again() -> list:
+            ds = [d for d in g1.deliveries if d.body == b"m1"]
             copies = [i for i, d in enumerate(ds) if d.via_allowance]
             return [d for d in ds[copies[0] + 1 :] if not d.via_allowance] if copies else []
 
-        while not own_after_copy():
+        def receive_both() -> None:
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
             m._run(0, None, m._receive_op("g2", "n", 4, 10))
-            m.check_every_step()
             m.clock.advance(11)
             m._run(0, None, m._op_tick(0, 0))
-        m._run(0, None, m._ack_op("g2", own_after_copy()[-1:]))
-        assert m.log[-1] == "[0] ack g2 ['m1'] -> ok ['acked']"
+
+        _until(m, lambda: bool(again()), receive_both)
+        assert again()[-1].attempt == 2
+        m._run(0, None, m._ack_op("g1", again()[-1:]))
+        assert m.log[-1] == "[0] ack g1 ['m1'] -> ok ['acked']"
+        assert _copies(g2) == []
         m.check_every_step()
 
     replay(steps)
 
 
-def test_a_redriven_copy_outlives_the_groups_own_dead_letter() -> None:
-    """g2 receives both its own copy of m1 and the copy g1's redrive appended; its own copy
-    fails its last attempt (into g2's DLQ); the redriven copy is still delivered: a dead
-    letter is a copy, not the message."""
+def test_a_redrive_of_one_group_leaves_the_others_dead_letter_in_its_dlq() -> None:
+    """After g1's redrive of m1, g2's own copy of m1 runs out into g2's DLQ: g2 got one
+    copy of m1 only, and its dead letter stays (g1's redrive is not g2's)."""
 
     def steps(m: ReliabilityMachine) -> None:
         m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
-        g1, g2 = m.groups["g1"], m.groups["g2"]
-        while b"m1" not in g1.dead:
-            m.clock.advance(11)
-            m._run(0, None, m._op_tick(0, 0))
-            m._run(0, None, m._receive_op("g1", "n", 4, 10))
-            m.check_every_step()
-        m._run(1, None, m._redrive_op("g1", b"m1"))
-        assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
-        while b"m1" not in g2.dead:
+        g2 = m.groups["g2"]
+        _redrive_m1_of_g1(m)
+
+        def receive_g2() -> None:
             m._run(0, None, m._receive_op("g2", "n", 4, 10))
             m.clock.advance(11)
             m._run(0, None, m._op_tick(0, 0))
-            m.check_every_step()
-        assert len({d.copy for d in g2.deliveries if d.body == b"m1"}) == 2
+
+        _until(m, lambda: b"m1" in g2.dead, receive_g2)
+        assert len({d.copy for d in g2.deliveries if d.body == b"m1"}) == 1
+        assert _copies(g2) == []
 
     replay(steps)
 
@@ -370,7 +378,7 @@ def test_a_cancel_inside_a_move_tasks_run_stops_it_before_its_append() -> None:
 
 def _redrive_m1_of_g1(m: ReliabilityMachine) -> None:
     """g1 (two attempts) lets m1 run out into its DLQ and redrives it by id: the copy is
-    appended to topic n, which g2 reads as well."""
+    appended to g1's retry topic, which g2 does not read."""
     g1 = m.groups["g1"]
     while b"m1" not in g1.dead:
         m.clock.advance(11)
@@ -381,14 +389,14 @@ def _redrive_m1_of_g1(m: ReliabilityMachine) -> None:
     assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
 
 
-def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_dead_lettered() -> None:
-    """g2 holds its own copy of m1 at its last attempt (3) and receives the copy g1's
-    redrive appended (attempt 1); it nacks its own copy (into g2's DLQ), then acks the
-    redriven copy, whose lease runs: ``acked`` is right, the dead letter is the other copy."""
+def test_an_ack_of_a_redriven_copy_after_the_other_groups_copy_was_dead_lettered() -> None:
+    """g2 holds its own copy of m1 at its last attempt (3) when g1 redrives m1; g1 receives
+    the redriven copy (attempt 1); g2 nacks its copy (into g2's DLQ), then g1 acks the
+    redriven copy, whose lease runs: ``acked`` is right, g2's dead letter is g2's own."""
 
     def steps(m: ReliabilityMachine) -> None:
         m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
-        g2 = m.groups["g2"]
+        g1, g2 = m.groups["g1"], m.groups["g2"]
         while g2.last_attempt.get(b"m1") != 3:
             m.clock.advance(11)
             m._run(0, None, m._op_tick(0, 0))
@@ -396,53 +404,58 @@ def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_dead_lettered()
             m.check_every_step()
         (own,) = [d for d in g2.deliveries if d.body == b"m1" and d.attempt == 3]
         _redrive_m1_of_g1(m)
-        while not (copies := [d for d in g2.deliveries if d.via_allowance]):
-            m._run(0, None, m._receive_op("g2", "n", 4, 50))
-            m.check_every_step()
-        (copy,) = copies
+        _until(
+            m,
+            lambda: bool(_copies(g1)),
+            lambda: m._run(0, None, m._receive_op("g1", "n", 4, 50)),
+        )
+        (copy,) = _copies(g1)
         assert copy.body == b"m1" and copy.attempt == 1 and copy.deadline > m.clock()
         m._run(0, None, m._nack_op("g2", own))
         m.check_every_step()
         assert b"m1" in g2.dead
-        m._run(1, None, m._ack_op("g2", [copy]))
-        assert m.log[-1] == "[1] ack g2 ['m1'] -> ok ['acked']"
+        m._run(1, None, m._ack_op("g1", [copy]))
+        assert m.log[-1] == "[1] ack g1 ['m1'] -> ok ['acked']"
+        assert _copies(g2) == []
         m.check_every_step()
 
     replay(steps)
 
 
-def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_delivered_again() -> None:
-    """g2 receives its own copy of m1 (attempt 2) and the redriven copy (attempt 1); it
-    nacks its own copy, which comes back as attempt 3; then it acks the redriven copy,
-    whose lease runs: ``acked`` is right, attempt 3 was of the other copy."""
+def test_an_ack_of_a_redriven_copy_after_the_other_groups_copy_was_delivered_again() -> None:
+    """g1 receives its redriven copy of m1 (attempt 1); g2 nacks its own copy (attempt 2),
+    which comes back as attempt 3; then g1 acks the redriven copy, whose lease runs:
+    ``acked`` is right, attempt 3 was g2's."""
 
     def steps(m: ReliabilityMachine) -> None:
         m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
-        g2 = m.groups["g2"]
+        g1, g2 = m.groups["g1"], m.groups["g2"]
         _redrive_m1_of_g1(m)
 
         def own_again() -> list:
             return [d for d in g2.deliveries if d.body == b"m1" and d.attempt == 2]
 
-        # the two come in one receive or one after the other (the retry topic's release
-        # and the redriven copy's append are separate): wait for both within the copy's
-        # lease (120 s)
-        while not (copies := [d for d in g2.deliveries if d.via_allowance]) or not own_again():
-            m.clock.advance(51 if not copies else 11)
-            m._run(0, None, m._op_tick(0, 0))
+        def receive_both() -> None:
+            m._run(0, None, m._receive_op("g1", "n", 4, 120))
             m._run(0, None, m._receive_op("g2", "n", 4, 120))
-            m.check_every_step()
-        (copy,) = copies
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+
+        _until(m, lambda: bool(_copies(g1)) and bool(own_again()), receive_both)
+        (copy,) = _copies(g1)
         (own,) = own_again()
         m._run(0, None, m._nack_op("g2", own))
-        while g2.latest[b"m1"].attempt != 3:
+
+        def receive_g2() -> None:
             m.clock.advance(11)
             m._run(0, None, m._op_tick(0, 0))
             m._run(0, None, m._receive_op("g2", "n", 4, 10))
-            m.check_every_step()
+
+        _until(m, lambda: g2.latest[b"m1"].attempt == 3, receive_g2)
         assert copy.deadline > m.clock()
-        m._run(1, None, m._ack_op("g2", [copy]))
-        assert m.log[-1] == "[1] ack g2 ['m1'] -> ok ['acked']"
+        m._run(1, None, m._ack_op("g1", [copy]))
+        assert m.log[-1] == "[1] ack g1 ['m1'] -> ok ['acked']"
+        assert _copies(g2) == []
         m.check_every_step()
 
     replay(steps)

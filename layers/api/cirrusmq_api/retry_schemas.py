@@ -67,7 +67,7 @@ class DeadLetterBody(BaseModel):
     body_preview: str = Field(description="Base64 of the body's first 256 bytes.")
     body_bytes: int
     redriven: bool = Field(
-        default=False, description="Sent back to its topic by a redrive already."
+        default=False, description="Sent back to its group by a redrive already."
     )
 
 

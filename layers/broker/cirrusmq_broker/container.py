@@ -378,6 +378,7 @@ class Broker:
         return DeadLetterService(
             topics=self.catalog,
             moves=self.moves,
+            retry_topic=self.retries.retry_topic,
             index=self.index,
             heads=self.heads,
             reader=self.reader,

@@ -270,8 +270,9 @@ class Admin:
         max_messages: int | None = None,
         rate: float | None = None,
     ) -> _dlq.RedriveSummary:
-        """Send dead letters back to their original topics (same message id, attempts start
-        again), at most ``rate`` per second. Resumable and idempotent: run it again after a
+        """Send dead letters back to the group only, as RocketMQ resends them to their
+        consumer group (same message id, attempts start again; other groups of the topic get
+        nothing again), at most ``rate`` per second. Resumable and idempotent: run it again after a
         failure; nothing is redriven twice."""
         return _dlq.redrive_dead_letters(
             self._transport.request,

@@ -37,7 +37,7 @@ class DeadLetter:
     """The body's first 256 bytes."""
     body_bytes: int
     redriven: bool = False
-    """Sent back to its topic by a redrive already (it stays listed until purged)."""
+    """Sent back to its group by a redrive already (it stays listed until purged)."""
 
     @classmethod
     def from_wire(cls, data: Any) -> DeadLetter:
@@ -72,7 +72,7 @@ class DeadLetterPage:
 @dataclass(frozen=True)
 class RedriveSummary:
     redriven: int
-    """Dead letters appended back to their topics (same message id, attempts start again)."""
+    """Dead letters sent back to the group (same message id, attempts start again)."""
     skipped: int
     """Dead letters whose topic no longer exists (they stay in the DLQ)."""
     requests: int

@@ -114,7 +114,7 @@ def dlq_redrive(
     *,
     connection: Connection,
 ) -> None:
-    """Send dead letters back to their topics (resumable: run again after a failure)."""
+    """Send dead letters back to the group only (resumable: run again after a failure)."""
     with connection.admin() as admin:
         summary = admin.redrive_dead_letters(
             group, topic, message_ids=message_id, max_messages=max_messages, rate=rate

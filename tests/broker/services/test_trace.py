@@ -14,6 +14,7 @@ from cirrusmq_broker.clock import wall_ms
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import MessageNotFound
 from cirrusmq_broker.model import MessageInput
+from cirrusmq_broker.rules.retries import REDRIVE_QUEUE
 from cirrusmq_broker.rules.transaction_state import Resolution
 from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.services.trace import TraceRecorder, request_scope
@@ -314,5 +315,6 @@ def test_a_dead_letter_and_its_redrive_are_traced(broker: Broker, clock) -> None
         "redriven",
     ]
     assert events[3]["target_topic"] == "dlq.g" and "negatively acknowledged" in events[3]["reason"]
-    assert events[4]["group"] == "g" and events[4]["queue"] == 0
-    assert events[4]["offset"] == 1  # where the copy was stored: after the original (0)
+    assert events[4]["group"] == "g" and events[4]["target_topic"] == "retry.g.orders"
+    # where the copy was stored: the group's retry topic's redrive queue
+    assert (events[4]["queue"], events[4]["offset"]) == (REDRIVE_QUEUE, 0)

@@ -47,7 +47,7 @@ def list_dead_letters(
 
 @router.post(
     "/v1/groups/<group>/dead-letters/redrive",
-    summary="Send dead letters back to their topics (resumable: call until done)",
+    summary="Send dead letters back to their group only (resumable: call until done)",
 )
 def redrive_dead_letters(group: str, request: RedriveRequest) -> RedriveBody:
     result = current_broker().dead_letters.redrive(

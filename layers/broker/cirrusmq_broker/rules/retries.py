@@ -6,7 +6,9 @@ re-published to the group's retry topic ``retry.<group>.<topic>`` at backoff lev
 (capped at the last level), or, once k reached the maximum, to the group's dead-letter topic
 ``dlq.<group>``; a group whose redelivery is immediate gets it back in place at once
 instead of the retry topic. The retry topic has one queue per backoff level, so along one
-queue the time a batch becomes visible (stored time + the level's delay) never decreases.
+queue the time a batch becomes visible (stored time + the level's delay) never decreases,
+and one more queue, :data:`REDRIVE_QUEUE`, for the group's dead letters a redrive sends
+back: visible as soon as stored, read by that group only.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ BACKOFF_SECONDS: tuple[int, ...] = (
 )  # fmt: skip
 """RocketMQ delay levels 3-18: one retry-topic queue per level."""
 RETRY_QUEUES = len(BACKOFF_SECONDS)
+"""Backoff levels (0-15): the retry topic's first queues."""
+REDRIVE_QUEUE = RETRY_QUEUES
+"""The retry topic's queue of the group's redriven dead letters (no backoff: due at once)."""
+RETRY_TOPIC_QUEUES = RETRY_QUEUES + 1
 DLQ_QUEUES = 1
 DLQ_RETENTION_HOURS = 14 * 24
 MIN_RETRY_RETENTION_HOURS = 24
@@ -79,8 +85,18 @@ def level_for_delay(seconds: int) -> int:
 
 
 def visible_at(stored_timestamp: int, level: int) -> int:
-    """When a retry batch stored at ``stored_timestamp`` in level queue ``level`` is due."""
+    """When a retry batch stored at ``stored_timestamp`` in queue ``level`` is due (the
+    redrive queue's at once)."""
+    if level == REDRIVE_QUEUE:
+        return stored_timestamp
     return stored_timestamp + BACKOFF_SECONDS[level] * 1000
+
+
+def redrive_queue(retry_topic_queues: int) -> int:
+    """The queue of a retry topic with ``retry_topic_queues`` queues that redriven dead
+    letters go to: :data:`REDRIVE_QUEUE`, or level 0 (due after its 10 s) in a retry topic
+    created before that queue existed."""
+    return REDRIVE_QUEUE if retry_topic_queues > REDRIVE_QUEUE else 0
 
 
 def deliveries(message: StoredMessage, lease_attempt: int) -> int:
@@ -168,8 +184,17 @@ def first_queue(message: StoredMessage) -> int:
 
 
 def redriven_copy(message: StoredMessage) -> NewMessage:
-    """A dead letter sent back to its topic: same id, reconsume count reset to 0."""
-    return message.as_new(SystemFields(transaction_id=message.system.transaction_id))
+    """A dead letter sent back to its group (in the group's retry topic): same id, its
+    first place (shown as its topic, queue and offset), reconsume count reset to 0."""
+    system = message.system
+    return message.as_new(
+        SystemFields(
+            origin_topic=system.origin_topic,
+            origin_queue=system.origin_queue,
+            origin_offset=system.origin_offset,
+            transaction_id=system.transaction_id,
+        )
+    )
 
 
 def as_original(message: StoredMessage) -> StoredMessage:

@@ -1,7 +1,13 @@
 """Dead letters of a consumer group (``dlq.<group>``, one queue): list, redrive, purge.
 
-Redrive sends dead letters back to their original topic and queue (a new append there: the
-same message id, reconsume count reset to 0, so the group gets its full attempts again).
+A dead letter belongs to its group, and a redrive sends it back to that group only, as
+RocketMQ's per-group ``%DLQ%<group>`` is resent to its consumer group: the letters are
+appended to the group's retry topic (``retry.<group>.<topic>``, which no other group reads)
+in its redrive queue, due at once, each with its id and first place (the group sees it at
+its topic, queue and offset), reconsume count reset to 0, so the group gets its full
+attempts again. Other groups of the topic, which settled the message on their own, get
+nothing. On a FIFO topic too: the letter left its message group's order when it died (the
+group's later messages went on), so it comes back at once, not held behind them.
 
 Every way of redriving (all, by topic, by message ids) sends a letter back **exactly once**,
 whatever the order of the calls, the crashes and the re-runs in between: each append of
@@ -21,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import Busy, GroupNotFound, InvalidRequest, TopicNotFound
 from ..message_ids import spellings
@@ -37,6 +44,9 @@ from .batch_reader import BatchReader
 from .moves import MoveAppender
 from .topic_catalog import TopicCatalog
 from .trace import record_placed
+
+if TYPE_CHECKING:  # a type only: services/retries and services/delivery import each other
+    from .retries.retry_topic import RetryTopic
 
 PREVIEW_BYTES = 256
 MAX_LIST = 1000
@@ -56,7 +66,7 @@ class DeadLetter:
     """Offset in the group's dead-letter topic (``start`` of a listing)."""
     message: StoredMessage
     redriven: bool = False
-    """Sent back to its topic by a redrive already (every redrive leaves it out)."""
+    """Sent back to its group by a redrive already (every redrive leaves it out)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ class DeadLetterPage:
 @dataclass(frozen=True)
 class RedriveResult:
     redriven: int
-    """Messages appended to their topics by this call (not those redriven before)."""
+    """Messages sent back to the group by this call (not those redriven before)."""
     skipped: int
     """Messages whose topic no longer exists (they stay in the DLQ)."""
     next_offset: int
@@ -84,6 +94,7 @@ class DeadLetterService:
         *,
         topics: TopicCatalog,
         moves: MoveAppender,
+        retry_topic: RetryTopic,
         index: LogIndex,
         heads: QueueHeads,
         reader: BatchReader,
@@ -94,6 +105,7 @@ class DeadLetterService:
         self._claims = claims
         self._topics = topics
         self._moves = moves
+        self._retry_topic = retry_topic
         self._index = index
         self._heads = heads
         self._reader = reader
@@ -158,7 +170,7 @@ class DeadLetterService:
         max_messages: int = 100,
         start: int = 0,
     ) -> RedriveResult:
-        """Redrive up to about ``max_messages`` (whole DLQ batches) back to their topics;
+        """Redrive up to about ``max_messages`` (whole DLQ batches) back to the group;
         ``message_ids`` may name a ULID in UUID form, as SQS clients see it.
 
         One call examines at most ``MAX_LIST_SCAN`` dead letters (a filter or ids cannot make
@@ -246,30 +258,29 @@ class DeadLetterService:
         letters: list[StoredMessage],
         floor: int,
     ) -> tuple[int, int]:
-        """Append those of ``letters`` (of the DLQ batch ``entry``, read as ``batch``) that
-        no redrive sent back yet to their original topics, one append per (topic, queue),
-        each claiming its letters in its own transaction. Returns (sent back now, origin
-        topic gone)."""
+        """Send those of ``letters`` (of the DLQ batch ``entry``, read as ``batch``) that
+        no redrive sent back yet to the group, one append per origin topic, each claiming
+        its letters in its own transaction. Returns (sent back now, origin topic gone)."""
         letters = [m for m in letters if m.system.origin_topic is not None]
         if not letters:
             return 0, 0
         origins = _origins(entry.base_offset, letters, batch)
         claims = self._claims.get(group, entry.base_offset, origins)
-        gone: set[tuple[str, int]] = set()
+        gone: set[str] = set()
         moved = lost = refused = 0
         while True:
-            todo: dict[tuple[str, int], list[StoredMessage]] = {}
+            todo: dict[str, list[StoredMessage]] = {}
             for m in letters:
-                origin = (m.system.origin_topic or "", m.system.origin_queue or 0)
+                origin = m.system.origin_topic or ""
                 if m.offset not in claims.sent and m.offset >= floor and origin not in gone:
                     todo.setdefault(origin, []).append(m)
             if not todo:
                 return moved, lost
-            (origin, queue), chosen = min(todo.items())
+            origin, chosen = min(todo.items())
             try:
-                stored = self._append_claimed(group, entry, claims, origin, queue, chosen)
+                stored = self._append_claimed(group, entry, claims, origin, chosen)
             except TopicNotFound:  # stays in the DLQ, unclaimed: redrivable once it exists
-                gone.add((origin, queue))
+                gone.add(origin)
                 lost += len(chosen)
                 continue
             except ExtraItemRejected as exc:  # another redrive or a purge came first
@@ -295,12 +306,13 @@ class DeadLetterService:
         entry: IndexEntry,
         claims: RedriveClaims,
         origin: str,
-        queue: int,
         letters: list[StoredMessage],
     ) -> bool:
-        """One append of ``letters`` to ``origin``, with their claim (on ``claims`` as
-        read) and the check that no purge passed them; True if stored now."""
+        """One append of ``letters`` (of the user topic ``origin``) to the group's retry
+        topic, with their claim (on ``claims`` as read) and the check that no purge passed
+        them; True if stored now."""
         topic = self._topics.active(origin)
+        retry, queue = self._retry_topic.redrive_destination(group, topic)
         offsets = [m.offset for m in letters]
         expires_at = self._clock() // 1000 + DLQ_RETENTION_HOURS * 3600
         extra = [
@@ -310,17 +322,20 @@ class DeadLetterService:
             ),
         ]
         outcome = self._moves.store(
-            topic,
-            queue % topic.queues,
+            retry,
+            queue,
             [redriven_copy(m) for m in letters],
             _stamp(group, entry, claims, offsets),
             record_keep_seconds=DLQ_RETENTION_HOURS * 3600,
             fence=extra,
         )
+        self._retry_topic.redriven(group, origin, queue)
         stored = outcome.recorded_digest is None
         if stored:
-            placed = queue % topic.queues
-            record_placed(topic, "redriven", letters, placed, outcome.base_offset, group=group)
+            record_placed(
+                topic, "redriven", letters, queue, outcome.base_offset,
+                group=group, target_topic=retry.name,
+            )  # fmt: skip
         return stored
 
     def _redrive_ids(

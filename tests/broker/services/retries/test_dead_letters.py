@@ -11,7 +11,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from broker_helpers import Crash, crashing_at, send, stream_count
+from broker_helpers import Crash, crashing_at, send, sent_and_redriven, stream_count
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.group_configs import GroupConfigStore
 from cirrusmq_broker.storage.move_records import MoveRecords
@@ -52,7 +52,7 @@ def test_by_id_then_a_crashed_cursor_redrive_then_by_id_sends_each_back_once(
     again = broker.dead_letters.redrive("g", message_ids=[p2.message.message_id])
     assert again.redriven == 0  # the crashed cursor redrive sent it back already
     assert broker.dead_letters.redrive("g").redriven == 0
-    assert stream_count(broker, "t#") == 4  # 2 sent + each redriven once
+    assert sent_and_redriven(broker, "t") == 4  # 2 sent + each redriven once
     assert redelivered(broker, "t") == [b"p1", b"p2"]
     assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
 
@@ -82,7 +82,7 @@ def test_a_redrive_crashed_at_any_call_then_other_redrives_send_each_back_once(
         broker.dead_letters.redrive("g", topic=name)
         broker.dead_letters.redrive("g")
         broker.dead_letters.redrive("g", message_ids=ids)
-        assert stream_count(broker, f"{name}#") == 6, "a letter was lost or sent back twice"
+        assert sent_and_redriven(broker, name) == 6, "a letter was lost or sent back twice"
         assert redelivered(broker, name) == [b"a", b"b", b"c"]
 
     name, ids, action = scene()
@@ -127,7 +127,7 @@ def test_a_redrive_by_id_landing_inside_a_cursor_redrive_sends_each_back_once(
     result = broker.dead_letters.redrive("g")
     assert landed[0].redriven == 1
     assert result.redriven == 1  # p1 only: its first claim lost to the redrive by id
-    assert stream_count(broker, "t#") == 4
+    assert sent_and_redriven(broker, "t") == 4
     assert redelivered(broker, "t") == [b"p1", b"p2"]
 
 
@@ -138,7 +138,7 @@ def test_a_purge_landing_inside_a_redrive_wins(broker, clock, monkeypatch):
     result = broker.dead_letters.redrive("g", message_ids=[p1.message.message_id])
     assert landed == [2]
     assert result.redriven == 0
-    assert stream_count(broker, "t#") == 2
+    assert sent_and_redriven(broker, "t") == 2
     assert broker.dead_letters.list("g").dead_letters == []
     assert broker.dead_letters.redrive("g").redriven == 0
     assert redelivered(broker, "t") == []
@@ -163,7 +163,7 @@ def test_a_redrive_costs_no_aws_call_per_letter(broker, clock):
         # a few reads, then per DLQ batch: its claims, the object, the head, the append
         # (with the claim), the cursor: ~13 calls for 100 letters
         assert len(seen) < 20, seen
-    assert stream_count(broker, "t#") == 100 and stream_count(broker, "u#") == 100
+    assert sent_and_redriven(broker, "t") == 100 and sent_and_redriven(broker, "u") == 100
 
 
 def test_a_letter_whose_topic_was_deleted_is_skipped_then_sent_back_once_it_exists(broker, clock):
@@ -234,7 +234,7 @@ def test_letters_redriven_before_the_upgrade_are_not_sent_back_again(broker, clo
     # the deployment is upgraded; the operator redrives again (by topic, by id)
     broker.dead_letters.redrive("g", topic="t")
     broker.dead_letters.redrive("g", message_ids=ids)
-    assert stream_count(broker, "t#") == 4, "a letter redriven before the upgrade was sent twice"
+    assert sent_and_redriven(broker, "t") == 4, "a letter redriven before the upgrade sent twice"
 
 
 def test_listing_marks_letters_redriven_before_the_upgrade(broker, clock):
@@ -251,7 +251,7 @@ def test_letter_redriven_by_id_before_the_upgrade_is_not_sent_back_by_a_cursor(b
     assert previous.redrive("g", message_ids=[a.message.message_id]).redriven == 1
     assert stream_count(broker, "t#") == 3
     broker.dead_letters.redrive("g")
-    assert stream_count(broker, "t#") == 4, "the letter redriven by id was sent back again"
+    assert sent_and_redriven(broker, "t") == 4, "the letter redriven by id was sent back again"
 
 
 def test_a_letter_the_previous_release_skipped_for_its_deleted_topic_is_not_marked(broker, clock):
@@ -282,7 +282,7 @@ def test_a_letter_the_previous_release_redrove_with_its_batch_is_recognised_alon
     listed = broker.dead_letters.list("g", start=b.offset).dead_letters
     assert [(d.offset, d.redriven) for d in listed] == [(b.offset, True)]
     assert broker.dead_letters.redrive("g", message_ids=[b.message.message_id]).redriven == 0
-    assert stream_count(broker, "t#") == 4
+    assert sent_and_redriven(broker, "t") == 4
 
 
 def _one_dead_letter(broker, *bodies: bytes):
@@ -303,7 +303,7 @@ def test_redrive_all_then_by_id_then_by_topic_sends_back_once(broker, clock):
     again = broker.dead_letters.redrive("g", message_ids=[dead.message.message_id])
     assert again.redriven == 0
     assert broker.dead_letters.redrive("g", topic="t").redriven == 0
-    assert stream_count(broker, "t#") == 2  # the original and one redrive
+    assert sent_and_redriven(broker, "t") == 2  # the original and one redrive
 
 
 def test_redrive_by_id_then_all_sends_back_once(broker, clock):
@@ -312,7 +312,7 @@ def test_redrive_by_id_then_all_sends_back_once(broker, clock):
     assert by_id.redriven == 1
     assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, False]
     assert broker.dead_letters.redrive("g").redriven == 1  # only the other one
-    assert stream_count(broker, "t#") == 4
+    assert sent_and_redriven(broker, "t") == 4
     assert [d.redriven for d in broker.dead_letters.list("g").dead_letters] == [True, True]
 
 

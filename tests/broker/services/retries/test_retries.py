@@ -67,7 +67,7 @@ def test_after_the_last_attempt_the_message_is_a_dead_letter(broker, clock):
         0,
     )
     assert system.reconsume_count == 3 and "expired" in system.dead_letter_reason
-    # redrive: back to its topic, same id, attempts start again
+    # redrive: back to the group, same id, attempts start again
     result = broker.dead_letters.redrive("g")
     assert (result.redriven, result.done) == (1, True)
     assert broker.dead_letters.redrive("g").redriven == 0  # resumable: nothing twice
@@ -77,7 +77,8 @@ def test_after_the_last_attempt_the_message_is_a_dead_letter(broker, clock):
         dead.message.message_id,
         1,
     )
-    assert again.message.offset == 1  # a new append
+    assert again.message.offset == 0  # shown at its first place; the topic holds it once
+    assert stream_count(broker, "t#") == 1
     assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
     assert broker.dead_letters.purge("g") == 1
     assert broker.dead_letters.list("g").dead_letters == []

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 
 import pytest
-from broker_helpers import Crash, crashing_at, send, statuses, stream_count
+from broker_helpers import Crash, crashing_at, send, sent_and_redriven, statuses, stream_count
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.groups import GroupStateStore
 
@@ -112,7 +112,7 @@ def test_redrive(broker, clock):
         return lambda: broker.dead_letters.redrive(name)
 
     def check(name: str) -> None:
-        assert stream_count(broker, f"{name}#") == 4  # 2 sent + 2 redriven, once
+        assert sent_and_redriven(broker, name, name) == 4  # 2 sent + 2 redriven, once
         got = broker.consume.receive(name, name, max_messages=10)
         assert sorted(m.message.body for m in got) == [b"p1", b"p2"]
         assert all(m.delivery_attempt == 1 for m in got)

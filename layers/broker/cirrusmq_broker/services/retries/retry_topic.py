@@ -8,9 +8,10 @@ has its dead letters appended there instead, as messages of that topic, by the s
 move: no later step forwards them. The retry topic has one queue per backoff level; a batch
 of level ``n`` becomes visible ``n``'s backoff after it was stored, so a level queue is
 served only up to its first batch not yet visible (the index is immutable, so that bound is
-cached until it passes). A receive of the user topic asks :meth:`RetryTopic.due` what it may
-serve, serves that part with its own pass and hands the deliveries back through
-:meth:`RetryTopic.served`, which shows them as their originals.
+cached until it passes); one more queue takes the group's dead letters a redrive sends back
+(services/dead_letters.py), visible at once. A receive of the user topic asks
+:meth:`RetryTopic.due` what it may serve, serves that part with its own pass and hands the
+deliveries back through :meth:`RetryTopic.served`, which shows them as their originals.
 :meth:`RetryTopic.receivable_at` tells a receive that served nothing when something of the
 retry topic becomes receivable (a batch in its backoff, a lease of it), as this container
 last read or moved it.
@@ -29,7 +30,7 @@ from ...rules.retries import (
     DLQ_QUEUES,
     DLQ_RETENTION_HOURS,
     MIN_RETRY_RETENTION_HOURS,
-    RETRY_QUEUES,
+    RETRY_TOPIC_QUEUES,
     Target,
     as_original,
     dead_letter_copy,
@@ -37,6 +38,7 @@ from ...rules.retries import (
     first_queue,
     is_internal,
     moved_copy,
+    redrive_queue,
     retry_origin,
     retry_topic,
     visible_at,
@@ -156,11 +158,28 @@ class RetryTopic:
     def _destination(self, group: str, topic: Topic, target: Target) -> tuple[Topic, int]:
         if target.dead:
             return self._moves.ensure(dlq_topic(group), DLQ_QUEUES, DLQ_RETENTION_HOURS), 0
+        return self._retry_topic(group, topic), target.number
+
+    def _retry_topic(self, group: str, topic: Topic) -> Topic:
+        """``group``'s retry topic for ``topic`` (a user topic or that retry topic)."""
         origin = retry_origin(group, topic.name) or topic.name
         retention = max(topic.retention_hours, MIN_RETRY_RETENTION_HOURS)
-        return self._moves.ensure(retry_topic(group, origin), RETRY_QUEUES, retention), (
-            target.number
-        )
+        return self._moves.ensure(retry_topic(group, origin), RETRY_TOPIC_QUEUES, retention)
+
+    def redrive_destination(self, group: str, topic: Topic) -> tuple[Topic, int]:
+        """Where ``group``'s dead letters of the user topic ``topic`` go back to: the
+        group's retry topic (no other group reads it) and its redrive queue."""
+        retry = self._retry_topic(group, topic)
+        return retry, redrive_queue(retry.queues)
+
+    def redriven(self, group: str, topic: str, queue: int) -> None:
+        """Dead letters of ``topic`` were appended to ``group``'s retry topic's ``queue``:
+        this container reads the retry topic when they are due."""
+        due = visible_at(self._clock(), queue)
+        with self._lock:
+            key = (group, topic)
+            self._next_check[key] = min(self._next_check.get(key, due), due)
+            self._receivable[key] = min(self._receivable.get(key, due), due)
 
     @property
     def topics(self) -> TopicCatalog:
