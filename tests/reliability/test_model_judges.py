@@ -20,7 +20,7 @@ from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
 from model import Violation
 from rulesets import narrowed
-from test_model_histories import redriven_copy_of_m4
+from test_model_histories import copy_back, redriven_copy_of_m4
 from world import Backend
 
 pytestmark = pytest.mark.reliability
@@ -160,13 +160,14 @@ COPY_RULES = "receive,ack,nack,change_invisible,redrive_id,dead_letter,advance"
 
 
 def with_changes_answering_longer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A change of invisible time that answers a deadline 20 s later than it stored: the
-    message comes back before the deadline its answer promised."""
+    """A change of invisible time that answers a deadline 10 minutes later than it stored:
+    the message comes back (after its retry backoff) before the deadline its answer
+    promised."""
     original = InvisibleTime.change_invisible
 
     def change_invisible(self: InvisibleTime, *args: Any, **kwargs: Any) -> Any:
         received = original(self, *args, **kwargs)
-        return replace(received, invisible_until=received.invisible_until + 20_000)
+        return replace(received, invisible_until=received.invisible_until + 600_000)
 
     monkeypatch.setattr(InvisibleTime, "change_invisible", change_invisible)
 
@@ -182,21 +183,22 @@ def with_acks_landing_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def copy_changed_then_received(m: ReliabilityMachine) -> None:
-    """A redriven copy of m4 (30 s) shortened to 10 s, received 11 s later."""
+    """A redriven copy of m4 (30 s) shortened to 10 s, received again once back."""
     copy = redriven_copy_of_m4(m)
     m._run(0, None, m._op_change_invisible(copy, 0))
-    m.clock.advance(11)
-    m._run(0, None, m._receive_op("g1", "f", 2, 30))
+    copy_back(m)
 
 
 def copy_changed_acked_then_received(m: ReliabilityMachine) -> None:
-    """A redriven copy of m4 shortened to 10 s, acked through the new handle, received
-    11 s later."""
+    """A redriven copy of m4 shortened to 10 s, acked through the new handle, then
+    received four times 11 s apart (past its retry backoff)."""
     copy = redriven_copy_of_m4(m)
     m._run(0, None, m._op_change_invisible(copy, 0))
     m._run(1, None, m._ack_op("g1", [m.groups["g1"].latest[b"m4"]]))
-    m.clock.advance(11)
-    m._run(0, None, m._receive_op("g1", "f", 2, 30))
+    for _ in range(4):
+        m.clock.advance(11)
+        m._run(0, None, m._op_tick(0, 0))
+        m._run(0, None, m._receive_op("g1", "f", 2, 30))
 
 
 def test_a_redriven_copy_comes_back_when_its_changed_invisible_time_ends() -> None:
