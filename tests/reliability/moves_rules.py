@@ -353,7 +353,9 @@ class MoveRules:
         message's path is judged (nothing to do if no rule of these ran)."""
         if not self.mv_ready:
             return
-        for _ in range(4):  # g3's leases into d, gd's own ones back, all moved to b
+        # g3's leases into d, gd's own ones back, all moved to b: a round receives 16 of
+        # g3's messages, and the last ones need 2 rounds more to lapse into d and move on
+        for _ in range(4 + -(-len(self.mv_sent) // 16)):
             self.clock.advance(61)
             self._run(0, None, self._mv_resume())
             self._run(0, None, self._mv_receive(SOURCE_GROUP, 16))

@@ -562,3 +562,17 @@ def test_an_ack_through_a_changed_handle_of_a_redriven_copy_settles_that_copy() 
         m.check_every_step()
 
     replay(steps)
+
+
+def test_the_move_rules_rest_drains_every_message_sent_to_the_source() -> None:
+    """The move rules at rest receive g3's messages 16 at a time, let their one attempt
+    lapse into the dead-letter topic and move those to the back topic: a history that sent
+    more than four receives' worth is drained to its last message before its paths are
+    judged (seed 261717681, worker 1: 56 sends reported `lost` for the last 8)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        for n in range(30):  # 3 messages each: 90 messages
+            m.mv_send(n % 2, 2, None)
+        assert len(m.mv_sent) == 90 and all(m.mv_sent.values())
+
+    replay(steps)
