@@ -4,6 +4,7 @@ broke an invariant through a defect of the broker or of the model, and must now 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -443,6 +444,43 @@ def test_an_ack_of_a_redriven_copy_after_the_groups_own_copy_was_delivered_again
         assert copy.deadline > m.clock()
         m._run(1, None, m._ack_op("g2", [copy]))
         assert m.log[-1] == "[1] ack g2 ['m1'] -> ok ['acked']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_receive_inside_an_offset_reset_gets_a_rewound_queue_from_attempt_one() -> None:
+    """g2 acks m1 by an exactly-once step that sends m11 to queue 0 of n (the answer of its
+    S3 write lost and resent: m11 is stored once), then leases m11 for 30 s (attempt 1). A
+    reset of g2 on n to earliest writes queue 0 (transaction #0: cursor and committed to the
+    start, m11's lease dropped) and pauses before queue 1; a receive in between gets m11
+    again from the rewound queue 0, as attempt 1: the reset starts the queue over, so
+    neither the dropped lease nor the attempt count holds any more (seed 261717681, worker 0:
+    attempt-not-counted). The model judged that receive as if no reset had begun."""
+    random.seed(0)  # where sends and receives start their rotation of queues: m11 at queue 0
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g2 = m.groups["g2"]
+        live = [d for _, d in m._live(stale_too=False)]
+        m.step(0, live.index(g2.deliveries[0]), 0, Fault(0, "resent"))
+        assert m.log[-1] == (
+            "[0] step g2 ack m1#1 send m11 seq 1 !answer lost after s3:PutObject, resent "
+            "-> ok duplicate=False"
+        )
+        m.clock.advance(11)  # past the leases of m1 and m2
+        m._run(0, None, m._receive_op("g2", "n", 4, 30))
+        assert m.log[-1] == "[0] receive g2 n max 4 invisible 30s -> ok ['m11#1', 'm3#1']"
+        m.check_every_step()
+        assert g2.latest[b"m11"].copy == (b"m11", m.n("n"), 0, 0)  # stored at queue 0, 0
+        read = m.world.observer.log_reader.read(m.n("n"), 0, 0, max_messages=100)
+        assert [x.body for x in read.messages].count(b"m11") == 1
+        m.race_at_reset(0, 1, 2, 1)  # g2 on n, the receive before transaction #1 (queue 1)
+        inside = next(line for line in m.log if "(while [0] reset g2 n to earliest" in line)
+        assert inside == (
+            "[1] receive g2 n max 2 invisible 30s (while [0] reset g2 n to earliest paused "
+            "before TransactWriteItems #1) -> ok ['m11#1', 'm12#1']"
+        )
         m.check_every_step()
 
     replay(steps)
