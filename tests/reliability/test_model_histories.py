@@ -484,3 +484,34 @@ def test_a_receive_inside_an_offset_reset_gets_a_rewound_queue_from_attempt_one(
         m.check_every_step()
 
     replay(steps)
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_a_receive_inside_a_cursor_redrive_after_its_append_gets_the_copies(group: str) -> None:
+    """g1 (two attempts) lets m1 and m2 run out into its DLQ; a redrive by cursor appends
+    both copies to n (its TransactWriteItems) and pauses before it saves the DLQ cursor
+    (its UpdateItem); a receive of g1, or of g2, in between gets the copies (attempt 1). They
+    are stored: the redrive has sent its letters back, whatever it answers next. The model
+    granted the copies only once the redrive answered, and judged them as the dead letter
+    (g1) or as a redelivery of m1 that did not count (g2)."""
+    random.seed(0)  # where sends and receives start their rotation of queues
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1 = m.groups["g1"]
+        while b"m1" not in g1.dead:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        assert set(g1.letter_bodies.values()) == {b"m1", b"m2"}
+        redrive, receive = m._redrive_op("g1", None), m._receive_op(group, "n", 8, 10)
+        m._interleave(0, redrive, 0, receive, before=("UpdateItem", 0))
+        inside = next(line for line in m.log if "(while [0] redrive g1 (cursor)" in line)
+        assert "'m1#1', 'm2#1'" in inside, inside
+        assert m.log[-1] == (
+            "[0] redrive g1 (cursor) (paused before UpdateItem #0) -> ok redriven=2"
+        )
+        m.check_every_step()
+
+    replay(steps)
