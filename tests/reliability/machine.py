@@ -867,10 +867,18 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             if outcome != "ok":
                 self.unfinished_redrives.append((group, body))
 
+        def sending_back() -> Callable[[], None]:
+            # paused part-way it may have appended copies already (a receive may get them):
+            # granted now, as its answer grants them whatever it is
+            for offset in letters:
+                self._grant(group, offset)
+            return lambda: None
+
         return Op(
             what,
             lambda broker: broker.dead_letters.redrive(self.n(group), message_ids=ids),
             apply,
+            in_flight=sending_back,
         )
 
     def _grant(self, group: str, offset: int) -> None:

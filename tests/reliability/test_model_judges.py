@@ -16,6 +16,7 @@ from cirrusmq_broker.model import ReceivedMessage
 from cirrusmq_broker.rules.retries import as_original
 from cirrusmq_broker.storage import group_offsets
 from cirrusmq_broker.storage.producers import ProducerRecords
+from cirrusmq_broker.storage.redrive_claims import RedriveClaimStore
 from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
 from model import Violation
@@ -156,6 +157,7 @@ def test_a_lease_surviving_an_offset_reset_is_caught(monkeypatch: pytest.MonkeyP
 
 
 STEP_RESET_RULES = "send,receive,ack,advance,step,race_at_reset"
+RACE_REDRIVE_RULES = "send,receive,ack,advance,tick,redrive,redrive_id,race_at_write"
 
 
 def without_retry_count(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,3 +210,50 @@ def test_a_retry_not_counted_inside_a_reset_is_caught_on_a_rewound_queue(
     without_retry_count(monkeypatch)
     with pytest.raises(Violation, match="attempt-not-counted(.|\n)*got b'm11' attempt 1"):
         replay(retry_of_a_rewound_queue_inside_reset, STEP_RESET_RULES)
+
+
+def without_redrive_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``redrive-claim`` mutant of mutants.py: a redrive claims its letters whatever was
+    claimed since it read the claims, so two redrives may both send a letter back."""
+    original = RedriveClaimStore.claim_request
+
+    def claim_request(self: RedriveClaimStore, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        update = original(self, *args, **kwargs)["Update"]
+        update.pop("ConditionExpression")
+        update["ExpressionAttributeValues"].pop(":read", None)
+        return {"Update": update}
+
+    monkeypatch.setattr(RedriveClaimStore, "claim_request", claim_request)
+
+
+def redrive_by_id_inside_cursor_redrive(m: ReliabilityMachine) -> None:
+    """g1 lets m1 and m2 run out into its DLQ; a redrive by cursor, paused before its
+    append (the model grants its letters while it is paused), while a redrive of m1 by id
+    sends m1 back; then g2 receives what came back."""
+    m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+    g1 = m.groups["g1"]
+    while b"m1" not in g1.dead:
+        m.clock.advance(11)
+        m._run(0, None, m._op_tick(0, 0))
+        m._run(0, None, m._receive_op("g1", "n", 4, 10))
+        m.check_every_step()
+    cursor, by_id = m._redrive_op("g1", None), m._redrive_op("g1", b"m1")
+    m._interleave(0, cursor, 0, by_id, before=("TransactWriteItems", 0))
+    m.check_every_step()
+    m._run(1, None, m._receive_op("g2", "n", 8, 10))
+    m.check_every_step()
+
+
+def test_a_letter_granted_by_a_paused_redrive_and_another_comes_back_once() -> None:
+    random.seed(0)
+    replay(redrive_by_id_inside_cursor_redrive, RACE_REDRIVE_RULES)
+
+
+def test_a_letter_sent_back_by_two_redrives_is_caught_with_a_paused_grant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The paused redrive's grant and the other's are one copy of the letter, not two."""
+    random.seed(0)
+    without_redrive_claim(monkeypatch)
+    with pytest.raises(Violation, match="redrive-duplicate(.|\\n)*got b'm1' attempt 1"):
+        replay(redrive_by_id_inside_cursor_redrive, RACE_REDRIVE_RULES)
