@@ -128,34 +128,6 @@ def test_a_rollback_landing_after_its_commit_answered_is_caught(
         replay(commit_inside_rollback, COMMIT_RULES)
 
 
-RESET_RULES = "send,receive,ack,advance,race_at_reset"
-
-
-def without_offset_reset_fence(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ``offset-reset-fence`` mutant of mutants.py: a reset (and a drop of leases)
-    writes the summary whatever its version, so a lease saved after its read stays."""
-    monkeypatch.setattr(
-        group_offsets,
-        "_version_condition",
-        lambda version: ("attribute_not_exists(group_name) OR attribute_exists(group_name)", {}),
-    )
-
-
-def receive_inside_reset_then_ack(m: ReliabilityMachine) -> None:
-    m.start_with_messages_in_flight(0, 0, 0)
-    m.race_at_reset(0, 0, 4, 1)  # g1 n to earliest; a receive of g1 n inside it, its ack
-
-
-def test_a_receive_inside_an_offset_reset_leaves_no_lease_to_ack() -> None:
-    replay(receive_inside_reset_then_ack, RESET_RULES)
-
-
-def test_a_lease_surviving_an_offset_reset_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    without_offset_reset_fence(monkeypatch)
-    with pytest.raises(Violation, match="reset-handle-acked"):
-        replay(receive_inside_reset_then_ack, RESET_RULES)
-
-
 STEP_RESET_RULES = "send,receive,ack,advance,step,race_at_reset"
 RACE_REDRIVE_RULES = "send,receive,ack,advance,tick,redrive,redrive_id,race_at_write"
 
@@ -257,3 +229,31 @@ def test_a_letter_sent_back_by_two_redrives_is_caught_with_a_paused_grant(
     without_redrive_claim(monkeypatch)
     with pytest.raises(Violation, match="redrive-duplicate(.|\\n)*got b'm1' attempt 1"):
         replay(redrive_by_id_inside_cursor_redrive, RACE_REDRIVE_RULES)
+
+
+RESET_RULES = "send,receive,ack,advance,race_at_reset"
+
+
+def without_offset_reset_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``offset-reset-fence`` mutant of mutants.py: a reset (and a drop of leases)
+    writes the summary whatever its version, so a lease saved after its read stays."""
+    monkeypatch.setattr(
+        group_offsets,
+        "_version_condition",
+        lambda version: ("attribute_not_exists(group_name) OR attribute_exists(group_name)", {}),
+    )
+
+
+def receive_inside_reset_then_ack(m: ReliabilityMachine) -> None:
+    m.start_with_messages_in_flight(0, 0, 0)
+    m.race_at_reset(0, 0, 4, 1)  # g1 n to earliest; a receive of g1 n inside it, its ack
+
+
+def test_a_receive_inside_an_offset_reset_leaves_no_lease_to_ack() -> None:
+    replay(receive_inside_reset_then_ack, RESET_RULES)
+
+
+def test_a_lease_surviving_an_offset_reset_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_offset_reset_fence(monkeypatch)
+    with pytest.raises(Violation, match="reset-handle-acked"):
+        replay(receive_inside_reset_then_ack, RESET_RULES)
