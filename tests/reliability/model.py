@@ -151,6 +151,10 @@ class GroupModel:
     leases on its queues delivered by then are dropped (and their offsets not committed)."""
     reset_dropped: set[str] = field(default_factory=set)
     """Handles delivered while a reset ran, on a queue it had not written yet: dropped."""
+    rewound: dict[str, set[int]] = field(default_factory=dict)
+    """Topic → the queues an offset reset paused part-way has written: what a receive gets
+    from them in place is delivered anew (attempt 1 on a NORMAL topic), so the redelivery
+    rules do not apply to it."""
 
 
 @dataclass

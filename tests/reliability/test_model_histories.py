@@ -4,6 +4,7 @@ broke an invariant through a defect of the broker or of the model, and must now 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -310,6 +311,74 @@ def test_a_step_whose_answer_was_lost_after_its_commit_is_settled_by_its_retry()
         m.receive(0, 0, 0, None)
         m.check_every_step()
         assert out.status == "pending" and group == "g1" and d.body == b"m1"
+
+
+def test_a_receive_inside_an_offset_reset_gets_a_rewound_queue_from_attempt_one() -> None:
+    """g2 acks m1 by an exactly-once step that sends m11 to queue 0 of n (the answer of its
+    S3 write lost and resent: m11 is stored once), then leases m11 for 30 s (attempt 1). A
+    reset of g2 on n to earliest writes queue 0 (transaction #0: cursor and committed to the
+    start, m11's lease dropped) and pauses before queue 1; a receive in between gets m11
+    again from the rewound queue 0, as attempt 1: the reset starts the queue over, so
+    neither the dropped lease nor the attempt count holds any more (seed 261717681, worker 0:
+    attempt-not-counted). The model judged that receive as if no reset had begun."""
+    random.seed(0)  # where sends and receives start their rotation of queues: m11 at queue 0
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g2 = m.groups["g2"]
+        live = [d for _, d in m._live(stale_too=False)]
+        m.step(0, live.index(g2.deliveries[0]), 0, Fault(0, "resent"))
+        assert m.log[-1] == (
+            "[0] step g2 ack m1#1 send m11 seq 1 !answer lost after s3:PutObject, resent "
+            "-> ok duplicate=False"
+        )
+        m.clock.advance(11)  # past the leases of m1 and m2
+        m._run(0, None, m._receive_op("g2", "n", 4, 30))
+        assert m.log[-1] == "[0] receive g2 n max 4 invisible 30s -> ok ['m11#1', 'm3#1']"
+        m.check_every_step()
+        assert g2.latest[b"m11"].copy == (b"m11", m.n("n"), 0, 0)  # stored at queue 0, 0
+        read = m.world.observer.log_reader.read(m.n("n"), 0, 0, max_messages=100)
+        assert [x.body for x in read.messages].count(b"m11") == 1
+        m.race_at_reset(0, 1, 2, 1)  # g2 on n, the receive before transaction #1 (queue 1)
+        inside = next(line for line in m.log if "(while [0] reset g2 n to earliest" in line)
+        assert inside == (
+            "[1] receive g2 n max 2 invisible 30s (while [0] reset g2 n to earliest paused "
+            "before TransactWriteItems #1) -> ok ['m11#1', 'm12#1']"
+        )
+        m.check_every_step()
+
+    replay(steps)
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_a_receive_inside_a_cursor_redrive_after_its_append_gets_the_copies(group: str) -> None:
+    """g1 (two attempts) lets m1 and m2 run out into its DLQ; a redrive by cursor appends
+    both copies to n (its TransactWriteItems) and pauses before it saves the DLQ cursor
+    (its UpdateItem); a receive of g1, or of g2, in between gets the copies (attempt 1). They
+    are stored: the redrive has sent its letters back, whatever it answers next. The model
+    granted the copies only once the redrive answered, and judged them as the dead letter
+    (g1) or as a redelivery of m1 that did not count (g2)."""
+    random.seed(0)  # where sends and receives start their rotation of queues
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+        g1 = m.groups["g1"]
+        while b"m1" not in g1.dead:
+            m.clock.advance(11)
+            m._run(0, None, m._op_tick(0, 0))
+            m._run(0, None, m._receive_op("g1", "n", 4, 10))
+            m.check_every_step()
+        assert set(g1.letter_bodies.values()) == {b"m1", b"m2"}
+        redrive, receive = m._redrive_op("g1", None), m._receive_op(group, "n", 8, 10)
+        m._interleave(0, redrive, 0, receive, before=("UpdateItem", 0))
+        inside = next(line for line in m.log if "(while [0] redrive g1 (cursor)" in line)
+        assert "'m1#1', 'm2#1'" in inside, inside
+        assert m.log[-1] == (
+            "[0] redrive g1 (cursor) (paused before UpdateItem #0) -> ok redriven=2"
+        )
+        m.check_every_step()
+
+    replay(steps)
 
 
 def test_a_second_start_inside_a_move_tasks_run_is_refused() -> None:

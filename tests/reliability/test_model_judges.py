@@ -6,16 +6,20 @@ pass."""
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from cirrusmq_broker.model import ReceivedMessage
+from cirrusmq_broker.rules.retries import as_original
 from cirrusmq_broker.services.delivery.ack import Acks
 from cirrusmq_broker.services.delivery.invisible import InvisibleTime
 from cirrusmq_broker.services.receipt_handles import AckOutcome, AckStatus
 from cirrusmq_broker.storage import group_offsets
 from cirrusmq_broker.storage.producers import ProducerRecords
+from cirrusmq_broker.storage.redrive_claims import RedriveClaimStore
 from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
 from model import Violation
@@ -126,6 +130,109 @@ def test_a_rollback_landing_after_its_commit_answered_is_caught(
     without_transaction_state_fence(monkeypatch)
     with pytest.raises(Violation, match="rolled-back-visible"):
         replay(commit_inside_rollback, COMMIT_RULES)
+
+
+STEP_RESET_RULES = "send,receive,ack,advance,step,race_at_reset"
+RACE_REDRIVE_RULES = "send,receive,ack,advance,tick,redrive,redrive_id,race_at_write"
+
+
+def without_retry_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry delivery shown without the deliveries before it: it counts from 1 again."""
+
+    def present(received: ReceivedMessage) -> ReceivedMessage:
+        return replace(received, message=as_original(received.message))
+
+    where = "cirrusmq_broker.services.retries.retry_topic.RetryTopic.present"
+    monkeypatch.setattr(where, staticmethod(present))
+
+
+def retry_of_a_rewound_queue_inside_reset(m: ReliabilityMachine) -> None:
+    """g2's only expired lease is m11's, stored at queue 0; a reset of g2 on n to earliest
+    writes queue 0 and pauses before queue 1, and a receive in between gets m11 twice:
+    read anew from the rewound queue 0 (attempt 1) and from g2's retry topic (attempt 2)."""
+    m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+    g2 = m.groups["g2"]
+    live = [d for _, d in m._live(stale_too=False)]
+    m.step(0, live.index(g2.deliveries[0]), 0, None)  # acks m1, sends m11 to queue 0
+    m._run(0, None, m._ack_op("g2", [g2.latest[b"m2"]]))
+    m._run(0, None, m._receive_op("g2", "n", 4, 10))
+    assert m.log[-1] == "[0] receive g2 n max 4 invisible 10s -> ok ['m11#1', 'm3#1']"
+    assert g2.latest[b"m11"].copy[2] == 0  # stored at queue 0
+    m._run(0, None, m._ack_op("g2", [g2.latest[b"m3"]]))
+    m.clock.advance(11)  # past m11's lease
+    m._run(0, None, m._receive_op("g2", "n", 1, 30))  # moves m11 to the retry topic
+    m.clock.advance(11)  # past its backoff
+    m.race_at_reset(0, 1, 4, 1)
+    inside = next(line for line in m.log if "(while [0] reset g2 n to earliest" in line)
+    assert "'m11#1'" in inside, inside
+
+
+def test_a_retry_of_a_message_of_a_rewound_queue_inside_a_reset_counts_on() -> None:
+    random.seed(0)  # where sends and receives start their rotation of queues: m11 at queue 0
+
+    def steps(m: ReliabilityMachine) -> None:
+        retry_of_a_rewound_queue_inside_reset(m)
+        assert "'m11#2'" in next(line for line in m.log if "(while [0] reset" in line)
+
+    replay(steps, STEP_RESET_RULES)
+
+
+def test_a_retry_not_counted_inside_a_reset_is_caught_on_a_rewound_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the reset rewound starts over; its retry topic does not: a retry of m11 that
+    counts from 1 again is a redelivery that did not count its attempt."""
+    random.seed(0)
+    without_retry_count(monkeypatch)
+    with pytest.raises(Violation, match="attempt-not-counted(.|\n)*got b'm11' attempt 1"):
+        replay(retry_of_a_rewound_queue_inside_reset, STEP_RESET_RULES)
+
+
+def without_redrive_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``redrive-claim`` mutant of mutants.py: a redrive claims its letters whatever was
+    claimed since it read the claims, so two redrives may both send a letter back."""
+    original = RedriveClaimStore.claim_request
+
+    def claim_request(self: RedriveClaimStore, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        update = original(self, *args, **kwargs)["Update"]
+        update.pop("ConditionExpression")
+        update["ExpressionAttributeValues"].pop(":read", None)
+        return {"Update": update}
+
+    monkeypatch.setattr(RedriveClaimStore, "claim_request", claim_request)
+
+
+def redrive_by_id_inside_cursor_redrive(m: ReliabilityMachine) -> None:
+    """g1 lets m1 and m2 run out into its DLQ; a redrive by cursor, paused before its
+    append (the model grants its letters while it is paused), while a redrive of m1 by id
+    sends m1 back; then g2 receives what came back."""
+    m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
+    g1 = m.groups["g1"]
+    while b"m1" not in g1.dead:
+        m.clock.advance(11)
+        m._run(0, None, m._op_tick(0, 0))
+        m._run(0, None, m._receive_op("g1", "n", 4, 10))
+        m.check_every_step()
+    cursor, by_id = m._redrive_op("g1", None), m._redrive_op("g1", b"m1")
+    m._interleave(0, cursor, 0, by_id, before=("TransactWriteItems", 0))
+    m.check_every_step()
+    m._run(1, None, m._receive_op("g2", "n", 8, 10))
+    m.check_every_step()
+
+
+def test_a_letter_granted_by_a_paused_redrive_and_another_comes_back_once() -> None:
+    random.seed(0)
+    replay(redrive_by_id_inside_cursor_redrive, RACE_REDRIVE_RULES)
+
+
+def test_a_letter_sent_back_by_two_redrives_is_caught_with_a_paused_grant(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The paused redrive's grant and the other's are one copy of the letter, not two."""
+    random.seed(0)
+    without_redrive_claim(monkeypatch)
+    with pytest.raises(Violation, match="redrive-duplicate(.|\\n)*got b'm1' attempt 1"):
+        replay(redrive_by_id_inside_cursor_redrive, RACE_REDRIVE_RULES)
 
 
 RESET_RULES = "send,receive,ack,advance,race_at_reset"

@@ -337,6 +337,34 @@ def test_a_lease_saved_inside_a_reset_is_dropped_and_its_messages_redelivered(br
     assert (status.cursor, status.inflight) == (4, 4)
 
 
+def test_a_receive_between_the_queues_of_a_reset_gets_the_reset_queue_anew(broker, monkeypatch):
+    """The reset writes one queue after the other: a receive in between reads queue 0 again
+    from its start, as new deliveries (attempt 1: its leases were dropped), while queue 1
+    is as before the reset (its leases hold) until the reset writes it."""
+    broker.admin.create_topic("t", queues=2)
+    stored = {r.queue: body for body in (b"a", b"b") for r in send(broker, "t", body)}
+    assert set(stored) == {0, 1}
+    held = broker.consume.receive("g", "t", max_messages=10)
+    assert sorted(r.delivery_attempt for r in held) == [1, 1]
+    writer = broker.offset_reset._writer
+    real = writer.reset
+    inside: list = []
+
+    def racing(group, topic, queue, **kwargs):
+        if queue == 1 and not inside:  # queue 0 is reset, queue 1 not yet
+            inside.extend(broker.consume.receive("g", "t", max_messages=10))
+        return real(group, topic, queue, **kwargs)
+
+    monkeypatch.setattr(writer, "reset", racing)
+    result = broker.offset_reset.reset("g", "t", "earliest")
+    assert [(r.message.queue, r.message.body, r.delivery_attempt) for r in inside] == [
+        (0, stored[0], 1)
+    ]
+    assert [q.dropped_leases for q in result.queues] == [1, 1]
+    assert set(ack_statuses(broker, "g", [r.receipt_handle for r in held])) == {"expired"}
+    assert ack_statuses(broker, "g", [inside[0].receipt_handle]) == ["acked"]
+
+
 def test_reset_keeps_other_attributes_of_the_summary(broker):
     broker.admin.create_topic("t", queues=1)
     batches(broker, "t", 2)
