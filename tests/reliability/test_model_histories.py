@@ -363,11 +363,7 @@ def test_a_receive_inside_a_cursor_redrive_after_its_append_gets_the_copies(grou
     def steps(m: ReliabilityMachine) -> None:
         m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
         g1 = m.groups["g1"]
-        while b"m1" not in g1.dead:
-            m.clock.advance(11)
-            m._run(0, None, m._op_tick(0, 0))
-            m._run(0, None, m._receive_op("g1", "n", 4, 10))
-            m.check_every_step()
+        dead_letter_m1_of_g1(m)
         assert set(g1.letter_bodies.values()) == {b"m1", b"m2"}
         redrive, receive = m._redrive_op("g1", None), m._receive_op(group, "n", 8, 10)
         m._interleave(0, redrive, 0, receive, before=("UpdateItem", 0))
@@ -446,15 +442,21 @@ def test_a_cancel_inside_a_move_tasks_run_stops_it_before_its_append() -> None:
     replay(steps)
 
 
-def _redrive_m1_of_g1(m: ReliabilityMachine) -> None:
-    """g1 (two attempts) lets m1 run out into its DLQ and redrives it by id: the copy is
-    appended to g1's retry topic, which g2 does not read."""
+def dead_letter_m1_of_g1(m: ReliabilityMachine) -> None:
+    """Time passes 11 s at a time, the scheduler ticks and g1 (two attempts) receives from n,
+    until m1 has run out into g1's DLQ."""
     g1 = m.groups["g1"]
     while b"m1" not in g1.dead:
         m.clock.advance(11)
         m._run(0, None, m._op_tick(0, 0))
         m._run(0, None, m._receive_op("g1", "n", 4, 10))
         m.check_every_step()
+
+
+def _redrive_m1_of_g1(m: ReliabilityMachine) -> None:
+    """g1 (two attempts) lets m1 run out into its DLQ and redrives it by id: the copy is
+    appended to g1's retry topic, which g2 does not read."""
+    dead_letter_m1_of_g1(m)
     m._run(1, None, m._redrive_op("g1", b"m1"))
     assert m.log[-1] == "[1] redrive g1 by id m1 -> ok redriven=1"
 

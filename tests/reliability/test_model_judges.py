@@ -24,7 +24,7 @@ from cirrusmq_broker.storage.transactions import TransactionStore
 from machine import ReliabilityMachine
 from model import Violation
 from rulesets import narrowed
-from test_model_histories import copy_back, redriven_copy_of_m4
+from test_model_histories import copy_back, dead_letter_m1_of_g1, redriven_copy_of_m4
 from world import Backend
 
 pytestmark = pytest.mark.reliability
@@ -207,12 +207,7 @@ def redrive_by_id_inside_cursor_redrive(m: ReliabilityMachine) -> None:
     append (the model grants its letters while it is paused), while a redrive of m1 by id
     sends m1 back; then g1 (a redrive reaches only its group) receives what came back."""
     m.start_with_messages_in_flight(0, 0, 0)  # g1 and g2 got m1#1, m2#1 (10 s)
-    g1 = m.groups["g1"]
-    while b"m1" not in g1.dead:
-        m.clock.advance(11)
-        m._run(0, None, m._op_tick(0, 0))
-        m._run(0, None, m._receive_op("g1", "n", 4, 10))
-        m.check_every_step()
+    dead_letter_m1_of_g1(m)
     cursor, by_id = m._redrive_op("g1", None), m._redrive_op("g1", b"m1")
     m._interleave(0, cursor, 0, by_id, before=("TransactWriteItems", 0))
     m.check_every_step()
