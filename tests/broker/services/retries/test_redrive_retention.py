@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from broker_helpers import send
 from cirrusmq_broker.model import MessageInput
+from cirrusmq_broker.rules.retries import retry_topic
 
 
 def _dead_letter_after_a_retry(broker, clock, topic: str) -> None:
@@ -44,3 +45,23 @@ def test_a_retry_waits_as_long_as_the_topic_keeps_messages_now(broker, clock):
     clock.advance(48 * 3600)
     bodies = [r.message.body for r in broker.consume.receive("g1", "t", max_messages=10)]
     assert bodies == [b"m"]  # "first" was moved under the 24 h retention
+
+
+def test_a_lookup_by_key_finds_a_redriven_letter_kept_longer_than_the_retry_topic_says(
+    broker, clock
+):
+    """A sibling: a lookup by key in the group's retry topic searches the time its letters
+    are kept (the topic's retention now), not the retention the retry topic was made with."""
+    broker.admin.create_topic("t", queues=1, retention_hours=24)
+    broker.retries.set_max_delivery_attempts("g1", 2)
+    broker.produce.send("t", [MessageInput(b"m", keys=("order-7",))])
+    [got] = broker.consume.receive("g1", "t")
+    broker.retries.nack("g1", [got.receipt_handle])
+    clock.advance(10)
+    [again] = broker.consume.receive("g1", "t")
+    broker.retries.nack("g1", [again.receipt_handle])
+    broker.admin.update_topic("t", retention_hours=72)
+    assert broker.dead_letters.redrive("g1").redriven == 1
+    clock.advance(48 * 3600)
+    found = broker.key_lookup.find(retry_topic("g1", "t"), "order-7").messages
+    assert [m.body for m in found] == [b"m"]
