@@ -46,3 +46,21 @@ def test_visibility_changes_of_both_deliveries_of_a_fifo_lease(broker, clock):
     broker.consume.change_invisible("g", again.receipt_handle, 60)
     clock.advance(30)
     assert broker.consume.receive("g", "f") == []
+
+
+def test_one_sqs_fifo_delete_of_both_deliveries_of_a_message_group(broker, clock):
+    """SQS FIFO queues hold each message group on its own lease (``per_group``); a
+    DeleteMessageBatch naming an old and the current handle of one message."""
+    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
+    broker.produce.send(
+        "f", [MessageInput(b, message_group=g) for b, g in ((b"1", "a"), (b"2", "b"))]
+    )
+    first = broker.consume.receive("g", "f", invisible_seconds=10, max_messages=10, per_group=True)
+    clock.advance(11)
+    again = broker.consume.receive("g", "f", invisible_seconds=10, max_messages=10, per_group=True)
+    assert len(first) == len(again) == 2
+    handles = [m.receipt_handle for pair in zip(first, again, strict=True) for m in pair]
+    outcomes = broker.consume.ack("g", handles, within_visibility=True)
+    assert [o.status for o in outcomes] == ["expired", "acked", "expired", "acked"]
+    clock.advance(11)
+    assert broker.consume.receive("g", "f", max_messages=10, per_group=True) == []
