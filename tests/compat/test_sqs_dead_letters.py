@@ -132,3 +132,30 @@ def test_a_queue_that_is_its_own_dead_letter_queue_keeps_its_messages(
     (message,) = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
     assert (message["Body"], message["Attributes"]["ApproximateReceiveCount"]) == ("stays", "4")
     assert "DeadLetterQueueSourceArn" not in message["Attributes"]
+
+
+def test_a_cirrusmq_redrive_of_an_sqs_queue_s_dead_letters_counts_them_visible(
+    cirrusmq_stack,
+    admin,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """A queue whose dead-letter queue was deleted dead-letters into its group's own
+    dead-letter topic; a CirrusMQ redrive sends them back to the group's retry topic
+    (its redrive queue, never received from yet): ApproximateNumberOfMessages counts them."""
+    dlq_url = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    sqs.delete_queue(QueueUrl=dlq_url)
+    sent = sqs.send_message(QueueUrl=url, MessageBody="poison")
+    assert _receive_until_dead(cirrusmq_stack, sqs, url, 1) == sent["MessageId"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    group = f"sqs-{queue_name}"
+    assert admin.redrive_dead_letters(group).redriven == 1
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "1"
+    (back,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"]
+    assert (back["MessageId"], back["Body"]) == (sent["MessageId"], "poison")

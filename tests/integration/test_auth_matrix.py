@@ -31,6 +31,7 @@ from api_helpers import (
 )
 from cirrusmq.credentials import Credentials
 from cirrusmq.signing import sign
+from cirrusmq_broker.rules.retries import RETRY_TOPIC_QUEUES
 
 TALLY: collections.Counter[str] = collections.Counter()
 
@@ -971,12 +972,24 @@ def test_a_prefix_grant_does_not_reach_another_groups_retry_topic(keyed):
             json={"receipt_handles": [got["receipt_handle"]], "delay_seconds": 0},
         )
         assert nacked.status_code == 200, nacked.text
+        # a dead letter of billing redriven: in its retry topic's redrive queue (16)
+        send(admin, payments, {"body": b64(b"card 5555 5555")})
+        setting = admin.put(f"/v1/groups/{billing}", json={"max_delivery_attempts": 1})
+        assert setting.status_code == 200, setting.text
+        [dying] = admin.post(f"/v1/groups/{billing}/receive", json={"topic": payments}).json()[
+            "messages"
+        ]
+        admin.post(
+            f"/v1/groups/{billing}/nack", json={"receipt_handles": [dying["receipt_handle"]]}
+        )
+        redrive = admin.post(f"/v1/groups/{billing}/dead-letters/redrive", json={})
+        assert redrive.json()["redriven"] == 1, redrive.text
         reporter = new_key(admin, {"subscribe": [{"groups": ["reporting"], "topics": ["re*"]}]})
     retry = f"retry.{billing}.{payments}"
     seen = []
     with signed_client(stack, reporter) as r:
         assert r.get(f"/v1/topics/{payments}/messages/{got['message_id']}").status_code == 403
-        for queue in range(16):
+        for queue in range(RETRY_TOPIC_QUEUES):  # the 16 levels and the redrive queue
             read = r.get(f"/v1/topics/{retry}/queues/{queue}/messages", params={"offset": 0})
             seen.append(read.status_code)
             if read.status_code == 200:
@@ -990,6 +1003,7 @@ def test_a_prefix_grant_does_not_reach_another_groups_retry_topic(keyed):
         if lookup.status_code == 200:
             seen.append(lookup.json().get("body"))
     assert b64(b"card 4242 4242") not in seen and 200 not in seen, seen
+    assert b64(b"card 5555 5555") not in seen, seen
 
 
 def test_a_reader_cannot_look_up_a_half_message_before_its_commit(keyed, shared_pay):

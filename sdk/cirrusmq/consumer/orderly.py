@@ -28,6 +28,8 @@ own groups, or for a free thread) is skipped: the service redelivers it, in orde
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import threading
 import time
@@ -135,14 +137,38 @@ def group_keys(batch: list[MessageView]) -> set[tuple[str, int, str | None]]:
     return {(m.topic, m.queue, m.message_group) for m in batch}
 
 
-def by_queue(messages: list[MessageView]) -> dict[tuple[str, int], list[MessageView]]:
-    """Messages per (topic, queue), each in offset order."""
-    grouped: dict[tuple[str, int], list[MessageView]] = {}
+def by_queue(messages: list[MessageView]) -> dict[tuple[Hashable, ...], list[MessageView]]:
+    """Messages per delivery: per (topic, queue), each in offset order. A message leased in
+    the group's retry topic (a redriven dead letter, shown at its first topic and queue) is
+    in a delivery of its own, apart from its queue's: a batch's change of invisible time
+    (its retry at once, its renewal) reaches the lease of its first message only."""
+    grouped: dict[tuple[Hashable, ...], list[MessageView]] = {}
     for message in messages:
-        grouped.setdefault((message.topic, message.queue), []).append(message)
+        leased_in = _leased_in(message)
+        key = (message.topic, message.queue) if leased_in is None else (
+            message.topic, message.queue, leased_in,
+        )  # fmt: skip
+        grouped.setdefault(key, []).append(message)
     for batch in grouped.values():
         batch.sort(key=lambda m: m.offset)
     return grouped
+
+
+def _leased_in(message: MessageView) -> str | None:
+    """The topic ``message`` is leased in when it is not its own (the group's retry topic),
+    as its receipt handle names it: base64url JSON (group, topic, queue, ...), a dot, the
+    signature (read here, verified by the service only); None if it is its own topic or
+    the handle cannot be read."""
+    handle = message.receipt_handle
+    if not handle or "." not in handle:
+        return None
+    payload = handle.split(".", 1)[0]
+    try:
+        fields = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        topic = fields[1]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+    return topic if isinstance(topic, str) and topic != message.topic else None
 
 
 def run_orderly_batch(

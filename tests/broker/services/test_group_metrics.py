@@ -96,3 +96,21 @@ def test_a_subscribed_group_that_never_received_counts_every_queue(broker):
     send(broker, "t", *[b"m%d" % i for i in range(9)])
     [group] = broker.group_metrics.collect()
     assert [(t.topic, t.lag, t.in_flight) for t in group.topics] == [("t", 9, 0)]
+
+
+def test_redriven_dead_letters_count_as_lag_before_the_group_reads_its_retry_topic(broker):
+    """A redrive sends the letters to the group's retry topic (its redrive queue): they are
+    the group's lag until it receives them, also when it never read that retry topic (a
+    FIFO group, one with one attempt): the dead-letter count went to 0 with the redrive."""
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_max_delivery_attempts("g", 1)
+    send(broker, "t", b"a", b"b")
+    got = broker.consume.receive("g", "t", max_messages=10)
+    broker.retries.nack("g", [m.receipt_handle for m in got])
+    assert broker.dead_letters.redrive("g").redriven == 2
+    [group] = broker.group_metrics.collect()
+    assert group.dead_letters == 0
+    assert sum(t.lag for t in group.topics) == 2, group.topics
+    again = broker.consume.receive("g", "t", max_messages=10)
+    broker.consume.ack("g", [m.receipt_handle for m in again], lambda _: True)
+    assert sum(t.lag for t in broker.group_metrics.collect()[0].topics) == 0

@@ -3,6 +3,8 @@ queue's batch stopping at the first failure."""
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +13,7 @@ from cirrusmq import ConsumeResult, MessageView
 from cirrusmq.consumer.orderly import GroupSerializer, by_queue, run_orderly_batch
 
 
-def view(queue: int, offset: int, topic: str = "t") -> MessageView:
+def view(queue: int, offset: int, topic: str = "t", handle: str | None = None) -> MessageView:
     return MessageView(
         message_id=f"{queue}-{offset}",
         topic=topic,
@@ -24,7 +26,7 @@ def view(queue: int, offset: int, topic: str = "t") -> MessageView:
         offset=offset,
         born_timestamp=0,
         stored_timestamp=0,
-        receipt_handle=f"h{queue}-{offset}",
+        receipt_handle=handle or f"h{queue}-{offset}",
     )
 
 
@@ -132,3 +134,25 @@ def test_a_batch_waits_only_for_earlier_batches_sharing_a_message_group():
         gates["ab"].set()
         gates["b2"].set()
     assert started[-2:] == ["ab", "b2"] and serializer.busy() == 0
+
+
+def _handle(topic: str, queue: int, offset: int, lease_id: str) -> str:
+    """A receipt handle as the service makes it: base64url JSON of (group, topic, queue,
+    offset, lease id, attempt, invisible until), a dot, its signature."""
+    payload = json.dumps(["g", topic, queue, offset, lease_id, 1, 0], separators=(",", ":"))
+    encoded = base64.urlsafe_b64encode(payload.encode()).rstrip(b"=").decode()
+    return f"{encoded}.c2lnbmF0dXJl"
+
+
+def test_a_redriven_letter_is_a_batch_of_its_own_beside_its_queue_s_delivery():
+    """A redriven FIFO dead letter is shown at its first place (topic f, queue 0) but is
+    leased in the group's retry topic: a batch is one delivery (one lease), so a failure
+    of the letter (its change of invisible time to 0 reaches its own lease only) never
+    leaves the queue's own messages, fetched in the same receive, leased and unrun until
+    their invisible time ends (then redelivered with ``delivery_attempt`` + 1)."""
+    letter = view(0, 1, topic="f", handle=_handle("retry.g.f", 16, 0, "r"))
+    own = [view(0, o, topic="f", handle=_handle("f", 0, o, "l")) for o in (7, 8)]
+    batches = sorted(
+        ([m.offset for m in b] for b in by_queue([own[0], letter, own[1]]).values()), key=len
+    )
+    assert batches == [[1], [7, 8]]

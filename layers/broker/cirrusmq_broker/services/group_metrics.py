@@ -9,7 +9,9 @@ marks (one more per 100 keys), then one Query of the log index per queue holding
 message (for its time). No group: one call. A caught-up group: two, plus the topics Scan.
 
 A queue of a subscribed topic the group never touched counts from offset 0, where the group
-would start reading it.
+would start reading it; so does a queue of the group's retry topic of a subscribed topic
+(``retry.<group>.<topic>``, read by that group only), e.g. the redrive queue a dead-letter
+redrive appended to before the group ever read its retry topic.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from ..model import Topic, TopicStatus
 from ..rules.group_state import GroupQueueState
-from ..rules.retries import dlq_topic
+from ..rules.retries import dlq_topic, retry_topic
 from ..storage.group_catalog import GroupCatalog
 from ..storage.groups import GroupStateStore
 from ..storage.log_index import LogIndex
@@ -81,6 +83,10 @@ class GroupMetricsService:
         """One group's metrics (``topics``: every topic by name, for their queue counts)."""
         states, subscriptions = self._states.list_group(group)
         by_topic: dict[str, dict[int, GroupQueueState]] = {t: {} for t in subscriptions}
+        for name in subscriptions:  # the group's own retry topics: read by it only
+            retry = topics.get(retry_topic(group, name))
+            if retry is not None and retry.status is TopicStatus.ACTIVE:
+                by_topic.setdefault(retry.name, {})
         for state in states:
             by_topic.setdefault(state.topic, {})[state.queue] = state
         for name, queue_states in by_topic.items():

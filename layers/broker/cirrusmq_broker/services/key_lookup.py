@@ -22,14 +22,15 @@ committed, so uncommitted and rolled-back ones are never found.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import heapq
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, TopicNotFound
 from ..model import IndexEntry, StoredMessage, Topic
 from ..rules import key_filter
 from ..rules.retries import DLQ_PREFIX, is_internal, retry_parts
@@ -147,7 +148,10 @@ class KeyLookup:
         return KeyPage(found, None)
 
     def _topic(self, name: str) -> Topic:
-        """A user topic, or a group's retry or dead-letter topic (their names carry a dot)."""
+        """A user topic, or a group's retry or dead-letter topic (their names carry a dot).
+        A retry topic keeps what is appended to it as long as its user topic keeps messages
+        then (retry_topic.py), which may be longer than the retention it was made with: it
+        is searched over the longer of the two."""
         if not is_internal(name):
             return self._topics.active(name)
         parts = retry_parts(name)
@@ -158,7 +162,13 @@ class KeyLookup:
             check_group_name(name[len(DLQ_PREFIX) :])
         else:
             check_topic_name(name)  # raises: no user topic's name has a dot
-        return self._topics.active(name, internal=True)
+        topic = self._topics.active(name, internal=True)
+        if parts is not None:
+            with contextlib.suppress(TopicNotFound):  # gone: the retry topic's own
+                origin = self._topics.active(parts[1])
+                if origin.retention_hours > topic.retention_hours:
+                    topic = replace(topic, retention_hours=origin.retention_hours)
+        return topic
 
     def _first(
         self, topic: Topic, digest: str, begin_ms: int | None, end_ms: int | None, now: int

@@ -11,6 +11,7 @@ from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import (
     MAX_MAX_DELIVERY_ATTEMPTS,
     MIN_MAX_DELIVERY_ATTEMPTS,
+    REDRIVE_QUEUE,
     retry_topic,
 )
 
@@ -248,7 +249,8 @@ def approximate_count(call: Call, queue: QueueName) -> int:
 def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
     """The approximate counts: unread and in-flight messages of the queue's group (an
     in-flight message whose visibility timeout passed counts as visible), those in its retry
-    topic (moved there while flow control held their topic queue) included. Delayed: the
+    topic (moved there while flow control held their topic queue, or sent back there by a
+    dead-letter redrive) included. Delayed: the
     standard queue's delay items, and a FIFO queue's sends whose not-before time is still
     ahead (from the log index, one query per topic queue with unread messages)."""
     description = call.broker.admin.describe_topic(topic.name)
@@ -261,8 +263,12 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         invisible = state.inflight - state.overdue
         inflight += invisible
         visible += max(0, state.lag - invisible)
-    if 0 not in moved:  # the level flow control's moves go to, never received from yet
-        visible += call.broker.heads.get_many(retry, [0])[0].next_offset
+    # queues never received from yet: the level flow control's moves go to, and the one a
+    # dead-letter redrive sends the group's letters back to (one batched read)
+    unread = [q for q in (0, REDRIVE_QUEUE) if q not in moved]
+    if unread:
+        heads = call.broker.heads.get_many(retry, unread)
+        visible += sum(heads[q].next_offset for q in unread)
     now = call.broker.clock()
     held = 0
     for offsets in description.queue_offsets:

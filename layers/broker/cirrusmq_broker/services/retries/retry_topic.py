@@ -19,6 +19,7 @@ last read or moved it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -161,10 +162,22 @@ class RetryTopic:
         return self._retry_topic(group, topic), target.number
 
     def _retry_topic(self, group: str, topic: Topic) -> Topic:
-        """``group``'s retry topic for ``topic`` (a user topic or that retry topic)."""
-        origin = retry_origin(group, topic.name) or topic.name
+        """``group``'s retry topic for ``topic`` (a user topic or that retry topic), to
+        append to: it keeps what is appended now as long as the user topic keeps its
+        messages now (at least ``MIN_RETRY_RETENTION_HOURS``). The retry topic's item keeps
+        the retention of the topic at its first retry, and the topic's may have grown since
+        (a change, or the topic deleted and made again): a retry or a redriven dead letter
+        would expire before the topic's own messages."""
+        origin = retry_origin(group, topic.name)
+        if origin is not None:  # a move from the retry topic itself: its user topic's now
+            with contextlib.suppress(TopicNotFound):  # gone: the retry topic's own
+                topic = self._topics.active(origin)
+        name = retry_topic(group, origin or topic.name)
         retention = max(topic.retention_hours, MIN_RETRY_RETENTION_HOURS)
-        return self._moves.ensure(retry_topic(group, origin), RETRY_TOPIC_QUEUES, retention)
+        retry = self._moves.ensure(name, RETRY_TOPIC_QUEUES, retention)
+        if retry.retention_hours < retention:
+            retry = replace(retry, retention_hours=retention)
+        return retry
 
     def redrive_destination(self, group: str, topic: Topic) -> tuple[Topic, int]:
         """Where ``group``'s dead letters of the user topic ``topic`` go back to: the
