@@ -660,8 +660,12 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
     def _step_op(self, request: Step, group: str, d: Delivery, out: Msg) -> Op:
         """A step's commit (or its retry, the very request again). Its answer is the truth
         of both effects: committed (the ack and the message) or refused (neither); a failed
-        one is retried later (at rest at the latest), and until then neither effect is
-        assumed, so an ack without its message, or a message without its ack, shows."""
+        one is retried later (at rest at the latest). Until then its message is not assumed
+        stored, so a message without its ack shows, and its ack counts as maybe done (the
+        commit may have landed before the failure): the group's next FIFO message may come,
+        and a retry answering the first commit (``duplicate``) is an ack made back then,
+        not one through a handle an offset reset dropped since."""
+        gm = self.groups[group]
 
         def apply(outcome: str, value: Any) -> None:
             entry = (request, group, d, out)
@@ -676,6 +680,10 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                     out.status = "rolled-back"
             elif entry not in self.pending_steps:
                 self.pending_steps.append(entry)
+            maybe = {e[2].body for e in self.pending_steps if e[1] == group}
+            gm.step_maybe_acked, gone = maybe, gm.step_maybe_acked - maybe
+            gm.maybe_acked |= maybe
+            gm.maybe_acked -= gone  # answered: acked (then in ``acked``) or refused
 
         return Op(
             f"step {group} ack {d.body.decode()}#{d.attempt} send {out.body.decode()} "

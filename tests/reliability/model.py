@@ -114,6 +114,9 @@ class GroupModel:
     topics: tuple[str, ...]
     acked: set[bytes] = field(default_factory=set)
     maybe_acked: set[bytes] = field(default_factory=set)
+    step_maybe_acked: set[bytes] = field(default_factory=set)
+    """Messages of exactly-once steps that failed and are not retried to an answer yet:
+    their acks may have landed (in ``maybe_acked`` too, until the steps answer)."""
     visible_at: dict[bytes, int] = field(default_factory=dict)
     """Not deliverable again before this (ms): the known lease's deadline."""
     last_attempt: dict[bytes, int] = field(default_factory=dict)

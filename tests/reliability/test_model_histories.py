@@ -648,3 +648,53 @@ def test_the_move_rules_rest_drains_every_message_sent_to_the_source() -> None:
         assert len(m.mv_sent) == 90 and all(m.mv_sent.values())
 
     replay(steps)
+
+
+def _live_index(m: ReliabilityMachine, group: str, body: bytes) -> int:
+    live = [(g, d) for g, d in m._live(stale_too=False)]
+    return next(i for i, (g, d) in enumerate(live) if g == group and d.body == body)
+
+
+STEP_CRASH_AFTER_COMMIT = Fault(4, "crash")
+"""A step's crash at its fifth AWS call, after its commit in the histories below (their
+logs name the call: a registration refresh, a settled lease's delete)."""
+
+
+def test_a_fifo_message_after_one_a_crashed_step_acked_is_delivered_in_order() -> None:
+    """g1 acks m4 of FIFO group k0, then m5 by a step that crashes after its commit: m5
+    is acked (the commit landed), so m6 comes next. The model assumed neither effect of a
+    failed step until its retry answered, and reported `fifo-order` (seed 73411254,
+    worker 0)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of f (k0: m4-m6)
+        m4 = m.groups["g1"].latest[b"m4"]
+        m._run(1, None, m._ack_op("g1", [m4]))
+        assert m.log[-1] == "[1] ack g1 ['m4'] -> ok ['acked']"
+        m.step(0, _live_index(m, "g1", b"m5"), 0, STEP_CRASH_AFTER_COMMIT)
+        # after the commit, before the delete of the lease it left settled
+        assert "!crash before dynamodb:DeleteItem -> crash" in m.log[-1]
+        m._run(1, None, m._receive_op("g1", "f", 2, 10))
+        assert m.log[-1] == "[1] receive g1 f max 2 invisible 10s -> ok ['m6#1']"
+        m.check_every_step()
+
+    replay(steps)
+
+
+def test_a_step_committed_before_an_offset_reset_answers_its_retry_after_it() -> None:
+    """g2's step acking m1#1 crashes after its commit; an offset reset of g2 on n to
+    earliest follows; the step's retry answers the first commit (`duplicate`). The ack
+    landed before the reset: the model judged it as an ack after the reset, through a
+    handle the reset dropped, and reported `reset-handle-acked` (seed 73411254, worker 1)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 0)  # g2 got m1#1, m2#1 of n
+        m.step(0, _live_index(m, "g2", b"m1"), 0, STEP_CRASH_AFTER_COMMIT)
+        assert "!crash before dynamodb:UpdateItem -> crash" in m.log[-1]
+        m.reset(1, 3, 0, None)  # g2 on n, to earliest
+        assert "reset g2 n to earliest -> ok" in m.log[-1], m.log[-1]
+        m.step_retry(0, 0, None)
+        assert m.log[-1].endswith("-> ok duplicate=True"), m.log[-1]
+        m.check_every_step()
+
+    replay(steps)
