@@ -597,8 +597,10 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         if d.lease is None:
             return
         gm = self.groups[group]
-        for g, x in self._live(stale_too=False):
-            if g != group or x is d or x.lease != d.lease:
+        # each message's latest delivery, retired ones too: a failed change retires the
+        # handle it used (it may have been replaced), not the message's place in the lease
+        for x in list(gm.latest.values()):
+            if x is d or x.lease != d.lease:
                 continue
             if exact:
                 x.deadline = deadline

@@ -698,3 +698,27 @@ def test_a_step_committed_before_an_offset_reset_answers_its_retry_after_it() ->
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_change_of_a_fifo_delivery_moves_a_message_whose_own_change_failed() -> None:
+    """g1 holds m4 and m5 of FIFO group k0 in one delivery; a change of m5's invisible time
+    fails before any write, then one of m4's to 10 s moves the whole delivery (m5 too), so
+    11 s later both come back. The model moved only the live handles' messages, and the
+    failed change had retired m5's: it kept m5's earlier deadline and reported
+    `redelivered-while-invisible` (seed 627254063, worker 1)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of f (10 s)
+        m._run(0, None, m._op_change_invisible(_live_index(m, "g1", b"m4"), 1))
+        assert m.log[-1] == "[0] change_invisible g1 m4#1 30s -> ok m4#1"
+        m.clock.advance(9)
+        m._run(0, Fault(0, "error"), m._op_change_invisible(_live_index(m, "g1", b"m5"), 1))
+        assert "change_invisible g1 m5#1 30s !error before" in m.log[-1], m.log[-1]
+        m._run(0, None, m._op_change_invisible(_live_index(m, "g1", b"m4"), 0))
+        assert m.log[-1] == "[0] change_invisible g1 m4#1 10s -> ok m4#1"
+        m.clock.advance(11)
+        m._run(0, None, m._receive_op("g1", "f", 2, 10))
+        assert m.log[-1] == "[0] receive g1 f max 2 invisible 10s -> ok ['m4#2', 'm5#2']"
+        m.check_every_step()
+
+    replay(steps)
