@@ -554,17 +554,40 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             return None
         group, d = live[p % len(live)]
         seconds = (10, 30, 50)[q % 3]
+        gm = self.groups[group]
+        before: dict[bytes, int] = {}  # paused part-way (interleave): the deadlines then
+
+        def pause() -> Callable[[], None]:
+            before.update(gm.visible_at)
+            return lambda: None
+
+        def moved_meanwhile(until: int) -> int:
+            """A change paused across another request that moved this delivery's deadline
+            (a nack's suspension, another change) may have written before it: the delivery
+            ends at the earlier of the two (a nack's message: its suspension's end)."""
+            if not before:
+                return until
+            keys = [
+                x.body for x in gm.latest.values() if x is d or (d.lease and x.lease == d.lease)
+            ]
+            suspended = self.clock() + NACK_SUSPEND_MS
+            moved = [
+                gm.visible_at.get(k, suspended)
+                for k in keys
+                if gm.visible_at.get(k) != before.get(k)
+            ]
+            return min([until, *moved])
 
         def apply(outcome: str, value: Any) -> None:
-            gm = self.groups[group]
             if outcome == "ok":
                 d.retired = True
+                until = moved_meanwhile(value.invisible_until)
                 new = Delivery(
                     d.body,
                     d.topic,
                     value.receipt_handle,
                     d.attempt,
-                    value.invisible_until,
+                    until,
                     step=len(self.log),
                     via_allowance=d.via_allowance,
                     copy=d.copy,  # the same copy: a nack or ack through the new handle ends it
@@ -572,9 +595,9 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                 )
                 gm.deliveries.append(new)
                 gm.latest[d.body] = new
-                gm.visible_at[d.body] = value.invisible_until
-                gm.copy_visible_at[d.copy] = value.invisible_until
-                self._move_lease(group, d, value.invisible_until, exact=True)
+                gm.visible_at[d.body] = until
+                gm.copy_visible_at[d.copy] = until
+                self._move_lease(group, d, until, exact=True)
             elif not isinstance(value, BrokerError) or value.__class__.__name__ not in (
                 "ReceiptHandleExpired",
             ):
@@ -588,6 +611,7 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             f"change_invisible {group} {d.body.decode()}#{d.attempt} {seconds}s",
             lambda broker: broker.consume.change_invisible(self.n(group), d.handle, seconds),
             apply,
+            in_flight=pause,
         )
 
     def _move_lease(self, group: str, d: Delivery, deadline: int, *, exact: bool) -> None:

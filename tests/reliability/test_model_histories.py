@@ -722,3 +722,25 @@ def test_a_change_of_a_fifo_delivery_moves_a_message_whose_own_change_failed() -
         m.check_every_step()
 
     replay(steps)
+
+
+def test_a_change_paused_across_a_nack_of_its_fifo_delivery_may_end_at_the_nacks_time() -> None:
+    """g1 changes m5's invisible time to 50 s; the change pauses after its write while a
+    nack of m5 on the other container suspends the delivery (m4 and m5) for 10 s, then
+    answers its own 50 s. Its write came first, so the delivery comes back after the
+    nack's 10 s: the model took the change's answer as the last word and reported
+    `redelivered-while-invisible` (seed 603705569, worker 0)."""
+
+    def steps(m: ReliabilityMachine) -> None:
+        m.start_with_messages_in_flight(0, 0, 1)  # g1 got m4#1, m5#1 of f (10 s)
+        m5 = m.groups["g1"].latest[b"m5"]
+        change = m._op_change_invisible(_live_index(m, "g1", b"m5"), 2)
+        m._interleave(1, change, 3, m._nack_op("g1", m5))  # after its write
+        assert m.log[-2].startswith("[0] nack g1 m5#1 (while [1] change_invisible g1 m5#1 50s")
+        assert m.log[-1].endswith("(paused before call 3) -> ok m5#1"), m.log[-1]
+        m.clock.advance(11)
+        m._run(0, None, m._receive_op("g1", "f", 2, 10))
+        assert m.log[-1] == "[0] receive g1 f max 2 invisible 10s -> ok ['m4#2', 'm5#2']"
+        m.check_every_step()
+
+    replay(steps)
