@@ -713,7 +713,7 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         tests=(
-            "tests/broker/services/delivery/test_late_ack_of_fifo_redelivery.py::"
+            "tests/broker/services/delivery/test_two_handles_of_one_fifo_lease.py::"
             "test_one_ack_of_both_deliveries_of_a_fifo_lease_acks_the_current_one",
         ),
     ),

@@ -55,23 +55,3 @@ def test_latest_leaves_an_earlier_handle_of_a_fifo_delivery_refused(broker, cloc
         3,
         3,
     ]
-
-
-@pytest.mark.parametrize("within_visibility", [False, True])
-def test_one_ack_of_both_deliveries_of_a_fifo_lease_acks_the_current_one(
-    broker, clock, within_visibility
-):
-    """Both handles name the same lease item (a redelivery in place keeps its slot): the ack
-    must not write that item twice in one transaction, which DynamoDB refuses as a whole."""
-    broker.admin.create_topic("f", queues=1, message_type=MessageType.FIFO.value)
-    broker.produce.send("f", [MessageInput(b"1", message_group="k")])
-    [first] = broker.consume.receive("g", "f", invisible_seconds=10)
-    clock.advance(11)
-    [again] = broker.consume.receive("g", "f", invisible_seconds=10)
-    assert again.message.offset == first.message.offset
-    outcomes = broker.consume.ack(
-        "g", [first.receipt_handle, again.receipt_handle], within_visibility=within_visibility
-    )
-    assert [o.status for o in outcomes] == ["expired", "acked"]
-    clock.advance(11)
-    assert broker.consume.receive("g", "f", invisible_seconds=10) == []

@@ -19,6 +19,20 @@ def _two_deliveries(broker, clock):
     return first, again
 
 
+@pytest.mark.parametrize("within_visibility", [False, True])
+def test_one_ack_of_both_deliveries_of_a_fifo_lease_acks_the_current_one(
+    broker, clock, within_visibility
+):
+    """The ack must not write the lease item twice in one transaction."""
+    first, again = _two_deliveries(broker, clock)
+    outcomes = broker.consume.ack(
+        "g", [first.receipt_handle, again.receipt_handle], within_visibility=within_visibility
+    )
+    assert [o.status for o in outcomes] == ["expired", "acked"]
+    clock.advance(11)
+    assert broker.consume.receive("g", "f", invisible_seconds=10) == []
+
+
 @pytest.mark.parametrize("order", ["stale_first", "current_first"])
 def test_one_nack_of_both_deliveries_of_a_fifo_lease(broker, clock, order):
     first, again = _two_deliveries(broker, clock)
