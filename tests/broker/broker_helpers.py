@@ -160,6 +160,28 @@ class Crash(BaseException):
     """The process dies here (not an error any code catches)."""
 
 
+def commit_then_crash(monkeypatch: Any, broker: Broker, request: Any) -> None:
+    """Run the exactly-once step ``request`` to its commit, then crash (the appender's
+    transaction landed, the answer never left): raises nothing, the patch is undone."""
+    from cirrusmq_broker.storage.appends import BatchAppender
+
+    commit = BatchAppender.append_streams
+
+    def committed_then_dead(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        commit(self, *args, **kwargs)
+        raise Crash()
+
+    monkeypatch.setattr(BatchAppender, "append_streams", committed_then_dead)
+    try:
+        broker.consume_produce.commit(request)
+    except Crash:
+        pass
+    else:
+        raise AssertionError("the step did not reach its commit")
+    finally:
+        monkeypatch.undo()
+
+
 def crashing_at(n: int, action: Callable[[], object]) -> bool:
     """Run ``action`` dying before its ``n``-th AWS call; True if it died."""
     count = itertools.count()

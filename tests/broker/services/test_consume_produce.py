@@ -12,7 +12,14 @@ import itertools
 
 import boto3
 import pytest
-from broker_helpers import Crash, create_fifo_topic, object_keys, send, stream_count
+from broker_helpers import (
+    Crash,
+    commit_then_crash,
+    create_fifo_topic,
+    object_keys,
+    send,
+    stream_count,
+)
 from cirrusmq_broker.clock import wall_ms
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import (
@@ -30,7 +37,6 @@ from cirrusmq_broker.rules.transaction_state import REGISTRATION_KEEP_SECONDS
 from cirrusmq_broker.services.consume_produce import MAX_STEP_ITEMS, Step
 from cirrusmq_broker.services.delays import release
 from cirrusmq_broker.services.janitor import PURGE_DELAY_SECONDS
-from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.transactions import TransactionStore
 
@@ -317,16 +323,7 @@ def test_a_step_whose_answer_is_lost_after_its_commit_is_answered_by_its_retry(
 ):
     source, sink, group, got, producer = scene(broker)
     request = step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
-    commit = BatchAppender.append_streams
-
-    def committed_then_dead(self, *args, **kwargs):
-        commit(self, *args, **kwargs)
-        raise Crash()
-
-    monkeypatch.setattr(BatchAppender, "append_streams", committed_then_dead)
-    with pytest.raises(Crash):
-        broker.consume_produce.commit(request)
-    monkeypatch.undo()
+    commit_then_crash(monkeypatch, broker, request)
 
     again = broker.consume_produce.commit(request)
     assert again.duplicate and [r.offset for r in again.receipts] == [0]

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import boto3
 import pytest
-from broker_helpers import Crash
+from broker_helpers import commit_then_crash
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.model import MessageInput, ProducerStamp
 from cirrusmq_broker.services.consume_produce import Step
 from cirrusmq_broker.services.delays import release
-from cirrusmq_broker.storage.appends import BatchAppender
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.delays.invoke import register_local
 
@@ -356,16 +355,7 @@ def test_a_retried_step_whose_first_attempt_died_before_its_wake_wakes_the_sched
         receipt_handles=(got.receipt_handle,),
         outputs=(("t", (MessageInput(b"soon", delay_level=3),)),),  # due in 10 s
     )
-    commit = BatchAppender.append_streams
-
-    def committed_then_dead(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        commit(self, *args, **kwargs)
-        raise Crash()
-
-    monkeypatch.setattr(BatchAppender, "append_streams", committed_then_dead)
-    with pytest.raises(Crash):
-        broker.consume_produce.commit(request)
-    monkeypatch.undo()
+    commit_then_crash(monkeypatch, broker, request)
     assert starts == []
 
     assert broker.consume_produce.commit(request).duplicate
