@@ -69,6 +69,26 @@ def push(endpoint, credentials, group, source, listener, producer, **options) ->
     )
 
 
+def assert_stops_fenced(endpoint, credentials, group, source, listener, producer) -> None:
+    """A push consumer stepping with the fenced ``producer`` stops with ProducerFencedError
+    (then the producer is closed)."""
+    with (
+        producer,
+        push(
+            endpoint,
+            credentials,
+            group,
+            source,
+            listener,
+            producer,
+            receive_batch_size=1,
+            max_cached_messages=1,
+        ) as zombie,
+    ):
+        wait_until(lambda: zombie.fetch_error is not None)
+        assert isinstance(zombie.fetch_error, ProducerFencedError)
+
+
 def test_per_message_each_step_sends_its_output_once_and_acks_its_input(
     endpoint, credentials, admin, stage, cirrusmq_stack
 ):
@@ -280,21 +300,7 @@ def test_a_fenced_producer_stops_the_push_consumer_and_sends_nothing(
     ExactlyOnceProducer(
         endpoint, credentials, producer_group=producer_group, transactional_id="stage"
     ).close()  # a newer instance registered: the old one is fenced
-    with (
-        old,
-        push(
-            endpoint,
-            credentials,
-            group,
-            source,
-            enrich,
-            old,
-            receive_batch_size=1,
-            max_cached_messages=1,
-        ) as zombie,
-    ):
-        wait_until(lambda: zombie.fetch_error is not None)
-        assert isinstance(zombie.fetch_error, ProducerFencedError)
+    assert_stops_fenced(endpoint, credentials, group, source, enrich, old)
 
     assert len(calls) == 1  # it took no message after its step was refused
     assert drain(endpoint, credentials, sink) == []
@@ -324,21 +330,7 @@ def test_a_producer_fenced_before_the_consumer_started_stops_it_too(
     with pytest.raises(ProducerFencedError):
         step.commit()
     assert old.fenced
-    with (
-        old,
-        push(
-            endpoint,
-            credentials,
-            group,
-            source,
-            enrich,
-            old,
-            receive_batch_size=1,
-            max_cached_messages=1,
-        ) as zombie,
-    ):
-        wait_until(lambda: zombie.fetch_error is not None)
-        assert isinstance(zombie.fetch_error, ProducerFencedError)
+    assert_stops_fenced(endpoint, credentials, group, source, enrich, old)
 
     assert calls == []
     assert drain(endpoint, credentials, sink) == []
