@@ -69,6 +69,17 @@ def push(endpoint, credentials, group, source, listener, producer, **options) ->
     )
 
 
+def fenced_producer(endpoint, credentials, producer_group) -> ExactlyOnceProducer:
+    """An instance of transactional id ``stage`` that a newer one has fenced."""
+    old = ExactlyOnceProducer(
+        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
+    )
+    ExactlyOnceProducer(
+        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
+    ).close()  # a newer instance registered: the old one is fenced
+    return old
+
+
 def assert_stops_fenced(endpoint, credentials, group, source, listener, producer) -> None:
     """A push consumer stepping with the fenced ``producer`` stops with ProducerFencedError
     (then the producer is closed)."""
@@ -294,12 +305,7 @@ def test_a_fenced_producer_stops_the_push_consumer_and_sends_nothing(
         step.send(Message(sink, message.body + b"+enriched"))
         return ConsumeResult.SUCCESS
 
-    old = ExactlyOnceProducer(
-        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
-    )
-    ExactlyOnceProducer(
-        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
-    ).close()  # a newer instance registered: the old one is fenced
+    old = fenced_producer(endpoint, credentials, producer_group)
     assert_stops_fenced(endpoint, credentials, group, source, enrich, old)
 
     assert len(calls) == 1  # it took no message after its step was refused
@@ -319,12 +325,7 @@ def test_a_producer_fenced_before_the_consumer_started_stops_it_too(
         step.send(Message(sink, message.body + b"+enriched"))
         return ConsumeResult.SUCCESS
 
-    old = ExactlyOnceProducer(
-        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
-    )
-    ExactlyOnceProducer(
-        endpoint, credentials, producer_group=producer_group, transactional_id="stage"
-    ).close()  # a newer instance registered: the old one is fenced
+    old = fenced_producer(endpoint, credentials, producer_group)
     step = old.exactly_once(SimpleNamespace(group=group))
     step.send(Message(sink, b"from a zombie"))
     with pytest.raises(ProducerFencedError):
