@@ -151,8 +151,20 @@ def test_report_writes_charts_and_tables_from_fixed_inputs(tmp_path: Path, deplo
     # every figure says when and where it ran; the loaded machine is said
     assert page.count("Measured 2026-12-02 02:30 UTC (42 s) on 2 cores") == 6
     assert "load average 8.5 at the start and 9.25 at the end" in page
-    assert "**The machine was loaded** (load average up to 9.25 on 2 cores" in page
+    assert "**The machine was loaded** (load average 8.5 before the steps, up to 9.25" in page
     assert "**Quick run**" in page
+
+
+def test_the_steps_own_load_does_not_make_the_machine_loaded(
+    tmp_path: Path, deploy_md: Path
+) -> None:
+    # quiet before the first step; the benchmark's own processes load both cores while it runs
+    core = {**with_data(CORE), "start": stamp(0.2), "end": stamp(2.1)}
+    spark = {**with_data(SPARK), "start": stamp(2.1), "end": stamp(2.3)}
+    page = write_report(
+        {"core": core, "spark": spark}, tmp_path / "b", quick=False, deploy_md=deploy_md
+    ).read_text()
+    assert "The machine was loaded" not in page
 
 
 def test_a_failed_step_is_reported_as_not_measured(tmp_path: Path, deploy_md: Path) -> None:
