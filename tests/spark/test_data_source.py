@@ -54,6 +54,28 @@ def test_batch_read_equals_what_consumers_received(
     assert grouped.rdd.getNumPartitions() == 6  # per queue: 2 objects, then 1
 
 
+def test_a_read_is_packed_over_the_sessions_cores_across_queues(
+    spark, cirrusmq_stack, admin, producer, topic_name
+):
+    admin.create_topic(topic_name, queues=3)
+    send_batches(producer, topic_name, batches=3, per_batch=12, queues=3)  # 9 small objects
+    one_each = sorted(
+        map(_row, load(spark, cirrusmq_stack, topic_name, objectsPerPartition="1").collect())
+    )
+    assert len(one_each) == 36
+
+    packed = load(spark, cirrusmq_stack, topic_name)
+    # register(spark) made the session's parallelism (local[2]) the default minPartitions
+    assert spark.sparkContext.defaultParallelism == 2
+    assert packed.rdd.getNumPartitions() == 2
+    assert sorted(map(_row, packed.collect())) == one_each
+    # a read's own option wins, whatever its case
+    assert load(spark, cirrusmq_stack, topic_name, minpartitions="5").rdd.getNumPartitions() == 5
+    single = load(spark, cirrusmq_stack, topic_name, minPartitions="1")
+    assert single.rdd.getNumPartitions() == 1
+    assert sorted(map(_row, single.collect())) == one_each
+
+
 def test_offset_options_follow_kafka_semantics(spark, cirrusmq_stack, admin, producer, topic_name):
     admin.create_topic(topic_name, queues=2)
     send_batches(

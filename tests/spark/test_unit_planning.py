@@ -15,10 +15,12 @@ from cirrusmq.spark.options import (
     StackOptions,
     parse_offsets,
 )
-from cirrusmq.spark.planning import Slice, limit_offsets
+from cirrusmq.spark.planning import Slice, limit_offsets, pack
 from cirrusmq.spark.rows import ARROW_SCHEMA, slice_rows
 from cirrusmq_broker.codec import encode_batch
 from cirrusmq_broker.model import NewMessage, ProducerStamp
+
+MiB = 1024 * 1024
 
 
 def test_offsets_are_words_or_json_per_queue():
@@ -39,10 +41,52 @@ def test_options_are_case_insensitive_and_checked():
     with pytest.raises(OptionError, match="queueHeadsTable"):
         StackOptions.parse({"bucket": "b", "logIndexTable": "i"})
     read = ReadOptions.parse({"topic": "t", "maxOffsetsPerTrigger": "10"})
-    assert (read.max_offsets_per_trigger, read.objects_per_partition) == (10, 8)
-    for bad in ({}, {"topic": "t", "objectsPerPartition": "0"}, {"topic": "t", "queues": "x"}):
+    assert (read.max_offsets_per_trigger, read.objects_per_partition) == (10, None)
+    assert (read.max_partition_bytes, read.open_cost_bytes, read.min_partitions) == (
+        128 * MiB,
+        4 * MiB,
+        1,
+    )
+    for bad in (
+        {},
+        {"topic": "t", "objectsPerPartition": "0"},
+        {"topic": "t", "queues": "x"},
+        {"topic": "t", "minPartitions": "0"},
+        {"topic": "t", "maxPartitionBytes": "0"},
+        {"topic": "t", "openCostInBytes": "-1"},
+    ):
         with pytest.raises(OptionError):
             ReadOptions.parse(bad)
+
+
+def slices_of(*sizes: int, queue: int = 0) -> list[Slice]:
+    return [Slice(queue, f"q{queue}/{i}", i, i, i + 1, size) for i, size in enumerate(sizes)]
+
+
+def test_objects_are_packed_by_bytes_across_queues():
+    small = slices_of(*[128 * 1024] * 5, queue=0) + slices_of(*[128 * 1024] * 5, queue=1)
+
+    def packed(slices: list[Slice], **options: int) -> list[list[Slice]]:
+        settings = {"max_partition_bytes": 128 * MiB, "open_cost_bytes": 4 * MiB}
+        settings = {**settings, "min_partitions": 1, **options}
+        groups = pack(slices, **settings)
+        assert [s for g in groups for s in g] == slices  # every slice once, in order
+        return groups
+
+    # small objects: one task for them all, or as many as the cores, spanning queues
+    assert [len(g) for g in packed(small)] == [10]
+    assert [len(g) for g in packed(small, min_partitions=2)] == [5, 5]
+    assert [len(g) for g in packed(small, min_partitions=3)] == [3, 4, 3]
+    # never more tasks than objects
+    assert [len(g) for g in packed(small[:2], min_partitions=8)] == [1, 1]
+    # large objects: a task gets about max_partition_bytes
+    large = slices_of(*[60 * MiB] * 6)
+    assert [len(g) for g in packed(large)] == [2, 2, 2]
+    assert [len(g) for g in packed(large, min_partitions=6)] == [1] * 6
+    # an object counts its round trip: many tiny objects are not one task per object
+    tiny = slices_of(*[1024] * 100)
+    assert [len(g) for g in packed(tiny, min_partitions=4)] == [25] * 4
+    assert packed([], min_partitions=2) == []
 
 
 def test_offset_limit_is_shared_by_backlog():

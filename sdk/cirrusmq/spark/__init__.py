@@ -15,10 +15,23 @@ FORMAT = "cirrusmq"
 
 
 def register(spark: Any) -> None:
-    """Register the ``cirrusmq`` data source with ``spark`` (a SparkSession)."""
-    from .source import CirrusMQDataSource
+    """Register the ``cirrusmq`` data source with ``spark`` (a SparkSession). A read is
+    split over at least the session's default parallelism (option ``minPartitions``)."""
+    from .source import with_defaults
 
-    spark.dataSource.register(CirrusMQDataSource)
+    parallelism = _default_parallelism(spark)
+    defaults = {"minPartitions": str(parallelism)} if parallelism else {}
+    spark.dataSource.register(with_defaults(defaults))
+
+
+def _default_parallelism(spark: Any) -> int | None:
+    """The cores Spark splits work over, as its file sources take them (None: unknown;
+    a Spark Connect session has no SparkContext)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect: fall back to the configured value
+        configured = spark.conf.get("spark.default.parallelism", None)
+        return int(configured) if configured else None
 
 
 def options_from_profile(

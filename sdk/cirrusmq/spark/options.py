@@ -19,6 +19,12 @@ LATEST = -1
 """Kafka's convention in JSON offsets: -1 is the queue's end (the next offset)."""
 
 DEFAULT_OBJECTS_PER_PARTITION = 8
+"""Objects per input partition of a trace read (``format("cirrusmq")`` with ``trace``)."""
+DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
+"""Spark's ``spark.sql.files.maxPartitionBytes``: the most bytes one read task is given."""
+DEFAULT_OPEN_COST_BYTES = 4 * 1024 * 1024
+"""Spark's ``spark.sql.files.openCostInBytes``: an object's GET counted as this many bytes
+more (a task of many small objects spends its time on round trips, not bytes)."""
 DEFAULT_FETCH_THREADS = 4
 """Batch objects a read task fetches at once (a GET is mostly waiting for the answer)."""
 MAX_FETCH_THREADS = 64
@@ -132,21 +138,40 @@ class ReadOptions:
     starting_timestamp: int | None
     ending_timestamp: int | None
     queues: int | None
-    objects_per_partition: int
+    objects_per_partition: int | None
+    """``objectsPerPartition``: input partitions of at most that many objects of one queue;
+    None (the default): partitions packed by bytes (:attr:`max_partition_bytes`...)."""
     max_offsets_per_trigger: int | None
     read_large_bodies: bool = False
     """``largeBodies=read``: a large message's ``body`` is its object's content (each read
     whole into the executor's memory); ``pointer`` (the default): the pointer JSON."""
     fetch_threads: int = DEFAULT_FETCH_THREADS
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
+    min_partitions: int = 1
+    """``minPartitions``: split a read over at least this many tasks while it has as many
+    objects; ``register(spark)`` makes the session's default parallelism the default."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         topic = get(options, "topic")
         if not topic:
             raise OptionError("the cirrusmq data source needs the option 'topic'")
-        per_partition = _int(options, "objectsPerPartition", DEFAULT_OBJECTS_PER_PARTITION)
-        if per_partition < 1:
+        per_partition = _int(options, "objectsPerPartition", None)
+        if per_partition is not None and per_partition < 1:
             raise OptionError("objectsPerPartition must be at least 1")
+        packing = {
+            name: _int(options, name, default)
+            for name, default in (
+                ("maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES),
+                ("openCostInBytes", DEFAULT_OPEN_COST_BYTES),
+                ("minPartitions", 1),
+            )
+        }
+        if packing["maxPartitionBytes"] < 1 or packing["minPartitions"] < 1:
+            raise OptionError("maxPartitionBytes and minPartitions must be at least 1")
+        if packing["openCostInBytes"] < 0:
+            raise OptionError("openCostInBytes must not be negative")
         max_offsets = _int(options, "maxOffsetsPerTrigger", None)
         if max_offsets is not None and max_offsets < 1:
             raise OptionError("maxOffsetsPerTrigger must be at least 1")
@@ -167,6 +192,9 @@ class ReadOptions:
             objects_per_partition=per_partition,
             max_offsets_per_trigger=max_offsets,
             fetch_threads=fetch_threads,
+            max_partition_bytes=packing["maxPartitionBytes"],
+            open_cost_bytes=packing["openCostInBytes"],
+            min_partitions=packing["minPartitions"],
         )
 
 

@@ -165,17 +165,47 @@ class QueueLog:
         return found
 
     def plan(
-        self, start: dict[int, int], end: dict[int, int], objects_per_partition: int
+        self, start: dict[int, int], end: dict[int, int], read: ReadOptions
     ) -> list[list[Slice]]:
-        """The slices of ``[start, end)`` of every queue, in groups of at most
-        ``objects_per_partition`` objects (one Spark input partition each)."""
+        """The slices of ``[start, end)`` of every queue, in groups (one Spark input
+        partition each): packed by bytes (:func:`pack`), or, with ``objectsPerPartition``,
+        at most that many objects of one queue each."""
         found = _each_queue(lambda q: self.slices(q, start[q], end.get(q, start[q])), start)
+        per_object = read.objects_per_partition
+        if per_object is None:
+            return pack(
+                [s for queue in sorted(found) for s in found[queue]],
+                max_partition_bytes=read.max_partition_bytes,
+                open_cost_bytes=read.open_cost_bytes,
+                min_partitions=read.min_partitions,
+            )
         groups: list[list[Slice]] = []
         for queue in sorted(found):
             slices = found[queue]
-            for i in range(0, len(slices), objects_per_partition):
-                groups.append(slices[i : i + objects_per_partition])
+            for i in range(0, len(slices), per_object):
+                groups.append(slices[i : i + per_object])
         return groups
+
+
+def pack(
+    slices: list[Slice], *, max_partition_bytes: int, open_cost_bytes: int, min_partitions: int
+) -> list[list[Slice]]:
+    """``slices`` in consecutive groups of about equal weight, as Spark splits files: an
+    object weighs its bytes plus ``open_cost_bytes``; there are enough groups that none
+    weighs much over ``max_partition_bytes``, and at least ``min_partitions`` (at most one
+    per object). Groups keep the order of ``slices``, and may span queues."""
+    if not slices:
+        return []
+    weights = [s.size_bytes + open_cost_bytes for s in slices]
+    total = max(1, sum(weights))
+    count = min(len(slices), max(min_partitions, -(-total // max_partition_bytes)))
+    groups: list[list[Slice]] = [[] for _ in range(count)]
+    before = 0
+    for piece, weight in zip(slices, weights, strict=True):
+        # the group whose share of the total holds the middle of this object
+        groups[min(count - 1, (before + weight // 2) * count // total)].append(piece)
+        before += weight
+    return [group for group in groups if group]
 
 
 def _each_queue(work: Callable[[int], T], queues: Iterable[int]) -> dict[int, T]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .options import LATEST, ReadOptions, StackOptions
+from .options import LATEST, ReadOptions, StackOptions, get
 from .planning import QueueLog, Slice, limit_offsets
 from .schema import SCHEMA_DDL
 from .trace import TRACE_SCHEMA_DDL, TraceBatchReader, TraceQuery, wants_trace
@@ -48,6 +48,16 @@ class ObjectsPartition(InputPartition):
 
 class CirrusMQDataSource(DataSource):
     """``spark.read.format("cirrusmq")`` / ``spark.readStream.format("cirrusmq")``."""
+
+    defaults: ClassVar[dict[str, str]] = {}
+    """Options a read gets unless it sets them (:func:`with_defaults`)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        merged = dict(options)
+        for name, value in self.defaults.items():
+            if get(options, name) is None:
+                merged[name] = value
+        super().__init__(merged)
 
     @classmethod
     def name(cls) -> str:
@@ -71,6 +81,13 @@ class CirrusMQDataSource(DataSource):
         )
 
 
+def with_defaults(defaults: dict[str, str]) -> type[CirrusMQDataSource]:
+    """The data source with ``defaults`` for options a read leaves unset (a class of its
+    own, which Spark ships to its Python workers by value, defaults included)."""
+    namespace = {"defaults": defaults, "__module__": __name__}
+    return type(CirrusMQDataSource.__name__, (CirrusMQDataSource,), namespace)
+
+
 class _Reading:
     stack: StackOptions
     query: ReadOptions
@@ -92,7 +109,7 @@ class _Reading:
         return QueueLog(self.stack, self.query.topic, self.query.queues)
 
     def _partitions(self, log: QueueLog, start: dict[int, int], end: dict[int, int]) -> list:
-        groups = log.plan(start, end, self.query.objects_per_partition)
+        groups = log.plan(start, end, self.query)
         return [ObjectsPartition(group) for group in groups]
 
 
