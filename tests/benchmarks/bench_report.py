@@ -89,7 +89,7 @@ STEPS = (
     Step(
         "spark",
         "spark_read.py",
-        ("--messages", "20000", "--repeat", "3"),
+        ("--messages", "20000", "--repeat", "5"),
         ("--messages", "2000", "--repeat", "1"),
         "Spark rows/s: the data source vs Parquet readers",
     ),
@@ -513,6 +513,15 @@ def section_spark(record: dict[str, Any] | None, out: Path, lines: list[str]) ->
     ]
     for name, r in data["readers"].items():
         lines.append(f"| {name} | {r['rows']:,} | {r['best_s']:.2f} | {r['rows_per_s']:,.0f} |")
+    ratios, goals = data.get("ratios"), data.get("goals", {})
+    if ratios:
+        said = [
+            f"of the {what} {ratios[key]:.2f} (goal ≥ {goals[key]}: "
+            + ("met" if ratios[key] >= goals[key] else "**not met**")
+            + ")"
+            for key, what in (("baseline", "S3 baseline"), ("native", "native reader"))
+        ]
+        lines += ["", "The data source's rows/s as a share: " + "; ".join(said) + "."]
     lines += ["", f"_{stamp(record)}_", ""]
 
 

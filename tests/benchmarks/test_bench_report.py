@@ -90,6 +90,8 @@ SPARK = {
         "data source (8 objects/task)": {"rows": 2000, "best_s": 2.0, "rows_per_s": 1000.0},
         "native Parquet, local mirror": {"rows": 2000, "best_s": 0.5, "rows_per_s": 4000.0},
     },
+    "ratios": {"baseline": 0.93, "native": 0.25},
+    "goals": {"baseline": 0.8, "native": 0.5},
 }
 DELAYS = {
     "messages": 100,
@@ -145,6 +147,8 @@ def test_report_writes_charts_and_tables_from_fixed_inputs(tmp_path: Path, deplo
     assert "| PushConsumer adaptive polling (cap 10 s) | $0.7700 | core_queue.py |" in page
     assert "$0.0391" in page and "wake-up p50 123 ms" in page
     assert "| native Parquet, local mirror | 2,000 | 0.50 | 4,000 |" in page
+    assert "of the S3 baseline 0.93 (goal ≥ 0.8: met); of the native reader 0.25" in page
+    assert "(goal ≥ 0.5: **not met**)" in page
     assert "| received | 1,310 | 2,920 | 2,990 |" in page
     assert "docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html" in page
     assert "an estimate on paper, not a measurement" in page
