@@ -59,6 +59,13 @@ class QueueHeads:
         found = batch_get(self._client, [self.to_read(topic, queues, consistent)])[self.table]
         return self.parse(topic, queues, found)
 
+    def get_of_topics(self, queues: dict[str, list[int]]) -> dict[str, dict[int, QueueHead]]:
+        """:meth:`get_many` of several topics' queues (topic → queues) in one batched call
+        (a call per 100 heads)."""
+        reads = [self.to_read(topic, wanted) for topic, wanted in queues.items()]
+        found = batch_get(self._client, reads)[self.table] if reads else []
+        return {topic: self.parse(topic, wanted, found) for topic, wanted in queues.items()}
+
     def to_read(self, topic: str, queues: list[int], consistent: bool = False) -> KeysToRead:
         """The keys of ``queues``' heads, for a batched read with other tables."""
         return KeysToRead(self.table, [self.key(topic, q) for q in queues], consistent)
