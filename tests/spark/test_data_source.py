@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+from cirrusmq.spark import register
+from cirrusmq.spark.source import CirrusMQDataSource
 from pyspark.errors import PySparkException
 from spark_helpers import drain, load, send_batches
 
@@ -74,6 +77,19 @@ def test_a_read_is_packed_over_the_sessions_cores_across_queues(
     single = load(spark, cirrusmq_stack, topic_name, minPartitions="1")
     assert single.rdd.getNumPartitions() == 1
     assert sorted(map(_row, single.collect())) == one_each
+
+
+def test_the_plain_class_registered_splits_over_the_planning_machines_cores(
+    spark, cirrusmq_stack, admin, producer, topic_name
+):
+    admin.create_topic(topic_name, queues=3)
+    send_batches(producer, topic_name, batches=3, per_batch=12, queues=3)  # 9 small objects
+    spark.dataSource.register(CirrusMQDataSource)  # as PySpark's docs register a source
+    try:
+        tasks = load(spark, cirrusmq_stack, topic_name).rdd.getNumPartitions()
+    finally:
+        register(spark)
+    assert tasks == min(9, os.cpu_count() or 1)
 
 
 def test_offset_options_follow_kafka_semantics(spark, cirrusmq_stack, admin, producer, topic_name):

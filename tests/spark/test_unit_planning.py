@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cirrusmq.spark import _default_parallelism
 from cirrusmq.spark.options import (
     EARLIEST,
     LATEST,
@@ -19,6 +21,8 @@ from cirrusmq.spark.planning import Slice, limit_offsets, pack
 from cirrusmq.spark.rows import ARROW_SCHEMA, slice_rows
 from cirrusmq_broker.codec import encode_batch
 from cirrusmq_broker.model import NewMessage, ProducerStamp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 MiB = 1024 * 1024
 
@@ -45,7 +49,7 @@ def test_options_are_case_insensitive_and_checked():
     assert (read.max_partition_bytes, read.open_cost_bytes, read.min_partitions) == (
         128 * MiB,
         4 * MiB,
-        1,
+        None,  # the session's parallelism (register), else the planning machine's cores
     )
     for bad in (
         {},
@@ -76,7 +80,7 @@ def test_objects_are_packed_by_bytes_across_queues():
     # small objects: one task for them all, or as many as the cores, spanning queues
     assert [len(g) for g in packed(small)] == [10]
     assert [len(g) for g in packed(small, min_partitions=2)] == [5, 5]
-    assert [len(g) for g in packed(small, min_partitions=3)] == [3, 4, 3]
+    assert [len(g) for g in packed(small, min_partitions=3)] == [4, 4, 2]  # heaviest: 4
     # never more tasks than objects
     assert [len(g) for g in packed(small[:2], min_partitions=8)] == [1, 1]
     # large objects: a task gets about max_partition_bytes
@@ -87,6 +91,38 @@ def test_objects_are_packed_by_bytes_across_queues():
     tiny = slices_of(*[1024] * 100)
     assert [len(g) for g in packed(tiny, min_partitions=4)] == [25] * 4
     assert packed([], min_partitions=2) == []
+    # no task of several objects over max_partition_bytes (70 MiB each with the open cost)
+    assert [len(g) for g in packed(slices_of(*[66 * MiB] * 4))] == [1, 1, 1, 1]
+    # uneven sizes: still min_partitions tasks while there are as many objects
+    assert [len(g) for g in packed(slices_of(100 * MiB, 1024, 1024, 1024), min_partitions=4)] == [
+        1,
+        1,
+        1,
+        1,
+    ]
+    lopsided = slices_of(64 * MiB, *[1024] * 20)
+    assert len(packed(lopsided, min_partitions=8)) == 8
+    assert len(packed(slices_of(*[0] * 6), open_cost_bytes=0, min_partitions=3)) == 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 300 * MiB), max_size=40),
+    max_bytes=st.integers(1, 256 * MiB),
+    open_cost=st.integers(0, 8 * MiB),
+    minimum=st.integers(1, 50),
+)
+def test_packing_reads_every_object_once_within_the_limits(sizes, max_bytes, open_cost, minimum):
+    slices = slices_of(*sizes)
+    groups = pack(
+        slices, max_partition_bytes=max_bytes, open_cost_bytes=open_cost, min_partitions=minimum
+    )
+    assert [s for g in groups for s in g] == slices  # every slice once, in order
+    assert all(groups)
+    assert len(groups) >= min(len(slices), minimum)
+    for group in groups:
+        if len(group) > 1:
+            assert sum(max(1, s.size_bytes + open_cost) for s in group) <= max_bytes
 
 
 def test_offset_limit_is_shared_by_backlog():
@@ -369,3 +405,27 @@ def test_reading_large_bodies_keeps_the_pointer_of_an_object_larger_than_stated(
             stack, "a", [Slice(0, key, 0, 0, 1, len(data), 1)], read_large_bodies=True
         )
     assert batch.column("body").to_pylist() == [body]
+
+
+class NoContext:
+    """A Spark Connect session as register() sees it: no SparkContext, a conf."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = self
+        self._values = conf
+
+    @property
+    def sparkContext(self):  # noqa: N802 - SparkSession's name
+        raise RuntimeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext")
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self._values.get(name, default)
+
+
+def test_default_parallelism_without_a_spark_context():
+    assert _default_parallelism(NoContext({"spark.master": "local[3]"})) == 3
+    assert _default_parallelism(NoContext({"spark.master": "local[*]"})) == os.cpu_count()
+    assert _default_parallelism(NoContext({"spark.master": "local"})) == 1
+    configured = {"spark.master": "yarn", "spark.default.parallelism": "48"}
+    assert _default_parallelism(NoContext(configured)) == 48
+    assert _default_parallelism(NoContext({"spark.master": "sc://host"})) is None

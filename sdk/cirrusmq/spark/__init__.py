@@ -9,6 +9,7 @@ options for the stack ``cirrusmq dev`` runs.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 FORMAT = "cirrusmq"
@@ -16,7 +17,8 @@ FORMAT = "cirrusmq"
 
 def register(spark: Any) -> None:
     """Register the ``cirrusmq`` data source with ``spark`` (a SparkSession). A read is
-    split over at least the session's default parallelism (option ``minPartitions``)."""
+    split over at least the session's default parallelism (option ``minPartitions``;
+    without it, the cores of the machine that plans the read)."""
     from .source import with_defaults
 
     parallelism = _default_parallelism(spark)
@@ -25,13 +27,28 @@ def register(spark: Any) -> None:
 
 
 def _default_parallelism(spark: Any) -> int | None:
-    """The cores Spark splits work over, as its file sources take them (None: unknown;
-    a Spark Connect session has no SparkContext)."""
+    """The cores Spark splits work over, as its file sources take them: the SparkContext's
+    default parallelism; in a Spark Connect session (no SparkContext) the configured
+    ``spark.default.parallelism``, or the cores of a ``local[N]`` master. None: unknown."""
     try:
         return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect: fall back to the configured value
-        configured = spark.conf.get("spark.default.parallelism", None)
-        return int(configured) if configured else None
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        pass
+    configured = _conf(spark, "spark.default.parallelism")
+    if configured:
+        return int(configured)
+    master = _conf(spark, "spark.master") or ""
+    local = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master.strip())
+    if local:
+        return os.cpu_count() if local[1] == "*" else int(local[1])
+    return 1 if master.strip() == "local" else None
+
+
+def _conf(spark: Any, name: str) -> str | None:
+    try:
+        return spark.conf.get(name, None)
+    except Exception:  # noqa: BLE001 - a setting Spark Connect will not show
+        return None
 
 
 def options_from_profile(

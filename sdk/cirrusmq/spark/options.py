@@ -148,9 +148,10 @@ class ReadOptions:
     fetch_threads: int = DEFAULT_FETCH_THREADS
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     open_cost_bytes: int = DEFAULT_OPEN_COST_BYTES
-    min_partitions: int = 1
+    min_partitions: int | None = None
     """``minPartitions``: split a read over at least this many tasks while it has as many
-    objects; ``register(spark)`` makes the session's default parallelism the default."""
+    objects; ``register(spark)`` makes the session's default parallelism the default, and
+    without one it is the cores of the machine that plans the read."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -165,10 +166,11 @@ class ReadOptions:
             for name, default in (
                 ("maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES),
                 ("openCostInBytes", DEFAULT_OPEN_COST_BYTES),
-                ("minPartitions", 1),
+                ("minPartitions", None),
             )
         }
-        if packing["maxPartitionBytes"] < 1 or packing["minPartitions"] < 1:
+        minimum = packing["minPartitions"]
+        if packing["maxPartitionBytes"] < 1 or (minimum is not None and minimum < 1):
             raise OptionError("maxPartitionBytes and minPartitions must be at least 1")
         if packing["openCostInBytes"] < 0:
             raise OptionError("openCostInBytes must not be negative")

@@ -10,6 +10,7 @@ messages (``half/``) are never read, and neither are orphaned objects.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -177,7 +178,7 @@ class QueueLog:
                 [s for queue in sorted(found) for s in found[queue]],
                 max_partition_bytes=read.max_partition_bytes,
                 open_cost_bytes=read.open_cost_bytes,
-                min_partitions=read.min_partitions,
+                min_partitions=read.min_partitions or os.cpu_count() or 1,
             )
         groups: list[list[Slice]] = []
         for queue in sorted(found):
@@ -190,22 +191,47 @@ class QueueLog:
 def pack(
     slices: list[Slice], *, max_partition_bytes: int, open_cost_bytes: int, min_partitions: int
 ) -> list[list[Slice]]:
-    """``slices`` in consecutive groups of about equal weight, as Spark splits files: an
-    object weighs its bytes plus ``open_cost_bytes``; there are enough groups that none
-    weighs much over ``max_partition_bytes``, and at least ``min_partitions`` (at most one
-    per object). Groups keep the order of ``slices``, and may span queues."""
+    """``slices`` in consecutive groups (one task each), as Spark splits files: an object
+    weighs its bytes plus ``open_cost_bytes``; no group of several objects weighs more
+    than ``max_partition_bytes``; there are at least ``min_partitions`` groups while there
+    are as many objects; and of the fewest groups that allows, the heaviest is as light as
+    it can be. Groups keep the order of ``slices`` and may span queues."""
     if not slices:
         return []
-    weights = [s.size_bytes + open_cost_bytes for s in slices]
-    total = max(1, sum(weights))
-    count = min(len(slices), max(min_partitions, -(-total // max_partition_bytes)))
-    groups: list[list[Slice]] = [[] for _ in range(count)]
-    before = 0
-    for piece, weight in zip(slices, weights, strict=True):
-        # the group whose share of the total holds the middle of this object
-        groups[min(count - 1, (before + weight // 2) * count // total)].append(piece)
-        before += weight
-    return [group for group in groups if group]
+    weights = [max(1, s.size_bytes + open_cost_bytes) for s in slices]
+    count = min(len(slices), max(min_partitions, len(_next_fit(weights, max_partition_bytes))))
+    low, high = 1, max_partition_bytes  # the lightest capacity giving at most count groups
+    while low < high:
+        middle = (low + high) // 2
+        if len(_next_fit(weights, middle)) <= count:
+            high = middle
+        else:
+            low = middle + 1
+    bounds = _next_fit(weights, low)
+    while len(bounds) < count:  # split the heaviest group of several objects
+        first, end = max(
+            (b for b in bounds if b[1] - b[0] > 1), key=lambda b: sum(weights[b[0] : b[1]])
+        )
+        half, cut = sum(weights[first:end]) / 2, first + 1
+        while cut < end - 1 and sum(weights[first:cut]) < half:
+            cut += 1
+        at = bounds.index((first, end))
+        bounds[at : at + 1] = [(first, cut), (cut, end)]
+    return [slices[first:end] for first, end in bounds]
+
+
+def _next_fit(weights: list[int], capacity: int) -> list[tuple[int, int]]:
+    """``[first, end)`` of each group when every group takes objects in order until the
+    next would take it over ``capacity`` (an object heavier than that is a group alone)."""
+    bounds: list[tuple[int, int]] = []
+    first, load = 0, 0
+    for i, weight in enumerate(weights):
+        if i > first and load + weight > capacity:
+            bounds.append((first, i))
+            first, load = i, 0
+        load += weight
+    bounds.append((first, len(weights)))
+    return bounds
 
 
 def _each_queue(work: Callable[[int], T], queues: Iterable[int]) -> dict[int, T]:
