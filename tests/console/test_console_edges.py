@@ -140,3 +140,26 @@ def test_a_key_is_created_with_several_subscribe_grants(page, cirrusmq_stack, ad
     [key] = [k for k in admin.list_access_keys() if k.description == name]
     grants = [(g.groups, g.topics) for g in key.permissions.subscribe]
     assert grants == [(("billing",), ("orders",)), (("audit-*",), ("payments", "refunds"))]
+
+
+def test_a_retry_topic_shows_as_queues_and_is_not_offered_to_rewind(
+    page, cirrusmq_stack, admin, name
+):
+    """A nacked message waits in the group's retry topic, which the group has not read yet:
+    the group's page shows that queue (its lag counts), and Rewind offers the user topic
+    only (the API refuses a rewind of an internal topic)."""
+    admin.create_topic(name, queues=1)
+    send(cirrusmq_stack, name, "a")
+    group = f"g-{name}"
+    endpoint, credentials = cirrusmq_stack.endpoint, cirrusmq_stack.credentials
+    with SimpleConsumer(endpoint, credentials, group, [name], await_duration=0) as consumer:
+        [message] = consumer.receive(1, 30)
+        consumer.nack(message)
+    retry = f"retry.{group}.{name}"
+    assert {q.topic for q in admin.describe_group(group).queues} == {name, retry}
+    sign_in(page, cirrusmq_stack)
+    page.goto(console_url(cirrusmq_stack, f"#/groups/{group}"))
+    expect(page.get_by_label("Total lag")).to_have_text("1")
+    expect(page.get_by_role("table", name="Queues")).to_contain_text(retry)
+    offered = page.get_by_role("form", name="Rewind").get_by_label("Topic").locator("option")
+    expect(offered).to_have_text([name])

@@ -129,7 +129,8 @@ class Admin:
         return group_metrics(self._transport, group, minutes=minutes, topic=topic)
 
     def describe_group(self, group: str, topic: str | None = None) -> GroupDescription:
-        """Offsets, lag and in-flight counts of ``group`` per queue it consumed."""
+        """Offsets, lag and in-flight counts of ``group`` per queue it consumed, and (without
+        ``topic``) per queue of its retry topics holding messages it has not read yet."""
         body = self._transport.request(
             "GET", group_path(group), params={"topic": topic} if topic else None
         )

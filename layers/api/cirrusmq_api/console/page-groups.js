@@ -113,8 +113,13 @@ async function renderGroup(view, group, ctx) {
       fill(body, h("p", { class: "panel" }, `No such group: ${group} has no state, subscription or live consumer this key may see.`));
       return false;
     }
-    const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])];
-    // The API lists the queues the group has taken messages from (not yet touched: absent).
+    // Rewind offers the user topics: a dotted name is an internal one (the group's retry
+    // topic, retry.<group>.<topic>), which no name a user gives can be.
+    const topics = [...new Set([...described.subscriptions.map((s) => s.topic), ...described.queues.map((q) => q.topic)])].filter(
+      (t) => !t.includes("."),
+    );
+    // The API lists the queues the group has taken messages from, and its retry topics'
+    // queues holding messages it has not read yet (a queue of a user topic not yet touched: absent).
     const lag = described.queues.reduce((sum, q) => sum + q.lag, 0);
     const inflight = described.queues.reduce((sum, q) => sum + q.inflight, 0);
     fill(

@@ -11,7 +11,6 @@ from cirrusmq_broker.model import MessageType, Topic
 from cirrusmq_broker.rules.retries import (
     MAX_MAX_DELIVERY_ATTEMPTS,
     MIN_MAX_DELIVERY_ATTEMPTS,
-    REDRIVE_QUEUE,
     retry_topic,
 )
 
@@ -254,7 +253,8 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
     standard queue's delay items, and a FIFO queue's sends whose not-before time is still
     ahead (from the log index, one query per topic queue with unread messages)."""
     description = call.broker.admin.describe_topic(topic.name)
-    status = call.broker.consume.describe_group(queue.group)  # one read, the retry topic's too
+    # the group's queues, and its retry topic's, unread ones included (from offset 0)
+    status = call.broker.consume.describe_group(queue.group)
     by_queue = {s.queue: s for s in status.queues if s.topic == topic.name}
     visible = inflight = 0
     retry = retry_topic(queue.group, topic.name)
@@ -263,12 +263,6 @@ def _counts(call: Call, queue: QueueName, topic: Topic) -> dict[str, str]:
         invisible = state.inflight - state.overdue
         inflight += invisible
         visible += max(0, state.lag - invisible)
-    # queues never received from yet: the level flow control's moves go to, and the one a
-    # dead-letter redrive sends the group's letters back to (one batched read)
-    unread = [q for q in (0, REDRIVE_QUEUE) if q not in moved]
-    if unread:
-        heads = call.broker.heads.get_many(retry, unread)
-        visible += sum(heads[q].next_offset for q in unread)
     now = call.broker.clock()
     held = 0
     for offsets in description.queue_offsets:

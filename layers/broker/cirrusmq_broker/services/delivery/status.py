@@ -38,15 +38,14 @@ class GroupStatus:
         """Per queue the group consumed, and per queue of its retry topics holding messages
         it never read: committed offset, cursor, max offset, in flight (and how much of it
         is overdue), the oldest unacked offset with its delivery attempt; and the
-        subscriptions (of ``topic`` only, when given)."""
+        subscriptions. Given ``topic``, that topic's queues and subscription alone."""
         check_group_name(group)
         if topic is not None:
             check_topic_name(topic)
         states, subscriptions = self._states.list_group(group)
         states = [s for s in states if topic is None or s.topic == topic]
-        retries = {retry_topic(group, t) for t in subscriptions}  # read by this group only
-        if topic is not None:
-            retries &= {topic}
+        # the group's retry topics (read by it only); asked about one topic, that one alone
+        retries = {retry_topic(group, t) for t in subscriptions} if topic is None else set()
         queues: dict[str, set[int]] = {name: set(range(REDRIVE_QUEUE + 1)) for name in retries}
         for state in states:
             queues.setdefault(state.topic, set()).add(state.queue)
