@@ -200,6 +200,16 @@ def crashing_at(n: int, action: Callable[[], object]) -> bool:
     return False
 
 
+def dead_letter_two(broker: Broker, topic: str = "t", group: str = "g") -> None:
+    """A 1-queue ``topic`` whose two messages ``group`` (one delivery allowed) received and
+    nacked: both are its dead letters."""
+    broker.admin.create_topic(topic, queues=1)
+    broker.retries.set_max_delivery_attempts(group, 1)
+    send(broker, topic, b"a", b"b")
+    got = broker.consume.receive(group, topic, max_messages=10)
+    broker.retries.nack(group, [m.receipt_handle for m in got])
+
+
 def sent_and_redriven(broker: Broker, topic: str, group: str = "g") -> int:
     """Messages stored in ``topic`` plus the dead letters redriven to ``group`` (appended
     to its retry topic's redrive queue)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker_helpers import send
+from broker_helpers import dead_letter_two, send
 from cirrusmq_broker.storage.clients import observe_calls
 
 
@@ -58,11 +58,7 @@ def test_a_caught_up_group_has_no_lag_and_no_age(broker):
 
 
 def test_dead_letters_count_until_purged(broker):
-    broker.admin.create_topic("t", queues=1)
-    broker.retries.set_max_delivery_attempts("g", 1)
-    send(broker, "t", b"a", b"b")
-    got = broker.consume.receive("g", "t", max_messages=10)
-    broker.retries.nack("g", [m.receipt_handle for m in got])
+    dead_letter_two(broker)
     [group] = broker.group_metrics.collect()
     assert group.dead_letters == 2
     assert group.topics[0].lag == 0  # dead-lettered messages are settled for the group
@@ -102,11 +98,7 @@ def test_redriven_dead_letters_count_as_lag_before_the_group_reads_its_retry_top
     """A redrive sends the letters to the group's retry topic (its redrive queue): they are
     the group's lag until it receives them, also when it never read that retry topic (a
     FIFO group, one with one attempt): the dead-letter count went to 0 with the redrive."""
-    broker.admin.create_topic("t", queues=1)
-    broker.retries.set_max_delivery_attempts("g", 1)
-    send(broker, "t", b"a", b"b")
-    got = broker.consume.receive("g", "t", max_messages=10)
-    broker.retries.nack("g", [m.receipt_handle for m in got])
+    dead_letter_two(broker)
     assert broker.dead_letters.redrive("g").redriven == 2
     [group] = broker.group_metrics.collect()
     assert group.dead_letters == 0

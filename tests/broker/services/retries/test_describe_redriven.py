@@ -4,7 +4,7 @@ the group starts reading them), as the Lag metric counts them."""
 
 from __future__ import annotations
 
-from broker_helpers import send
+from broker_helpers import dead_letter_two, send
 from cirrusmq_broker.rules.retries import REDRIVE_QUEUE, retry_topic
 
 
@@ -16,11 +16,7 @@ def rows(broker, group: str, topic: str | None = None) -> dict[tuple[str, int], 
 
 
 def test_redriven_letters_show_before_the_group_reads_its_retry_topic(broker):
-    broker.admin.create_topic("t", queues=1)
-    broker.retries.set_max_delivery_attempts("g", 1)
-    send(broker, "t", b"a", b"b")
-    got = broker.consume.receive("g", "t", max_messages=10)
-    broker.retries.nack("g", [m.receipt_handle for m in got])
+    dead_letter_two(broker)
     assert broker.dead_letters.redrive("g").redriven == 2
 
     retry = retry_topic("g", "t")
