@@ -21,7 +21,7 @@ from cirrusmq.spark.planning import Slice, limit_offsets, pack
 from cirrusmq.spark.rows import ARROW_SCHEMA, slice_rows
 from cirrusmq_broker.codec import encode_batch
 from cirrusmq_broker.model import NewMessage, ProducerStamp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 MiB = 1024 * 1024
@@ -106,6 +106,7 @@ def test_objects_are_packed_by_bytes_across_queues():
 
 
 @settings(max_examples=300, deadline=None)
+@example(sizes=[1, 1, 0, 9], max_bytes=3, open_cost=1, minimum=1)  # a heavy object alone
 @given(
     sizes=st.lists(st.integers(0, 300 * MiB), max_size=40),
     max_bytes=st.integers(1, 256 * MiB),

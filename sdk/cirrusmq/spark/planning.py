@@ -10,6 +10,8 @@ messages (``half/``) are never read, and neither are orphaned objects.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -199,6 +201,7 @@ def pack(
     if not slices:
         return []
     weights = [max(1, s.size_bytes + open_cost_bytes) for s in slices]
+    before = list(itertools.accumulate(weights, initial=0))  # weight of the objects before i
     count = min(len(slices), max(min_partitions, len(_next_fit(weights, max_partition_bytes))))
     low, high = 1, max_partition_bytes  # the lightest capacity giving at most count groups
     while low < high:
@@ -208,14 +211,13 @@ def pack(
         else:
             low = middle + 1
     bounds = _next_fit(weights, low)
-    while len(bounds) < count:  # split the heaviest group of several objects
-        first, end = max(
-            (b for b in bounds if b[1] - b[0] > 1), key=lambda b: sum(weights[b[0] : b[1]])
+    while len(bounds) < count:  # split the heaviest group of several objects in two halves
+        at, (first, end) = max(
+            ((i, b) for i, b in enumerate(bounds) if b[1] - b[0] > 1),
+            key=lambda item: before[item[1][1]] - before[item[1][0]],
         )
-        half, cut = sum(weights[first:end]) / 2, first + 1
-        while cut < end - 1 and sum(weights[first:cut]) < half:
-            cut += 1
-        at = bounds.index((first, end))
+        middle_weight = (before[first] + before[end]) / 2
+        cut = min(end - 1, max(first + 1, bisect.bisect_left(before, middle_weight, first, end)))
         bounds[at : at + 1] = [(first, cut), (cut, end)]
     return [slices[first:end] for first, end in bounds]
 
