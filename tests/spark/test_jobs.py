@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from cirrusmq import SimpleConsumer
 from cirrusmq.spark.jobs import export as export_job
 from cirrusmq.spark.jobs.export import MANIFEST, export, merge, subtract
 from cirrusmq.spark.jobs.replay import chunks, ordered, read_dataset, replay
-from cirrusmq.spark.jobs.stats import stats
+from cirrusmq.spark.jobs.stats import group_lags, stats
 from spark_helpers import drain, load, send_batches
 
 
@@ -93,6 +94,28 @@ def test_stats_count_messages_bytes_and_group_lag(
     ]
     assert lag == [("g-stats", 0, 6, 10, 4)]
     assert [r.unsettled for r in frames["backlog"].collect()] == [4]
+
+
+def test_group_lag_counts_the_groups_retry_topic(
+    spark, cirrusmq_stack, admin, producer, topic_name
+):
+    """A nacked message waits in the group's retry topic (which the group has not read yet):
+    the lag table has its row, as describe_group and the Lag metric count it."""
+    admin.create_topic(topic_name, queues=1)
+    send_batches(producer, topic_name, batches=1, per_batch=2)
+    endpoint, credentials = cirrusmq_stack.endpoint, cirrusmq_stack.credentials
+    with SimpleConsumer(endpoint, credentials, "g-retry", [topic_name], 1) as consumer:
+        first, second = consumer.receive(2, 60)
+        consumer.ack(first)
+        consumer.nack(second)
+    lags = {
+        (g.topic, g.queue): (g.committed_offset, g.max_offset, g.lag)
+        for g in group_lags(cirrusmq_stack.spark_options(), ["g-retry"], [topic_name])
+    }
+    assert lags == {(topic_name, 0): (2, 2, 0), (f"retry.g-retry.{topic_name}", 0): (0, 1, 1)}
+    frames = stats(spark, cirrusmq_stack.spark_options(), [topic_name], groups=["g-retry"])
+    assert sum(r.lag for r in frames["group_lag"].collect()) == 1
+    assert frames["backlog"].collect() == []  # the backlog is of the topics read
 
 
 def test_interval_arithmetic():

@@ -6,7 +6,8 @@ Writes under ``<output>``:
   retained message of the topics (recomputed each run: overwritten);
 - ``group_lag/``: one row per run, group, topic and queue: ``snapshot_time, group, topic,
   queue, committed_offset, max_offset, lag`` — appended, so successive runs (say hourly)
-  make the lag-over-time series;
+  make the lag-over-time series; the group's retry topics (``retry.<group>.<topic>``: its
+  retries and redriven dead letters) have rows too, from offset 0 where it never read;
 - ``backlog/``: per run, group, topic and stored hour, how many retained messages the group
   has not settled yet (``offset >= committed_offset``): how old the lag is.
 
@@ -58,6 +59,7 @@ def group_lags(
     stack = StackOptions.parse(options)
     if not stack.groups_table:
         raise ValueError("group lag needs the groupsTable option")
+    from cirrusmq_broker.rules.retries import retry_topic
     from cirrusmq_broker.storage.groups import GroupStateStore
 
     store = GroupStateStore(stack.client("dynamodb"), stack.groups_table)
@@ -65,6 +67,7 @@ def group_lags(
     lags = []
     for group in groups:
         states, _ = store.list_group(group)
+        settled = {(s.topic, s.queue): s.settled_offset() for s in states}
         for state in states:
             if state.topic in heads and state.queue in heads[state.topic]:
                 lags.append(
@@ -76,6 +79,11 @@ def group_lags(
                         heads[state.topic][state.queue],
                     )
                 )
+        for topic in topics:  # the group's retry topic: read from offset 0 by it only
+            retry = retry_topic(group, topic)
+            for queue, head in QueueLog(stack, retry).heads().items():
+                if (retry, queue) in settled or head > 0:
+                    lags.append(GroupLag(group, retry, queue, settled.get((retry, queue), 0), head))
     return sorted(lags, key=lambda g: (g.group, g.topic, g.queue))
 
 
