@@ -56,13 +56,14 @@ class QueueHeads:
         """Read of several heads in one batched call (eventually consistent unless
         ``consistent``: a stale head is too low, so readers that plan up to it or check an
         offset against it ask for a consistent read)."""
-        found = batch_get(self._client, [self.to_read(topic, queues, consistent)])[self.table]
-        return self.parse(topic, queues, found)
+        return self.get_of_topics({topic: queues}, consistent=consistent)[topic]
 
-    def get_of_topics(self, queues: dict[str, list[int]]) -> dict[str, dict[int, QueueHead]]:
+    def get_of_topics(
+        self, queues: dict[str, list[int]], *, consistent: bool = False
+    ) -> dict[str, dict[int, QueueHead]]:
         """:meth:`get_many` of several topics' queues (topic → queues) in one batched call
         (a call per 100 heads)."""
-        reads = [self.to_read(topic, wanted) for topic, wanted in queues.items()]
+        reads = [self.to_read(topic, wanted, consistent) for topic, wanted in queues.items()]
         found = batch_get(self._client, reads)[self.table] if reads else []
         return {topic: self.parse(topic, wanted, found) for topic, wanted in queues.items()}
 
