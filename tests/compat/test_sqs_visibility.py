@@ -165,6 +165,29 @@ def test_max_receive_count_still_sends_the_message_to_the_dead_letter_queue(
     assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")
 
 
+def test_a_message_whose_visibility_timeout_passed_comes_before_newer_messages(
+    cirrusmq_stack,
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """As SQS (LocalStack's validated ``test_inflight_message_requeue``): once its visibility
+    timeout passed, the older message is received first, whichever topic queue the newer
+    ones went to."""
+    url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
+    old = sqs.send_message(QueueUrl=url, MessageBody="old")
+    first = _one(sqs, url)
+    for n in range(3):  # newer messages on every topic queue
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "MessageBody": f"new {n}.{i}"} for i in range(8)],
+        )
+    for attempt in range(2, 7):  # a random first queue would pick a newer one 7 times in 8
+        cirrusmq_stack.advance_time(21)
+        again = _one(sqs, url)
+        assert (again["MessageId"], _count(again)) == (old["MessageId"], attempt)
+    assert first["MessageId"] == old["MessageId"]
+
+
 # ------------------------------------------------------------------------- long polls
 def test_a_long_poll_returns_a_message_whose_visibility_timeout_passes_while_it_waits(
     cirrusmq_stack,

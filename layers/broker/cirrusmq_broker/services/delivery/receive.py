@@ -13,7 +13,7 @@ Per queue, expired leases go first to the retries' lease expiry (retries/lease_e
 on a FIFO topic they stay and are redelivered in place, before anything after them of
 their message groups (see orderly.py); on other topics their messages move to the retry topic,
 unless the group's redelivery is immediate (SQS): then they stay and are redelivered in
-place, oldest first, before new messages.
+place, oldest first, before new messages (the queues holding them are served first).
 Then the queue's plan (queue_plan.py) is leased, and the queue's summary and the leases
 created or changed are written in one transaction (small items: the cost does not grow
 with what is in flight). A long poll repeats the batched read about once a second and
@@ -295,6 +295,8 @@ class Receiver:
                 members, bytes_left=bytes_left, holding=holding,
             )  # fmt: skip
         in_place_below = self._in_place_below(view, topic, queues, now)
+        if in_place_below is not None:
+            queues = _expired_first(view, queues, now)
         received: list[ReceivedMessage] = []
         for q in queues:
             wanted = budget - len(received)
@@ -614,6 +616,16 @@ def _has_work(view: GroupView, queue: int, now: int) -> bool:
     if head.closed:  # the topic is being deleted (or this is a stale read of its old head)
         return False
     return head.next_offset > state.cursor or state.may_have_expired(now) or bool(state.held)
+
+
+def _expired_first(view: GroupView, queues: list[int], now: int) -> list[int]:
+    """The queues that may hold expired leases first, the earliest deadline first, then the
+    others in turn: a redelivery in place (SQS) comes before newer messages of other
+    queues, as an SQS queue hands out a message whose visibility timeout passed before
+    the ones sent after it."""
+    expired = [q for q in queues if view.states[q].may_have_expired(now)]
+    expired.sort(key=lambda q: view.states[q].earliest_deadline or 0)
+    return expired + [q for q in queues if q not in expired]
 
 
 def _check_client_owner(
