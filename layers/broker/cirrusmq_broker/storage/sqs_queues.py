@@ -3,15 +3,29 @@
 The item's sort key (``#sqs``) starts with ``#`` like the group's other settings items, so no
 group scan takes it for a topic stream, and it carries no ``topic`` attribute (the by_topic
 index stays sparse). Values are SQS's attribute strings, as the adapter validated them.
+
+Every change is a read-modify-write fenced on the item's version as read: attributes, tags,
+the queue's policy, its purge mark and its dead-letter sources share the item, and a change
+made meanwhile by another request is never overwritten (the change is made again on it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from .dynamo import from_item, to_item
+from botocore.exceptions import ClientError
+
+from ..errors import Busy
+from .dynamo import from_item, lost_race, to_item
 
 SQS_STREAM = "#sqs"
+MAX_ATTEMPTS = 25
+
+Attributes = dict[str, str]
+Change = Callable[[Attributes | None], Attributes | None]
+"""From the stored attributes (None: the queue has none) to the ones to store (None or
+the same: nothing is written)."""
 
 
 class SqsQueueStore:
@@ -22,20 +36,73 @@ class SqsQueueStore:
     def _key(self, group: str) -> dict[str, Any]:
         return to_item({"group_name": group, "stream": SQS_STREAM})
 
-    def get(self, group: str) -> dict[str, str] | None:
+    def get(self, group: str) -> Attributes | None:
         """The stored attributes, or None when the queue has none (a topic made elsewhere)."""
+        return self._read(group)[0]
+
+    def update(self, group: str, change: Change) -> Attributes | None:
+        """Apply ``change`` to the stored attributes and store the result if nobody changed
+        them since they were read; after a lost race ``change`` runs again on the winner's.
+        Returns the attributes stored. Exceptions of ``change`` propagate (nothing stored)."""
+        for _ in range(MAX_ATTEMPTS):
+            current, version = self._read(group)
+            wanted = change(None if current is None else dict(current))
+            if wanted is None or wanted == current:
+                return current
+            try:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item=to_item(
+                        {
+                            "group_name": group,
+                            "stream": SQS_STREAM,
+                            "attributes": wanted,
+                            "version": version + 1,
+                        }
+                    ),
+                    **_fence(current, version),
+                )
+            except ClientError as exc:
+                if lost_race(exc):
+                    continue
+                raise
+            return wanted
+        raise Busy(f"the attributes of the queue of group {group!r} are contended; retry")
+
+    def put(self, group: str, attributes: Attributes) -> None:
+        """Store ``attributes`` whatever is stored (fenced like :meth:`update`)."""
+        self.update(group, lambda _: attributes)
+
+    def delete(self, group: str) -> None:
+        self._client.delete_item(TableName=self._table, Key=self._key(group))
+
+    def _read(self, group: str) -> tuple[Attributes | None, int]:
         item = self._client.get_item(
             TableName=self._table, Key=self._key(group), ConsistentRead=True
         ).get("Item")
         if not item:
-            return None
-        return {str(k): str(v) for k, v in (from_item(item).get("attributes") or {}).items()}
+            return None, 0
+        values = from_item(item)
+        attributes = {str(k): str(v) for k, v in (values.get("attributes") or {}).items()}
+        return attributes, int(values.get("version") or 0)
 
-    def put(self, group: str, attributes: dict[str, str]) -> None:
-        self._client.put_item(
-            TableName=self._table,
-            Item=to_item({"group_name": group, "stream": SQS_STREAM, "attributes": attributes}),
-        )
 
-    def delete(self, group: str) -> None:
-        self._client.delete_item(TableName=self._table, Key=self._key(group))
+def _fence(current: Attributes | None, version: int) -> dict[str, Any]:
+    """The put's condition: the item as read (absent; of a release that kept no version;
+    or at ``version``)."""
+    names = {"#s": "stream", "#v": "version"}
+    if current is None:
+        return {
+            "ConditionExpression": "attribute_not_exists(#s)",
+            "ExpressionAttributeNames": {"#s": "stream"},
+        }
+    if version == 0:
+        return {
+            "ConditionExpression": "attribute_exists(#s) AND attribute_not_exists(#v)",
+            "ExpressionAttributeNames": names,
+        }
+    return {
+        "ConditionExpression": "#v = :v",
+        "ExpressionAttributeNames": {"#v": "version"},
+        "ExpressionAttributeValues": {":v": {"N": str(version)}},
+    }

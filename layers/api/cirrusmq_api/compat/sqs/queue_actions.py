@@ -14,7 +14,7 @@ from cirrusmq_broker.rules.retries import (
     retry_topic,
 )
 
-from . import naming, queue_attributes, tags
+from . import naming, permissions, queue_attributes, tags
 from .context import Call, int_param, list_param, str_param
 from .errors import SqsError, queue_does_not_exist
 from .message_attributes import SOURCE_PROPERTY
@@ -169,16 +169,17 @@ def keep_dead_letter_destination(call: Call, queue: QueueName, attributes: dict[
 
 def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: bool) -> None:
     """Add the queue to (or remove it from) the source queues a dead-letter queue records."""
-    stored = call.broker.sqs_queues.get(target.group)
-    if stored is None and not present:
-        return
-    names = queue_attributes.sources(stored or {})
-    if (queue.name in names) == present:
-        return
-    names = [*names, queue.name] if present else [n for n in names if n != queue.name]
-    call.broker.sqs_queues.put(
-        target.group, {**(stored or {}), queue_attributes.SOURCES: " ".join(names)}
-    )
+
+    def change(stored: dict[str, str] | None) -> dict[str, str] | None:
+        if stored is None and not present:
+            return None
+        names = queue_attributes.sources(stored or {})
+        if (queue.name in names) == present:
+            return stored
+        names = [*names, queue.name] if present else [n for n in names if n != queue.name]
+        return {**(stored or {}), queue_attributes.SOURCES: " ".join(names)}
+
+    call.broker.sqs_queues.update(target.group, change)
 
 
 def get_queue_url(call: Call, params: dict[str, Any]) -> dict[str, Any]:
@@ -299,15 +300,19 @@ def set_queue_attributes(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     changes = queue_attributes.check(params.get("Attributes"), fifo=queue.fifo, creating=False)
     active_topic(call, queue)
     _check_redrive(call, queue, changes)
-    previous = call.broker.sqs_queues.get(queue.group) or {}
-    stored = queue_attributes.updated(
-        previous, {**changes, "LastModifiedTimestamp": str(call.broker.clock() // 1000)}
-    )
     if "MessageRetentionPeriod" in changes:  # the topic keeps what is sent from now that long
         call.broker.admin.update_topic(
             queue.topic, retention_hours=queue_attributes.retention_hours(changes)
         )
-    call.broker.sqs_queues.put(queue.group, stored)
+    modified = str(call.broker.clock() // 1000)
+    previous: dict[str, str] = {}
+
+    def change(stored: dict[str, str] | None) -> dict[str, str]:
+        previous.clear()
+        previous.update(stored or {})
+        return queue_attributes.updated(previous, {**changes, "LastModifiedTimestamp": modified})
+
+    stored = call.broker.sqs_queues.update(queue.group, change) or {}
     if "RedrivePolicy" in changes:
         _apply_redrive(call, queue, stored, previous)
     return {}
@@ -335,9 +340,10 @@ def purge_queue(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     active_topic(call, queue)
     call.broker.offset_reset.reset(queue.group, queue.topic, "latest")
     # what was sent before: no longer deduplicates a FIFO send; delayed, deleted when due
-    stored = call.broker.sqs_queues.get(queue.group) or {}
-    purged = {**stored, queue_attributes.PURGED: str(call.broker.clock())}
-    call.broker.sqs_queues.put(queue.group, purged)
+    purged = str(call.broker.clock())
+    call.broker.sqs_queues.update(
+        queue.group, lambda stored: {**(stored or {}), queue_attributes.PURGED: purged}
+    )
     return {}
 
 
@@ -381,11 +387,11 @@ def add_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"share queue {queue.name}")
     active_topic(call, queue)
-    return tags.add_permission(params)
+    return permissions.add_permission(call, queue, params)
 
 
 def remove_permission(call: Call, params: dict[str, Any]) -> dict[str, Any]:
     queue = call.resolve(naming.from_url(params.get("QueueUrl")))
     call.require_admin(f"share queue {queue.name}")
     active_topic(call, queue)
-    return tags.remove_permission(params)
+    return permissions.remove_permission(call, queue, params)

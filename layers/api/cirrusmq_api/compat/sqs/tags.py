@@ -1,14 +1,8 @@
-"""Queue tags (TagQueue, UntagQueue, ListQueueTags, CreateQueue's ``tags``) and the
-permission actions (AddPermission, RemovePermission).
+"""Queue tags (TagQueue, UntagQueue, ListQueueTags, CreateQueue's ``tags``).
 
 Tags are kept in the queue's attribute item under :data:`TAGS` (a JSON object; names with
 ``:`` are internal, never shown as attributes). SQS's limits: at most 50 tags, keys 1-128
 characters, values up to 256.
-
-AddPermission shares a queue with other AWS accounts; a CirrusMQ deployment has access keys,
-not accounts, so no such grant can be made: it is refused (``UnsupportedOperation``) and a
-key's permissions are given through the CirrusMQ API. RemovePermission then never finds the
-label it names, as SQS answers for a label the queue's policy lacks.
 """
 
 from __future__ import annotations
@@ -16,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .context import Call, list_param, str_param
-from .errors import SqsError, invalid_parameter, missing_parameter
+from .context import Call, list_param
+from .errors import invalid_parameter, missing_parameter
 from .naming import QueueName
 
 TAGS = "cirrusmq:Tags"
@@ -60,9 +54,11 @@ def check(tags: object, queue: QueueName, *, present: dict[str, str]) -> dict[st
 
 
 def tag_queue(call: Call, queue: QueueName, params: dict[str, Any]) -> dict[str, Any]:
-    attributes = call.broker.sqs_queues.get(queue.group) or {}
-    merged = check(params.get("Tags"), queue, present=stored(attributes))
-    call.broker.sqs_queues.put(queue.group, with_tags(attributes, merged))
+    def change(attributes: dict[str, str] | None) -> dict[str, str]:
+        merged = check(params.get("Tags"), queue, present=stored(attributes or {}))
+        return with_tags(attributes or {}, merged)
+
+    call.broker.sqs_queues.update(queue.group, change)
     return {}
 
 
@@ -72,32 +68,15 @@ def untag_queue(call: Call, queue: QueueName, params: dict[str, Any]) -> dict[st
         raise invalid_parameter(
             f"Tag keys must be between 1 and {MAX_KEY_CHARS} characters in length."
         )
-    attributes = call.broker.sqs_queues.get(queue.group) or {}
-    tags = {k: v for k, v in stored(attributes).items() if k not in keys}
-    call.broker.sqs_queues.put(queue.group, with_tags(attributes, tags))
+
+    def change(attributes: dict[str, str] | None) -> dict[str, str]:
+        tags = {k: v for k, v in stored(attributes or {}).items() if k not in keys}
+        return with_tags(attributes or {}, tags)
+
+    call.broker.sqs_queues.update(queue.group, change)
     return {}
 
 
 def list_queue_tags(call: Call, queue: QueueName) -> dict[str, Any]:
     tags = stored(call.broker.sqs_queues.get(queue.group) or {})
     return {"Tags": tags} if tags else {}
-
-
-def add_permission(params: dict[str, Any]) -> dict[str, Any]:
-    for name in ("Label", "AWSAccountIds", "Actions"):
-        if not params.get(name):
-            raise missing_parameter(name)
-    raise SqsError(
-        "UnsupportedOperation",
-        "CirrusMQ grants access to access keys, not to AWS accounts: give the key a publish "
-        "or subscribe permission through the CirrusMQ API.",
-        query_code="AWS.SimpleQueueService.UnsupportedOperation",
-    )
-
-
-def remove_permission(params: dict[str, Any]) -> dict[str, Any]:
-    label = str_param(params, "Label")
-    raise invalid_parameter(
-        f"Value {str(label)[:100]} for parameter Label is invalid. Reason: can't find label "
-        "on existing policy."
-    )
