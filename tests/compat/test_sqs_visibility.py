@@ -165,6 +165,12 @@ def test_max_receive_count_still_sends_the_message_to_the_dead_letter_queue(
     assert (dead["MessageId"], dead["Body"]) == (sent["MessageId"], "poison")
 
 
+def _newer_messages_on_every_topic_queue(sqs, url: str, prefix: str) -> None:  # noqa: F811
+    """24 sends (a send goes to one topic queue, the next send to the next)."""
+    for n in range(24):
+        sqs.send_message(QueueUrl=url, MessageBody=f"{prefix} {n}")
+
+
 def test_a_message_whose_visibility_timeout_passed_comes_before_newer_messages(
     cirrusmq_stack,
     sqs,  # noqa: F811
@@ -175,17 +181,47 @@ def test_a_message_whose_visibility_timeout_passed_comes_before_newer_messages(
     ones went to."""
     url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "20"})["QueueUrl"]
     old = sqs.send_message(QueueUrl=url, MessageBody="old")
-    first = _one(sqs, url)
-    for n in range(3):  # newer messages on every topic queue
-        sqs.send_message_batch(
-            QueueUrl=url,
-            Entries=[{"Id": str(i), "MessageBody": f"new {n}.{i}"} for i in range(8)],
-        )
+    assert _one(sqs, url)["MessageId"] == old["MessageId"]
+    _newer_messages_on_every_topic_queue(sqs, url, "new")
     for attempt in range(2, 7):  # a random first queue would pick a newer one 7 times in 8
         cirrusmq_stack.advance_time(21)
         again = _one(sqs, url)
         assert (again["MessageId"], _count(again)) == (old["MessageId"], attempt)
-    assert first["MessageId"] == old["MessageId"]
+        newer = _one(sqs, url)  # the next receive serves the queues in turn
+        assert newer["MessageId"] != old["MessageId"]
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=newer["ReceiptHandle"])
+
+
+def test_a_message_released_again_and_again_does_not_take_every_receive(
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    """A consumer that puts a message it cannot handle back at once (visibility 0), one
+    message per receive, still gets the newer messages of the other topic queues."""
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    poison = sqs.send_message(QueueUrl=url, MessageBody="poison")["MessageId"]
+    _newer_messages_on_every_topic_queue(sqs, url, "new")
+    others = 0
+    for _ in range(16):
+        message = _one(sqs, url)
+        if message["MessageId"] == poison:
+            sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+        else:
+            others += 1
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert others >= 6
+
+
+def test_a_peek_with_visibility_timeout_zero_sees_more_than_the_oldest_message(
+    sqs,  # noqa: F811
+    queue_name,  # noqa: F811
+) -> None:
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    _newer_messages_on_every_topic_queue(sqs, url, "m")
+    seen = {_one(sqs, url, VisibilityTimeout=0)["MessageId"] for _ in range(16)}
+    assert len(seen) >= 4
 
 
 # ------------------------------------------------------------------------- long polls

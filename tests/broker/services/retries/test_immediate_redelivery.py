@@ -143,3 +143,34 @@ def test_latest_changes_the_lease_a_message_is_leased_under_now(broker, clock):
     back = broker.consume.receive("g", "t", invisible_seconds=600, max_messages=10)
     assert sorted(m.message.offset for m in back) == [0, 1, 2]
     assert all(m.delivery_attempt == 3 for m in back)
+
+
+def _one_per_queue(broker, topic: str, queues: int, prefix: bytes) -> None:
+    """Send until every queue of ``topic`` holds a message."""
+    filled: set[int] = set()
+    n = 0
+    while len(filled) < queues:
+        [receipt] = send(broker, topic, prefix + str(n).encode())
+        filled.add(receipt.queue)
+        n += 1
+
+
+def test_the_lease_that_expired_first_goes_before_newer_messages_of_other_queues(broker, clock):
+    """Acked leases leave their queues' bounds stale-low (here older than the expired one's):
+    the receive finds the queue whose lease truly expired, and stores the stale bounds it
+    made exact, so the next receives do not look at those queues' leases again."""
+    broker.admin.create_topic("t", queues=8)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    _one_per_queue(broker, "t", 8, b"old ")
+    first = []
+    while len(first) < 8:  # one at a time: each lease's deadline later than the one before
+        first += broker.consume.receive("g", "t", invisible_seconds=10, max_messages=1)
+        clock.advance(0.1)
+    *acked, kept = first
+    assert ack_statuses(broker, "g", [m.receipt_handle for m in acked]) == ["acked"] * 7
+    clock.advance(11)
+    _one_per_queue(broker, "t", 8, b"new ")
+    [again] = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=1)
+    assert (again.message.message_id, again.delivery_attempt) == (kept.message.message_id, 2)
+    stored = broker.states.load("g", "t", range(8))
+    assert [q for q, state in stored.items() if state.may_have_expired(clock.now)] == []

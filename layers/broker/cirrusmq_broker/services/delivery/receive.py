@@ -13,7 +13,8 @@ Per queue, expired leases go first to the retries' lease expiry (retries/lease_e
 on a FIFO topic they stay and are redelivered in place, before anything after them of
 their message groups (see orderly.py); on other topics their messages move to the retry topic,
 unless the group's redelivery is immediate (SQS): then they stay and are redelivered in
-place, oldest first, before new messages (the queues holding them are served first).
+place, oldest first, before new messages (the queue whose lease expired first is served
+first, on every other call: see ``_expired_first``).
 Then the queue's plan (queue_plan.py) is leased, and the queue's summary and the leases
 created or changed are written in one transaction (small items: the cost does not grow
 with what is in flight). A long poll repeats the batched read about once a second and
@@ -96,6 +97,7 @@ class Receiver:
         self._clock = clock
         self._sleep = sleep
         self._starts: dict[str, itertools.count[int]] = {}
+        self._expired_went_first: dict[tuple[str, str], bool] = {}
         self._lock = threading.Lock()
 
     def receive(
@@ -295,8 +297,13 @@ class Receiver:
                 members, bytes_left=bytes_left, holding=holding,
             )  # fmt: skip
         in_place_below = self._in_place_below(view, topic, queues, now)
+        expired_ran: set[int] = set()
         if in_place_below is not None:
-            queues = _expired_first(view, queues, now)
+            queues, expired_ran = self._expired_first(
+                view, topic, queues, now, deadline + MAX_OVERRUN_SECONDS, budget
+            )
+        else:
+            self._note_expired_first(view, topic, went=False)
         received: list[ReceivedMessage] = []
         for q in queues:
             wanted = budget - len(received)
@@ -307,10 +314,11 @@ class Receiver:
             now = self._clock()
             end = view.heads[q].next_offset
             until = deadline if held else deadline + MAX_OVERRUN_SECONDS
-            expired = self._expiry.expire(view.states[q], topic, now, until, budget=wanted)
-            if expired is None:
-                continue  # contended or unfinished expiry: this queue waits for the next pass
-            view.states[q] = expired
+            if q not in expired_ran:
+                expired = self._expiry.expire(view.states[q], topic, now, until, budget=wanted)
+                if expired is None:
+                    continue  # contended or unfinished expiry: this queue waits for the next pass
+                view.states[q] = expired
             plan = self._planner.plan(
                 view.states[q], tag_filter, wanted, now, end, fifo=fifo,
                 in_place_below=in_place_below,
@@ -422,6 +430,60 @@ class Receiver:
         if not self._settings.redelivers_at_once(group):
             return None
         return self._settings.max_delivery_attempts(group)
+
+    def _expired_first(
+        self,
+        view: GroupView,
+        topic: Topic,
+        queues: list[int],
+        now: int,
+        until: float,
+        budget: int,
+    ) -> tuple[list[int], set[int]]:
+        """A group whose redelivery is immediate (SQS): the queue holding the lease that
+        expired first goes first, then the others in turn, so a message whose visibility
+        timeout passed comes before newer messages of other queues, as SQS hands it out.
+        Returns the order and the queues whose expiry ran here (the pass does not run it
+        again).
+
+        A queue's bound may be stale-low (an ack deletes its lease, not the bound): the
+        candidates' expiry runs in the bounds' order until one holds an expired lease, and
+        a stale bound made exact is stored (one write, once: the queue is no candidate
+        after). The call after one that did so keeps the rotation (per group and topic, in
+        this process): a message released again and again (a visibility timeout of 0, a
+        peek) does not take every receive from the other queues."""
+        candidates = sorted(
+            (q for q in queues if view.states[q].may_have_expired(now)),
+            key=lambda q: view.states[q].earliest_deadline or 0,
+        )
+        with self._lock:
+            went_first = self._expired_went_first.get((view.states[0].group, topic.name), False)
+        first, ran = None, set()
+        if not went_first:
+            for q in candidates:
+                state = self._expiry.expire(view.states[q], topic, now, until, budget=budget)
+                if state is None:
+                    continue  # contended or unfinished: the pass tries it again in turn
+                view.states[q] = state
+                ran.add(q)
+                if state.may_have_expired(now):
+                    first = q
+                    break
+                if state.changed():
+                    self._states.save(state)  # a lost race leaves it to the winner
+        self._note_expired_first(view, topic, went=first is not None)
+        if first is None:
+            return queues, ran
+        return [first, *(q for q in queues if q != first)], ran
+
+    def _note_expired_first(self, view: GroupView, topic: Topic, *, went: bool) -> None:
+        """Whether this call of the group on ``topic`` served an expired lease's queue first."""
+        key = (view.states[0].group, topic.name)
+        with self._lock:
+            if went:
+                self._expired_went_first[key] = True
+            else:
+                self._expired_went_first.pop(key, None)
 
     def _rotation(self, topic: Topic) -> list[int]:
         """All queues, starting from a different one each call (no queue starves another)."""
@@ -616,16 +678,6 @@ def _has_work(view: GroupView, queue: int, now: int) -> bool:
     if head.closed:  # the topic is being deleted (or this is a stale read of its old head)
         return False
     return head.next_offset > state.cursor or state.may_have_expired(now) or bool(state.held)
-
-
-def _expired_first(view: GroupView, queues: list[int], now: int) -> list[int]:
-    """The queues that may hold expired leases first, the earliest deadline first, then the
-    others in turn: a redelivery in place (SQS) comes before newer messages of other
-    queues, as an SQS queue hands out a message whose visibility timeout passed before
-    the ones sent after it."""
-    expired = [q for q in queues if view.states[q].may_have_expired(now)]
-    expired.sort(key=lambda q: view.states[q].earliest_deadline or 0)
-    return expired + [q for q in queues if q not in expired]
 
 
 def _check_client_owner(
