@@ -316,3 +316,46 @@ def test_changes_made_at_once_are_all_kept(cirrusmq_stack, sqs, queue_name) -> N
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {f"t{n}": str(n) for n in range(6, 10)}
     shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])
     assert shown["Attributes"]["DelaySeconds"] == "7"
+
+
+def test_a_policy_nested_past_the_parser_is_refused_not_a_500(sqs, queue_name) -> None:  # noqa: F811
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": "[" * 4000 + "]" * 4000})
+    for attempt in (
+        lambda: sqs.add_permission(
+            QueueUrl=url, AWSAccountIds=["111111111111"], Actions=["*"], Label="x"
+        ),
+        lambda: sqs.remove_permission(QueueUrl=url, Label="x"),
+    ):
+        with pytest.raises(ClientError) as caught:
+            attempt()
+        assert _error(caught)[0] == "InvalidParameterValue"
+
+
+def test_sqs_s_policy_quotas_hold(sqs, queue_name) -> None:  # noqa: F811
+    """20 statements, 50 principals, 8,192 bytes (SQS's policy quotas): past one, OverLimit
+    (403) and the policy stays as it was; SetQueueAttributes takes no longer Policy."""
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    accounts = [f"{n:012d}" for n in range(60)]
+    with pytest.raises(ClientError) as caught:
+        sqs.add_permission(QueueUrl=url, AWSAccountIds=accounts[:51], Actions=["*"], Label="x")
+    assert _error(caught)[0] == "OverLimit"
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    for n in range(20):
+        sqs.add_permission(
+            QueueUrl=url, AWSAccountIds=accounts[2 * n : 2 * n + 2], Actions=["*"], Label=f"s{n}"
+        )
+    before = _policy(sqs, url)
+    with pytest.raises(ClientError) as caught:
+        sqs.add_permission(QueueUrl=url, AWSAccountIds=accounts[:1], Actions=["*"], Label="s20")
+    assert _error(caught)[0] == "OverLimit"
+    sqs.remove_permission(QueueUrl=url, Label="s0")
+    with pytest.raises(ClientError) as caught:  # 38 principals kept + 13
+        sqs.add_permission(QueueUrl=url, AWSAccountIds=accounts[40:53], Actions=["*"], Label="y")
+    assert _error(caught)[0] == "OverLimit"
+    assert len(_policy(sqs, url)["Statement"]) == len(before["Statement"]) - 1
+
+    with pytest.raises(ClientError) as caught:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": "x" * 8193})
+    assert _error(caught)[0] == "InvalidAttributeValue"
+    assert len(_policy(sqs, url)["Statement"]) == 19

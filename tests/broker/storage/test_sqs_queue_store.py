@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from cirrusmq_broker.container import Broker
-from cirrusmq_broker.errors import Busy
+from cirrusmq_broker.errors import Busy, TopicNotFound
 from cirrusmq_broker.storage.dynamo import to_item
 from cirrusmq_broker.storage.sqs_queues import MAX_ATTEMPTS, SQS_STREAM
 
@@ -101,3 +101,33 @@ def test_a_change_that_always_loses_ends_busy(broker: Broker) -> None:
         store.update("g", always_raced)
     assert len(rounds) == MAX_ATTEMPTS
     assert "mine" not in (store.get("g") or {})
+
+
+def test_an_update_racing_the_queue_s_delete_brings_no_item_back(broker: Broker) -> None:
+    store = broker.sqs_queues
+    store.put("g", {"VisibilityTimeout": "30"})
+
+    def tag_it(attributes: dict[str, str] | None) -> dict[str, str]:
+        store.delete("g")  # DeleteQueue lands after this request read the item
+        return {**(attributes or {}), "cirrusmq:Tags": '{"a": "1"}'}
+
+    with pytest.raises(TopicNotFound):
+        store.update("g", tag_it)
+    assert store.get("g") is None
+
+
+def test_a_stale_writer_does_not_overwrite_a_queue_created_again(broker: Broker) -> None:
+    store = broker.sqs_queues
+    store.put("g", {"VisibilityTimeout": "5"})
+    calls = []
+
+    def stale(attributes: dict[str, str] | None) -> dict[str, str]:
+        calls.append(attributes)
+        if len(calls) == 1:  # the queue is deleted and created again meanwhile
+            store.delete("g")
+            store.put("g", {"VisibilityTimeout": "60"})
+        return {**(attributes or {}), "DelaySeconds": "9"}
+
+    store.update("g", stale)
+    assert calls[1] == {"VisibilityTimeout": "60"}
+    assert store.get("g") == {"VisibilityTimeout": "60", "DelaySeconds": "9"}

@@ -35,7 +35,9 @@ ACTIONS = (
 """What AddPermission may grant (the others only the queue's owner may call)."""
 MAX_ACTIONS = 7
 MAX_STATEMENTS = 20
-"""SQS's quota of statements in one queue policy."""
+MAX_PRINCIPALS = 50
+MAX_POLICY_BYTES = 8_192
+"""SQS's quotas of one queue policy: statements, principals, bytes."""
 LABEL = re.compile(r"[A-Za-z0-9_-]{1,80}")
 ACCOUNT_ID = re.compile(r"[0-9]{12}")
 
@@ -62,13 +64,8 @@ def add_permission(call: Call, queue: QueueName, params: dict[str, Any]) -> dict
             raise invalid_parameter(
                 f"Value {label} for parameter Label is invalid. Reason: Already exists."
             )
-        if len(policy["Statement"]) >= MAX_STATEMENTS:
-            raise SqsError(
-                "OverLimit",
-                f"The queue's policy holds {MAX_STATEMENTS} statements, the most allowed.",
-                status=403,
-            )
         policy["Statement"].append(statement)
+        _check_quotas(policy)
         return {**attributes, POLICY: _text(policy)}
 
     call.broker.sqs_queues.update(queue.group, change)
@@ -130,6 +127,31 @@ def _checked(params: dict[str, Any]) -> tuple[str, list[str], list[str]]:
     return label, list(dict.fromkeys(accounts)), list(dict.fromkeys(actions))
 
 
+def _check_quotas(policy: dict[str, Any]) -> None:
+    """OverLimit (403) past SQS's policy quotas: 20 statements, 50 principals, 8,192 bytes."""
+    statements = policy["Statement"]
+    principals = sum(_principal_count(s) for s in statements)
+    size = len(_text(policy).encode())
+    for count, most, what in (
+        (len(statements), MAX_STATEMENTS, "statements"),
+        (principals, MAX_PRINCIPALS, "principals"),
+        (size, MAX_POLICY_BYTES, "bytes"),
+    ):
+        if count > most:
+            raise SqsError(
+                "OverLimit",
+                f"The queue's policy would hold {count} {what}; the most allowed is {most}.",
+                status=403,
+            )
+
+
+def _principal_count(statement: dict[str, Any]) -> int:
+    principal = statement.get("Principal")
+    if not isinstance(principal, dict):
+        return 1 if principal else 0
+    return sum(len(v) if isinstance(v, list) else 1 for v in principal.values())
+
+
 def _policy(attributes: dict[str, str]) -> dict[str, Any] | None:
     """The queue's policy document (None: it has none). One set through SetQueueAttributes
     that is not a JSON policy with statements takes no statement (400)."""
@@ -138,7 +160,7 @@ def _policy(attributes: dict[str, str]) -> dict[str, Any] | None:
         return None
     try:
         policy = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser
         policy = None
     if not isinstance(policy, dict):
         raise _not_a_policy()

@@ -44,6 +44,8 @@ _BOOLEANS = ("FifoQueue", "ContentBasedDeduplication", "SqsManagedSseEnabled")
 _KEPT = ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId")
 """Accepted and given back as set (the ones CirrusMQ acts on are read where they matter);
 set to "" they are removed, as in SQS."""
+MAX_KEPT_BYTES = 8_192
+"""The most a kept value may hold: SQS's quota of a queue policy's size."""
 KMS_ONLY = ("KmsDataKeyReusePeriodSeconds",)
 """Shown only while the queue names a ``KmsMasterKeyId`` (SQS's KMS encryption)."""
 DEDUP_SCOPE_AT_CREATION = "cirrusmq:DeduplicationScope"
@@ -90,7 +92,7 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
                 raise invalid_value(name)
             checked[name] = text
         elif name in _KEPT:
-            if text is None:
+            if text is None or len(text.encode()) > MAX_KEPT_BYTES:
                 raise invalid_value(name)
             checked[name] = text
         else:
