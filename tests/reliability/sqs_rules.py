@@ -31,6 +31,7 @@ from cirrusmq_broker.services.auth import Principal
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 from sqs_fifo_rules import SqsFifoRules
+from sqs_standard_rules import SqsStandardRules
 
 FIFO_QUEUE, DELAY_QUEUE = "pf.fifo", "pd"
 ENDPOINT = "http://sqs.local"
@@ -65,7 +66,7 @@ class QueueModel:
     """FIFO: deduplication id → the send that stored it (since the last purge)."""
 
 
-class SqsRules(SqsFifoRules):
+class SqsRules(SqsFifoRules, SqsStandardRules):
     """Mixed into the machine: ``_run``, ``_violate``, ``world``, ``clock`` and ``log`` are
     the machine's."""
 
@@ -77,6 +78,7 @@ class SqsRules(SqsFifoRules):
         super()._check_at_rest()  # type: ignore[misc]
         self._sqs_at_rest()
         self._sg_at_rest()
+        self._sv_at_rest()
 
     def _sqs_setup(self) -> None:
         self.sq_ready = False
@@ -84,6 +86,7 @@ class SqsRules(SqsFifoRules):
         self.sq_sent: dict[bytes, Sent] = {}
         self.sq_delivered: set[bytes] = set()
         self._sg_setup()
+        self._sv_setup()
 
     def _sq_call(self, b: int) -> Call:
         return Call(broker=self.world.brokers[b], principal=ADMIN, endpoint=ENDPOINT,
