@@ -111,6 +111,14 @@ SQS_FIFO = (
 deletes and visibility changes through latest and older handles, receives raced with
 another request on the other container, time passing."""
 
+SQS_STANDARD = (
+    "SQS standard-queue visibility",
+    "sqs_std_send=3,sqs_std_receive=2,sqs_std_delete=2,sqs_std_change=2,sqs_std_race,sqs_wait",
+)
+"""SQS standard-queue visibility (sqs_standard_rules.py): peeks, expiries redelivered in
+place, deletes and visibility changes through latest and older handles, receives raced with
+another request on the other container, time passing."""
+
 GUARDS: tuple[Guard, ...] = (
     Guard(
         "move-settle-fence",
@@ -916,7 +924,7 @@ GUARDS: tuple[Guard, ...] = (
                 "        )\n",
             ),
         ),
-        aims=(RACES,),
+        aims=(RACES, SQS_STANDARD),
         tests=(
             "tests/broker/services/retries/test_move_fences.py::"
             "test_an_old_handle_of_a_message_redelivered_in_place_answers_expired",
@@ -1158,6 +1166,24 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         aims=(SQS_FIFO,),
+    ),
+    Guard(
+        "sqs-in-place-deadline",
+        "SQS standard: a message comes back in place only once its visibility timeout passed",
+        (
+            Edit(
+                "services/delivery/queue_plan.py",
+                "        elif in_place_below is not None:\n"
+                "            expired = state.expired_leases(now)\n",
+                "        elif in_place_below is not None:\n"
+                "            expired = state.expired_leases(now + 10_000)\n",
+            ),
+        ),
+        aims=(SQS_STANDARD,),
+        tests=(
+            "tests/broker/services/retries/test_immediate_redelivery.py::"
+            "test_a_lease_still_running_beside_an_expired_one_stays_invisible",
+        ),
     ),
 )
 

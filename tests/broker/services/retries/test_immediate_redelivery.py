@@ -174,3 +174,18 @@ def test_the_lease_that_expired_first_goes_before_newer_messages_of_other_queues
     assert (again.message.message_id, again.delivery_attempt) == (kept.message.message_id, 2)
     stored = broker.states.load("g", "t", range(8))
     assert [q for q, state in stored.items() if state.may_have_expired(clock.now)] == []
+
+
+def test_a_lease_still_running_beside_an_expired_one_stays_invisible(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    send(broker, "t", b"a", b"b")
+    [early] = broker.consume.receive("g", "t", invisible_seconds=5, max_messages=1)
+    clock.advance(1)
+    [late] = broker.consume.receive("g", "t", invisible_seconds=5, max_messages=1)
+    clock.advance(4.5)  # the first lease expired, the second has 0.5 s to run
+    again = broker.consume.receive("g", "t", invisible_seconds=5, max_messages=10)
+    assert [m.message.message_id for m in again] == [early.message.message_id]
+    clock.advance(1)
+    [last] = broker.consume.receive("g", "t", invisible_seconds=5, max_messages=10)
+    assert (last.message.message_id, last.delivery_attempt) == (late.message.message_id, 2)
