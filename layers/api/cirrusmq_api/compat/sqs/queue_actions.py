@@ -179,7 +179,10 @@ def _set_source(call: Call, target: QueueName, queue: QueueName, *, present: boo
         names = [*names, queue.name] if present else [n for n in names if n != queue.name]
         return {**(stored or {}), queue_attributes.SOURCES: " ".join(names)}
 
-    call.broker.sqs_queues.update(target.group, change)
+    try:
+        call.broker.sqs_queues.update(target.group, change)
+    except TopicNotFound:
+        return  # the dead-letter queue was deleted meanwhile: nothing to record there
 
 
 def get_queue_url(call: Call, params: dict[str, Any]) -> dict[str, Any]:
