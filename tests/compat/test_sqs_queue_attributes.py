@@ -4,6 +4,7 @@ the local stack over real HTTP."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -137,6 +138,24 @@ def test_a_deeply_nested_redrive_policy_is_a_client_error(sqs, queue_name) -> No
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert refused.value.response["Error"]["Code"] == "InvalidParameterValue"
     assert not any(u.endswith(f"/{queue_name}") for u in sqs.list_queues().get("QueueUrls", []))
+
+
+def test_a_kept_attribute_longer_than_a_policy_may_be_is_refused(sqs, queue_name) -> None:  # noqa: F811
+    """Policy, RedrivePolicy, RedriveAllowPolicy and KmsMasterKeyId hold at most 8,192 bytes
+    (SQS's policy quota): a longer one, even valid JSON, is a 400 and stores nothing (the
+    queue's item stays under DynamoDB's item size)."""
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    dlq = sqs.create_queue(QueueName=f"{queue_name}-dlq")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    padded = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 3, "x": "a" * 9000})
+    for name, value in (("RedrivePolicy", padded), ("Policy", "{" + " " * 9000 + "}")):
+        with pytest.raises(ClientError) as refused:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={name: value})
+        assert refused.value.response["Error"]["Code"] == "InvalidAttributeValue"
+    shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert "RedrivePolicy" not in shown and "Policy" not in shown
 
 
 def test_a_fifo_queue_s_delayed_sends_are_counted_as_delayed(sqs, queue_name) -> None:  # noqa: F811

@@ -92,7 +92,7 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
                 raise invalid_value(name)
             checked[name] = text
         elif name in _KEPT:
-            if text is None or len(text.encode()) > MAX_KEPT_BYTES:
+            if text is None:
                 raise invalid_value(name)
             checked[name] = text
         else:
@@ -100,6 +100,9 @@ def check(attributes: object, *, fifo: bool, creating: bool) -> dict[str, str]:
     _check_queue_type(checked, fifo=fifo, creating=creating)
     if "RedrivePolicy" in checked:
         redrive_policy(checked["RedrivePolicy"])
+    for name in _KEPT:
+        if len(checked.get(name, "").encode()) > MAX_KEPT_BYTES:
+            raise invalid_value(name)
     return checked
 
 
