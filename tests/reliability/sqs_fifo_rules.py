@@ -41,6 +41,15 @@ from cirrusmq_broker import limits
 from faults import INJECTOR, KINDS, Fault
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
+from sqs_handles import (
+    Handle,
+    QueueModel,
+    SqsMsg,
+    drain,
+    may_have_leased,
+    pick_handle,
+    record_received,
+)
 
 GROUPS_QUEUE = "gq.fifo"
 VISIBILITY_S = 30
@@ -90,41 +99,9 @@ class Answer:
 
 
 @dataclass
-class GroupMsg:
-    """One message sent to the groups queue."""
-
-    body: str
-    group: str
-    required: bool = False
-    """Its send answered a new message id."""
-    message_id: str = ""
-    deleted: bool = False
-    """A delete through its latest handle answered ok (or a failed one may have deleted)."""
-    surely_deleted: bool = False
-    deadline: int = 0
-    """Its visibility timeout's end (the clock's ms) as last known; 0: never received."""
-    handle: str = ""
-    """The handle of its latest receive."""
-    uncertain: bool = False
-    """A failed request may have changed its visibility or leased it."""
-
-
-@dataclass
-class Handle:
-    body: str
-    serial: int
-    """Which receive of the message gave it (1: its first)."""
-
-
-@dataclass
-class GroupsModel:
-    url: str = ""
-    msgs: dict[str, GroupMsg] = field(default_factory=dict)
+class GroupsModel(QueueModel):
     order: dict[str, list[str]] = field(default_factory=dict)
     """Group → its stored messages' bodies in send order."""
-    handles: list[tuple[str, Handle]] = field(default_factory=list)
-    """Every handle a receive returned, in order."""
-    serials: dict[str, int] = field(default_factory=dict)
     last_dedup: str = ""
 
 
@@ -176,7 +153,7 @@ class SqsFifoRules:
         group = GROUP_IDS[p % 3]
         dedup = model.last_dedup if q % 5 == 0 and model.last_dedup else f"e{self.counter}"
         model.last_dedup = dedup
-        msg = GroupMsg(body, group)
+        msg = SqsMsg(body, group)
         model.msgs[body] = msg
         params = {"QueueUrl": model.url, "MessageBody": body, "MessageGroupId": group,
                   "MessageDeduplicationId": dedup}  # fmt: skip
@@ -207,10 +184,7 @@ class SqsFifoRules:
             if outcome != "ok" or not value.ok:
                 if outcome == "ok" and not self._sg_failed("receive", value):
                     self._violate("internal-error", f"receive refused: {value.code}")
-                now = self.clock.now
-                for m in model.msgs.values():  # it may have leased what was visible
-                    if not m.surely_deleted and m.deadline <= now:
-                        m.uncertain = True
+                may_have_leased(model, self.clock.now)
                 return
             messages = value.result.get("Messages", [])
             self._sg_received([(x["Body"], x["ReceiptHandle"]) for x in messages])
@@ -250,15 +224,7 @@ class SqsFifoRules:
                         f"{body} (group {m.group}) received while {earlier}, before it, is "
                         f"{state} and not earlier in this answer",
                     )
-        for body, handle in answer:
-            m = model.msgs.get(body)
-            if m is None:
-                continue
-            m.deadline, m.handle, m.uncertain = now + VISIBILITY_S * 1000, handle, False
-            if not m.surely_deleted:
-                m.deleted = False  # received again: a failed delete did not delete it
-            model.serials[body] = model.serials.get(body, 0) + 1
-            model.handles.append((handle, Handle(body, model.serials[body])))
+        record_received(model, answer, now, VISIBILITY_S)
 
     def _sg_delete(self, handle: str, h: Handle) -> Any:
         model = self.sg
@@ -328,12 +294,7 @@ class SqsFifoRules:
         )
 
     def _sg_handle(self, p: int) -> tuple[str, Handle]:
-        """A handle a receive returned: mostly a message's latest one, else any."""
-        handles = self.sg.handles
-        latest = [(t, h) for t, h in handles if t == self.sg.msgs[h.body].handle]
-        if p % 4 and latest:
-            return latest[p % len(latest)]
-        return handles[p % len(handles)]
+        return pick_handle(self.sg, p)
 
     def _sg_other(self, kind: int, p: int, q: int) -> Any:
         """The request raced against a receive: another receive, a delete or a change."""
@@ -373,7 +334,7 @@ class SqsFifoRules:
         self._interleave(b, self._sg_receive(MOSTS[p % 4]), at, self._sg_other(kind, p, q))
 
     # ------------------------------------------------------------------ at rest
-    def _sg_free(self) -> list[GroupMsg]:
+    def _sg_free(self) -> list[SqsMsg]:
         """The messages a receive must reach now: each free group's first one not deleted
         (nothing of its group in flight, nothing uncertain in it)."""
         model, now, free = self.sg, self.clock.now, []
@@ -394,14 +355,7 @@ class SqsFifoRules:
         self.log.append(
             "the clock stands, cached FIFO waits at their re-read bound: free groups drained"
         )
-        for _ in range(20):
-            before = len(self.sg.handles)
-            self._run(0, None, self._sg_receive(10))
-            fresh = self.sg.handles[before:]
-            for handle, h in fresh:
-                self._run(0, None, self._sg_delete(handle, h))
-            if not fresh:
-                break
+        self._sg_drain()
         stalled = self._sg_free()
         if stalled:
             self._violate(
@@ -409,6 +363,14 @@ class SqsFifoRules:
                 ", ".join(f"{m.body} ({m.group})" for m in stalled) + " never received: "
                 "nothing of its group in flight or before it",
             )
+
+    def _sg_drain(self) -> None:
+        """Container 0 receives until nothing comes, deleting each message received."""
+        drain(
+            self.sg,
+            lambda: self._run(0, None, self._sg_receive(10)),
+            lambda handle, h: self._run(0, None, self._sg_delete(handle, h)),
+        )
 
     def _sg_at_rest(self) -> None:
         """The clock past every timeout, the queue drained (each message received is
@@ -418,14 +380,7 @@ class SqsFifoRules:
         self._sg_no_stall()
         for _ in range(3):
             self.clock.advance(max(CHANGES_S) + 1)
-            for _ in range(40):
-                before = len(self.sg.handles)
-                self._run(0, None, self._sg_receive(10))
-                fresh = self.sg.handles[before:]
-                for handle, h in fresh:
-                    self._run(0, None, self._sg_delete(handle, h))
-                if not fresh:
-                    break
+            self._sg_drain()
         for body, m in self.sg.msgs.items():
             if m.required and not m.deleted:
                 self._violate("lost", f"{body} ({m.group}) was never deleted")

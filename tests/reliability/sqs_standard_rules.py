@@ -24,14 +24,21 @@ what was visible, a delete deleted, a change changed. The messages it may have t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from cirrusmq_api.compat.sqs import message_actions, queue_actions
 from faults import KINDS, Fault
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
-from sqs_fifo_rules import GroupMsg, Handle
+from sqs_handles import (
+    Handle,
+    QueueModel,
+    SqsMsg,
+    drain,
+    may_have_leased,
+    pick_handle,
+    record_received,
+)
 
 STANDARD_QUEUE = "vq"
 VISIBILITIES_S = (0, 5, 30)
@@ -45,15 +52,6 @@ _faults = st.one_of(
 )
 
 
-@dataclass
-class StandardModel:
-    url: str = ""
-    msgs: dict[str, GroupMsg] = field(default_factory=dict)
-    handles: list[tuple[str, Handle]] = field(default_factory=list)
-    """Every handle a receive returned, in order."""
-    serials: dict[str, int] = field(default_factory=dict)
-
-
 class SqsStandardRules:
     """Mixed into SqsRules (the machine's ``_run``, ``_interleave``, ``_violate``, ``clock``,
     ``log``, ``counter``; SqsRules' ``_sq_call``, ``_sq_op``; SqsFifoRules' ``_sg_action``,
@@ -61,7 +59,7 @@ class SqsStandardRules:
 
     def _sv_setup(self) -> None:
         self.sv_ready = False
-        self.sv = StandardModel()
+        self.sv = QueueModel()
 
     def _sv_ready(self, b: int) -> None:
         """The standard queue (once per history, on container ``b``, without faults)."""
@@ -79,7 +77,7 @@ class SqsStandardRules:
         for _ in range(3 if p % 3 == 0 else 1):
             self.counter += 1
             bodies.append(f"v{self.counter}")
-            model.msgs[bodies[-1]] = GroupMsg(bodies[-1], "")
+            model.msgs[bodies[-1]] = SqsMsg(bodies[-1])
         entries = [{"Id": str(n), "MessageBody": body} for n, body in enumerate(bodies)]
         params = {"QueueUrl": model.url, "Entries": entries}
 
@@ -107,10 +105,7 @@ class SqsStandardRules:
             if outcome != "ok" or not value.ok:
                 if outcome == "ok" and not self._sg_failed("receive", value):
                     self._violate("internal-error", f"receive refused: {value.code}")
-                now = self.clock.now
-                for m in model.msgs.values():  # it may have leased what was visible
-                    if not m.surely_deleted and m.deadline <= now:
-                        m.uncertain = True
+                may_have_leased(model, self.clock.now)
                 return
             messages = value.result.get("Messages", [])
             self._sv_received([(x["Body"], x["ReceiptHandle"]) for x in messages], visibility)
@@ -140,15 +135,7 @@ class SqsStandardRules:
                     "redelivered-while-invisible",
                     f"{body}: received while its visibility timeout runs (to {m.deadline})",
                 )
-        for body, handle in answer:
-            m = model.msgs.get(body)
-            if m is None:
-                continue
-            m.deadline, m.handle, m.uncertain = now + visibility * 1000, handle, False
-            if not m.surely_deleted:
-                m.deleted = False  # received again: a failed delete did not delete it
-            model.serials[body] = model.serials.get(body, 0) + 1
-            model.handles.append((handle, Handle(body, model.serials[body])))
+        record_received(model, answer, now, visibility)
 
     def _sv_delete(self, handle: str, h: Handle) -> Any:
         model = self.sv
@@ -205,12 +192,7 @@ class SqsStandardRules:
         )
 
     def _sv_handle(self, p: int) -> tuple[str, Handle]:
-        """A handle a receive returned: mostly a message's latest one, else any."""
-        handles = self.sv.handles
-        latest = [(t, h) for t, h in handles if t == self.sv.msgs[h.body].handle]
-        if p % 4 and latest:
-            return latest[p % len(latest)]
-        return handles[p % len(handles)]
+        return pick_handle(self.sv, p)
 
     def _sv_other(self, kind: int, p: int, q: int) -> Any:
         """The request raced against a receive: another receive, a delete or a change."""
@@ -258,14 +240,11 @@ class SqsStandardRules:
             return
         for _ in range(3):
             self.clock.advance(max(CHANGES_S + VISIBILITIES_S) + 1)
-            for _ in range(40):
-                before = len(self.sv.handles)
-                self._run(0, None, self._sv_receive(10, 30))
-                fresh = self.sv.handles[before:]
-                for handle, h in fresh:
-                    self._run(0, None, self._sv_delete(handle, h))
-                if not fresh:
-                    break
+            drain(
+                self.sv,
+                lambda: self._run(0, None, self._sv_receive(10, 30)),
+                lambda handle, h: self._run(0, None, self._sv_delete(handle, h)),
+            )
         for body, m in self.sv.msgs.items():
             if m.required and not m.deleted:
                 self._violate("lost", f"{body} was never deleted")
