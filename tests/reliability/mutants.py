@@ -1185,6 +1185,47 @@ GUARDS: tuple[Guard, ...] = (
             "test_a_lease_still_running_beside_an_expired_one_stays_invisible",
         ),
     ),
+    Guard(
+        "sqs-attributes-fence",
+        "SQS: a change of a queue's attribute item (attributes, tags, policy, purge mark, "
+        "dead-letter sources) is written only over the version it read",
+        (Edit("storage/sqs_queues.py", "                    **_fence(current, version),\n", ""),),
+        tests=(
+            "tests/broker/storage/test_sqs_queue_store.py::"
+            "test_a_change_landing_between_the_read_and_the_write_is_kept",
+        ),
+    ),
+    Guard(
+        "sqs-attributes-version-token",
+        "SQS: the attribute item's version never repeats (a queue deleted and created again "
+        "takes no write meant for the old one)",
+        (
+            Edit(
+                "storage/sqs_queues.py",
+                '                            "version": uuid.uuid4().hex,\n',
+                '                            "version": str(len(wanted)),\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_sqs_queue_store.py::"
+            "test_a_stale_writer_does_not_overwrite_a_queue_created_again",
+        ),
+    ),
+    Guard(
+        "sqs-attributes-deleted",
+        "SQS: an attribute item deleted with its queue between two attempts is not written again",
+        (
+            Edit(
+                "storage/sqs_queues.py",
+                "            if current is None and seen:\n",
+                "            if False:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_sqs_queue_store.py::"
+            "test_an_update_racing_the_queue_s_delete_brings_no_item_back",
+        ),
+    ),
 )
 
 
