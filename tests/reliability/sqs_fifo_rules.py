@@ -45,6 +45,7 @@ from sqs_handles import (
     Handle,
     QueueModel,
     SqsMsg,
+    VisibilityChanges,
     drain,
     may_have_leased,
     pick_handle,
@@ -105,7 +106,7 @@ class GroupsModel(QueueModel):
     last_dedup: str = ""
 
 
-class SqsFifoRules:
+class SqsFifoRules(VisibilityChanges):
     """Mixed into SqsRules (the machine's ``_run``, ``_interleave``, ``_violate``, ``world``,
     ``clock``, ``log``, ``counter``; SqsRules' ``_sq_call``, ``_sq_call_on``, ``_sq_op``)."""
 
@@ -265,33 +266,7 @@ class SqsFifoRules:
         )
 
     def _sg_change(self, handle: str, h: Handle, seconds: int) -> Any:
-        model = self.sg
-        m = model.msgs[h.body]
-        params = {"QueueUrl": model.url, "ReceiptHandle": handle, "VisibilityTimeout": seconds}
-
-        def apply(outcome: str, value: Any) -> None:
-            latest = handle == m.handle
-            if outcome != "ok" or not value.ok and self._sg_failed("change", value):
-                m.uncertain = m.uncertain or latest  # it may have changed
-                return
-            live = m.deadline > self.clock.now
-            if value.ok:
-                if latest and live:
-                    m.deadline = self.clock.now + seconds * 1000
-                elif not m.surely_deleted:
-                    m.uncertain = True  # a handle past its time or stale changed something
-            elif latest and live and not m.uncertain and not m.surely_deleted:
-                self._violate(
-                    "sqs-visibility",
-                    f"{h.body}: a change through its latest handle refused ({value.code}) "
-                    "within its visibility timeout",
-                )
-
-        return self._sq_op(
-            f"sqs change visibility {h.body} to {seconds}s (handle of its receive {h.serial})",
-            self._sg_action(message_actions.change_message_visibility, params),
-            apply,
-        )
+        return self._change_op(self.sg, handle, h, seconds, older_too=False)
 
     def _sg_handle(self, p: int) -> tuple[str, Handle]:
         return pick_handle(self.sg, p)

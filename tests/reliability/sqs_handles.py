@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cirrusmq_api.compat.sqs import message_actions
+
 
 @dataclass
 class SqsMsg:
@@ -94,3 +96,43 @@ def drain(
             delete(handle, h)
         if not fresh:
             break
+
+
+class VisibilityChanges:
+    """The visibility change of both rule sets (mixed in: the machine's ``_violate``,
+    ``clock``; SqsRules' ``_sq_op``; SqsFifoRules' ``_sg_action``, ``_sg_failed``)."""
+
+    def _change_op(
+        self, model: QueueModel, handle: str, h: Handle, seconds: int, *, older_too: bool
+    ) -> Any:
+        """ChangeMessageVisibility through ``handle``. A change through the latest handle
+        within its timeout sets the deadline; one through a handle past its time or an
+        older one leaves the message uncertain. A failed change leaves it uncertain if it
+        went through the latest handle (``older_too``: through any: a standard queue's
+        older handle changes the current receive's timeout)."""
+        m = model.msgs[h.body]
+        params = {"QueueUrl": model.url, "ReceiptHandle": handle, "VisibilityTimeout": seconds}
+
+        def apply(outcome: str, value: Any) -> None:
+            latest = handle == m.handle
+            if outcome != "ok" or not value.ok and self._sg_failed("change", value):
+                m.uncertain = m.uncertain or latest or older_too  # it may have changed
+                return
+            live = m.deadline > self.clock.now
+            if value.ok:
+                if latest and live:
+                    m.deadline = self.clock.now + seconds * 1000
+                elif not m.surely_deleted:
+                    m.uncertain = True  # a handle past its time or older changed something
+            elif latest and live and not m.uncertain and not m.surely_deleted:
+                self._violate(
+                    "sqs-visibility",
+                    f"{h.body}: a change through its latest handle refused ({value.code}) "
+                    "within its visibility timeout",
+                )
+
+        return self._sq_op(
+            f"sqs change visibility {h.body} to {seconds}s (handle of its receive {h.serial})",
+            self._sg_action(message_actions.change_message_visibility, params),
+            apply,
+        )

@@ -34,6 +34,7 @@ from sqs_handles import (
     Handle,
     QueueModel,
     SqsMsg,
+    VisibilityChanges,
     drain,
     may_have_leased,
     pick_handle,
@@ -52,7 +53,7 @@ _faults = st.one_of(
 )
 
 
-class SqsStandardRules:
+class SqsStandardRules(VisibilityChanges):
     """Mixed into SqsRules (the machine's ``_run``, ``_interleave``, ``_violate``, ``clock``,
     ``log``, ``counter``; SqsRules' ``_sq_call``, ``_sq_op``; SqsFifoRules' ``_sg_action``,
     ``_sg_failed``)."""
@@ -164,32 +165,7 @@ class SqsStandardRules:
         )
 
     def _sv_change(self, handle: str, h: Handle, seconds: int) -> Any:
-        model = self.sv
-        m = model.msgs[h.body]
-        params = {"QueueUrl": model.url, "ReceiptHandle": handle, "VisibilityTimeout": seconds}
-
-        def apply(outcome: str, value: Any) -> None:
-            latest = handle == m.handle
-            if outcome != "ok" or not value.ok and self._sg_failed("change", value):
-                m.uncertain = True  # it may have changed the current receive's timeout
-                return
-            if value.ok:
-                if latest and m.deadline > self.clock.now:
-                    m.deadline = self.clock.now + seconds * 1000
-                elif not m.surely_deleted:
-                    m.uncertain = True  # an older handle changes the current receive's
-            elif latest and m.deadline > self.clock.now and not (m.uncertain or m.surely_deleted):
-                self._violate(
-                    "sqs-visibility",
-                    f"{h.body}: a change through its latest handle refused ({value.code}) "
-                    "within its visibility timeout",
-                )
-
-        return self._sq_op(
-            f"sqs change visibility {h.body} to {seconds}s (handle of its receive {h.serial})",
-            self._sg_action(message_actions.change_message_visibility, params),
-            apply,
-        )
+        return self._change_op(self.sv, handle, h, seconds, older_too=True)
 
     def _sv_handle(self, p: int) -> tuple[str, Handle]:
         return pick_handle(self.sv, p)
