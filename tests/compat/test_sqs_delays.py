@@ -24,12 +24,12 @@ def test_delayed_messages_arrive_when_due(stack) -> None:
     sqs.send_message(QueueUrl=url, MessageBody="own delay", DelaySeconds=120)
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     stack.advance_time(61)
-    (first,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    (first,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)["Messages"]
     assert first["Body"] == "queue default"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     stack.advance_time(60)
-    (second,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    (second,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)["Messages"]
     assert second["Body"] == "own delay"
 
 
@@ -43,7 +43,7 @@ def test_a_long_poll_returns_a_message_whose_delay_ends_while_it_waits(stack) ->
     timer = threading.Timer(1.0, lambda: stack.advance_time(31))  # while the poll waits
     timer.start()
     try:
-        (message,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+        (message,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)["Messages"]
     finally:
         timer.join()
     assert message["Body"] == "soon"

@@ -235,7 +235,7 @@ def test_a_long_poll_returns_a_message_whose_visibility_timeout_passes_while_it_
     first = _one(sqs, url)
     timer = _while_polling(lambda: cirrusmq_stack.advance_time(31))
     try:
-        again = _one(sqs, url, WaitTimeSeconds=5)
+        again = _one(sqs, url, WaitTimeSeconds=20)
     finally:
         timer.join()
     assert again["MessageId"] == first["MessageId"]
@@ -254,7 +254,7 @@ def test_a_long_poll_returns_a_message_released_while_it_waits(sqs, queue_name) 
         )
     )
     try:
-        again = _one(sqs, url, WaitTimeSeconds=5)
+        again = _one(sqs, url, WaitTimeSeconds=20)
     finally:
         timer.join()
     assert again["MessageId"] == first["MessageId"]

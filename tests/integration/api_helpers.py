@@ -123,38 +123,67 @@ NOT_STATE = frozenset({"NoncesTable", "AccessKeySecretsKey"})
 """Not stored state: one nonce item per signed request; the KMS key (not a table)."""
 
 
-EXPIRY_MARGIN_S = 300
-"""Items whose TTL falls within this many seconds are left out of :func:`stored_state`: the
-local stack's expirer deletes them while the suite runs, between a test's two snapshots."""
+class StoredState:
+    """Every table's items (but the nonces) and the bucket's keys at one moment, as JSON
+    lines; two states are equal when they hold the same items that outlast both moments.
+
+    An item whose TTL (``expires_at``) passed by the later moment is left out of a
+    comparison: the local stack's expirer deletes such items while the suite runs, so one
+    may vanish between a test's two snapshots without any request having touched it.
+    """
+
+    def __init__(self, taken_s: float, items: dict[str, list[tuple[float | None, str]]]) -> None:
+        self.taken_s = taken_s
+        self.items = items
+
+    def lasting(self, after_s: float) -> dict[str, list[str]]:
+        """The items of each table not expired at ``after_s``, sorted."""
+        return {
+            table: sorted(line for expires, line in lines if expires is None or expires > after_s)
+            for table, lines in self.items.items()
+        }
+
+    def changed(self, other: StoredState) -> set[str]:
+        """The tables whose lasting items differ between the two states."""
+        moment = max(self.taken_s, other.taken_s)
+        mine, theirs = self.lasting(moment), other.lasting(moment)
+        return {t for t in mine.keys() | theirs.keys() if mine.get(t) != theirs.get(t)}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StoredState) and not self.changed(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{t}: {len(lines)}" for t, lines in sorted(self.items.items()))
+        return f"StoredState(at {self.taken_s:.0f} s; {counts})"
 
 
-def _lasting(item: dict) -> bool:
-    expires = item.get("expires_at", {}).get("N")
-    return expires is None or float(expires) > broker_now() + EXPIRY_MARGIN_S
-
-
-def stored_state(stack) -> dict[str, list[str]]:
-    """Every table's items (but the nonces and items about to expire) and the bucket's keys,
-    as sorted JSON lines."""
+def stored_state(stack) -> StoredState:
+    """Every table's items (but the nonces) and the bucket's keys, now."""
     import json
 
     dynamodb, s3 = stack.boto3_client("dynamodb"), stack.boto3_client("s3")
-    state: dict[str, list[str]] = {}
+    items: dict[str, list[tuple[float | None, str]]] = {}
     for logical_id, name in sorted(stack.resources.items()):
         if logical_id in NOT_STATE:
             continue
         if logical_id == "MessageBucket":
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
-            state[logical_id] = sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+            items[logical_id] = [(None, o["Key"]) for p in pages for o in p.get("Contents", [])]
             continue
         pages = dynamodb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
-        state[logical_id] = sorted(
-            json.dumps(i, sort_keys=True, default=lambda b: bytes(b).hex())
+        items[logical_id] = [
+            (_expiry(i), json.dumps(i, sort_keys=True, default=lambda b: bytes(b).hex()))
             for p in pages
             for i in p["Items"]
-            if _lasting(i)
-        )
-    return state
+        ]
+    return StoredState(broker_now(), items)  # after the scan: what it missed had expired
+
+
+def _expiry(item: dict) -> float | None:
+    expires = item.get("expires_at", {}).get("N")
+    return None if expires is None else float(expires)
 
 
 def new_key(admin: httpx.Client, permissions: dict) -> Credentials:

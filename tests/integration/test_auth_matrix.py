@@ -370,7 +370,7 @@ def check_refused(world: World, name: str, case: Case, status: int, code: str) -
     TALLY["rejected"] += 1
     assert "secret" not in response.json()["message"].lower()
     after = stored_state(world.stack)
-    changed = {table for table in before if before[table] != after[table]}
+    changed = before.changed(after)
     TALLY["stored"] += bool(changed)
     assert not changed, f"{name} changed {changed}"
 

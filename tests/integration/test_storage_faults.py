@@ -145,16 +145,20 @@ def observed() -> Iterator[set[tuple[str, str]]]:
         remove()
 
 
+BACKGROUND_THREADS = ("cirrusmq-", "notify", "delay-move", "delay-query", "asyncio")
+"""Threads that are no request's: the local stack's stream poller and schedules
+(``cirrusmq-*``), the notifier's and the delay release's pools, the WebSocket handlers."""
+
+
 @contextmanager
 def failing(service: str, operation: str, code: str, status: int) -> Iterator[list[int]]:
     """Every ``operation`` call of a request answers ``code`` / ``status`` (as AWS would,
-    after retries). The local stack's own threads (``cirrusmq-*``: the stream poller, the
-    schedules) share the client and call as they go: theirs run untouched, so a fault that
-    fired is one of the request's."""
+    after retries). Background threads share the client and call as they go: theirs run
+    untouched, so a fault that fired is one of the request's."""
     fired: list[int] = []
 
     def answer(**_: Any) -> tuple[AWSResponse, dict] | None:
-        if threading.current_thread().name.startswith("cirrusmq-"):
+        if threading.current_thread().name.startswith(BACKGROUND_THREADS):
             return None
         fired.append(1)
         parsed = {
