@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import base64
+import collections
 import uuid
 from collections.abc import Generator
 from typing import Any
@@ -123,40 +124,61 @@ NOT_STATE = frozenset({"NoncesTable", "AccessKeySecretsKey"})
 """Not stored state: one nonce item per signed request; the KMS key (not a table)."""
 
 
+TTL_FLOOR_S = 5 * 365 * 24 * 3600
+"""DynamoDB's TTL leaves alone an ``expires_at`` more than five years in the past."""
+
+
 class StoredState:
     """Every table's items (but the nonces) and the bucket's keys at one moment, as JSON
-    lines; two states are equal when they hold the same items that outlast both moments.
+    lines. Two states are equal when they hold the same items, but for an item of the
+    earlier one that the later one lacks because its TTL passed: the local stack's expirer
+    deletes such items while the suite runs, between a test's two snapshots. A new or
+    changed item, or one gone before its TTL, is always a change."""
 
-    An item whose TTL (``expires_at``) passed by the later moment is left out of a
-    comparison: the local stack's expirer deletes such items while the suite runs, so one
-    may vanish between a test's two snapshots without any request having touched it.
-    """
-
-    def __init__(self, taken_s: float, items: dict[str, list[tuple[float | None, str]]]) -> None:
+    def __init__(
+        self,
+        taken_s: float,
+        items: dict[str, list[tuple[float | None, str]]],
+        ttl_tables: frozenset[str],
+    ) -> None:
         self.taken_s = taken_s
         self.items = items
+        self.ttl_tables = ttl_tables
 
-    def lasting(self, after_s: float) -> dict[str, list[str]]:
-        """The items of each table not expired at ``after_s``, sorted."""
-        return {
-            table: sorted(line for expires, line in lines if expires is None or expires > after_s)
-            for table, lines in self.items.items()
-        }
+    def differences(self, other: StoredState) -> dict[str, tuple[list[str], list[str]]]:
+        """Per table that changed: (lines only in the earlier state that expiry does not
+        explain, lines only in the later state)."""
+        earlier, later = sorted((self, other), key=lambda state: state.taken_s)
+        found: dict[str, tuple[list[str], list[str]]] = {}
+        for table in sorted(earlier.items.keys() | later.items.keys()):
+            before = collections.Counter(earlier.items.get(table, []))
+            after = collections.Counter(later.items.get(table, []))
+            gone = [
+                line
+                for (expires, line) in (before - after).elements()
+                if not (table in earlier.ttl_tables and _expired(expires, later.taken_s))
+            ]
+            new = [line for _, line in (after - before).elements()]
+            if gone or new:
+                found[table] = (sorted(gone), sorted(new))
+        return found
 
     def changed(self, other: StoredState) -> set[str]:
-        """The tables whose lasting items differ between the two states."""
-        moment = max(self.taken_s, other.taken_s)
-        mine, theirs = self.lasting(moment), other.lasting(moment)
-        return {t for t in mine.keys() | theirs.keys() if mine.get(t) != theirs.get(t)}
+        """The tables whose items differ between the two states."""
+        return set(self.differences(other))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, StoredState) and not self.changed(other)
+        return isinstance(other, StoredState) and not self.differences(other)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}: {len(lines)}" for t, lines in sorted(self.items.items()))
         return f"StoredState(at {self.taken_s:.0f} s; {counts})"
+
+
+def _expired(expires: float | None, moment_s: float) -> bool:
+    return expires is not None and moment_s - TTL_FLOOR_S < expires <= moment_s
 
 
 def stored_state(stack) -> StoredState:
@@ -171,14 +193,29 @@ def stored_state(stack) -> StoredState:
         if logical_id == "MessageBucket":
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=name)
             items[logical_id] = [(None, o["Key"]) for p in pages for o in p.get("Contents", [])]
-            continue
+            continue  # its lifecycle tiers are days: the suite's clock never reaches one
         pages = dynamodb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
         items[logical_id] = [
             (_expiry(i), json.dumps(i, sort_keys=True, default=lambda b: bytes(b).hex()))
             for p in pages
             for i in p["Items"]
         ]
-    return StoredState(broker_now(), items)  # after the scan: what it missed had expired
+    ttl_tables = frozenset(
+        t for t in items if t != "MessageBucket" and _has_ttl(dynamodb, stack.resources[t])
+    )
+    # after the scan: an item it missed had expired by then
+    return StoredState(broker_now(), items, ttl_tables)
+
+
+def _has_ttl(dynamodb: Any, table: str) -> bool:
+    """Whether ``table`` has TTL on ``expires_at`` (asked once per table)."""
+    if table not in _TTL_ON:
+        described = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+        _TTL_ON[table] = described.get("AttributeName") == "expires_at"
+    return _TTL_ON[table]
+
+
+_TTL_ON: dict[str, bool] = {}
 
 
 def _expiry(item: dict) -> float | None:

@@ -8,7 +8,17 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from api_helpers import signed_client
+from api_helpers import StoredState, signed_client
+
+
+def pytest_assertrepr_compare(op: str, left: object, right: object) -> list[str] | None:
+    """What differs between two stored states: per table, the items gone and the new ones."""
+    if op != "==" or not (isinstance(left, StoredState) and isinstance(right, StoredState)):
+        return None
+    lines = [f"{left!r} == {right!r}"]
+    for table, (gone, new) in left.differences(right).items():
+        lines += [f"{table}:", *(f"  - {line}" for line in gone), *(f"  + {line}" for line in new)]
+    return lines
 
 
 @pytest.fixture

@@ -61,7 +61,7 @@ def test_heartbeat_lists_consumers_with_their_queues_and_deregistration_releases
     make_topic(api, topic_name, message_type="FIFO", queues=3)
     group = unique("g")
     for client in ("b", "a"):
-        response = heartbeat(api, group, client, topic_name, heartbeat_timeout_seconds=120)
+        response = heartbeat(api, group, client, topic_name, heartbeat_timeout_seconds=600)
         assert response.status_code == 200, response.text
     listed = {c["client_id"]: c["topics"][0]["queues"] for c in consumers(api, group)}
     assert listed == {"a": [0, 1], "b": [2]}
@@ -79,7 +79,9 @@ def test_heartbeat_lists_consumers_with_their_queues_and_deregistration_releases
     send(api, topic_name, *[message(str(i), key=f"k{i}") for i in range(30)])
     late = receive(api, group, topic_name, client_id="a", max_messages=100)
     assert {m["queue"] for m in late} == {2}
-    cirrusmq_stack.advance_time(121)  # a's heartbeat timeout (120 s) passes: it is gone too
+    cirrusmq_stack.advance_time(121)  # past the default timeout (120 s): a's own holds
+    assert [c["client_id"] for c in consumers(api, group)] == ["a"]
+    cirrusmq_stack.advance_time(480)  # a's heartbeat timeout (600 s) passes: it is gone too
     assert consumers(api, group) == []
 
 
