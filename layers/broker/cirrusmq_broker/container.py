@@ -133,7 +133,9 @@ class Broker:
     def appender(self) -> BatchAppender:
         """Appends batches to queue logs; its cache of queue tails is shared by every
         writer of this process (a recreated topic is forgotten once for all)."""
-        return BatchAppender(self._dynamodb, self.index, self.heads, self.producers)
+        return BatchAppender(
+            self._dynamodb, self.index, self.heads, self.producers, clock=self.clock
+        )
 
     @functools.cached_property
     def writer(self) -> BatchWriter:

@@ -201,16 +201,23 @@ def test_a_spark_slice_of_a_mismatched_batch_is_reported_and_cut_to_its_count(ca
     assert any(r.getMessage().startswith(COUNT_MISMATCH) for r in caplog.records)
 
 
-def test_a_stamped_send_costs_one_put_and_one_transaction(broker):
+def test_a_stamped_send_costs_one_object_and_three_plain_writes(broker):
+    """Its claim, its index item, its head: 3 write units, where one transaction of the
+    three items would cost 6."""
     broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"warm")  # the head is read once per container
+    send(broker, "t", b"warm")  # the tail is read once per container
     seen: list[str] = []
     remove = observe_calls(lambda service, operation, _: seen.append(f"{service}.{operation}"))
     try:
         broker.produce.send("t", [MessageInput(b"m")] * 100, ProducerStamp("p1", 1))
     finally:
         remove()
-    assert sorted(seen) == ["dynamodb.TransactWriteItems", "s3.PutObject"]
+    assert sorted(seen) == [
+        "dynamodb.PutItem",
+        "dynamodb.PutItem",
+        "dynamodb.UpdateItem",
+        "s3.PutObject",
+    ]
 
 
 # ------------------------------------------------------------- naming of the one path

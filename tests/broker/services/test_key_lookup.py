@@ -133,7 +133,8 @@ def test_nothing_is_written_per_message_and_the_append_is_unchanged(orders):
     finally:
         remove()
     assert sorted(c for c in calls if c != "dynamodb.GetItem") == [
-        "dynamodb.TransactWriteItems",
+        "dynamodb.PutItem",
+        "dynamodb.UpdateItem",
         "s3.PutObject",
     ]
 

@@ -5,8 +5,9 @@ the stores that re-read and retry do so; anywhere else the caller gets 503 Busy,
 from __future__ import annotations
 
 import pytest
-from broker_helpers import DynamoAnswer, send, transactions_cancelled
+from broker_helpers import DynamoAnswer, transactions_cancelled
 from cirrusmq_broker.errors import StorageContended, TopicAlreadyExists
+from cirrusmq_broker.model import MessageInput, ProducerStamp
 from cirrusmq_broker.storage.clients import contended
 
 
@@ -77,9 +78,12 @@ def test_a_create_cancelled_by_a_conflict_answers_busy(broker):
 
 
 def test_an_append_cancelled_by_conflicts_is_sent_again_and_stored_once(broker):
+    """A deduplicating send's record goes in its append's transaction."""
     broker.admin.create_topic("t", queues=1)
     with transactions_cancelled(broker._dynamodb, "TransactionConflict", "None", times=2) as calls:
-        [receipt] = send(broker, "t", b"a")
+        [receipt] = broker.produce.send(
+            "t", [MessageInput(b"a")], ProducerStamp("p", 1), deduplication_ms=300_000
+        ).receipts
     assert calls == ["cancelled", "cancelled", "sent"]
     assert receipt.offset == 0
     assert [m.message.body for m in broker.consume.receive("g", "t")] == [b"a"]

@@ -1,14 +1,29 @@
-"""Appending batches: one DynamoDB transaction per produce request.
+"""Appending batches at the end of their queues' logs.
 
-Per queue touched the transaction advances the queue's head (conditional on the offset the
-appender expects and on the head being open) and puts the index item at that offset; when
-the producer stamped the request, it also records the idempotency record. A lost race for
-a head re-reads that head and tries again; a taken idempotency record means the request
-was already stored; a closed head means the topic was deleted.
+The log of a queue is the chain of its index items: an append puts its item at the
+offset where the log ends, only where no item is, so two appends never share an offset.
+Then the queue's head is moved past it (``queue_heads``), which publishes it to readers.
+
+A plain append (nothing else to commit with it) does that in plain conditional writes:
+the producer's idempotency claim first when the request is stamped (the record naming
+where its batches go, with a token each index item carries), then each index item, then
+each head. A crash between them leaves nothing a reader sees but a claim, or an item
+beyond its head: a resend of the stamped request finds the claim and finishes the
+append, and the next append to the queue walks over the item and publishes it. A lost
+race for an offset moves the claim to the log's new end.
+
+An append with extra items (timers, lease settles, a transaction's records) or with a
+record that must be written with it (a deduplicating or a delaying send) is one
+DynamoDB transaction: each head moved (from at most the batch's base, still open), each
+index item, the record, the extra items.
+
+Either way a taken idempotency record means the request was already stored, and a
+closed head means the topic was deleted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -24,9 +39,15 @@ from ..model import IndexEntry, ProducerStamp, stream_id
 from .dynamo import cancellation_codes, error_code
 from .log_index import LogIndex
 from .producers import ProducerRecord, ProducerRecords
-from .queue_heads import QueueHeads
+from .queue_heads import Published, QueueHeads
 
 CONDITION_FAILED = "ConditionalCheckFailed"
+TAIL_TRUSTED_MS = 60_000
+"""How long a cached tail is appended at without reading the log's end again. Far below
+the shortest retention (an hour): every index item put after the tail was learned is
+still there, so a put at the cached tail lands at the log's end or finds its offset
+taken, never on an offset that retention freed inside the log."""
+Stream = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -97,14 +118,17 @@ class BatchAppender:
         heads: QueueHeads,
         producers: ProducerRecords,
         *,
+        clock: Callable[[], int],
         max_attempts: int = 25,
     ) -> None:
         self._client = client
         self._index = index
         self._heads = heads
         self._producers = producers
+        self._clock = clock
         self._max_attempts = max_attempts
-        self._tails: dict[str, int] = {}
+        self._tails: dict[str, tuple[int, int]] = {}
+        """stream → (tail, broker ms it was learned at)."""
         self._lock = threading.Lock()
 
     def forget_topic(self, topic: str) -> None:
@@ -152,7 +176,13 @@ class BatchAppender:
         """:meth:`append` for batches of one or more topics (one batch per queue); returns
         (topic, queue) → base offset. ``expires_at``: of every index item, or per topic."""
         extra_items = list(extra_items or [])
+        if not extra_items and len({b.topic for b in batches}) == 1:
+            expiry = expires_at if isinstance(expires_at, int) else expires_at[batches[0].topic]
+            plain = _PlainAppend(self, batches, stamp, build_record, expiry, record_expires_at)
+            if plain.possible():
+                return plain.run()
         for attempt in range(self._max_attempts):
+            learned_at = self._clock()
             bases = {(b.topic, b.queue): self._next_offset(b.topic, b.queue) for b in batches}
             items = []
             for b in batches:
@@ -179,27 +209,38 @@ class BatchAppender:
                 _back_off(attempt)
                 continue
             for b in batches:
-                self._remember(b.topic, b.queue, bases[(b.topic, b.queue)] + b.count)
+                self._remember(b.topic, b.queue, bases[(b.topic, b.queue)] + b.count, learned_at)
             return bases
         raise Busy("the queue tail is contended; retry the request")
 
     def _next_offset(self, topic: str, queue: int) -> int:
+        """The queue's tail as cached (learned less than TAIL_TRUSTED_MS ago), else read."""
         with self._lock:
             cached = self._tails.get(stream_id(topic, queue))
-        return cached if cached is not None else self._refresh(topic, queue)
+        if cached is not None and self._clock() - cached[1] < TAIL_TRUSTED_MS:
+            return cached[0]
+        return self._refresh(topic, queue)
 
-    def _refresh(self, topic: str, queue: int) -> int:
+    def _refresh(self, topic: str, queue: int, *, past_head: bool = False) -> int:
+        """Read where the queue's log ends: its head, and with ``past_head`` (after a put
+        found its offset taken) past any item put beyond the head and not yet published."""
+        learned_at = self._clock()
         head = self._heads.get(topic, queue)
         if head.closed:
             raise QueueClosed(topic)
+        tail = head.next_offset
+        if past_head:
+            tail = self._index.chain_end(topic, queue, head.next_offset)
         with self._lock:
-            self._tails[stream_id(topic, queue)] = head.next_offset
-        return head.next_offset
+            self._tails[stream_id(topic, queue)] = (tail, learned_at)
+        return tail
 
-    def _remember(self, topic: str, queue: int, tail: int) -> None:
+    def _remember(self, topic: str, queue: int, tail: int, learned_at: int) -> None:
         stream = stream_id(topic, queue)
         with self._lock:
-            self._tails[stream] = max(tail, self._tails.get(stream, 0))
+            cached = self._tails.get(stream)
+            if cached is None or (tail, learned_at) > cached:
+                self._tails[stream] = (tail, learned_at)
 
     def _after_cancellation(
         self,
@@ -219,8 +260,8 @@ class BatchAppender:
         if refused:
             raise ExtraItemRejected(refused) from exc
         lost = [b for i, b in enumerate(batches) if CONDITION_FAILED in codes[2 * i : 2 * i + 2]]
-        for batch in lost:
-            self._refresh(batch.topic, batch.queue)  # raises QueueClosed for a deleted topic
+        for batch in lost:  # raises QueueClosed for a deleted topic
+            self._refresh(batch.topic, batch.queue, past_head=True)
         if not lost:
             _back_off(attempt)
 
@@ -228,3 +269,115 @@ class BatchAppender:
 def _back_off(attempt: int) -> None:
     """A short wait with jitter before sending a contended transaction again."""
     time.sleep(random.uniform(0, 0.005 * (2 ** min(attempt, 6))))
+
+
+class _PlainAppend:
+    """One append in plain conditional writes (see the module's docstring): the claim
+    when stamped, the index items, the heads. Raises as :meth:`BatchAppender.append`."""
+
+    def __init__(
+        self,
+        appender: BatchAppender,
+        batches: list[PendingBatch],
+        stamp: ProducerStamp | None,
+        build_record: StreamRecordBuilder,
+        expires_at: int,
+        record_expires_at: int,
+    ) -> None:
+        self._appender = appender
+        self._batches = {(b.topic, b.queue): b for b in batches}
+        self._stamp = stamp
+        self._build_record = build_record
+        self._expires_at = expires_at
+        self._record_expires_at = record_expires_at
+        self._learned_at = appender._clock()
+        self._bases = {s: appender._next_offset(*s) for s in self._batches}
+        self._claim: ProducerRecord | None = None
+        if stamp is not None:
+            record = build_record(self._bases)
+            self._claim = dataclasses.replace(record, token=uuid.uuid4().hex)
+
+    def possible(self) -> bool:
+        """Whether the request's record may be written apart from its batches (a
+        deduplicating or a delaying send's record goes in the append's transaction)."""
+        claim = self._claim
+        return claim is None or (claim.deduplication_ms is None and claim.scheduled_at is None)
+
+    def run(self) -> dict[Stream, int]:
+        resumed = self._claim is not None and self._put_claim()
+        for stream in self._batches:
+            self._place(stream, resumed)
+        for stream, batch in self._batches.items():
+            self._publish(batch, self._bases[stream])
+        if resumed:
+            raise AlreadyRecorded()
+        return dict(self._bases)
+
+    def _put_claim(self) -> bool:
+        """Put the claim; True if a claim of the same request was there to finish (a
+        resend), raising AlreadyRecorded for any other record of the stamp."""
+        assert self._claim is not None and self._stamp is not None
+        found = self._appender._producers.claim(
+            self._stamp, self._claim, expires_at=self._record_expires_at
+        )
+        if found is None:
+            return False
+        queues = {queue for _, queue in self._batches}
+        if found.token is None or found.digest != self._claim.digest or set(found.bases) != queues:
+            raise AlreadyRecorded()
+        self._adopt(found)
+        return True
+
+    def _adopt(self, claim: ProducerRecord) -> None:
+        self._claim = claim
+        self._bases = {(topic, queue): claim.bases[queue] for topic, queue in self._batches}
+
+    def _place(self, stream: Stream, resumed: bool) -> None:
+        """Put the stream's index item at its base, or find it there already; a base
+        another append took moves the claim to the log's end."""
+        topic, queue = stream
+        token = self._claim.token if self._claim is not None else None
+        if resumed:  # the base may be old: put only at an end read now, unless ours is there
+            if self._index.claim_at(topic, queue, self._bases[stream]) == token:
+                return
+            self._move(stream, self._appender._refresh(topic, queue, past_head=True))
+        for attempt in range(self._appender._max_attempts):
+            base = self._bases[stream]
+            entry = self._batches[stream].at(base)
+            holder = self._index.put(entry, expires_at=self._expires_at, claim=token)
+            if holder is None or (token is not None and holder == token):
+                return
+            self._move(stream, self._appender._refresh(topic, queue, past_head=True))
+            if attempt:
+                _back_off(attempt)
+        raise Busy("the queue tail is contended; retry the request")
+
+    def _move(self, stream: Stream, tail: int) -> None:
+        """Take ``tail`` as the stream's base, moving the claim there first."""
+        claim, stamp = self._claim, self._stamp
+        if claim is None or stamp is None:
+            self._bases[stream] = tail
+            return
+        bases = {**claim.bases, stream[1]: tail}
+        if bases == claim.bases:
+            return
+        if self._appender._producers.move_claim(stamp, claim, bases):
+            self._adopt(dataclasses.replace(claim, bases=bases))
+            return
+        found = self._appender._producers.get(stamp)  # another attempt moved it
+        if found is None or found.token != claim.token:
+            raise Busy("the producer's record changed while appending; retry the request")
+        self._adopt(found)
+
+    def _publish(self, batch: PendingBatch, base: int) -> None:
+        """Move the head past the batch; a topic deleted before that takes it back."""
+        published = self._appender._heads.publish(batch.topic, batch.queue, base + batch.count)
+        if published is Published.CLOSED:
+            token = self._claim.token if self._claim is not None else None
+            self._index.take_back(batch.at(base), claim=token)
+            raise QueueClosed(batch.topic)
+        self._appender._remember(batch.topic, batch.queue, base + batch.count, self._learned_at)
+
+    @property
+    def _index(self) -> LogIndex:
+        return self._appender._index

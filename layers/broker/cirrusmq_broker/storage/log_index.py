@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from ..model import IndexEntry, stream_id
-from .dynamo import batch_write, from_item, to_item
+from .dynamo import batch_write, error_code, from_item, to_item
 
 not_yet_appended = "attribute_not_exists(base_offset)"
 MAX_CLOCK_SKEW_SECONDS = 300
@@ -44,8 +46,11 @@ class LogIndex:
         self._table = table
 
     # ---------------------------------------------------------------- appending
-    def put_request(self, entry: IndexEntry, *, expires_at: int) -> dict[str, Any]:
-        """A transaction item that appends ``entry`` unless its offset is taken."""
+    def put_request(
+        self, entry: IndexEntry, *, expires_at: int, claim: str | None = None
+    ) -> dict[str, Any]:
+        """A transaction item that appends ``entry`` unless its offset is taken. ``claim``:
+        the token of the idempotency claim the batch was appended under."""
         return {
             "Put": {
                 "TableName": self._table,
@@ -62,11 +67,77 @@ class LogIndex:
                         "expires_at": expires_at,
                         "key_filter": entry.key_filter,
                         "held_until": entry.held_until,
+                        "claim": claim,
                     }
                 ),
                 "ConditionExpression": not_yet_appended,
             }
         }
+
+    def put(self, entry: IndexEntry, *, expires_at: int, claim: str | None = None) -> str | None:
+        """Put ``entry`` unless its offset is taken (one conditional write). Returns None
+        when it was put, else the claim token of the item holding the offset ('' for an
+        item appended without one)."""
+        request = self.put_request(entry, expires_at=expires_at, claim=claim)["Put"]
+        try:
+            self._client.put_item(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return str(from_item(exc.response.get("Item") or {}).get("claim", ""))
+        return None
+
+    def claim_at(self, topic: str, queue: int, base_offset: int) -> str | None:
+        """The claim token of the item at exactly ``base_offset`` (a consistent read):
+        None if no item is there, '' for an item appended without a claim."""
+        item = self._client.get_item(
+            TableName=self._table,
+            Key=to_item({"stream": stream_id(topic, queue), "base_offset": base_offset}),
+            ProjectionExpression="claim, base_offset",
+            ConsistentRead=True,
+        ).get("Item")
+        return None if item is None else str(from_item(item).get("claim", ""))
+
+    def chain_end(self, topic: str, queue: int, floor: int) -> int:
+        """Where the queue's log ends: past every item at or above ``floor`` (the head,
+        which appended items not yet published may lie beyond), else ``floor``."""
+        end = floor
+        paginator = self._client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="#s = :s AND base_offset >= :b",
+            ExpressionAttributeNames={"#s": "stream", "#c": "count"},
+            ExpressionAttributeValues=to_item({":s": stream_id(topic, queue), ":b": floor}),
+            ProjectionExpression="base_offset, #c",
+            ConsistentRead=True,
+        ):
+            for values in map(from_item, page["Items"]):
+                end = max(end, int(values["base_offset"]) + int(values["count"]))
+        return end
+
+    def take_back(self, entry: IndexEntry, *, claim: str | None) -> None:
+        """Delete the item of an append that was refused after its put (its topic was
+        deleted before it was published): only if the item is that append's."""
+        condition, values = (
+            ("claim = :c", {":c": claim})
+            if claim
+            else ("object_key = :k", {":k": entry.object_key})
+        )
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=to_item(
+                    {
+                        "stream": stream_id(entry.topic, entry.queue),
+                        "base_offset": entry.base_offset,
+                    }
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=to_item(values),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     # ---------------------------------------------------------------- reading
     def read_from(

@@ -6,8 +6,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from ..model import ProducerStamp
-from .dynamo import from_item, to_item
+from .dynamo import error_code, from_item, to_item
 
 not_yet_recorded = "attribute_not_exists(producer_key)"
 recorded_before = "recorded_at <= :stale"
@@ -39,6 +41,11 @@ class ProducerRecord:
     message_ids: tuple[str, ...] = ()
     """For a deduplicating send: its message ids, which a repeat answers whatever it
     carries."""
+    token: str | None = None
+    """A claim's token (a record put before its batches were appended, each index item
+    carrying the token): the bases are where the batches go, and a resend finishes what
+    the first attempt left undone. None: the record was written in the append's own
+    transaction, so its batches are appended."""
 
 
 def producer_key(stamp: ProducerStamp) -> str:
@@ -63,9 +70,10 @@ class ProducerRecords:
         item: dict[str, Any] = {
             "producer_key": producer_key(stamp),
             "digest": record.digest,
-            "bases": json.dumps(record.bases, separators=(",", ":")),
+            "bases": _bases(record.bases),
             "expires_at": expires_at,
             "scheduled_at": record.scheduled_at,
+            "token": record.token,
         }
         put: dict[str, Any] = {"TableName": self._table, "ConditionExpression": not_yet_recorded}
         if record.deduplication_ms is not None and record.recorded_at is not None:
@@ -78,23 +86,67 @@ class ProducerRecords:
         put["Item"] = to_item(item)
         return {"Put": put}
 
+    def claim(
+        self, stamp: ProducerStamp, record: ProducerRecord, *, expires_at: int
+    ) -> ProducerRecord | None:
+        """Put ``record`` (a claim: it has a token) where no record of the stamp is (one
+        conditional write). Returns None when it was put, else the record found."""
+        request = self.put_request(stamp, record, expires_at=expires_at)["Put"]
+        try:
+            self._client.put_item(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            found = exc.response.get("Item")
+            return _record(from_item(found)) if found else self.get(stamp)
+        return None
+
+    def move_claim(
+        self, stamp: ProducerStamp, claim: ProducerRecord, bases: dict[int, int]
+    ) -> bool:
+        """Point the claim at other bases (its batch lost an offset to another append),
+        only while it still has ``claim``'s token and bases. False: it changed meanwhile."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_item({"producer_key": producer_key(stamp)}),
+                UpdateExpression="SET bases = :new",
+                ConditionExpression="#t = :t AND bases = :old",
+                ExpressionAttributeNames={"#t": "token"},
+                ExpressionAttributeValues=to_item(
+                    {":t": claim.token, ":old": _bases(claim.bases), ":new": _bases(bases)}
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def get(self, stamp: ProducerStamp) -> ProducerRecord | None:
         item = self._client.get_item(
             TableName=self._table,
             Key=to_item({"producer_key": producer_key(stamp)}),
             ConsistentRead=True,
         ).get("Item")
-        if not item:
-            return None
-        values = from_item(item)
-        bases = {int(q): base for q, base in json.loads(values["bases"]).items()}
-        expires_at = values.get("expires_at")
-        recorded_at = values.get("recorded_at")
-        return ProducerRecord(
-            values["digest"],
-            bases,
-            values.get("scheduled_at"),
-            None if expires_at is None else int(expires_at),
-            None if recorded_at is None else int(recorded_at),
-            message_ids=tuple(json.loads(values.get("message_ids") or "[]")),
-        )
+        return _record(from_item(item)) if item else None
+
+
+def _bases(bases: dict[int, int]) -> str:
+    """The stored form of a record's bases (compared as a whole by a claim's move)."""
+    return json.dumps(bases, separators=(",", ":"))
+
+
+def _record(values: dict[str, Any]) -> ProducerRecord:
+    bases = {int(q): base for q, base in json.loads(values["bases"]).items()}
+    expires_at = values.get("expires_at")
+    recorded_at = values.get("recorded_at")
+    return ProducerRecord(
+        values["digest"],
+        bases,
+        values.get("scheduled_at"),
+        None if expires_at is None else int(expires_at),
+        None if recorded_at is None else int(recorded_at),
+        message_ids=tuple(json.loads(values.get("message_ids") or "[]")),
+        token=values.get("token"),
+    )

@@ -1,25 +1,46 @@
 """Queue heads (QueueHeadsTable): one item per queue that never expires.
 
-A head holds the queue's next offset and is advanced in the same transaction as the index
-item of every append, so offsets never repeat or go backwards even after retention has
-removed every index item of the queue. Deleting a topic closes its heads in the same
-transaction that retires the topic: an append racing the delete is refused instead of
-being acknowledged and purged later. The heads outlive their topic: a topic created again
-under the name reopens them in its create transaction and goes on from the old offsets, so
-an offset never names two messages (a position a consumer kept skips nothing).
+A head holds the queue's published end: every offset below it has its index item (or had
+one that retention removed), and readers plan up to it. An append puts its index item at
+the log's end first (the chain of index items is the log: a put lands only where no item
+is), then publishes it by moving the head past it, or moves the head in the same
+transaction as the index item. So the head never goes backwards and offsets never repeat,
+even after retention has removed every index item of the queue; it may lag items an
+append has put and not yet published (a crash between the two), which the next append
+to the queue walks over and publishes. Deleting a topic closes its heads in the same
+transaction that retires the topic: an append whose publish finds its head closed takes
+its item back and is refused instead of being acknowledged and purged later. The heads
+outlive their topic: a topic created again under the name reopens them in its create
+transaction and goes on from the old offsets, so an offset never names two messages (a
+position a consumer kept skips nothing).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-from ..model import stream_id
-from .dynamo import KeysToRead, batch_get, from_item, to_item
+from botocore.exceptions import ClientError
 
-never_appended = "attribute_not_exists(next_offset)"
-still_at_expected = "next_offset = :expected"
+from ..model import stream_id
+from .dynamo import KeysToRead, batch_get, error_code, from_item, to_item
+
+not_past_base = "(attribute_not_exists(next_offset) OR next_offset <= :base)"
+"""The head has not passed the base offset an append takes (it may lag the log's end)."""
+below_end = "(attribute_not_exists(next_offset) OR next_offset < :end)"
 still_open = "attribute_not_exists(closed)"
+
+
+class Published(Enum):
+    """What publishing an appended batch found."""
+
+    MOVED = "moved"
+    """The head moved to the batch's end."""
+    PASSED = "passed"
+    """Another append had already published past the batch's end."""
+    CLOSED = "closed"
+    """The topic was deleted before the batch was published: it is not part of the log."""
 
 
 @dataclass(frozen=True)
@@ -80,21 +101,42 @@ class QueueHeads:
                 heads[int(queue)] = _head(values)
         return heads
 
-    def advance_request(self, topic: str, queue: int, expected: int, new: int) -> dict[str, Any]:
-        """A transaction item moving the head from ``expected`` to ``new`` (if still open)."""
-        at_expected = never_appended if expected == 0 else still_at_expected
-        values: dict[str, Any] = {":new": new}
-        if expected:
-            values[":expected"] = expected
+    def advance_request(self, topic: str, queue: int, base: int, new: int) -> dict[str, Any]:
+        """A transaction item moving the head to ``new`` for a batch at ``base`` (if the
+        head has not passed ``base`` and is still open; the index item's put in the same
+        transaction is what takes the offset)."""
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": to_item(self.key(topic, queue)),
                 "UpdateExpression": "SET next_offset = :new",
-                "ConditionExpression": f"{at_expected} AND {still_open}",
-                "ExpressionAttributeValues": to_item(values),
+                "ConditionExpression": f"{not_past_base} AND {still_open}",
+                "ExpressionAttributeValues": to_item({":new": new, ":base": base}),
             }
         }
+
+    def publish(self, topic: str, queue: int, end: int) -> Published:
+        """Move the head to ``end`` unless it is there or past already (one conditional
+        write); a head closed below ``end`` publishes nothing."""
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key=to_item(self.key(topic, queue)),
+                UpdateExpression="SET next_offset = :end",
+                ConditionExpression=f"{below_end} AND {still_open}",
+                ExpressionAttributeValues=to_item({":end": end}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            head = _head(from_item(exc.response.get("Item") or {}))
+            if head.next_offset >= end:  # published before the topic was deleted, if it was
+                return Published.PASSED
+            if head.closed:
+                return Published.CLOSED
+            raise  # neither closed nor past: not a condition this update has
+        return Published.MOVED
 
     def close_request(self, topic: str, queue: int) -> dict[str, Any]:
         """A transaction item closing the head: later appends are refused."""
