@@ -117,7 +117,12 @@ RACES_AT_WRITE = (
     ("send", "resend"),  # a resend while its original is paused
 )
 """Races of ``race_at_write``: the first request pauses right before the write that
-carries its guard (its TransactWriteItems), the second changes what the first read."""
+carries its guard (its TransactWriteItems, or a send's plain writes), the second changes
+what the first read."""
+SEND_WRITES = (("PutItem", 1), ("PutItem", 0), ("UpdateItem", 0))
+"""Where a send pauses in ``race_at_write`` (by ``nth``): its append is plain conditional
+writes, no transaction: the index item's put (after the claim), the claim's put, the
+head's move."""
 EXPIRY_RACES_AT_WRITE = tuple(p for p in RACES_AT_WRITE if "receive" in p)
 """The races of a lease request (ack, change_invisible, nack) and an expiry move."""
 COMMIT_RACES_AT_WRITE = (
@@ -1217,7 +1222,8 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         ``nth`` TransactWriteItems (the write that carries the guard), with the state set
         up so that the second one changes what the first read."""
         first, second = self._aimed_pair(b, pair, p1, q1, p2, q2)
-        self._interleave(b, first, 0, second, before=("TransactWriteItems", nth))
+        before = SEND_WRITES[nth] if pair[0] == "send" else ("TransactWriteItems", nth)
+        self._interleave(b, first, 0, second, before=before)
 
     @rule(
         b=containers,

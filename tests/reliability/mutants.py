@@ -857,14 +857,13 @@ GUARDS: tuple[Guard, ...] = (
     ),
     Guard(
         "append-head-fence",
-        "an append moves its queue's head only from the offset it read "
-        "(``advance_request``: ``next_offset = :expected``)",
+        "a transactional append moves its queue's head only if the head has not passed the "
+        "batch's base (``advance_request``: ``next_offset <= :base``)",
         (
             Edit(
                 "storage/queue_heads.py",
-                '"ConditionExpression": f"{at_expected} AND {still_open}",\n',
-                '"ConditionExpression": f"({at_expected} OR attribute_exists(next_offset)) AND '
-                '{still_open}",\n',
+                '"ConditionExpression": f"{not_past_base} AND {still_open}",\n',
+                '"ConditionExpression": f"{still_open}",\n',
             ),
         ),
         aims=(RACES,),
@@ -873,7 +872,8 @@ GUARDS: tuple[Guard, ...] = (
     ),
     Guard(
         "append-index-fence",
-        "an append's index item is put only where no item is (``not_yet_appended``)",
+        "an append's index item is put only where no item is (``not_yet_appended``): a plain "
+        "append's only fence on its offset",
         (
             Edit(
                 "storage/log_index.py",
@@ -882,20 +882,20 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         aims=(RACES,),
-        note="the head's ``next_offset = :expected`` refuses the same base offset: the pair is the"
-        " row append-fences (defence in depth)",
+        tests=(
+            "tests/broker/services/test_produce.py::"
+            "test_offsets_stay_contiguous_when_two_containers_race",
+        ),
     ),
     Guard(
         "append-fences",
-        "an append lands only at the offset it read: the head's ``next_offset = :expected`` "
-        "and the index item's ``not_yet_appended`` together (each alone survives, the other "
-        "one still refusing the same base offset)",
+        "an append lands only at the log's end: the head's ``next_offset <= :base`` and the "
+        "index item's ``not_yet_appended`` together",
         (
             Edit(
                 "storage/queue_heads.py",
-                '"ConditionExpression": f"{at_expected} AND {still_open}",\n',
-                '"ConditionExpression": f"({at_expected} OR attribute_exists(next_offset)) AND '
-                '{still_open}",\n',
+                '"ConditionExpression": f"{not_past_base} AND {still_open}",\n',
+                '"ConditionExpression": f"{still_open}",\n',
             ),
             Edit(
                 "storage/log_index.py",
@@ -907,6 +907,104 @@ GUARDS: tuple[Guard, ...] = (
         tests=(
             "tests/broker/services/test_produce.py::"
             "test_offsets_stay_contiguous_when_two_containers_race",
+        ),
+    ),
+    Guard(
+        "append-tail-trusted",
+        "a cached tail is appended at only while younger than TAIL_TRUSTED_MS (below the "
+        "shortest retention): retention never frees the offset it names inside the log",
+        (
+            Edit(
+                "storage/appends.py",
+                "if cached is not None and self._clock() - cached[1] < TAIL_TRUSTED_MS:\n",
+                "if cached is not None:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_cached_tail_is_read_again_before_retention_could_free_its_offset",
+        ),
+    ),
+    Guard(
+        "append-claim-move",
+        "a claim moves to another base only from the token and bases its mover read: a "
+        "paused original and its resend place the batch once",
+        (
+            Edit(
+                "storage/producers.py",
+                '                ConditionExpression="#t = :t AND bases = :old",\n',
+                '                ConditionExpression="#t = :t",\n',
+            ),
+        ),
+        aims=(RACES,),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_paused_original_and_its_resend_store_the_batch_once",
+        ),
+    ),
+    Guard(
+        "append-resume-own-item",
+        "a resend finishing a claim first looks for its batch at the claimed base: a resend "
+        "of a stored batch stores nothing",
+        (
+            Edit(
+                "storage/appends.py",
+                "            if self._index.claim_at(topic, queue, self._bases[stream]) == token:\n"
+                "                return\n",
+                "",
+            ),
+        ),
+        aims=(RACES,),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_resend_publishes_an_append_that_died_before_its_head_moved",
+        ),
+    ),
+    Guard(
+        "append-holder-own",
+        "a put that finds its offset held by its own claim's item counts as placed",
+        (
+            Edit(
+                "storage/appends.py",
+                "if holder is None or (token is not None and holder == token):\n",
+                "if holder is None:\n",
+            ),
+        ),
+        aims=(RACES,),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_paused_original_and_its_resend_store_the_batch_once",
+        ),
+    ),
+    Guard(
+        "append-publish-open",
+        "an append's head moves only while the topic is not deleted; one deleted first takes "
+        "the item back and refuses the send",
+        (
+            Edit(
+                "storage/queue_heads.py",
+                'ConditionExpression=f"{below_end} AND {still_open}",\n',
+                'ConditionExpression=f"{below_end}",\n',
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_topic_deleted_before_the_head_moved_takes_the_item_back",
+        ),
+    ),
+    Guard(
+        "append-take-back",
+        "an append refused after its put (topic deleted) deletes its index item",
+        (
+            Edit(
+                "storage/appends.py",
+                "            self._index.take_back(batch.at(base), claim=token)\n",
+                "",
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_topic_deleted_before_the_head_moved_takes_the_item_back",
         ),
     ),
     Guard(
