@@ -943,21 +943,68 @@ GUARDS: tuple[Guard, ...] = (
         ),
     ),
     Guard(
-        "append-resume-own-item",
-        "a resend finishing a claim first looks for its batch at the claimed base: a resend "
-        "of a stored batch stores nothing",
+        "append-resume-published",
+        "a resend finishing a claim reads the head before the item at the claimed base: an "
+        "unpublished base takes the put (whoever races for it), a published one is checked",
         (
             Edit(
                 "storage/appends.py",
-                "            if self._index.claim_at(topic, queue, self._bases[stream]) == token:\n"
-                "                return\n",
-                "",
+                "        if resumed and self._published_past(stream):\n",
+                "        if resumed:\n",
             ),
         ),
         aims=(RACES,),
         tests=(
             "tests/broker/storage/test_plain_appends.py::"
-            "test_a_resend_publishes_an_append_that_died_before_its_head_moved",
+            "test_two_resends_of_a_claim_store_the_batch_once",
+        ),
+    ),
+    Guard(
+        "append-resume-skipped",
+        "a resend finishing a claim checks its claimed base before putting there: never at "
+        "a published offset retention freed",
+        (
+            Edit(
+                "storage/appends.py",
+                "        if resumed and self._published_past(stream):\n",
+                "        if False:\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_resend_after_retention_stores_nothing_again",
+        ),
+    ),
+    Guard(
+        "append-resume-own-item",
+        "a resend finding its claimed base published and empty answers from the record: its "
+        "batch may have been there (retention, a purge), never appended twice",
+        (
+            Edit(
+                "storage/appends.py",
+                "            if holder is None:  # ours may have been there: never append it twice\n"
+                "                raise AlreadyRecorded()\n",
+                "",
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_resend_after_retention_stores_nothing_again",
+        ),
+    ),
+    Guard(
+        "index-read-below-head",
+        "readers by offset take no index item at or past the head (put, not yet published)",
+        (
+            Edit(
+                "storage/log_index.py",
+                "if i[0].base_offset < end\n",
+                "\n",
+            ),
+        ),
+        tests=(
+            "tests/broker/storage/test_plain_appends.py::"
+            "test_a_reader_by_offset_sees_no_item_beyond_the_head",
         ),
     ),
     Guard(

@@ -4,12 +4,13 @@ retention. Each case stores every message once and shows it to readers once."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import boto3
 import pytest
-from broker_helpers import Crash, index_items, send
+from broker_helpers import Crash, count_calls, index_items, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, TopicNotFound
 from cirrusmq_broker.model import MessageInput, ProducerStamp
@@ -144,3 +145,93 @@ def test_a_cached_tail_is_read_again_before_retention_could_free_its_offset(warm
     [receipt] = send(warm, "t", b"late")
     assert receipt.offset == 4
     assert bodies(warm) == [b"late"]
+
+
+def test_a_send_to_several_queues_is_one_transaction_visible_all_at_once(broker):
+    broker.admin.create_topic("t", queues=4)
+    inputs = [MessageInput(b"%d" % i, message_group=f"g{i}") for i in range(8)]
+    calls, remove = count_calls()
+    try:
+        receipts = broker.produce.send("t", inputs, ProducerStamp("p", 1)).receipts
+    finally:
+        remove()
+    assert len({r.queue for r in receipts}) > 1
+    assert calls["dynamodb.TransactWriteItems"] == 1 and calls["dynamodb.PutItem"] == 0
+
+
+# The resend's first calls: its claim's put (refused: the claim is there), the head read,
+# the index item's put. The other attempt runs to its end right before one of them.
+RESEND_POINTS = [("GetItem", 0), ("PutItem", 1)]
+
+
+@pytest.mark.parametrize(("operation", "nth"), RESEND_POINTS)
+def test_two_resends_of_a_claim_store_the_batch_once(warm, settings, clock, operation, nth):
+    stamp, inputs = ProducerStamp("p", 1), [MessageInput(b"a")]
+    with before_call(warm, "PutItem", 1, die), pytest.raises(Crash):  # claim put, item not
+        warm.produce.send("t", inputs, stamp)
+    second = Broker(settings, clock)
+    done = []
+
+    def first_resend() -> None:
+        done.append(Broker(settings, clock).produce.send("t", inputs, stamp))
+
+    with before_call(second, operation, nth, first_resend):
+        again = second.produce.send("t", inputs, stamp)
+    assert done and again.receipts == done[0].receipts
+    assert bodies(warm) == [b"a"]
+
+
+@pytest.mark.parametrize(("operation", "nth"), RESEND_POINTS)
+def test_a_slow_original_and_its_resend_store_the_batch_once(warm, settings, clock, operation, nth):
+    """The original pauses after its claim (a client timed out and resent); it finishes
+    while the resend is at one of its calls."""
+    stamp, inputs = ProducerStamp("p", 1), [MessageInput(b"a")]
+    go, done, claimed = threading.Event(), threading.Event(), threading.Event()
+    out: dict = {}
+
+    def original() -> None:
+        try:
+            with before_call(warm, "PutItem", 1, lambda: (claimed.set(), go.wait(10))):
+                out["first"] = warm.produce.send("t", inputs, stamp)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=original)
+    thread.start()
+    assert claimed.wait(10)
+    resend = Broker(settings, clock)
+    with before_call(resend, operation, nth, lambda: (go.set(), done.wait(10))):
+        again = resend.produce.send("t", inputs, stamp)
+    thread.join(10)
+    assert out["first"].receipts == again.receipts
+    assert bodies(warm) == [b"a"]
+
+
+def test_a_resend_after_retention_stores_nothing_again(warm, settings, clock):
+    """Its item expired: the record still answers (ours may have been there)."""
+    stamp, inputs = ProducerStamp("p", 1), [MessageInput(b"a")]
+    first = warm.produce.send("t", inputs, stamp)
+    assert bodies(warm) == [b"a"]
+    clock.advance(4 * 24 * 3600)  # past retention (72 h), within the 7-day window
+    table = boto3.client("dynamodb", region_name="us-east-1")
+    for item in index_items(warm):  # what TTL deletes
+        key = {"stream": item["stream"], "base_offset": item["base_offset"]}
+        table.delete_item(TableName=settings.log_index_table, Key=key)
+    again = Broker(settings, clock).produce.send("t", inputs, stamp)
+    assert again.duplicate and again.receipts == first.receipts
+    assert index_items(warm) == []  # not put again, not even below the head
+    assert bodies(warm) == []
+
+
+def test_a_reader_by_offset_sees_no_item_beyond_the_head(warm, settings, clock):
+    """The item of a send refused after its put (its topic deleted) was never published."""
+    seen: list[bytes] = []
+
+    def read_then_delete() -> None:
+        result = Broker(settings, clock).log_reader.read("t", 0, 0, max_messages=10)
+        seen.extend(m.body for m in result.messages)
+        Broker(settings, clock).admin.delete_topic("t")
+
+    with before_call(warm, "UpdateItem", 0, read_then_delete), pytest.raises(TopicNotFound):
+        send(warm, "t", b"refused")
+    assert seen == [b"warm"]

@@ -29,11 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..model import NewMessage, ProducerStamp, Topic
+from ..model import NewMessage, ProducerStamp, SystemFields, Topic
 from ..rules import key_filter
 from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder, StreamRecordBuilder
 from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore
 
+SYSTEM_FIELDS = tuple(f.name for f in dataclasses.fields(SystemFields))
+"""The system fields a row's digest covers, in order (all scalars: no deep copy needed)."""
 CONTENT_DIGEST_CHARS = 40
 """Hex characters of the SHA-256 of the bytes in a content-addressed name (160 bits)."""
 
@@ -68,7 +70,7 @@ def rows_named(prefix: str, messages: Sequence[NewMessage]) -> Naming:
             list(m.keys),
             sorted(m.properties.items()),
             m.message_group,
-            list(dataclasses.astuple(m.system)),
+            [getattr(m.system, name) for name in SYSTEM_FIELDS],
         ]
         digest.update(json.dumps(fields, separators=(",", ":")).encode() + b"\n")
     return Naming("rows", f"{prefix}{digest.hexdigest()[:CONTENT_DIGEST_CHARS]}")

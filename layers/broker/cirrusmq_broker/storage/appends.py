@@ -4,18 +4,18 @@ The log of a queue is the chain of its index items: an append puts its item at t
 offset where the log ends, only where no item is, so two appends never share an offset.
 Then the queue's head is moved past it (``queue_heads``), which publishes it to readers.
 
-A plain append (nothing else to commit with it) does that in plain conditional writes:
-the producer's idempotency claim first when the request is stamped (the record naming
-where its batches go, with a token each index item carries), then each index item, then
-each head. A crash between them leaves nothing a reader sees but a claim, or an item
-beyond its head: a resend of the stamped request finds the claim and finishes the
-append, and the next append to the queue walks over the item and publishes it. A lost
-race for an offset moves the claim to the log's new end.
+A plain append (one queue's batch, nothing else to commit with it) does that in plain
+conditional writes: the producer's idempotency claim first when the request is stamped
+(the record naming where the batch goes, with a token the index item carries), then the
+index item, then the head. A crash between them leaves nothing a reader sees but a claim,
+or an item beyond its head: a resend of the stamped request finds the claim and finishes
+the append, and the next append to the queue walks over the item and publishes it. A
+lost race for an offset moves the claim to the log's new end.
 
-An append with extra items (timers, lease settles, a transaction's records) or with a
-record that must be written with it (a deduplicating or a delaying send) is one
-DynamoDB transaction: each head moved (from at most the batch's base, still open), each
-index item, the record, the extra items.
+An append of several queues' batches (visible all at once), with extra items (timers,
+lease settles, a transaction's records) or with a record that must be written with it (a
+deduplicating or a delaying send) is one DynamoDB transaction: each head moved (from at
+most the batch's base, still open), each index item, the record, the extra items.
 
 Either way a taken idempotency record means the request was already stored, and a
 closed head means the topic was deleted.
@@ -176,7 +176,7 @@ class BatchAppender:
         """:meth:`append` for batches of one or more topics (one batch per queue); returns
         (topic, queue) → base offset. ``expires_at``: of every index item, or per topic."""
         extra_items = list(extra_items or [])
-        if not extra_items and len({b.topic for b in batches}) == 1:
+        if not extra_items and len(batches) == 1:  # several queues: visible all at once
             expiry = expires_at if isinstance(expires_at, int) else expires_at[batches[0].topic]
             plain = _PlainAppend(self, batches, stamp, build_record, expiry, record_expires_at)
             if plain.possible():
@@ -337,9 +337,14 @@ class _PlainAppend:
         another append took moves the claim to the log's end."""
         topic, queue = stream
         token = self._claim.token if self._claim is not None else None
-        if resumed:  # the base may be old: put only at an end read now, unless ours is there
-            if self._index.claim_at(topic, queue, self._bases[stream]) == token:
+        if resumed and self._published_past(stream):
+            # The item at the base was put before the head was read: ours, or another
+            # append's (ours cannot be put there any more), or gone (retention, a purge).
+            holder = self._index.claim_at(topic, queue, self._bases[stream])
+            if holder == token:
                 return
+            if holder is None:  # ours may have been there: never append it twice
+                raise AlreadyRecorded()
             self._move(stream, self._appender._refresh(topic, queue, past_head=True))
         for attempt in range(self._appender._max_attempts):
             base = self._bases[stream]
@@ -351,6 +356,14 @@ class _PlainAppend:
             if attempt:
                 _back_off(attempt)
         raise Busy("the queue tail is contended; retry the request")
+
+    def _published_past(self, stream: Stream) -> bool:
+        """Whether the head has passed the claim's base (read before the item there: an
+        unpublished base takes the put, which is the check, whoever races for it)."""
+        head = self._appender._heads.get(*stream)
+        if head.closed:
+            raise QueueClosed(stream[0])
+        return head.next_offset > self._bases[stream]
 
     def _move(self, stream: Stream, tail: int) -> None:
         """Take ``tail`` as the stream's base, moving the claim there first."""

@@ -151,11 +151,14 @@ class LogIndex:
         then at most ``MAX_EXPIRED_PAGES`` pages are read on: any number of expired entries
         costs a bounded number of calls, and ``floor`` says how far this call got, so the
         caller stores it and the next call goes on from there. ``end`` is the queue's next
-        offset: nothing is skipped beyond it.
+        offset (its head): nothing is skipped or returned beyond it.
         """
         floor, searched = base_offset, False
         for _ in range(MAX_EXPIRED_PAGES + 1):
-            items = self._query_from(topic, queue, floor, limit)
+            # an item at or past the head is put and not yet published: not part of the log
+            items = [
+                i for i in self._query_from(topic, queue, floor, limit) if i[0].base_offset < end
+            ]
             if not items:  # everything below the head is gone (retained ones are contiguous)
                 return IndexPage([], max(floor, end))
             live = [e for e, expires in items if expires > now_s]
