@@ -982,8 +982,8 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/appends.py",
-                "            if holder is None:  # ours may have been there: never append it twice\n"
-                "                raise AlreadyRecorded()\n",
+                "            if holder is None:  # ours may have been there: never append it"
+                " twice\n                raise AlreadyRecorded()\n",
                 "",
             ),
         ),
