@@ -296,7 +296,7 @@ class Broker:
             writer=self.writer,
             producers=self.producers,
             states=self.states,
-            handles=ReceiptHandles(lambda: ReceiptSigner(self.settings.receipt_secret)),
+            handles=ReceiptHandles(lambda: self.receipt_signer),
             registrations=Registrations(store=store, clock=self.clock),
             transactions=store,
             clock=self.clock,
@@ -316,6 +316,11 @@ class Broker:
 
     # ------------------------------------------------------------ consuming
     @functools.cached_property
+    def receipt_signer(self) -> ReceiptSigner:
+        """One signer for every service: a handle made by a receive is known to the ack."""
+        return ReceiptSigner(self.settings.receipt_secret)
+
+    @functools.cached_property
     def consume(self) -> ConsumeService:
         return ConsumeService(
             topics=self.catalog,
@@ -324,7 +329,7 @@ class Broker:
             reader=self.reader,
             states=self.states,
             views=GroupViewReader(self._dynamodb, self.heads, self.states, self.registry),
-            signer=ReceiptSigner(self.settings.receipt_secret),
+            signer=self.receipt_signer,
             clock=self.clock,
             retries=self.retries,
         )
@@ -360,7 +365,7 @@ class Broker:
             views=GroupViewReader(self._dynamodb, self.heads, self.states),
             configs=self.group_configs,
             records=MoveRecords(self._dynamodb, self.settings.producers_table),
-            signer=lambda: ReceiptSigner(self.settings.receipt_secret),
+            signer=lambda: self.receipt_signer,
             clock=self.clock,
         )
 
