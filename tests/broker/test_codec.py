@@ -2,6 +2,7 @@ import io
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from cirrusmq_broker.codec import (
     BATCH_SCHEMA,
     SCHEMA_VERSION,
@@ -90,3 +91,28 @@ def test_version_1_objects_decode_with_empty_system_fields():
     pq.write_table(table, sink)
     (message,) = decode_batch(sink.getvalue(), topic="t", queue=0, base_offset=5)
     assert (message.offset, message.system) == (5, SystemFields())
+
+
+@pytest.mark.parametrize(
+    "system",
+    [
+        SystemFields(delivery_timestamp=5),
+        SystemFields(origin_topic="orders"),
+        SystemFields(origin_queue=0),
+        SystemFields(origin_offset=0),
+        SystemFields(reconsume_count=1),
+        SystemFields(dead_letter_reason="expired"),
+        SystemFields(transaction_id="tx-1"),
+    ],
+    ids=SYSTEM_COLUMNS,
+)
+def test_any_one_system_field_is_kept_among_plain_rows(system):
+    messages = [
+        NewMessage("a", b"1"),
+        NewMessage("b", b"2", system=system),
+        NewMessage("c", b"3"),
+        NewMessage("d", b"4", system=system),
+    ]
+    data = encode_batch(messages, stored_timestamp=2, stamp=None)
+    decoded = decode_batch(data, topic="t", queue=0, base_offset=0)
+    assert [m.system for m in decoded] == [SystemFields(), system, SystemFields(), system]
