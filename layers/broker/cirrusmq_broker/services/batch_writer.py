@@ -34,6 +34,7 @@ from ..rules import key_filter
 from ..storage.appends import BatchAppender, PendingBatch, RecordBuilder, StreamRecordBuilder
 from ..storage.batch_objects import REUSE_EXISTING_OBJECT_SECONDS, BatchObjectStore
 
+_JSON = json.JSONEncoder(separators=(",", ":"))
 SYSTEM_FIELDS = tuple(f.name for f in dataclasses.fields(SystemFields))
 """The system fields a row's digest covers, in order (all scalars: no deep copy needed)."""
 CONTENT_DIGEST_CHARS = 40
@@ -72,7 +73,7 @@ def rows_named(prefix: str, messages: Sequence[NewMessage]) -> Naming:
             m.message_group,
             [getattr(m.system, name) for name in SYSTEM_FIELDS],
         ]
-        digest.update(json.dumps(fields, separators=(",", ":")).encode() + b"\n")
+        digest.update(_JSON.encode(fields).encode() + b"\n")
     return Naming("rows", f"{prefix}{digest.hexdigest()[:CONTENT_DIGEST_CHARS]}")
 
 

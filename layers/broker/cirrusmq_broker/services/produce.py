@@ -38,6 +38,7 @@ from .message_validation import validate_messages
 from .topic_catalog import TopicCatalog
 from .trace import record_sent
 
+_JSON = json.JSONEncoder(separators=(",", ":"))
 MAX_APPEND_ITEMS = 100
 """DynamoDB TransactWriteItems' limit: one send is one append."""
 MAX_QUEUES_PER_SEND = (MAX_APPEND_ITEMS - 1) // 2
@@ -402,7 +403,7 @@ def request_digest(topic: str, inputs: Sequence[MessageInput]) -> str:
         fields = [m.message_id, m.tag, list(m.keys), sorted(m.properties.items()), m.message_group]
         if m.delay_level is not None or m.delivery_timestamp is not None:
             fields += [m.delay_level, m.delivery_timestamp]
-        h.update(json.dumps(fields, separators=(",", ":")).encode())
+        h.update(_JSON.encode(fields).encode())
     return h.hexdigest()
 
 
