@@ -410,6 +410,31 @@ def describe_tables(ddb: Any, resources: dict[str, str]) -> dict[str, Table]:
 
 
 # ============================================================== usage
+FULL_VCPU_MB = 1769
+"""Lambda gives a function CPU in proportion to its MemorySize: one full vCPU at 1,769 MB
+(docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html)."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One handler invocation here: wall time, and the CPU time this process spent in it
+    (its threads and the local stack's background threads together: a bound from above)."""
+
+    wall_s: float
+    cpu_s: float
+    memory_mb: int
+
+    def billed_gb_s(self, memory_mb: int | None = None) -> float:
+        """GB-s Lambda would bill at ``memory_mb`` (None: the function's own): the time spent
+        waiting as measured here, plus the CPU time stretched by the function's CPU share
+        (1,024 MB: 0.58 of a vCPU, so 1.73x), in 1 ms increments. Assumes a Lambda vCPU
+        runs this Python as fast as one core of this machine."""
+        memory = memory_mb or self.memory_mb
+        waiting = self.wall_s - self.cpu_s
+        running = self.cpu_s * max(1.0, FULL_VCPU_MB / memory)
+        return math.ceil(1000 * (waiting + running)) / 1000 * memory / 1024
+
+
 @dataclass
 class Usage:
     """What one kind of request cost: calls, DynamoDB units by table, Lambda time."""
@@ -418,10 +443,7 @@ class Usage:
     read_units: collections.Counter[str] = field(default_factory=collections.Counter)
     write_units: collections.Counter[str] = field(default_factory=collections.Counter)
     requests: int = 0
-    handler_ms: list[float] = field(default_factory=list)
-    billed_gb_s: float = 0.0
-    billed_ms: int = 0
-    """Lambda time billed, in 1 ms increments (for pricing at another MemorySize)."""
+    invocations: list[Invocation] = field(default_factory=list)
     estimated_writes: int = 0
     failed_writes: int = 0
     express_upload_bytes: int = 0
@@ -434,14 +456,22 @@ class Usage:
         self.read_units.update(other.read_units)
         self.write_units.update(other.write_units)
         self.requests += other.requests
-        self.handler_ms += other.handler_ms
-        self.billed_gb_s += other.billed_gb_s
-        self.billed_ms += other.billed_ms
+        self.invocations += other.invocations
         self.estimated_writes += other.estimated_writes
         self.failed_writes += other.failed_writes
         self.express_upload_bytes += other.express_upload_bytes
         self.express_retrieval_bytes += other.express_retrieval_bytes
         return self
+
+    @property
+    def handler_ms(self) -> list[float]:
+        """Each invocation's wall time here, in ms."""
+        return [1000 * invocation.wall_s for invocation in self.invocations]
+
+    def billed_gb_s(self, memory_mb: int | None = None) -> float:
+        """Lambda GB-s billed for the invocations at ``memory_mb`` (None: each function's
+        own MemorySize)."""
+        return sum(invocation.billed_gb_s(memory_mb) for invocation in self.invocations)
 
     @property
     def rru(self) -> float:
@@ -477,12 +507,7 @@ class Usage:
             provisioned = profile.provisioned(label)
             reads += units * (PROVISIONED_READ_UNIT if provisioned else PRICE["ddb_read_unit"])
         door = PRICE["api_request"] if front_door == "http-api" else 0.0
-        gb_s = self.billed_gb_s
-        if profile.memory_mb is not None:
-            # the same billed time at the profile's MemorySize: the handlers wait on
-            # DynamoDB and S3, so their time is taken not to grow at 512 MB (the local
-            # runtime gives no function a CPU share by memory: moto cannot show it)
-            gb_s = self.billed_ms / 1000 * profile.memory_mb / 1024
+        gb_s = self.billed_gb_s(profile.memory_mb)
         return {
             "S3 PUT": put,
             "S3 GET": get,
@@ -564,18 +589,17 @@ class Meter:
         def invoke(runtime: FunctionRuntime, event: Any) -> Any:
             kind = request_kind(event)
             meter.kind, meter._local.overhead = kind, 0.0
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             try:
                 return original_invoke(runtime, event)
             finally:
-                seconds = time.perf_counter() - started - meter._local.overhead
-                billed_ms = math.ceil(seconds * 1000)
+                overhead = meter._local.overhead
+                wall = time.perf_counter() - started - overhead
+                cpu = min(wall, max(0.0, time.process_time() - cpu_started - overhead))
                 with meter._lock:
                     usage = meter._usage[kind]
                     usage.requests += 1
-                    usage.handler_ms.append(seconds * 1000)
-                    usage.billed_gb_s += billed_ms / 1000 * runtime.function.memory_size / 1024
-                    usage.billed_ms += billed_ms
+                    usage.invocations.append(Invocation(wall, cpu, runtime.function.memory_size))
                 meter.kind = "other"
 
         remove = observe_calls(self.observe)
@@ -1170,13 +1194,18 @@ def print_calls(runs: list[BatchRun]) -> None:
     print(
         f"{'batch':>5} {'kind':<8}| {'requests':>8} | {'S3 PUT':>7} | {'S3 GET':>7} |"
         f" {'DDB rd calls':>12} | {'DDB wr calls':>12} | {'RRU':>8} | {'WRU':>8} |"
-        f" {'p50 handler ms':>14} | {'Lambda GB-s':>11}"
+        f" {'p50 handler ms':>14} | {'p50 CPU ms':>10} | {'Lambda GB-s':>11}"
     )
     for run in runs:
         n = run.messages
         rows = [(kind, run.usage(kind)) for kind in KINDS] + [("total", run.total())]
         for kind, u in rows:
             p50 = statistics.median(u.handler_ms) if kind != "total" and u.handler_ms else None
+            cpu = (
+                statistics.median(1000 * i.cpu_s for i in u.invocations)
+                if kind != "total" and u.invocations
+                else None
+            )
             print(
                 f"{run.batch:>5} {kind:<8}| {per_1000(u.requests, n):>8.1f} |"
                 f" {per_1000(u.calls['S3 PUT'], n):>7.1f} |"
@@ -1185,7 +1214,8 @@ def print_calls(runs: list[BatchRun]) -> None:
                 f" {per_1000(u.calls['DynamoDB write'], n):>12.1f} |"
                 f" {per_1000(u.rru, n):>8.1f} | {per_1000(u.wru, n):>8.1f} |"
                 f" {'' if p50 is None else f'{p50:.1f}':>14} |"
-                f" {per_1000(u.billed_gb_s, n):>11.3f}"
+                f" {'' if cpu is None else f'{cpu:.1f}':>10} |"
+                f" {per_1000(u.billed_gb_s(), n):>11.3f}"
             )
     for what, units_of in (
         ("write", lambda u: u.write_units),
@@ -1436,7 +1466,7 @@ def print_idle(idle: IdleCosts, memory_mb: int, front_door: str = "http-api") ->
     long_polls = MONTH_S / idle.long_poll_s
     print(
         f"  (a) server long poll, wait_seconds=20: one poll measured: {idle.long_poll_s:.1f} s,"
-        f" {describe(idle.long_poll)}, Lambda {idle.long_poll.billed_gb_s:.1f} GB-s"
+        f" {describe(idle.long_poll)}, Lambda {idle.long_poll.billed_gb_s():.1f} GB-s"
         f" ({memory_mb} MB)"
     )
     print(
@@ -1454,7 +1484,7 @@ def print_idle(idle: IdleCosts, memory_mb: int, front_door: str = "http-api") ->
         f" {idle.max_interval_s:g} s: one poll measured (mean of {n}):"
         f" {idle.short_polls.calls['DynamoDB read'] / n:g} reads = {idle.short_polls.rru / n:g}"
         f" RRU, {idle.short_polls.wru / n:g} WRU, handler p50 {ms:.1f} ms"
-        f" ({idle.short_polls.billed_gb_s / n:.4f} GB-s billed)"
+        f" ({idle.short_polls.billed_gb_s() / n:.4f} GB-s billed)"
     )
     for cap in sorted({idle.max_interval_s, 20.0}):
         polls = MONTH_S / cap
