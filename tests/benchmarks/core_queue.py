@@ -55,11 +55,16 @@ How the figures are obtained (all from calls counted in this one run, times list
   expiry deletes (free) and storage.
 - Lambda duration: ``cirrusmq_local.lambda_runtime.FunctionRuntime.invoke`` is wrapped in this
   process; the time inside it (JSON round trip of event and result + handler), less this
-  benchmark's own bookkeeping, is billed in 1 ms increments at the function's MemorySize as
-  the local template loader read it from template.yaml (Globals: 1024 MB). Handlers are
-  imported before the run (no cold start counted). Against moto on a loaded 2-core machine the
-  handlers are far slower than against DynamoDB and S3 in AWS: the duration cost is an upper
-  bound, and every total is also printed without it.
+  benchmark's own bookkeeping, is split into CPU time (this process's, so it includes the
+  local stack's background threads) and waiting. Lambda gives a function CPU in proportion
+  to its MemorySize (one vCPU at 1,769 MB), so the CPU time is stretched by 1,769 / MemorySize
+  (1.73x at 1,024 MB; a Lambda vCPU taken as fast as one core here) and the waits are kept;
+  the sum is billed in 1 ms increments at the MemorySize the local template loader read from
+  template.yaml (Globals: 1024 MB). Handlers are imported before the run (no cold start
+  counted). moto answers in a few ms where S3 Standard takes far longer, so the profiles'
+  tables also show the duration on paper for AWS: the same CPU time, and each call's
+  published latency (``AWS_CALL_MS``) in place of moto's. Every total is also printed
+  without Lambda duration.
 
 Prices: AWS list prices, us-east-1, as of 2025 (see ``PRICES_AS_OF``): Lambda arm64
 $0.0000133334 per GB-second and $0.20 per million requests; HTTP API $1.00 per million requests;
@@ -91,10 +96,9 @@ would bill them, each with its goals (Lambda duration counted), $ per million me
   tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
   utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices of
   aws.amazon.com/dynamodb/pricing/provisioned as of 2026-12-02: a unit used costs the
-  hour's price / 3,600 / 0.70), the other tables on-demand, the billed handler time priced
-  at 512 MB (the handlers wait on DynamoDB and S3; the local runtime gives no CPU share by
-  memory, so moto cannot show a difference): batch 100 at most $0.10, batch 1,000 at most
-  $0.010.
+  hour's price / 3,600 / 0.70), the other tables on-demand, the handler time priced at
+  512 MB (the waits at half the price, the CPU time stretched 3.46x: the same GB-s as at
+  1,024 MB): batch 100 at most $0.10, batch 1,000 at most $0.010.
   Provisioned capacity is paid by the hour whether used or not: the figures hold only for a
   load steady enough for auto scaling to track it (see docs/deploy.md).
 
@@ -415,22 +419,54 @@ FULL_VCPU_MB = 1769
 (docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html)."""
 
 
+AWS_CALL_MS = {
+    "S3 PUT": (10, 100),
+    "S3 GET": (10, 100),
+    "DynamoDB read": (1, 10),
+    "DynamoDB write": (1, 10),
+}
+"""An AWS call's latency in AWS (ms, low and high), for the on-paper duration: S3 Standard,
+requests under 512 KB: "median latencies are often in the tens of milliseconds"
+(docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/
+timeouts-and-retries-for-latency-sensitive-applications.html), DynamoDB "single-digit
+millisecond" (aws.amazon.com/dynamodb), read 2026-12-02. Calls are taken one after another
+(a bound from above)."""
+AWS_EXPRESS_CALL_MS = (1, 10)
+"""S3 Express One Zone: "consistent single-digit millisecond" (its product page)."""
+
+
 @dataclass(frozen=True)
 class Invocation:
-    """One handler invocation here: wall time, and the CPU time this process spent in it
-    (its threads and the local stack's background threads together: a bound from above)."""
+    """One handler invocation here: wall time, the CPU time this process spent in it (its
+    threads and the local stack's background threads together: a bound from above), and the
+    AWS calls it made."""
 
     wall_s: float
     cpu_s: float
     memory_mb: int
+    calls: tuple[tuple[str, int], ...] = ()
 
     def billed_gb_s(self, memory_mb: int | None = None) -> float:
         """GB-s Lambda would bill at ``memory_mb`` (None: the function's own): the time spent
         waiting as measured here, plus the CPU time stretched by the function's CPU share
         (1,024 MB: 0.58 of a vCPU, so 1.73x), in 1 ms increments. Assumes a Lambda vCPU
         runs this Python as fast as one core of this machine."""
+        return self._billed(self.wall_s - self.cpu_s, memory_mb)
+
+    def aws_gb_s(self, memory_mb: int | None, bound: int, *, s3_express: bool = False) -> float:
+        """GB-s on paper for AWS: the same CPU time, and waits of :data:`AWS_CALL_MS`
+        (``bound`` 0: the low figures, 1: the high ones) instead of moto's."""
+        waiting = 0.0
+        for kind, count in self.calls:
+            latency = AWS_CALL_MS.get(kind)
+            if latency is not None and s3_express and kind.startswith("S3"):
+                latency = AWS_EXPRESS_CALL_MS
+            if latency is not None:
+                waiting += count * latency[bound] / 1000
+        return self._billed(waiting, memory_mb)
+
+    def _billed(self, waiting: float, memory_mb: int | None) -> float:
         memory = memory_mb or self.memory_mb
-        waiting = self.wall_s - self.cpu_s
         running = self.cpu_s * max(1.0, FULL_VCPU_MB / memory)
         return math.ceil(1000 * (waiting + running)) / 1000 * memory / 1024
 
@@ -472,6 +508,10 @@ class Usage:
         """Lambda GB-s billed for the invocations at ``memory_mb`` (None: each function's
         own MemorySize)."""
         return sum(invocation.billed_gb_s(memory_mb) for invocation in self.invocations)
+
+    def aws_gb_s(self, memory_mb: int | None, bound: int, *, s3_express: bool = False) -> float:
+        """Lambda GB-s on paper for AWS (see :meth:`Invocation.aws_gb_s`)."""
+        return sum(i.aws_gb_s(memory_mb, bound, s3_express=s3_express) for i in self.invocations)
 
     @property
     def rru(self) -> float:
@@ -589,6 +629,8 @@ class Meter:
         def invoke(runtime: FunctionRuntime, event: Any) -> Any:
             kind = request_kind(event)
             meter.kind, meter._local.overhead = kind, 0.0
+            with meter._lock:
+                calls_before = collections.Counter(meter._usage[kind].calls)
             started, cpu_started = time.perf_counter(), time.process_time()
             try:
                 return original_invoke(runtime, event)
@@ -599,7 +641,9 @@ class Meter:
                 with meter._lock:
                     usage = meter._usage[kind]
                     usage.requests += 1
-                    usage.invocations.append(Invocation(wall, cpu, runtime.function.memory_size))
+                    calls = tuple(sorted((usage.calls - calls_before).items()))
+                    memory = runtime.function.memory_size
+                    usage.invocations.append(Invocation(wall, cpu, memory, calls))
                 meter.kind = "other"
 
         remove = observe_calls(self.observe)
@@ -1265,6 +1309,20 @@ def per_million_cost(
     return {k: v * 1_000_000 / messages for k, v in cost.items()}
 
 
+def aws_duration_per_million(
+    usage: Usage, messages: int, profile: Profile, *, s3_express: bool = False
+) -> tuple[float, float]:
+    """$ per million messages of Lambda duration on paper for AWS (low, high): the CPU time
+    measured here at the profile's CPU share, the waits of :data:`AWS_CALL_MS`."""
+    return tuple(  # type: ignore[return-value]
+        usage.aws_gb_s(profile.memory_mb, bound, s3_express=s3_express)
+        * PRICE["lambda_gb_s"]
+        * 1_000_000
+        / messages
+        for bound in (0, 1)
+    )
+
+
 def print_profiles(
     runs: list[BatchRun],
     profiles: list[Profile],
@@ -1302,7 +1360,7 @@ def print_profiles(
         print(
             f"{'batch':>5} | "
             + " | ".join(f"{c:>11}" for c in components)
-            + f" | {'total':>8} | {'w/o GB-s':>8} | goal"
+            + f" | {'total':>8} | {'w/o GB-s':>8} | {'with AWS GB-s on paper':>22} | goal"
         )
         for run in runs:
             cost = per_million_cost(
@@ -1314,12 +1372,22 @@ def print_profiles(
             )
             total = sum(cost.values())
             without = total - cost["Lambda GB-s"]
+            low, high = aws_duration_per_million(
+                run.total(), run.messages, profile, s3_express=s3_express
+            )
             print(
                 f"{run.batch:>5} | "
                 + " | ".join(f"{cost[c]:>11.4f}" for c in components)
                 + f" | {total:>8.4f} | {without:>8.4f} |"
+                + f" {f'{without + low:.4f}-{without + high:.4f}':>22} |"
                 f" {verdict(run.batch, total, without, profile)}"
             )
+        print(
+            "  Lambda GB-s: the wait measured here plus the CPU time at the MemorySize's CPU"
+            f" share (one vCPU at {FULL_VCPU_MB} MB); on paper for AWS: the same CPU time and"
+            " each call's published latency in AWS instead of moto's (S3 Standard 10-100 ms,"
+            " S3 Express and DynamoDB 1-10 ms), calls one after another"
+        )
 
 
 def print_costs(
@@ -1327,8 +1395,8 @@ def print_costs(
 ) -> None:
     print(
         f"\n$ per million messages (produce + receive + ack) through FrontDoor={front_door},"
-        f" {PRICES_AS_OF}, acks riding on receives; Lambda GB-s = measured handler time here"
-        " (an upper bound):"
+        f" {PRICES_AS_OF}, acks riding on receives; Lambda GB-s = the wait measured here"
+        " + the CPU time at the MemorySize's CPU share:"
     )
     components = list(Usage().cost())
     print(
@@ -1522,7 +1590,12 @@ def latency_summary(latencies: list[float]) -> dict[str, float | int | None]:
 
 
 def summary(
-    doors: list[DoorRun], profiles: list[Profile], memory_mb: int, idle: IdleCosts
+    doors: list[DoorRun],
+    profiles: list[Profile],
+    memory_mb: int,
+    idle: IdleCosts,
+    *,
+    s3_express: bool = False,
 ) -> dict[str, Any]:
     """The run's figures as JSON-ready data (``--json``): costs from counted calls; with
     more than one front door measured, a profile's name carries the door (``steady
@@ -1552,6 +1625,9 @@ def summary(
                     "components": cost,
                     "total": total,
                     "without_lambda_duration": total - cost["Lambda GB-s"],
+                    "aws_lambda_duration": aws_duration_per_million(
+                        door_run.total(), door_run.messages, profile, s3_express=s3_express
+                    ),
                     "goal": profile.goals.get(run.batch),
                 }
         batches.append(
@@ -1785,7 +1861,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"Run time {time.perf_counter() - started:.0f} s.")
     if args.json:
-        data = summary(doors, args.profile, memory, idle)
+        data = summary(doors, args.profile, memory, idle, s3_express=args.s3_express)
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 

@@ -44,7 +44,8 @@ CORE = {
                     "components": {},
                     "total": total / batch,
                     "without_lambda_duration": total / batch / 2,
-                    "goal": None,
+                    "aws_lambda_duration": (total / batch / 4, total / batch),
+                    "goal": total / batch if batch == 100 else None,
                 }
                 for name, total in (("default", 12.5), ("steady", 8.25))
             },
@@ -141,6 +142,12 @@ def test_report_writes_charts_and_tables_from_fixed_inputs(tmp_path: Path, deplo
     # cost table: batch, default, default w/o GB-s, steady, steady w/o GB-s, SQS, floor
     assert "| 1 | $12.5000 | $6.2500 | $8.2500 | $4.1250 | $1.2000 | $7.0000 |" in page
     assert "| 1,000 | $0.0125 | $0.0063 | $0.0083 | $0.0041 | $0.1200 | $0.0070 |" in page
+    # on paper for AWS: w/o duration + (low, high) duration
+    assert "| 1,000 | $0.0094-$0.0188 | $0.0062-$0.0124 |" in page
+    assert (
+        "- batch 100, `default`: goal $0.1250: here met ($0.1250; $0.0625 without Lambda GB-s);"
+        " on paper for AWS met at the low end only ($0.0938-$0.1875)"
+    ) in page
     assert "| 100 | 5 | 1,100 | 1,300 | 17 | 19 |" in page
     assert "| SchedulerFunction | $0.0490 | $0.0240 |" in page
     assert "about **$0.2310 a month**" in page
@@ -150,7 +157,7 @@ def test_report_writes_charts_and_tables_from_fixed_inputs(tmp_path: Path, deplo
     assert "of the S3 baseline 0.93 (goal ≥ 0.8: met); of the native reader 0.25" in page
     assert "(goal ≥ 0.5: **not met**)" in page
     assert "| received | 1,310 | 2,920 | 2,990 |" in page
-    assert "docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html" in page
+    assert "timeouts-and-retries-for-latency-sensitive-applications.html" in page
     assert "an estimate on paper, not a measurement" in page
     # every figure says when and where it ran; the loaded machine is said
     assert page.count("Measured 2026-12-02 02:30 UTC (42 s) on 2 cores") == 6
