@@ -116,3 +116,21 @@ def test_any_one_system_field_is_kept_among_plain_rows(system):
     data = encode_batch(messages, stored_timestamp=2, stamp=None)
     decoded = decode_batch(data, topic="t", queue=0, base_offset=0)
     assert [m.system for m in decoded] == [SystemFields(), system, SystemFields(), system]
+
+
+def test_a_row_with_a_null_reconsume_count_keeps_its_other_system_fields():
+    # written by another writer: the column nullable, the origin set, the count missing
+    schema = pa.schema(
+        [f.with_nullable(True) if f.name == "reconsume_count" else f for f in BATCH_SCHEMA],
+        metadata=BATCH_SCHEMA.metadata,
+    )
+    data = encode_batch([NewMessage("a", b"b", born_timestamp=1)], stored_timestamp=2, stamp=None)
+    table = pq.read_table(io.BytesIO(data)).cast(schema)
+    origin = table.schema.get_field_index("origin_topic")
+    table = table.set_column(origin, "origin_topic", pa.array(["orders"], pa.string()))
+    count = table.schema.get_field_index("reconsume_count")
+    table = table.set_column(count, schema.field(count), pa.array([None], pa.int32()))
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    (message,) = decode_batch(sink.getvalue(), topic="t", queue=0, base_offset=0)
+    assert message.system.origin_topic == "orders"

@@ -128,7 +128,7 @@ def _system_column(table: pa.Table) -> list[SystemFields]:
     version 1 object, most rows of a plain send), built only for the others."""
     if "reconsume_count" not in table.column_names:
         return [NO_SYSTEM_FIELDS] * table.num_rows
-    present = pc.not_equal(table.column("reconsume_count"), 0)
+    present = pc.fill_null(pc.not_equal(table.column("reconsume_count"), 0), True)
     for name in SYSTEM_COLUMNS:
         if name != "reconsume_count":
             present = pc.or_(present, pc.is_valid(table.column(name)))
