@@ -399,11 +399,13 @@ def aws_duration_table(data: dict[str, Any], names: list[str]) -> list[str]:
     call's published latency in AWS in place of moto's (low-high)."""
     if not all("aws_lambda_duration" in p for b in data["batches"] for p in b["profiles"].values()):
         return []
+    s3 = data.get("aws_s3_latency_ms", (10, 100))
     lines = [
         "",
         "The same totals with Lambda duration on paper for AWS: the CPU time measured here,"
-        " and each call's latency as AWS publishes it in place of moto's (S3 Standard"
-        " 10-100 ms, DynamoDB 1-10 ms; calls one after another), low-high:",
+        " and each call's latency as AWS publishes it in place of moto's"
+        f" ({data.get('batch_storage', 'S3 Standard')} {s3[0]}-{s3[1]} ms, DynamoDB and"
+        " other calls 1-10 ms; calls one after another), low-high:",
         "",
         "| batch | " + " | ".join(names) + " |",
         "|---:|" + "---:|" * len(names),

@@ -243,7 +243,7 @@ def request_kind(event: dict[str, Any]) -> str:
     return found.target if isinstance(found, RouteMatch) else "other"
 
 
-KINDS = ("produce", "receive", "ack")
+KINDS = ("produce", "receive", "ack", "notify")
 INDEX_ENTRY_OVERHEAD = 100
 """Bytes AWS adds to a global secondary index entry's projected attributes."""
 
@@ -433,6 +433,22 @@ millisecond" (aws.amazon.com/dynamodb), read 2026-12-02. Calls are taken one aft
 (a bound from above)."""
 AWS_EXPRESS_CALL_MS = (1, 10)
 """S3 Express One Zone: "consistent single-digit millisecond" (its product page)."""
+AWS_OTHER_CALL_MS = (1, 10)
+"""Any other call (KMS, an asynchronous Lambda invoke, other DynamoDB operations): taken as
+DynamoDB's."""
+
+
+def background_cpu() -> float:
+    """CPU seconds the local stack's own threads (``cirrusmq-*``: the stream poller and the
+    runs it feeds, the metric forwarder) have used: not a request's."""
+    total = 0.0
+    for thread in threading.enumerate():
+        if thread.name.startswith("cirrusmq-") and thread.ident is not None:
+            try:
+                total += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (OSError, ProcessLookupError):  # ended meanwhile
+                continue
+    return total
 
 
 @dataclass(frozen=True)
@@ -445,6 +461,9 @@ class Invocation:
     cpu_s: float
     memory_mb: int
     calls: tuple[tuple[str, int], ...] = ()
+    own_memory: bool = False
+    """The function sets its own MemorySize (NotifyFunction): a profile's
+    ``FunctionMemorySize`` does not change it."""
 
     def billed_gb_s(self, memory_mb: int | None = None) -> float:
         """GB-s Lambda would bill at ``memory_mb`` (None: the function's own): the time spent
@@ -458,17 +477,18 @@ class Invocation:
         (``bound`` 0: the low figures, 1: the high ones) instead of moto's."""
         waiting = 0.0
         for kind, count in self.calls:
-            latency = AWS_CALL_MS.get(kind)
-            if latency is not None and s3_express and kind.startswith("S3"):
-                latency = AWS_EXPRESS_CALL_MS
-            if latency is not None:
-                waiting += count * latency[bound] / 1000
+            if kind.startswith("S3"):
+                latency = AWS_EXPRESS_CALL_MS if s3_express else AWS_CALL_MS["S3 GET"]
+            else:
+                latency = AWS_CALL_MS.get(kind, AWS_OTHER_CALL_MS)
+            waiting += count * latency[bound] / 1000
         return self._billed(waiting, memory_mb)
 
     def _billed(self, waiting: float, memory_mb: int | None) -> float:
-        memory = memory_mb or self.memory_mb
+        memory = self.memory_mb if self.own_memory else memory_mb or self.memory_mb
         running = self.cpu_s * max(1.0, FULL_VCPU_MB / memory)
-        return math.ceil(1000 * (waiting + running)) / 1000 * memory / 1024
+        billed_ms = math.ceil(round(1000 * (waiting + running), 6))  # 1 ms increments
+        return billed_ms / 1000 * memory / 1024
 
 
 @dataclass
@@ -585,7 +605,9 @@ class Meter:
         return usage
 
     def _now(self) -> Usage:
-        return self._usage[self.kind]
+        # a stream-fed run (the notifier) has its thread's own kind; a client request's
+        # calls also come from its worker threads (the produce's uploads): the shared kind
+        return self._usage[getattr(self._local, "kind", None) or self.kind]
 
     # ---------------------------------------------------------------- hooks
     def observe(self, service: str, operation: str, params: dict[str, Any]) -> None:
@@ -627,24 +649,37 @@ class Meter:
             return answer
 
         def invoke(runtime: FunctionRuntime, event: Any) -> Any:
-            kind = request_kind(event)
-            meter.kind, meter._local.overhead = kind, 0.0
+            streamed = isinstance(event, dict) and "Records" in event
+            kind = "notify" if streamed else request_kind(event)
+            if not streamed:
+                meter.kind = kind
+            meter._local.kind, meter._local.overhead, meter._local.overhead_cpu = kind, 0.0, 0.0
             with meter._lock:
                 calls_before = collections.Counter(meter._usage[kind].calls)
-            started, cpu_started = time.perf_counter(), time.process_time()
+            started = time.perf_counter()
+            cpu_started = time.thread_time() if streamed else time.process_time()
+            background_started = 0.0 if streamed else background_cpu()
             try:
                 return original_invoke(runtime, event)
             finally:
-                overhead = meter._local.overhead
-                wall = time.perf_counter() - started - overhead
-                cpu = min(wall, max(0.0, time.process_time() - cpu_started - overhead))
+                wall = time.perf_counter() - started - meter._local.overhead
+                if streamed:  # the poller's thread: its own CPU time
+                    cpu = time.thread_time() - cpu_started
+                else:  # the process's, less the local stack's own threads' meanwhile
+                    cpu = time.process_time() - cpu_started
+                    cpu -= background_cpu() - background_started
+                cpu = max(0.0, cpu - meter._local.overhead_cpu)
                 with meter._lock:
                     usage = meter._usage[kind]
                     usage.requests += 1
                     calls = tuple(sorted((usage.calls - calls_before).items()))
                     memory = runtime.function.memory_size
-                    usage.invocations.append(Invocation(wall, cpu, memory, calls))
-                meter.kind = "other"
+                    usage.invocations.append(
+                        Invocation(wall, cpu, memory, calls, own_memory=streamed)
+                    )
+                meter._local.kind = None
+                if not streamed:
+                    meter.kind = "other"
 
         remove = observe_calls(self.observe)
         BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
@@ -662,7 +697,7 @@ class Meter:
         self._local.pending = None
         if pending is None:
             return  # not a handler's DynamoDB call
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         operation, params = pending
         with self._lock:
             try:
@@ -670,6 +705,8 @@ class Meter:
             finally:
                 spent = time.perf_counter() - started
                 self._local.overhead = getattr(self._local, "overhead", 0.0) + spent
+                spent_cpu = time.thread_time() - cpu_started
+                self._local.overhead_cpu = getattr(self._local, "overhead_cpu", 0.0) + spent_cpu
 
     # ---------------------------------------------------------------- DynamoDB units
     def _dynamodb(
@@ -1019,6 +1056,8 @@ class BatchRun:
         return self.produce.messages
 
     def usage(self, kind: str) -> Usage:
+        if kind == "notify":  # the stream poller runs it when it finds the heads moved
+            return merged(p.usage.get(kind, Usage()) for p in (self.produce, self.consume))
         phase = self.produce if kind == "produce" else self.consume
         return phase.usage.get(kind, Usage())
 
@@ -1382,11 +1421,13 @@ def print_profiles(
                 + f" {f'{without + low:.4f}-{without + high:.4f}':>22} |"
                 f" {verdict(run.batch, total, without, profile)}"
             )
+        s3_ms = AWS_EXPRESS_CALL_MS if s3_express else AWS_CALL_MS["S3 PUT"]
         print(
             "  Lambda GB-s: the wait measured here plus the CPU time at the MemorySize's CPU"
             f" share (one vCPU at {FULL_VCPU_MB} MB); on paper for AWS: the same CPU time and"
-            " each call's published latency in AWS instead of moto's (S3 Standard 10-100 ms,"
-            " S3 Express and DynamoDB 1-10 ms), calls one after another"
+            f" each call's published latency in AWS instead of moto's ({storage}"
+            f" {s3_ms[0]}-{s3_ms[1]} ms, DynamoDB and other calls 1-10 ms), calls one after"
+            " another"
         )
 
 
@@ -1654,6 +1695,8 @@ def summary(
     return {
         "prices": PRICES_AS_OF,
         "memory_mb": memory_mb,
+        "aws_s3_latency_ms": AWS_EXPRESS_CALL_MS if s3_express else AWS_CALL_MS["S3 PUT"],
+        "batch_storage": "S3 Express One Zone" if s3_express else "S3 Standard",
         "sqs_best": SQS_BEST_PER_MILLION,
         "profiles": {
             named[door.front_door, p.name]: f"{p.parameters} FrontDoor={door.front_door}"
