@@ -461,9 +461,9 @@ class Invocation:
     cpu_s: float
     memory_mb: int
     calls: tuple[tuple[str, int], ...] = ()
-    own_memory: bool = False
-    """The function sets its own MemorySize (NotifyFunction): a profile's
-    ``FunctionMemorySize`` does not change it."""
+    streamed: bool = False
+    """Fed by a stream (the notifier): no front door request, and its function's own
+    MemorySize (256 MB), which a profile's ``FunctionMemorySize`` does not change."""
 
     def billed_gb_s(self, memory_mb: int | None = None) -> float:
         """GB-s Lambda would bill at ``memory_mb`` (None: the function's own): the time spent
@@ -485,7 +485,7 @@ class Invocation:
         return self._billed(waiting, memory_mb)
 
     def _billed(self, waiting: float, memory_mb: int | None) -> float:
-        memory = self.memory_mb if self.own_memory else memory_mb or self.memory_mb
+        memory = self.memory_mb if self.streamed else memory_mb or self.memory_mb
         running = self.cpu_s * max(1.0, FULL_VCPU_MB / memory)
         billed_ms = math.ceil(round(1000 * (waiting + running), 6))  # 1 ms increments
         return billed_ms / 1000 * memory / 1024
@@ -518,6 +518,11 @@ class Usage:
         self.express_upload_bytes += other.express_upload_bytes
         self.express_retrieval_bytes += other.express_retrieval_bytes
         return self
+
+    @property
+    def front_door_requests(self) -> int:
+        """Requests through the front door: every invocation but the stream-fed ones."""
+        return self.requests - sum(i.streamed for i in self.invocations)
 
     @property
     def handler_ms(self) -> list[float]:
@@ -573,7 +578,7 @@ class Usage:
             "S3 GET": get,
             "DDB write": writes,
             "DDB read": reads,
-            "HTTP API": self.requests * door,
+            "HTTP API": self.front_door_requests * door,
             "Lambda req": self.requests * PRICE["lambda_request"],
             "Lambda GB-s": gb_s * PRICE["lambda_gb_s"],
         }
@@ -675,7 +680,7 @@ class Meter:
                     calls = tuple(sorted((usage.calls - calls_before).items()))
                     memory = runtime.function.memory_size
                     usage.invocations.append(
-                        Invocation(wall, cpu, memory, calls, own_memory=streamed)
+                        Invocation(wall, cpu, memory, calls, streamed=streamed)
                     )
                 meter._local.kind = None
                 if not streamed:

@@ -18,7 +18,7 @@ def test_cpu_time_is_stretched_by_the_cpu_share_and_waits_are_kept() -> None:
 
 
 def test_a_function_with_its_own_memory_keeps_it_under_a_profile() -> None:
-    notify = Invocation(0.010, 0.0, 256, own_memory=True)
+    notify = Invocation(0.010, 0.0, 256, streamed=True)
     assert notify.billed_gb_s(512) == notify.billed_gb_s() == pytest.approx(0.010 / 4)
 
 
@@ -36,3 +36,13 @@ def test_usage_sums_its_invocations() -> None:
     usage = Usage(invocations=[Invocation(0.010, 0.0, 1024), Invocation(0.020, 0.0, 1024)])
     assert usage.billed_gb_s() == pytest.approx(0.030)
     assert usage.handler_ms == pytest.approx([10.0, 20.0])
+
+
+def test_a_stream_fed_run_is_no_front_door_request() -> None:
+    usage = Usage(
+        requests=2,
+        invocations=[Invocation(0.01, 0.0, 1024), Invocation(0.01, 0.0, 256, streamed=True)],
+    )
+    cost = usage.cost(front_door="http-api")
+    assert cost["HTTP API"] == pytest.approx(1 / 1_000_000)
+    assert cost["Lambda req"] == pytest.approx(2 * 0.20 / 1_000_000)
