@@ -430,3 +430,35 @@ def test_default_parallelism_without_a_spark_context():
     configured = {"spark.master": "yarn", "spark.default.parallelism": "48"}
     assert _default_parallelism(NoContext(configured)) == 48
     assert _default_parallelism(NoContext({"spark.master": "sc://host"})) is None
+
+
+def test_the_pointer_columns_of_every_slice_match_a_row_by_row_reading():
+    """The columns come at once when no row of the slice names a size attribute: every slice
+    of rows with and without pointers (one outside the slice included) reads as each row
+    alone reads."""
+    from cirrusmq.spark.rows import _pointer, pointer_columns
+
+    pointer = (
+        b'["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
+    )
+    rows = [
+        (b"inline", [("a", "1")]),
+        (pointer, [("ExtendedPayloadSize", "7")]),
+        (pointer, None),
+        (b"x", [("SQSLargePayloadSize", "3")]),
+        (pointer, [("b", "2")]),
+        (b"", []),
+    ]
+    bodies = pa.array([body for body, _ in rows], pa.binary())
+    properties = pa.array([props for _, props in rows], pa.map_(pa.string(), pa.string()))
+
+    def one_by_one(start: int, length: int) -> list[list]:
+        found = [_pointer(body, dict(props or ())) for body, props in rows[start : start + length]]
+        return [[row[k] if row else None for row in found] for k in range(4)]
+
+    for start in range(len(rows) + 1):
+        for length in range(len(rows) - start + 1):
+            columns = pointer_columns(bodies.slice(start, length), properties.slice(start, length))
+            assert [c.to_pylist() for c in columns] == one_by_one(start, length), (start, length)
+    whole = pointer_columns(bodies, properties)
+    assert whole[1].to_pylist() == [None, "k", None, None, None, None]

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..large_body import SIZE_ATTRIBUTES, extended_pointer, payload_size
@@ -176,7 +177,10 @@ _FIELD = {name: i for i, name in enumerate(ARROW_SCHEMA.names)}
 def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
     """``body_bucket``, ``body_key``, ``body_size``, ``body_sha256`` of each row: a large
     message's pointer (a body that is the Extended Client's pointer JSON and a size
-    property), nulls for an inline body."""
+    property), nulls for an inline body. Rows are looked at one by one only when some row
+    has a size property (most objects hold none: their columns are all null at once)."""
+    if not _any_size_property(properties):
+        return [pa.nulls(len(bodies), ARROW_SCHEMA.field(name).type) for name in POINTER_COLUMNS]
     found: list[tuple[str, str, int, str | None] | None] = [
         _pointer(body, dict(props or ()))
         for body, props in zip(bodies.to_pylist(), properties.to_pylist(), strict=True)
@@ -187,6 +191,19 @@ def pointer_columns(bodies: pa.Array, properties: pa.Array) -> list[pa.Array]:
         pa.array([p[2] if p else None for p in found], pa.int64()),
         pa.array([p[3] if p else None for p in found], pa.string()),
     ]
+
+
+def _any_size_property(properties: pa.Array) -> bool:
+    """Whether any row's properties name an Extended Client's size attribute."""
+    if not isinstance(properties, pa.MapArray):
+        return True  # let the row-by-row path decide
+    offsets = properties.offsets  # of this (maybe sliced) array's rows only
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    names = properties.keys.slice(first, last - first)
+    return pc.any(pc.is_in(names, value_set=_SIZE_NAMES)).as_py() is True
+
+
+_SIZE_NAMES = pa.array(SIZE_ATTRIBUTES, pa.string())
 
 
 def _pointer(body: bytes | None, props: dict[str, str]) -> tuple[str, str, int, str | None] | None:
