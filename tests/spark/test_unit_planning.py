@@ -462,3 +462,12 @@ def test_the_pointer_columns_of_every_slice_match_a_row_by_row_reading():
             assert [c.to_pylist() for c in columns] == one_by_one(start, length), (start, length)
     whole = pointer_columns(bodies, properties)
     assert whole[1].to_pylist() == [None, "k", None, None, None, None]
+    no_offsets = pa.Array.from_buffers(  # valid: an empty map array needs no offsets buffer
+        properties.type,
+        0,
+        [None, None],
+        children=[pa.array([], pa.struct([("key", pa.string()), ("value", pa.string())]))],
+    )
+    no_offsets.validate(full=True)
+    empty = pointer_columns(pa.array([], pa.binary()), no_offsets)
+    assert [c.to_pylist() for c in empty] == [[]] * 4

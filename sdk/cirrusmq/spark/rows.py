@@ -197,6 +197,8 @@ def _any_size_property(properties: pa.Array) -> bool:
     """Whether any row's properties name an Extended Client's size attribute."""
     if not isinstance(properties, pa.MapArray):
         return True  # let the row-by-row path decide
+    if len(properties) == 0:  # may have no offsets buffer at all
+        return False
     offsets = properties.offsets  # of this (maybe sliced) array's rows only
     first, last = offsets[0].as_py(), offsets[-1].as_py()
     names = properties.keys.slice(first, last - first)
