@@ -23,7 +23,8 @@ PartiQL, tagging by ARN, other services, ``/moto-api``) take the catalog lock ex
 they run alone, as every request did before. Produce (S3 put + index transaction) and
 consume (group table) requests now overlap; the transaction's table deep copy is gone
 (:mod:`cirrusmq_local.moto_patches`). ``tests/local/test_stack_atomicity.py``
-shows concurrent writes surviving failing transactions.
+shows concurrent writes surviving failing transactions. Routing a request no longer lists
+moto's package directory (:mod:`cirrusmq_local.moto_dispatch`).
 
 With ``--data-dir`` the DynamoDB, S3 and KMS state survives restarts: see
 :mod:`cirrusmq_local.moto_persist` (a write-ahead journal, fsync'd before each answer).
@@ -51,7 +52,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
-from cirrusmq_local import moto_patches
+from cirrusmq_local import moto_dispatch, moto_patches
 from cirrusmq_local.moto_expiry import ClockHistory, LifecycleExpirer, TtlExpirer, iter_tables
 from cirrusmq_local.moto_persist import DataStore, is_mutating, is_s3, partial_on_failure
 
@@ -461,6 +462,7 @@ def main(argv: list[str] | None = None) -> None:
     from werkzeug.serving import run_simple
 
     moto_patches.apply()
+    moto_dispatch.apply()
     # one access-log line per request cost ~10% of the server's CPU under load (profiled)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = DomainDispatcherApplication(create_backend_app)
