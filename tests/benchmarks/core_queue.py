@@ -66,7 +66,7 @@ How the figures are obtained (all from calls counted in this one run, times list
   published latency (``AWS_CALL_MS``) in place of moto's. Every total is also printed
   without Lambda duration.
 
-Prices: AWS list prices, us-east-1, as of 2025 (see ``PRICES_AS_OF``): Lambda arm64
+Prices: AWS list prices, us-east-1, as of 2026-12-02 (see ``PRICES_AS_OF``): Lambda arm64
 $0.0000133334 per GB-second and $0.20 per million requests; HTTP API $1.00 per million requests;
 DynamoDB on-demand $0.625 per million write request units and $0.125 per million read request
 units; S3 Standard PUT $0.005 per 1,000, GET $0.0004 per 1,000; SQS standard $0.40 per million
@@ -144,7 +144,7 @@ BODY_BYTES = 1024
 BODY = base64.b64encode(b"x" * BODY_BYTES).decode()
 INVISIBLE_12H = 12 * 3600
 
-PRICES_AS_OF = "AWS list prices, us-east-1, as of 2025"
+PRICES_AS_OF = "AWS list prices, us-east-1, as of 2026-12-02"
 PRICE = {
     "s3_put": 0.005 / 1000,
     "s3_get": 0.0004 / 1000,

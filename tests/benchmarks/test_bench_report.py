@@ -31,7 +31,7 @@ def latency(p50: float, p99: float) -> dict[str, float]:
 
 
 CORE = {
-    "prices": "AWS list prices, us-east-1, as of 2025",
+    "prices": "AWS list prices, us-east-1, as of 2026-12-02",
     "memory_mb": 1024,
     "sqs_best": 0.12,
     "profiles": {"default": "the template's defaults", "steady": "provisioned"},
