@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -34,6 +35,8 @@ def test_hosts_route_as_before_without_touching_the_filesystem(reverted, monkeyp
         raise AssertionError(f"listed {path} while routing a request")
 
     monkeypatch.setattr(os, "listdir", no_listing)
+    monkeypatch.setattr(os, "scandir", no_listing)
+    monkeypatch.setattr(os.path, "isdir", no_listing)
     assert {host: app.get_backend_for_host(host) for host in HOSTS} == expected
 
 
@@ -43,6 +46,7 @@ def test_the_server_entry_point_installs_it(reverted, monkeypatch) -> None:
     monkeypatch.setattr(moto_serial.moto_patches, "apply", lambda: None)
     monkeypatch.setattr(moto_serial.signal, "signal", lambda *args: None)
     monkeypatch.setenv("MOTO_PORT", "0")
+    monkeypatch.setattr(logging.getLogger("werkzeug"), "setLevel", lambda level: None)
     moto_serial.main(["--port", "0"])
     assert served, "the server did not start"
     assert backends.list_of_moto_modules is not moto_dispatch._ORIGINAL
