@@ -173,6 +173,8 @@ def main() -> None:
             "batch": args.batch,
             "objects": objects,
             "master": args.master,
+            "repeat": args.repeat,
+            "rounds": "interleaved",
             "readers": readers,
             "ratios": ratios,
             "goals": GOALS,

@@ -249,3 +249,14 @@ def test_from_data_rerenders_the_page_without_running(tmp_path: Path) -> None:
     page = (out / "README.md").read_text()
     assert "(cost.png)" in page and (out / "cost.png").exists()
     assert "**Quick run**" not in page
+
+
+def test_the_spark_section_says_how_its_reads_repeat(tmp_path: Path, deploy_md: Path) -> None:
+    interleaved = {**SPARK, "repeat": 5, "rounds": "interleaved"}
+    for data, said in (
+        (SPARK, "best of each reader's repeats, run back to back"),
+        (interleaved, "best of 5 rounds, each round running every reader once"),
+    ):
+        out = tmp_path / str(len(data))
+        page = write_report({"spark": with_data(data)}, out, quick=True, deploy_md=deploy_md)
+        assert said in page.read_text()
