@@ -538,8 +538,8 @@ def spark_method(data: dict[str, Any]) -> str:
     if data.get("rounds") == "interleaved":
         return (
             f"best of {data['repeat']} rounds, each round running every reader once (with each"
-            " reader's repeats back to back, native reads faster and the native ratio is"
-            " lower: docs/spark.md)"
+            " reader's repeats back to back, native reads faster and the native ratio has"
+            " mostly been below 0.5: see [docs/spark.md](../spark.md#performance))"
         )
     return "best of each reader's repeats, run back to back"
 

@@ -252,10 +252,15 @@ def test_from_data_rerenders_the_page_without_running(tmp_path: Path) -> None:
 
 
 def test_the_spark_section_says_how_its_reads_repeat(tmp_path: Path, deploy_md: Path) -> None:
-    interleaved = {**SPARK, "repeat": 5, "rounds": "interleaved"}
+    interleaved = {**SPARK, "repeat": 4, "rounds": "interleaved"}
     for data, said in (
         (SPARK, "best of each reader's repeats, run back to back"),
-        (interleaved, "best of 5 rounds, each round running every reader once"),
+        (
+            interleaved,
+            "best of 4 rounds, each round running every reader once (with each reader's"
+            " repeats back to back, native reads faster and the native ratio has mostly been"
+            " below 0.5",
+        ),
     ):
         out = tmp_path / str(len(data))
         page = write_report({"spark": with_data(data)}, out, quick=True, deploy_md=deploy_md)
