@@ -1,13 +1,14 @@
 """A receive response stays within Lambda's 6 MiB response payload, counted in bytes as it is
 serialized: the API's JSON (Powertools' serializer escapes non-ASCII text as ``\\uXXXX``,
 bodies are base64) inside the Lambda response, whose ``body`` string escapes each quote and
-backslash again."""
+backslash again. The API's own writer (UTF-8 text) takes no more bytes than that."""
 
 from __future__ import annotations
 
 import json
 
 from aws_lambda_powertools.shared.json_encoder import Encoder
+from cirrusmq_api.app import write_json
 from cirrusmq_api.convert import received_body
 from cirrusmq_api.schemas import ReceiveResponse
 from cirrusmq_broker import limits
@@ -15,10 +16,15 @@ from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services.delivery.response_size import RESPONSE_BYTE_BUDGET, wire_size
 
 
-def lambda_response_bytes(received: list) -> int:
-    """The bytes of the Lambda response the receive route returns for ``received``."""
+def powertools_json(answer: dict) -> str:
+    return json.dumps(answer, separators=(",", ":"), cls=Encoder)
+
+
+def lambda_response_bytes(received: list, write=powertools_json) -> int:
+    """The bytes of the Lambda response the receive route returns for ``received``, its
+    answer written by ``write``."""
     model = ReceiveResponse(messages=[received_body(r) for r in received])
-    body = json.dumps(model.model_dump(mode="json"), separators=(",", ":"), cls=Encoder)
+    body = write(model.model_dump(mode="json"))
     envelope = {
         "statusCode": 200,
         "body": body,
@@ -101,3 +107,15 @@ def test_the_first_message_fits_only_beside_what_the_acks_results_take(broker):
     taken = reserved + sum(wire_size(r.message) for r in received)
     assert taken <= RESPONSE_BYTE_BUDGET
     assert len(broker.consume.receive("g", "t")) == 1  # the next receive, without acks
+
+
+def test_the_api_writes_a_receive_answer_in_no_more_bytes_than_counted(broker):
+    broker.admin.create_topic("t", queues=1)
+    broker.produce.send("t", [heavy(i) for i in range(3)])
+    received = broker.consume.receive("g", "t", max_messages=100)
+    assert received
+    assert lambda_response_bytes(received, write_json) <= lambda_response_bytes(received)
+    for one in received:
+        assert lambda_response_bytes([one], write_json) - lambda_response_bytes(
+            [], write_json
+        ) <= wire_size(one.message)
