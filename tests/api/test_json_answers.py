@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from cirrusmq_api.app import _POWERTOOLS_JSON, create_app, write_json
 from hypothesis import given
@@ -75,3 +76,21 @@ def test_an_answer_with_a_lone_surrogate_is_written_as_powertools_writes_it():
     answer = answering_app({"tag": "a\ud800"}).resolve(health_event(), None)
     assert answer["statusCode"] == 200
     assert answer["body"] == '{"tag":"a\\ud800"}'
+
+
+class Plain:
+    def __init__(self) -> None:
+        self.a = 1
+
+
+def test_an_unannotated_route_answers_an_object_as_before():
+    """The response validation keeps Powertools' own writer of objects it does not know."""
+    router = APIGatewayHttpRouter()
+
+    @router.get("/v1/health")
+    def health():  # noqa: ANN202 - no return annotation: the answer is not validated
+        return Response(200, "application/json", body={"x": Plain()})
+
+    answer = create_app(router).resolve(health_event(), None)
+    assert answer["statusCode"] == 200
+    assert json.loads(answer["body"]) == {"x": {"a": 1}}

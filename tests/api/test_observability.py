@@ -259,3 +259,16 @@ def test_logging_and_metrics_make_no_aws_call():
         remove()
     assert metric_documents(lines) and request_line(lines)
     assert seen == []  # EMF is a log line: CloudWatch extracts the metrics from the logs
+
+
+def test_the_body_sizes_are_counted_in_utf8_bytes():
+    def send() -> dict:
+        return {"statusCode": 200, "headers": {}, "body": '{"tag":"' + "é" * 100 + '"}'}
+
+    body = '{"tag": "' + "\U0001f600" * 10 + '"}'
+    sent = event("POST", "/v1/topics/t/messages", "/v1/topics/{topic}/messages", body=body)
+    with captured() as lines:
+        observe(sent, CONTEXT, send, lambda: "AKIDEXAMPLE")
+    [document] = metric_documents(lines)
+    assert document["RequestBytes"] == [len(body.encode())]
+    assert document["ResponseBytes"] == [210]

@@ -112,9 +112,10 @@ def create_app(*routers: APIGatewayHttpRouter) -> APIGatewayHttpResolver:
         if origins
         else None
     )
-    app = SignedApiResolver(
-        cors=cors, enable_validation=True, serializer=write_json, json_body_deserializer=read_json
-    )
+    app = SignedApiResolver(cors=cors, enable_validation=True, json_body_deserializer=read_json)
+    # the answers' writer only: given as ``serializer=``, Powertools would also make it the
+    # response validation's writer of objects it does not know, which must return values
+    app._serializer = write_json
     _run_before_validation(app, _check_request)
     app.use(middlewares=[claim_before_route])  # after validation: see access.check_access
     for router in routers:
@@ -168,9 +169,9 @@ _POWERTOOLS_JSON = functools.partial(json.dumps, separators=(",", ":"), cls=Enco
 
 
 def write_json(value: Any) -> str:
-    """An answer's compact JSON, written by pydantic-core: a receive of 1,000 messages in ~2
-    ms of CPU instead of ``json.dumps``'s ~12. Non-ASCII text goes out as UTF-8, never more
-    bytes than the ``\\uXXXX`` escapes the receive's response size budget counts. What
+    """An answer's compact JSON, written by pydantic-core in about a third of the CPU time of
+    ``json.dumps`` (tests/benchmarks/answer_json.py). Non-ASCII text goes out as UTF-8, never
+    more bytes than the ``\\uXXXX`` escapes the receive's response size budget counts. What
     pydantic-core refuses (a lone surrogate) is written as Powertools writes it."""
     try:
         return pydantic_core.to_json(value).decode()

@@ -213,8 +213,8 @@ def _emit(
         "Requests": (count, 1),
         "Messages": (count, _messages.get()),
         "AckedMessages": (count, _acked.get()),
-        "RequestBytes": (bytes_, len(str(event.get("body") or ""))),
-        "ResponseBytes": (bytes_, len(str((response or {}).get("body") or ""))),
+        "RequestBytes": (bytes_, utf8_size(str(event.get("body") or ""))),
+        "ResponseBytes": (bytes_, utf8_size(str((response or {}).get("body") or ""))),
         "Errors": (count, int(status >= 400)),
         "ClientErrors": (count, int(400 <= status < 500)),
         "Faults": (count, int(status >= 500)),
@@ -226,6 +226,11 @@ def _emit(
         telemetry.emit_metrics(
             {"Errors": (count, 1)}, [{"RequestKind": kind, "ErrorCode": code}, {"ErrorCode": code}]
         )
+
+
+def utf8_size(text: str) -> int:
+    """The bytes ``text`` takes as UTF-8 (a body's size on the wire)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _error_code(response: Mapping[str, Any] | None) -> str:
