@@ -27,7 +27,7 @@ from cirrusmq_broker.settings import cors_allow_origins
 from cirrusmq_broker.telemetry import logger as log
 
 from .access import authenticate_event, authenticated_key, check_access, claim_before_route
-from .observability import CORRELATION_HEADER, observe
+from .observability import CORRELATION_HEADER, observe, utf8_size
 
 RETRY_AFTER_SECONDS = 1
 """``Retry-After`` of a retriable 429 / 503 answer."""
@@ -202,9 +202,10 @@ def _check_request(app: APIGatewayHttpResolver, next_middleware: NextMiddleware)
     ``application/json`` (415)."""
     event = app.current_event
     body = event.body
-    if body and len(body) > limits.MAX_REQUEST_BYTES:
+    size = utf8_size(body) if body else 0
+    if size > limits.MAX_REQUEST_BYTES:
         raise RequestTooLarge(
-            f"request of {len(body)} bytes is over the {limits.MAX_REQUEST_BYTES} byte limit"
+            f"request of {size} bytes is over the {limits.MAX_REQUEST_BYTES} byte limit"
         )
     check_access(app, read_json)
     if not body:
