@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from aws_lambda_powertools.shared.json_encoder import Encoder
-from cirrusmq_api.app import write_json
+from cirrusmq_api.app import _POWERTOOLS_JSON, write_json
 from cirrusmq_api.convert import received_body
 from cirrusmq_api.schemas import ReceiveResponse
 from cirrusmq_broker import limits
@@ -16,11 +15,7 @@ from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services.delivery.response_size import RESPONSE_BYTE_BUDGET, wire_size
 
 
-def powertools_json(answer: dict) -> str:
-    return json.dumps(answer, separators=(",", ":"), cls=Encoder)
-
-
-def lambda_response_bytes(received: list, write=powertools_json) -> int:
+def lambda_response_bytes(received: list, write=_POWERTOOLS_JSON) -> int:
     """The bytes of the Lambda response the receive route returns for ``received``, its
     answer written by ``write``."""
     model = ReceiveResponse(messages=[received_body(r) for r in received])
