@@ -1,5 +1,6 @@
-"""What one receive poll reads: every queue's head, the group's states and subscription,
-in one batched call (two past 49 queues: AWS reads at most 100 keys per call)."""
+"""What one receive poll reads: the heads of the topic's queues (all of them, or those asked
+for), the group's states on them and its subscription, in one batched call (two past 49
+queues: AWS reads at most 100 keys per call)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,18 @@ class GroupView:
     the version condition of the write that follows.
     """
 
+    group: str
     heads: dict[int, QueueHead]
     states: dict[int, GroupQueueState]
     subscription: Subscription | None
     members: Membership | None = None
     """The group's consumers (read when asked for: orderly receives of FIFO topics)."""
+
+    def add(self, other: GroupView) -> None:
+        """Take in the heads and states of queues read later (the subscription and the
+        members stay as first read)."""
+        self.heads.update(other.heads)
+        self.states.update(other.states)
 
 
 class GroupViewReader:
@@ -43,10 +51,21 @@ class GroupViewReader:
         self._states = states
         self._registry = registry
 
-    def read(self, group: str, topic: str, queues: int, *, members: bool = False) -> GroupView:
-        wanted = list(range(queues))
+    def read(
+        self,
+        group: str,
+        topic: str,
+        queues: int,
+        *,
+        members: bool = False,
+        only: list[int] | None = None,
+        subscription: bool = True,
+    ) -> GroupView:
+        """The view of the topic's ``queues`` (or of the queues ``only`` names); without
+        ``subscription`` the subscription is not read (the view holds None)."""
+        wanted = list(range(queues)) if only is None else list(only)
         heads_read = self._heads.to_read(topic, wanted)
-        states_read = self._states.to_read(group, topic, wanted)
+        states_read = self._states.to_read(group, topic, wanted, subscription=subscription)
         if members and self._registry is not None:  # same table: one more key in the batch
             registry_key = self._registry.to_read(group).keys
             states_read = KeysToRead(states_read.table, [*states_read.keys, *registry_key])
@@ -57,6 +76,7 @@ class GroupViewReader:
             self._registry.parse(group, items) if members and self._registry is not None else None
         )
         return GroupView(
+            group,
             self._heads.parse(topic, wanted, found[heads_read.table]),
             states,
             subscription,

@@ -50,8 +50,10 @@ class GroupStateStore:
     def load_one(self, group: str, topic: str, queue: int) -> GroupQueueState:
         return self.summaries.load(group, topic, [queue])[queue]
 
-    def to_read(self, group: str, topic: str, queues: list[int]) -> KeysToRead:
-        return self.summaries.to_read(group, topic, queues)
+    def to_read(
+        self, group: str, topic: str, queues: list[int], *, subscription: bool = True
+    ) -> KeysToRead:
+        return self.summaries.to_read(group, topic, queues, subscription=subscription)
 
     parse = staticmethod(Summaries.parse)
 

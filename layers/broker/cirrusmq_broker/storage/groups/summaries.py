@@ -40,10 +40,14 @@ class Summaries:
         found = batch_get(self._client, [KeysToRead(self._table, keys, consistent=True)])
         return self.parse(group, topic, wanted, found[self._table])[0]
 
-    def to_read(self, group: str, topic: str, queues: list[int]) -> KeysToRead:
-        """Keys of the summaries of ``queues`` and of the subscription, for a batched read."""
+    def to_read(
+        self, group: str, topic: str, queues: list[int], *, subscription: bool = True
+    ) -> KeysToRead:
+        """Keys of the summaries of ``queues`` and (``subscription``) of the subscription,
+        for a batched read."""
         keys = [item_key(group, summary_stream(topic, q)) for q in queues]
-        keys.append(item_key(group, subscription_stream(topic)))
+        if subscription:
+            keys.append(item_key(group, subscription_stream(topic)))
         return KeysToRead(self._table, keys)
 
     @staticmethod
