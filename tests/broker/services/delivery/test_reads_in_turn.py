@@ -3,11 +3,19 @@ group's summary there); when that queue falls short it reads the others, in one 
 
 from __future__ import annotations
 
+import time
+import types
 from collections.abc import Iterator
 
 import pytest
+from broker_helpers import send
+from cirrusmq_broker import limits
+from cirrusmq_broker.errors import StorageUnavailable, Throttled
+from cirrusmq_broker.model import MessageType
+from cirrusmq_broker.services.delivery import receive as receive_module
 from cirrusmq_broker.storage.clients import observe_calls
-from test_delivery import fill_queues
+from cirrusmq_broker.storage.groups import GroupStateStore
+from test_delivery import _queue_of, fill_queues
 
 
 @pytest.fixture
@@ -64,3 +72,114 @@ def test_a_queue_read_late_is_served_within_the_receive(broker):
         if got:
             broker.consume.ack("g", [m.receipt_handle for m in got])
     assert len(seen) == len(set(seen)) == 20
+
+
+@pytest.mark.parametrize("error", [Throttled, StorageUnavailable])
+def test_a_failed_read_of_the_other_queues_hands_out_what_the_first_leased(
+    broker, error, head_reads
+):
+    fill_queues(broker, "t", [3, 3, 3, 3])
+    broker.consume.receive("g", "t", max_messages=1)  # reads in turn from now on
+    reads = 0
+
+    def fail_the_second_read(service: str, operation: str, params: dict) -> None:
+        nonlocal reads
+        if operation == "BatchGetItem" and broker.heads.table in params["RequestItems"]:
+            reads += 1
+            if reads == 2:
+                raise error("injected")
+
+    remove = observe_calls(fail_the_second_read)
+    try:
+        got = broker.consume.receive("g", "t", max_messages=10, invisible_seconds=3600)
+    finally:
+        remove()
+    head_reads.clear()
+    later = broker.consume.receive("g", "t", max_messages=32)
+    assert got and {m.message.queue for m in got} == {got[0].message.queue}
+    assert len(got) + len(later) == 11  # nothing leased and left out of an answer
+    assert head_reads == [4]  # the short receive does not count as filled by one queue
+
+
+def test_a_backlog_flow_control_holds_back_costs_an_idle_poll_one_read(
+    broker, monkeypatch, head_reads
+):
+    monkeypatch.setattr(limits, "MAX_LEASES_PER_QUEUE", 2)
+    fill_queues(broker, "t", [10, 10, 10, 10])
+    for _ in range(8):
+        assert len(broker.consume.receive("g", "t", max_messages=1)) == 1
+    assert broker.consume.receive("g", "t", max_messages=1) == []
+    head_reads.clear()
+    for _ in range(4):
+        assert broker.consume.receive("g", "t", max_messages=1) == []
+    assert head_reads == [4, 4, 4, 4]
+
+
+def test_a_backlog_on_one_queue_of_four_is_read_with_every_queue_at_once(broker, head_reads):
+    fill_queues(broker, "t", [0, 0, 0, 60])
+    broker.consume.receive("g", "t", max_messages=4)
+    head_reads.clear()
+    for _ in range(8):
+        assert len(broker.consume.receive("g", "t", max_messages=4)) == 4
+    assert head_reads == [4] * 8
+
+
+def test_the_other_queues_are_served_within_the_receives_deadline(broker, monkeypatch, head_reads):
+    """A pass that took its whole time on the first queue answers with what it leased (and
+    does not read the others)."""
+    fill_queues(broker, "t", [5, 5, 5, 5])
+    broker.consume.receive("g", "t", max_messages=1)
+    now = [time.monotonic()]
+    monkeypatch.setattr(
+        receive_module, "time", types.SimpleNamespace(monotonic=lambda: now[0], sleep=no_sleep)
+    )
+    save = GroupStateStore.save
+
+    def slow_save(self, state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        now[0] += receive_module.MIN_PASS_SECONDS + 0.5
+        return save(self, state, *args, **kwargs)
+
+    monkeypatch.setattr(GroupStateStore, "save", slow_save)
+    head_reads.clear()
+    got = broker.consume.receive("g", "t", max_messages=10)
+    assert got and len({m.message.queue for m in got}) == 1
+    assert head_reads == [1]
+
+
+def test_the_other_queues_get_what_is_left_of_the_receives_time(broker, monkeypatch):
+    """The pass over the other queues ends when the receive's pass would have: its time
+    counts from the first queue's start, not from the second read."""
+    fill_queues(broker, "t", [5, 5, 5, 5])
+    broker.consume.receive("g", "t", max_messages=1)
+    now = [time.monotonic()]
+    monkeypatch.setattr(
+        receive_module, "time", types.SimpleNamespace(monotonic=lambda: now[0], sleep=no_sleep)
+    )
+    save = GroupStateStore.save
+
+    def slow_save(self, state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        now[0] += receive_module.MIN_PASS_SECONDS * 0.4
+        return save(self, state, *args, **kwargs)
+
+    monkeypatch.setattr(GroupStateStore, "save", slow_save)
+    got = broker.consume.receive("g", "t", max_messages=20)
+    assert len({m.message.queue for m in got}) == 3  # the third save ends past the deadline
+
+
+def no_sleep(seconds: float) -> None:
+    pass
+
+
+def test_per_group_fifo_hands_out_the_group_visible_longest_across_queues(broker, clock):
+    """A FIFO topic's receive weighs every queue: never one read in turn."""
+    broker.admin.create_topic("f", queues=2, message_type=MessageType.FIFO)
+    on = {q: [g for g in (f"k{i}" for i in range(200)) if _queue_of(g, 2) == q] for q in (0, 1)}
+    for i, group in enumerate(on[1][:6]):
+        send(broker, "f", b"b%d" % i, message_group=group)
+        clock.advance(1)
+    send(broker, "f", b"a", message_group=on[0][0])
+    got = []
+    for _ in range(7):
+        received = broker.consume.receive("G", "f", max_messages=1, per_group=True)
+        got += [r.message.body for r in received]
+    assert got == [b"b0", b"b1", b"b2", b"b3", b"b4", b"b5", b"a"]

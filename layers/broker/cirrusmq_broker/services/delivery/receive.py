@@ -189,24 +189,10 @@ class Receiver:
                 received = self._serve_retries(
                     due, tag_filter, max_messages, invisible_seconds, give_up, reserved_bytes
                 )
-            started, filled_alone = time.monotonic(), False
-            for queues in (first, order[len(first) :]):
-                if len(received) >= max_messages or not queues:
-                    filled_alone = queues is not first and len(first) == 1
-                    break  # one response: the retry part counts too
-                if queues is not first:  # the first queue fell short: read the others
-                    view.add(
-                        self._views.read(
-                            group, topic.name, topic.queues, only=queues, subscription=False
-                        )
-                    )
-                used = reserved_bytes + sum(wire_size(r.message) for r in received)
-                received += self._pass(
-                    view, topic, tag_filter, max_messages - len(received), invisible_seconds,
-                    give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
-                    holding=bool(received), per_group=per_group, order=queues, started=started,
-                )  # fmt: skip
-            self._note_fill(view, topic, max_messages, filled_alone=filled_alone)
+            received = self._serve_queues(
+                view, topic, first, order, received, tag_filter, max_messages,
+                invisible_seconds, give_up, client_id, reserved_bytes, per_group=per_group,
+            )  # fmt: skip
             remaining = give_up - time.monotonic() - POLL_MARGIN_SECONDS
             if not received and remaining <= 0 and due is None and due_hint is not None:
                 # This container's view of the retry topic may predate another container's
@@ -223,6 +209,53 @@ class Receiver:
                     self._hint(view, group, topic, due_hint)
                 return received
             self._sleep(min(POLL_INTERVAL_SECONDS, remaining))
+
+    def _serve_queues(
+        self,
+        view: GroupView,
+        topic: Topic,
+        first: list[int],
+        order: list[int],
+        received: list[ReceivedMessage],
+        tag_filter: Filter,
+        max_messages: int,
+        invisible_s: int,
+        give_up: float,
+        client_id: str | None,
+        reserved_bytes: int,
+        *,
+        per_group: bool,
+    ) -> list[ReceivedMessage]:
+        """``received`` (the retries' part) and what the topic's queues add: those of
+        ``first`` (as read into ``view``), then, if they fall short, the others of ``order``
+        (read now, in one batched call)."""
+        started = time.monotonic()
+        deadline = max(give_up, started + MIN_PASS_SECONDS)
+        for queues in (first, order[len(first) :]):
+            if len(received) >= max_messages or not queues:
+                break  # one response: the retry part counts too
+            if queues is not first:  # the first queue fell short: read the others
+                if received and time.monotonic() > deadline:
+                    break  # the pass would stop at once: answer with what is leased
+                try:
+                    view.add(
+                        self._views.read(
+                            group=view.group, topic=topic.name, queues=topic.queues,
+                            only=queues, subscription=False,
+                        )
+                    )  # fmt: skip
+                except (StorageUnavailable, Throttled):
+                    if received:
+                        break  # hand out what is leased rather than let it sit invisible
+                    raise
+            used = reserved_bytes + sum(wire_size(r.message) for r in received)
+            received = received + self._pass(
+                view, topic, tag_filter, max_messages - len(received), invisible_s,
+                give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
+                holding=bool(received), per_group=per_group, order=queues, started=started,
+            )  # fmt: skip
+        self._note_fill(view, topic, max_messages, filled=len(received) >= max_messages)
+        return received
 
     def _serve_retries(
         self,
@@ -530,16 +563,19 @@ class Receiver:
                 return False
         return not self._settings.redelivers_at_once(group)
 
-    def _note_fill(self, view: GroupView, topic: Topic, wanted: int, *, filled_alone: bool) -> None:
-        """Remember whether the group's next receive on the topic may read its first queue
-        alone: this one did and was filled, or a queue it read still holds at least
-        ``wanted`` unread messages."""
-        backlog = max(
-            (view.heads[q].next_offset - view.states[q].cursor for q in view.heads), default=0
-        )
+    def _note_fill(self, view: GroupView, topic: Topic, wanted: int, *, filled: bool) -> None:
+        """Remember whether the group's next receive on the topic reads its first queue
+        alone: when this one did and was filled, or read every queue, was filled and saw at
+        least half of them still holding ``wanted`` unread messages (then most receives fill
+        from the queue they start at; with fewer, most would need a second read)."""
+        if len(view.heads) < topic.queues:
+            ready = filled
+        else:
+            backlogs = [view.heads[q].next_offset - view.states[q].cursor for q in view.heads]
+            ready = filled and 2 * sum(b >= wanted for b in backlogs) >= topic.queues
         key = (view.group, topic.name)
         with self._lock:
-            if filled_alone or backlog >= wanted:
+            if ready:
                 self._fills_from_one[key] = True
             else:
                 self._fills_from_one.pop(key, None)
