@@ -129,17 +129,7 @@ def test_the_other_queues_are_served_within_the_receives_deadline(broker, monkey
     does not read the others)."""
     fill_queues(broker, "t", [5, 5, 5, 5])
     broker.consume.receive("g", "t", max_messages=1)
-    now = [time.monotonic()]
-    monkeypatch.setattr(
-        receive_module, "time", types.SimpleNamespace(monotonic=lambda: now[0], sleep=no_sleep)
-    )
-    save = GroupStateStore.save
-
-    def slow_save(self, state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        now[0] += receive_module.MIN_PASS_SECONDS + 0.5
-        return save(self, state, *args, **kwargs)
-
-    monkeypatch.setattr(GroupStateStore, "save", slow_save)
+    saves_take(monkeypatch, receive_module.MIN_PASS_SECONDS + 0.5)
     head_reads.clear()
     got = broker.consume.receive("g", "t", max_messages=10)
     assert got and len({m.message.queue for m in got}) == 1
@@ -151,23 +141,26 @@ def test_the_other_queues_get_what_is_left_of_the_receives_time(broker, monkeypa
     counts from the first queue's start, not from the second read."""
     fill_queues(broker, "t", [5, 5, 5, 5])
     broker.consume.receive("g", "t", max_messages=1)
-    now = [time.monotonic()]
-    monkeypatch.setattr(
-        receive_module, "time", types.SimpleNamespace(monotonic=lambda: now[0], sleep=no_sleep)
-    )
-    save = GroupStateStore.save
-
-    def slow_save(self, state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        now[0] += receive_module.MIN_PASS_SECONDS * 0.4
-        return save(self, state, *args, **kwargs)
-
-    monkeypatch.setattr(GroupStateStore, "save", slow_save)
+    saves_take(monkeypatch, receive_module.MIN_PASS_SECONDS * 0.4)
     got = broker.consume.receive("g", "t", max_messages=20)
     assert len({m.message.queue for m in got}) == 3  # the third save ends past the deadline
 
 
-def no_sleep(seconds: float) -> None:
-    pass
+def saves_take(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Each save of a group's state takes ``seconds`` on the receive's monotonic clock."""
+    now = [time.monotonic()]
+    monkeypatch.setattr(
+        receive_module,
+        "time",
+        types.SimpleNamespace(monotonic=lambda: now[0], sleep=lambda _: None),
+    )
+    save = GroupStateStore.save
+
+    def slow_save(self, state, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        now[0] += seconds
+        return save(self, state, *args, **kwargs)
+
+    monkeypatch.setattr(GroupStateStore, "save", slow_save)
 
 
 def test_per_group_fifo_hands_out_the_group_visible_longest_across_queues(broker, clock):

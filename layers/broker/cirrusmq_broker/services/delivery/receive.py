@@ -106,8 +106,8 @@ class Receiver:
         self._clock = clock
         self._sleep = sleep
         self._starts: dict[str, itertools.count[int]] = {}
-        self._expired_went_first: dict[tuple[str, str], bool] = {}
-        self._fills_from_one: dict[tuple[str, str], bool] = {}
+        self._expired_went_first = _Marks()
+        self._fills_from_one = _Marks()
         self._lock = threading.Lock()
 
     def receive(
@@ -521,8 +521,7 @@ class Receiver:
             (q for q in queues if view.states[q].may_have_expired(now)),
             key=lambda q: view.states[q].earliest_deadline or 0,
         )
-        with self._lock:
-            went_first = self._expired_went_first.get((view.group, topic.name), False)
+        went_first = (view.group, topic.name) in self._expired_went_first
         first, ran = None, set()
         if not went_first:
             for q in candidates:
@@ -543,24 +542,16 @@ class Receiver:
 
     def _note_expired_first(self, view: GroupView, topic: Topic, *, went: bool) -> None:
         """Whether this call of the group on ``topic`` served an expired lease's queue first."""
-        key = (view.group, topic.name)
-        with self._lock:
-            if went:
-                self._expired_went_first[key] = True
-            else:
-                self._expired_went_first.pop(key, None)
+        self._expired_went_first.mark((view.group, topic.name), went)
 
     def _reads_in_turn(self, group: str, topic: Topic, *, fifo: bool) -> bool:
         """Whether the receive reads its first queue alone (the others only if it falls
-        short): when the group's last receive on the topic in this process saw a queue
-        whose unread messages alone could fill it. Never on a FIFO topic (an orderly pass
-        weighs every queue) nor for a group whose expired leases are redelivered at once
-        (the queue whose lease expired first goes first)."""
-        if fifo or topic.queues == 1:
+        short), as :meth:`_note_fill` decided after the group's last receive on the topic in
+        this process. Never on a FIFO topic (an orderly pass weighs every queue) nor for a
+        group whose expired leases are redelivered at once (the queue whose lease expired
+        first goes first)."""
+        if fifo or topic.queues == 1 or (group, topic.name) not in self._fills_from_one:
             return False
-        with self._lock:
-            if not self._fills_from_one.get((group, topic.name), False):
-                return False
         return not self._settings.redelivers_at_once(group)
 
     def _note_fill(self, view: GroupView, topic: Topic, wanted: int, *, filled: bool) -> None:
@@ -573,12 +564,7 @@ class Receiver:
         else:
             backlogs = [view.heads[q].next_offset - view.states[q].cursor for q in view.heads]
             ready = filled and 2 * sum(b >= wanted for b in backlogs) >= topic.queues
-        key = (view.group, topic.name)
-        with self._lock:
-            if ready:
-                self._fills_from_one[key] = True
-            else:
-                self._fills_from_one.pop(key, None)
+        self._fills_from_one.mark((view.group, topic.name), ready)
 
     def _rotation(self, topic: Topic) -> list[int]:
         """All queues, starting from a different one each call (no queue starves another)."""
@@ -669,6 +655,25 @@ class Receiver:
             if lease.lease_id not in state.leases
         }
         return self._expiry.redelivery_traces(state.group, state.topic, state.queue, superseded)
+
+
+class _Marks:
+    """(group, topic) pairs marked in this process, shared by its threads."""
+
+    def __init__(self) -> None:
+        self._marked: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return key in self._marked
+
+    def mark(self, key: tuple[str, str], on: bool) -> None:
+        with self._lock:
+            if on:
+                self._marked.add(key)
+            else:
+                self._marked.discard(key)
 
 
 def _apply(
