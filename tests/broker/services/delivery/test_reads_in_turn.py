@@ -176,3 +176,15 @@ def test_per_group_fifo_hands_out_the_group_visible_longest_across_queues(broker
         received = broker.consume.receive("G", "f", max_messages=1, per_group=True)
         got += [r.message.body for r in received]
     assert got == [b"b0", b"b1", b"b2", b"b3", b"b4", b"b5", b"a"]
+
+
+def test_groups_taking_turns_on_a_topic_each_start_at_every_queue(broker):
+    """Each group turns through the queues on its own: another group's receives in between
+    do not keep it at one queue (where reading in turn would leave the others waiting)."""
+    fill_queues(broker, "t", [10, 10])
+    served: dict[str, set[int]] = {"g1": set(), "g2": set()}
+    for _ in range(3):
+        for group in served:
+            got = broker.consume.receive(group, "t", max_messages=2)
+            served[group] |= {m.message.queue for m in got}
+    assert served == {"g1": {0, 1}, "g2": {0, 1}}

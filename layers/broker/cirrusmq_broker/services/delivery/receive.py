@@ -9,14 +9,16 @@ retry_topic.py), then the topic's queues in turn: each call starts at the next q
 moves on until ``max_messages`` (or the response byte budget) is reached, so every queue is
 served first once every N calls and none starves behind a busy one.
 
-When one queue can fill it (the group's previous receive on the topic, in this process, was
-filled by its first queue or saw a queue holding ``max_messages`` unread), a receive reads
-only the head and summary of the queue it starts at, and the others in one more batched call
-if that queue falls short: a backlog costs ~1.5 read units a receive instead of one per two
-queues. Not on FIFO topics (an orderly pass weighs every queue) nor for groups whose expired
-leases are redelivered at once (the queue whose lease expired first goes first); an expired
-lease on a queue not read waits until a receive starts there (within N of the process's
-calls) or reads past its first queue.
+While one queue can fill it, a receive reads only the head and summary of the queue it starts
+at, and the others in one more batched call if that queue falls short: a backlog costs ~1.5
+read units a receive instead of one per two queues. It reads that way after a receive of the
+group on the topic, in this process, that its first queue filled, or that read every queue,
+was filled and saw at least half of them holding ``max_messages`` unread (``_note_fill``).
+Not on FIFO topics (an orderly pass weighs every queue) nor for groups whose expired leases
+are redelivered at once (the queue whose lease expired first goes first); an expired lease
+on a queue not read waits until a receive starts there (within N of the group's calls in
+this process) or reads past its first queue. A receive that fails part-way (429, 503)
+answers with what it leased already, rather than leave it invisible.
 
 Per queue, expired leases go first to the retries' lease expiry (retries/lease_expiry.py):
 on a FIFO topic they stay and are redelivered in place, before anything after them of
@@ -105,7 +107,7 @@ class Receiver:
         self._settings = settings
         self._clock = clock
         self._sleep = sleep
-        self._starts: dict[str, itertools.count[int]] = {}
+        self._starts: dict[tuple[str, str], itertools.count[int]] = {}
         self._expired_went_first = _Marks()
         self._fills_from_one = _Marks()
         self._lock = threading.Lock()
@@ -167,7 +169,7 @@ class Receiver:
         fifo = topic.message_type is MessageType.FIFO
         per_group = per_group and fifo
         while True:
-            order = self._rotation(topic)
+            order = self._rotation(group, topic)
             first = order[:1] if self._reads_in_turn(group, topic, fifo=fifo) else order
             view = self._views.read(
                 group, topic.name, topic.queues, members=fifo,
@@ -234,26 +236,27 @@ class Receiver:
         for queues in (first, order[len(first) :]):
             if len(received) >= max_messages or not queues:
                 break  # one response: the retry part counts too
-            if queues is not first:  # the first queue fell short: read the others
-                if received and time.monotonic() > deadline:
-                    break  # the pass would stop at once: answer with what is leased
-                try:
+            if queues is not first and received and time.monotonic() > deadline:
+                break  # the pass over the others would stop at once: answer with what is leased
+            used = reserved_bytes + sum(wire_size(r.message) for r in received)
+            try:
+                if queues is not first:  # the first queue fell short: read the others
                     view.add(
                         self._views.read(
                             group=view.group, topic=topic.name, queues=topic.queues,
                             only=queues, subscription=False,
                         )
                     )  # fmt: skip
-                except (StorageUnavailable, Throttled):
-                    if received:
-                        break  # hand out what is leased rather than let it sit invisible
-                    raise
-            used = reserved_bytes + sum(wire_size(r.message) for r in received)
-            received = received + self._pass(
-                view, topic, tag_filter, max_messages - len(received), invisible_s,
-                give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
-                holding=bool(received), per_group=per_group, order=queues, started=started,
-            )  # fmt: skip
+                received = received + self._pass(
+                    view, topic, tag_filter, max_messages - len(received), invisible_s,
+                    give_up, client_id, bytes_left=RESPONSE_BYTE_BUDGET - used,
+                    holding=bool(received), per_group=per_group, order=queues,
+                    started=started,
+                )  # fmt: skip
+            except (StorageUnavailable, Throttled):
+                if received:
+                    break  # hand out what is leased rather than let it sit invisible
+                raise
         self._note_fill(view, topic, max_messages, filled=len(received) >= max_messages)
         return received
 
@@ -346,7 +349,7 @@ class Receiver:
         now = self._clock()
         deadline = max(give_up, (started or time.monotonic()) + MIN_PASS_SECONDS)
         if order is None:
-            order = self._rotation(topic)
+            order = self._rotation(view.group, topic)
         queues = [q for q in order if _has_work(view, q, now)]
         fifo = topic.message_type is MessageType.FIFO
         members = view.members or Membership(view.group)
@@ -379,36 +382,37 @@ class Receiver:
             now = self._clock()
             end = view.heads[q].next_offset
             until = deadline if held else deadline + MAX_OVERRUN_SECONDS
-            if q not in expired_ran:
-                expired = self._expiry.expire(view.states[q], topic, now, until, budget=wanted)
-                if expired is None:
-                    continue  # contended or unfinished expiry: this queue waits for the next pass
-                view.states[q] = expired
-            plan = self._planner.plan(
-                view.states[q], tag_filter, wanted, now, end, fifo=fifo,
-                in_place_below=in_place_below,
-            )  # fmt: skip
-            # one message always fits a whole budget: only alone in the response (not beside
-            # riding acks' results) may it go over what is left
-            alone = not held and bytes_left >= RESPONSE_BYTE_BUDGET
-            count, used = fitting(plan.deliverable(), bytes_left, first=alone)
             try:
-                taken, view.states[q] = self._take(
-                    view.states[q],
-                    plan,
-                    count,
-                    tag_filter,
-                    now,
-                    invisible_s * 1000,
-                    end,
-                    orderly_for=(client_id, members, topic.queues) if fifo else None,
+                if q not in expired_ran:
+                    expired = self._expiry.expire(view.states[q], topic, now, until, budget=wanted)
+                    if expired is None:
+                        continue  # contended or unfinished expiry: it waits for the next pass
+                    view.states[q] = expired
+                plan = self._planner.plan(
+                    view.states[q], tag_filter, wanted, now, end, fifo=fifo,
                     in_place_below=in_place_below,
-                )
-            except Busy:
-                continue  # other consumers of the group hold this queue: serve the others
+                )  # fmt: skip
+                # one message always fits a whole budget: only alone in the response (not
+                # beside riding acks' results) may it go over what is left
+                alone = not held and bytes_left >= RESPONSE_BYTE_BUDGET
+                count, used = fitting(plan.deliverable(), bytes_left, first=alone)
+                try:
+                    taken, view.states[q] = self._take(
+                        view.states[q],
+                        plan,
+                        count,
+                        tag_filter,
+                        now,
+                        invisible_s * 1000,
+                        end,
+                        orderly_for=(client_id, members, topic.queues) if fifo else None,
+                        in_place_below=in_place_below,
+                    )
+                except Busy:
+                    continue  # other consumers of the group hold this queue: serve the others
             except (StorageUnavailable, Throttled):
-                if received:
-                    break  # hand out what is leased already rather than let it sit invisible
+                if held:  # leased already, here or by the caller: answer rather than let
+                    break  # it sit invisible
                 raise
             received.extend(taken)
             bytes_left -= used
@@ -566,11 +570,12 @@ class Receiver:
             ready = filled and 2 * sum(b >= wanted for b in backlogs) >= topic.queues
         self._fills_from_one.mark((view.group, topic.name), ready)
 
-    def _rotation(self, topic: Topic) -> list[int]:
-        """All queues, starting from a different one each call (no queue starves another)."""
+    def _rotation(self, group: str, topic: Topic) -> list[int]:
+        """All queues, starting from a different one each call of the group (no queue starves
+        another, whatever other groups receive in between)."""
         with self._lock:
             counter = self._starts.setdefault(
-                topic.name, itertools.count(random.randrange(topic.queues))
+                (group, topic.name), itertools.count(random.randrange(topic.queues))
             )
             start = next(counter) % topic.queues
         return [(start + i) % topic.queues for i in range(topic.queues)]
