@@ -411,8 +411,8 @@ class Receiver:
                 except Busy:
                     continue  # other consumers of the group hold this queue: serve the others
             except (StorageUnavailable, Throttled):
-                if held:  # leased already, here or by the caller: answer rather than let
-                    break  # it sit invisible
+                if received:
+                    break  # hand out what is leased already rather than let it sit invisible
                 raise
             received.extend(taken)
             bytes_left -= used
