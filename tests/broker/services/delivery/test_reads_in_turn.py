@@ -188,3 +188,14 @@ def test_groups_taking_turns_on_a_topic_each_start_at_every_queue(broker):
             got = broker.consume.receive(group, "t", max_messages=2)
             served[group] |= {m.message.queue for m in got}
     assert served == {"g1": {0, 1}, "g2": {0, 1}}
+
+
+def test_a_process_keeps_turns_and_marks_of_a_bounded_number_of_groups(broker, monkeypatch):
+    monkeypatch.setattr(receive_module, "TRACKED_PAIRS", 3)
+    receiver = broker.consume.subscribe.__self__
+    fill_queues(broker, "t", [20, 20])
+    for round_ in range(2):
+        for n in range(6):
+            assert len(broker.consume.receive(f"g{n}", "t", max_messages=2)) == 2
+            assert len(receiver._starts) <= 3 and len(receiver._fills_from_one._marked) <= 3
+    assert receiver._fills_from_one._marked  # marks are still made

@@ -80,6 +80,8 @@ from several queues); after that, or after the wait, it answers with what it has
 MAX_OVERRUN_SECONDS = 3.0
 """A pass that found nothing yet may take on more queues this long past its deadline; a
 long poll so ends far under the 30 s HTTP API timeout."""
+TRACKED_PAIRS = 10_000
+"""(group, topic) pairs a process keeps a rotation and a read-in-turn mark for, at most."""
 
 
 class Receiver:
@@ -574,6 +576,8 @@ class Receiver:
         """All queues, starting from a different one each call of the group (no queue starves
         another, whatever other groups receive in between)."""
         with self._lock:
+            if len(self._starts) >= TRACKED_PAIRS and (group, topic.name) not in self._starts:
+                self._starts.clear()  # a fresh start is as fair: only memory is bounded
             counter = self._starts.setdefault(
                 (group, topic.name), itertools.count(random.randrange(topic.queues))
             )
@@ -676,6 +680,8 @@ class _Marks:
     def mark(self, key: tuple[str, str], on: bool) -> None:
         with self._lock:
             if on:
+                if len(self._marked) >= TRACKED_PAIRS:
+                    self._marked.clear()  # unmarked pairs read every queue once: bounded memory
                 self._marked.add(key)
             else:
                 self._marked.discard(key)
