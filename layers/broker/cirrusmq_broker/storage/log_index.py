@@ -77,14 +77,24 @@ class LogIndex:
     def put(self, entry: IndexEntry, *, expires_at: int, claim: str | None = None) -> str | None:
         """Put ``entry`` unless its offset is taken (one conditional write). Returns None
         when it was put, else the claim token of the item holding the offset ('' for an
-        item appended without one)."""
+        item appended without one).
+
+        Without a claim, an item holding the entry's own batch object is this put's: it
+        landed, its answer was lost, and botocore's resend found it (None, as put)."""
         request = self.put_request(entry, expires_at=expires_at, claim=claim)["Put"]
         try:
             self._client.put_item(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
-            return str(from_item(exc.response.get("Item") or {}).get("claim", ""))
+            found = from_item(exc.response.get("Item") or {})
+            if (
+                claim is None
+                and not found.get("claim")
+                and found.get("object_key") == (entry.object_key)
+            ):
+                return None
+            return str(found.get("claim", ""))
         return None
 
     def claim_at(self, topic: str, queue: int, base_offset: int) -> str | None:
