@@ -445,6 +445,35 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             apply,
         )
 
+    def _receive_and_ack_op(self, group: str, topic: str) -> Op:
+        """One container's receive of up to 4 messages, then its ack of all it got (the
+        receive is recorded even when the ack fails)."""
+        receive = self._receive_op(group, topic, 4, 30)
+        acks: list[Any] = []
+
+        def call(broker: Any) -> list:
+            received = receive.call(broker)
+            handles = [r.receipt_handle for r in received]
+            try:
+                acks.append(broker.consume.ack(self.n(group), handles) if handles else [])
+            except Exception as exc:  # noqa: BLE001 - an ack that failed may have acked
+                acks.append(exc)
+            return received
+
+        def apply(outcome: str, value: Any) -> None:
+            if outcome != "ok":
+                return
+            receive.apply("ok", value)
+            gm = self.groups[group]
+            if isinstance(acks[0], Exception):
+                gm.maybe_acked.update(r.message.body for r in value)
+                return
+            for r, result in zip(value, acks[0], strict=True):
+                if result.status.value == "acked":
+                    self._acked(group, gm.latest[r.message.body])
+
+        return Op(f"receive {group} {topic} max 4 invisible 30s, ack all it got", call, apply)
+
     def _live(self, stale_too: bool) -> list[tuple[str, Delivery]]:
         found = []
         for g, gm in self.groups.items():
@@ -1108,6 +1137,16 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
         self, b: int, first: str, p1: int, q1: int, at: int, second: str, p2: int, q2: int
     ) -> None:
         self._interleave(b, self._op(first, p1, q1), at, self._op(second, p2, q2))
+
+    @rule(b=containers, p=picks, q=picks, at=st.integers(0, 6))
+    def stale_receive(self, b: int, p: int, q: int, at: int) -> None:
+        """A receive pauses before its ``at``-th AWS call while the other container receives
+        from the same group and topic and acks all it got; then the first goes on. What it
+        read before the pause is stale: its save must fail as a whole and leave nothing
+        that hands the acked messages out again."""
+        group, topic = PAIRS[p % len(PAIRS)]
+        first = self._op_receive(p, q)
+        self._interleave(b, first, at, self._receive_and_ack_op(group, topic))
 
     @rule(
         b=containers,

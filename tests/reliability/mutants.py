@@ -85,6 +85,19 @@ COMMIT = (
 EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_at_expiry=6")
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
 RESET = ("receives inside offset resets", "send,receive,ack,advance,race_at_reset=4")
+WHOLE_SAVE = (
+    '            if writes or extra_items:\n                items = [{"Put": summary}, *writes]\n'
+)
+LEASES_FIRST = (
+    '            for write in [w for w in writes if "Put" in w] if not extra_items else []:\n'
+    '                self._client.put_item(TableName=self._table, **write["Put"])\n'
+    '            writes = [w for w in writes if "Put" not in w or extra_items]\n'
+)
+"""The receive-save-whole mutant: a save's lease puts go before its summary, on their own."""
+STALE = (
+    "receives that read before another receive and its acks",
+    "send,receive,ack,advance,stale_receive=4",
+)
 STEPS = (
     "exactly-once steps on moving leases",
     "send,receive,ack,nack,change_invisible,advance,step=4,step_retry=2",
@@ -1104,6 +1117,21 @@ GUARDS: tuple[Guard, ...] = (
         aims=(RACES, EXPIRY),
         note="the summary's version condition refuses the racing save: the pair is the row group-"
         "save-fences (defence in depth)",
+    ),
+    Guard(
+        "receive-save-whole",
+        "a save puts its leases in the transaction of the summary that hands them out: a "
+        "receive that read before another receive leased the same messages and they were "
+        "acked leaves no lease of them behind (the slot the ack freed lies below the cursor, "
+        "where a lease reads as handed out)",
+        (
+            Edit(
+                "storage/groups/summaries.py",
+                WHOLE_SAVE,
+                LEASES_FIRST + WHOLE_SAVE,
+            ),
+        ),
+        aims=(STALE,),
     ),
     Guard(
         "group-save-fences",
