@@ -184,3 +184,27 @@ def test_authenticate_with_checks_another_schemes_signature_with_the_keys_secret
     broker.access_keys.set_enabled(key.access_key, False, caller="x")
     with pytest.raises(InvalidSignature):
         broker.auth.authenticate_with(key.access_key, lambda s: s == secret)
+
+
+def test_a_nonce_put_resent_after_its_answer_was_lost_is_not_a_replay(broker, clock) -> None:
+    """botocore resends the nonce's put when its answer is lost; the resend finds the item
+    the first put wrote. That is this request's own nonce, not a replay; a replay of the
+    request is still refused."""
+    key, secret = broker.access_keys.create(GRANTS)
+    landed: list[int] = []
+
+    def put_first(params: dict, **_: object) -> None:
+        if not landed and params.get("TableName") == broker.settings.nonces_table:
+            landed.append(1)
+            broker._dynamodb.put_item(**params)
+
+    event = "before-parameter-build.dynamodb.PutItem"
+    request = signed(secret, key.access_key, clock.now, nonce="s" * 22)
+    broker._dynamodb.meta.events.register(event, put_first)
+    try:
+        principal = broker.auth.authenticate(request)
+    finally:
+        broker._dynamodb.meta.events.unregister(event, put_first)
+    assert landed and principal.permissions == GRANTS
+    with pytest.raises(ReplayedRequest):
+        broker.auth.authenticate(request)
