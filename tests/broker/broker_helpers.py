@@ -76,6 +76,26 @@ def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -
 
 
 @contextmanager
+def resent_put(client: Any, table: str) -> Iterator[list[int]]:
+    """The first put into ``table`` lands, its answer is lost and botocore sends it again:
+    the caller sees the second answer (the item is there). Yields a list that is not empty
+    once that happened."""
+    landed: list[int] = []
+
+    def put_first(params: dict, **_: object) -> None:
+        if not landed and params.get("TableName") == table:
+            landed.append(1)
+            client.put_item(**params)
+
+    event = "before-parameter-build.dynamodb.PutItem"
+    client.meta.events.register(event, put_first)
+    try:
+        yield landed
+    finally:
+        client.meta.events.unregister(event, put_first)
+
+
+@contextmanager
 def lagging_item_reads(client: Any, table: str) -> Iterator[None]:
     """Eventually consistent GetItems of ``table`` through ``client`` find nothing, as a read
     served by a replica that has not seen the item's write yet does; consistent reads see

@@ -7,6 +7,7 @@ import hmac
 
 import boto3
 import pytest
+from broker_helpers import resent_put
 from cirrusmq_broker.errors import (
     InvalidRequest,
     InvalidSignature,
@@ -191,20 +192,9 @@ def test_a_nonce_put_resent_after_its_answer_was_lost_is_not_a_replay(broker, cl
     the first put wrote. That is this request's own nonce, not a replay; a replay of the
     request is still refused."""
     key, secret = broker.access_keys.create(GRANTS)
-    landed: list[int] = []
-
-    def put_first(params: dict, **_: object) -> None:
-        if not landed and params.get("TableName") == broker.settings.nonces_table:
-            landed.append(1)
-            broker._dynamodb.put_item(**params)
-
-    event = "before-parameter-build.dynamodb.PutItem"
     request = signed(secret, key.access_key, clock.now, nonce="s" * 22)
-    broker._dynamodb.meta.events.register(event, put_first)
-    try:
+    with resent_put(broker._dynamodb, broker.settings.nonces_table) as landed:
         principal = broker.auth.authenticate(request)
-    finally:
-        broker._dynamodb.meta.events.unregister(event, put_first)
     assert landed and principal.permissions == GRANTS
     with pytest.raises(ReplayedRequest):
         broker.auth.authenticate(request)

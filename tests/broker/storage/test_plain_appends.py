@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import boto3
 import pytest
-from broker_helpers import Crash, count_calls, index_items, send
+from broker_helpers import Crash, count_calls, index_items, resent_put, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.errors import IdempotencyConflict, TopicNotFound
 from cirrusmq_broker.model import MessageInput, ProducerStamp
@@ -241,19 +241,8 @@ def test_an_index_put_resent_after_its_answer_was_lost_stores_the_batch_once(war
     """botocore resends a put whose answer was lost, and the resend's answer says the
     offset is taken: by the item the first put. A send without a producer stamp knows that
     item by its batch object's key, and does not append the batch again further on."""
-    landed: list[int] = []
-
-    def put_first(params: dict, **_: object) -> None:
-        if not landed and params.get("TableName") == warm.settings.log_index_table:
-            landed.append(1)
-            warm._dynamodb.put_item(**params)
-
-    event = "before-parameter-build.dynamodb.PutItem"
-    warm._dynamodb.meta.events.register(event, put_first)
-    try:
+    with resent_put(warm._dynamodb, warm.settings.log_index_table) as landed:
         sent = warm.produce.send("t", [MessageInput(b"a"), MessageInput(b"b")])
-    finally:
-        warm._dynamodb.meta.events.unregister(event, put_first)
     assert landed and [r.offset for r in sent.receipts] == [1, 2]
     assert len(index_items(warm)) == 2
     assert bodies(warm) == [b"a", b"b"]

@@ -194,7 +194,7 @@ def test_a_process_keeps_turns_and_marks_of_a_bounded_number_of_groups(broker, m
     monkeypatch.setattr(receive_module, "TRACKED_PAIRS", 3)
     receiver = broker.consume.subscribe.__self__
     fill_queues(broker, "t", [20, 20])
-    for round_ in range(2):
+    for _ in range(2):
         for n in range(6):
             assert len(broker.consume.receive(f"g{n}", "t", max_messages=2)) == 2
             assert len(receiver._starts) <= 3 and len(receiver._fills_from_one._marked) <= 3
