@@ -466,6 +466,8 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
             receive.apply("ok", value)
             gm = self.groups[group]
             if isinstance(acks[0], Exception):
+                if not isinstance(acks[0], BrokerError):  # as _after judges a request's
+                    self._violate("internal-error", f"the ack after {receive.what}: {acks[0]!r}")
                 gm.maybe_acked.update(r.message.body for r in value)
                 return
             for r, result in zip(value, acks[0], strict=True):

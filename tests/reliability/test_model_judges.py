@@ -328,3 +328,27 @@ def test_a_redriven_copy_back_after_its_ack_through_a_changed_handle_is_caught(
     with_acks_landing_nothing(monkeypatch)
     with pytest.raises(Violation, match="acked-redelivered"):
         replay(copy_changed_acked_then_received, COPY_RULES)
+
+
+def _ack_answers_500(*_: object, **__: object) -> None:
+    raise RuntimeError("an internal error: the API answers 500")
+
+
+@pytest.mark.parametrize("inside_a_pause", [False, True])
+def test_an_ack_failing_with_an_internal_error_is_judged_so(inside_a_pause: bool) -> None:
+    """An ack that fails with an error the broker does not answer as its own (a 500) is an
+    internal-error, whether the plain ``ack`` rule or ``stale_receive`` (inside another
+    receive's pause) made it."""
+    m = narrowed(ReliabilityMachine, "send,receive,ack,advance,stale_receive")()
+    try:
+        m._run(0, None, m._op_send(1, 0))
+        m._run(0, None, m._op_send(1, 0))
+        m.world.brokers[1].consume.ack = _ack_answers_500
+        with pytest.raises(Violation, match="internal-error"):
+            if inside_a_pause:
+                m.stale_receive(0, 0, 0, 0)  # g1 n: [1] receives and acks in [0]'s pause
+            else:
+                m._run(1, None, m._receive_op("g1", "n", 4, 30))
+                m.ack(1, 0, 0, None)
+    finally:
+        m.world.close()

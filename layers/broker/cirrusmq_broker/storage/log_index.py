@@ -80,7 +80,11 @@ class LogIndex:
         item appended without one).
 
         Without a claim, an item holding the entry's own batch object is this put's: it
-        landed, its answer was lost, and botocore's resend found it (None, as put)."""
+        landed, its answer was lost, and botocore's resend found it (None, as put). That
+        rests on what calls it without a claim: sends without a producer stamp, whose
+        objects have fresh names only their attempt knows (services/batch_writer.py); a
+        writer of derived names (moves, commits, released delays) has a claim or commits
+        in a transaction."""
         request = self.put_request(entry, expires_at=expires_at, claim=claim)["Put"]
         try:
             self._client.put_item(**request, ReturnValuesOnConditionCheckFailure="ALL_OLD")

@@ -199,3 +199,12 @@ def test_a_process_keeps_turns_and_marks_of_a_bounded_number_of_groups(broker, m
             assert len(broker.consume.receive(f"g{n}", "t", max_messages=2)) == 2
             assert len(receiver._starts) <= 3 and len(receiver._fills_from_one._marked) <= 3
     assert receiver._fills_from_one._marked  # marks are still made
+
+
+def test_marking_a_pair_marked_already_at_the_bound_keeps_the_others(monkeypatch):
+    monkeypatch.setattr(receive_module, "TRACKED_PAIRS", 3)
+    marks = receive_module._Marks()
+    for n in range(3):
+        marks.mark((f"g{n}", "t"), True)
+    marks.mark(("g0", "t"), True)
+    assert all((f"g{n}", "t") in marks for n in range(3))

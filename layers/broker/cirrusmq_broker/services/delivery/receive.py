@@ -679,12 +679,12 @@ class _Marks:
 
     def mark(self, key: tuple[str, str], on: bool) -> None:
         with self._lock:
-            if on:
+            if not on:
+                self._marked.discard(key)
+            elif key not in self._marked:
                 if len(self._marked) >= TRACKED_PAIRS:
                     self._marked.clear()  # unmarked pairs read every queue once: bounded memory
                 self._marked.add(key)
-            else:
-                self._marked.discard(key)
 
 
 def _apply(
