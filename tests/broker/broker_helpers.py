@@ -76,6 +76,16 @@ def lagging_index_reads(client: Any, table: str, hidden: set[tuple[str, int]]) -
 
 
 @contextmanager
+def hooked(client: Any, event: str, handler: Callable[..., Any]) -> Iterator[None]:
+    """``handler`` on ``client``'s botocore ``event`` while the block runs."""
+    client.meta.events.register(event, handler)
+    try:
+        yield
+    finally:
+        client.meta.events.unregister(event, handler)
+
+
+@contextmanager
 def resent_put(client: Any, table: str) -> Iterator[list[int]]:
     """The first put into ``table`` lands, its answer is lost and botocore sends it again:
     the caller sees the second answer (the item is there). Yields a list that is not empty
@@ -87,12 +97,8 @@ def resent_put(client: Any, table: str) -> Iterator[list[int]]:
             landed.append(1)
             client.put_item(**params)
 
-    event = "before-parameter-build.dynamodb.PutItem"
-    client.meta.events.register(event, put_first)
-    try:
+    with hooked(client, "before-parameter-build.dynamodb.PutItem", put_first):
         yield landed
-    finally:
-        client.meta.events.unregister(event, put_first)
 
 
 @contextmanager
@@ -161,12 +167,8 @@ def transactions_cancelled(client, *reasons: str, times: int = 1) -> Iterator[li
         calls.append("cancelled" if len(calls) < times else "sent")
         return cancellation(*reasons) if calls[-1] == "cancelled" else None
 
-    event = "before-call.dynamodb.TransactWriteItems"
-    client.meta.events.register(event, cancel)
-    try:
+    with hooked(client, "before-call.dynamodb.TransactWriteItems", cancel):
         yield calls
-    finally:
-        client.meta.events.unregister(event, cancel)
 
 
 def count_calls() -> tuple[Counter, callable]:

@@ -92,11 +92,8 @@ class LogIndex:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             found = from_item(exc.response.get("Item") or {})
-            if (
-                claim is None
-                and not found.get("claim")
-                and found.get("object_key") == (entry.object_key)
-            ):
+            own = found.get("object_key") == entry.object_key and not found.get("claim")
+            if claim is None and own:
                 return None
             return str(found.get("claim", ""))
         return None
