@@ -470,9 +470,8 @@ class ReliabilityMachine(MoveRules, RuleBasedStateMachine):
                     self._violate("internal-error", f"the ack after {receive.what}: {acks[0]!r}")
                 gm.maybe_acked.update(r.message.body for r in value)
                 return
-            for r, result in zip(value, acks[0], strict=True):
-                if result.status.value == "acked":
-                    self._acked(group, gm.latest[r.message.body])
+            delivered = [gm.latest[r.message.body] for r in value]
+            self._ack_op(group, delivered).apply("ok", acks[0])
 
         return Op(f"receive {group} {topic} max 4 invisible 30s, ack all it got", call, apply)
 
