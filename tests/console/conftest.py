@@ -16,7 +16,8 @@ from cirrusmq import Admin, Credentials
 from cirrusmq.testing import LocalStack
 
 TIMEOUT_MS = 60_000
-"""How long a page waits for an element or an answer (a loaded 2-core machine is slow)."""
+"""How long a page action or an ``expect`` assertion waits for an element or an answer (a
+loaded 2-core machine is slow)."""
 CREDENTIALS_KEY = "cirrusmq.console.credentials"
 """Where the console keeps the signed-in key in the tab's sessionStorage."""
 
@@ -33,8 +34,9 @@ def browser() -> Iterator[object]:
     executable = shutil.which("chromium")
     if executable is None:
         pytest.fail("chromium is not installed: apt-get install -y chromium (see .ci/run)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=TIMEOUT_MS)  # assertions keep their own 5 s default otherwise
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:
