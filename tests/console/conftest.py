@@ -18,6 +18,9 @@ from cirrusmq.testing import LocalStack
 TIMEOUT_MS = 60_000
 """How long a page action or an ``expect`` assertion waits for an element or an answer (a
 loaded 2-core machine is slow)."""
+REQUEST_TIMEOUT_S = TIMEOUT_MS / 1000
+"""How long a test's own HTTP call or SDK request waits: a function's first call on a fresh
+stack imports its handlers, seconds on a loaded machine (httpx's default is 5 s, the SDK's 10)."""
 CREDENTIALS_KEY = "cirrusmq.console.credentials"
 """Where the console keeps the signed-in key in the tab's sessionStorage."""
 
@@ -62,7 +65,9 @@ def page(browser) -> Iterator[object]:
 
 @pytest.fixture
 def admin(cirrusmq_stack) -> Iterator[Admin]:
-    with Admin(cirrusmq_stack.endpoint, cirrusmq_stack.credentials) as client:
+    with Admin(
+        cirrusmq_stack.endpoint, cirrusmq_stack.credentials, request_timeout_s=REQUEST_TIMEOUT_S
+    ) as client:
         yield client
 
 

@@ -10,7 +10,7 @@ import httpx
 from cirrusmq import Message, Producer
 from playwright.sync_api import expect
 
-from .conftest import console_url, sign_in
+from .conftest import REQUEST_TIMEOUT_S, console_url, sign_in
 
 BODY = b"large body bytes " * 200
 
@@ -18,7 +18,10 @@ BODY = b"large body bytes " * 200
 def test_a_large_body_shows_its_size_digest_and_a_download_link(page, cirrusmq_stack, admin, name):
     admin.create_topic(name, queues=1)
     with Producer(
-        cirrusmq_stack.endpoint, cirrusmq_stack.credentials, large_body_threshold_bytes=0
+        cirrusmq_stack.endpoint,
+        cirrusmq_stack.credentials,
+        large_body_threshold_bytes=0,
+        request_timeout_s=REQUEST_TIMEOUT_S,
     ) as producer:
         message_id = producer.send(Message(name, BODY)).message_id
     digest = hashlib.sha256(BODY).hexdigest()
@@ -40,5 +43,6 @@ def test_a_large_body_shows_its_size_digest_and_a_download_link(page, cirrusmq_s
     link = details.get_by_role("link", name=re.compile("^Download"))
     href = link.get_attribute("href")
     assert href and href.startswith("http")
-    assert httpx.get(href).content == BODY  # the link is the body's presigned GET
+    downloaded = httpx.get(href, timeout=REQUEST_TIMEOUT_S).content
+    assert downloaded == BODY  # the link is the body's presigned GET
     assert not [url for url in requested if url == href]  # the page never loaded it

@@ -51,7 +51,8 @@ def credentials(cirrusmq_stack) -> Credentials:
 
 @pytest.fixture(scope="session")
 def admin(endpoint: str, credentials: Credentials) -> Iterator[Admin]:
-    with Admin(endpoint, credentials) as admin:
+    # a function's first call on the session's stack imports its handlers: seconds under load
+    with Admin(endpoint, credentials, request_timeout_s=60) as admin:
         yield admin
 
 
