@@ -18,12 +18,17 @@ REGION = "us-east-1"
 
 
 def broker_settings(
-    template_path: Path, receipt_secret: str = "", tables: Mapping[str, str] | None = None
+    template_path: Path,
+    receipt_secret: str = "",
+    tables: Mapping[str, str] | None = None,
+    *,
+    leases_on_summary: bool = False,
 ) -> Settings:
     """Create every table, bucket and key of ``template_path`` and return the settings of the
     core broker on them (topics, index, groups, producers, heads, bucket, access keys,
     nonces). Delayed messages and transactions stay off unless ``tables`` maps their
-    :class:`Settings` fields to template logical ids (``{"timers_table": "TimersTable"}``)."""
+    :class:`Settings` fields to template logical ids (``{"timers_table": "TimersTable"}``);
+    ``leases_on_summary`` is the template's LeasesOnSummary."""
     template = load_template(template_path)
     names = create_resources(
         boto3.client("dynamodb", region_name=REGION),
@@ -44,5 +49,6 @@ def broker_settings(
         secrets_key_id=names["AccessKeySecretsKey"],
         receipt_secret=receipt_secret,
         aws_region=REGION,
+        leases_on_summary=leases_on_summary,
         **{field: names[logical_id] for field, logical_id in (tables or {}).items()},
     )

@@ -70,7 +70,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def settings(aws: None) -> Settings:
-    return broker_settings(TEMPLATE, receipt_secret="unit-test-secret-0123456789abcdef")
+    return broker_settings(
+        TEMPLATE, receipt_secret="unit-test-secret-0123456789abcdef", leases_on_summary=True
+    )
 
 
 @pytest.fixture

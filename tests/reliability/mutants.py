@@ -86,7 +86,8 @@ EXPIRY = ("lease requests inside expiry moves", "send,receive,ack,advance,race_a
 CORRUPT = ("an object with a row more than indexed", "send,receive,ack,advance,corrupt_object=2")
 RESET = ("receives inside offset resets", "send,receive,ack,advance,race_at_reset=4")
 WHOLE_SAVE = (
-    '            if writes or extra_items:\n                items = [{"Put": summary}, *writes]\n'
+    "            if writes or extra_items:\n"
+    '                items = [{"Update": summary}, *writes]\n'
 )
 LEASES_FIRST = (
     '            for write in [w for w in writes if "Put" in w] if not extra_items else []:\n'
@@ -139,7 +140,8 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/groups/move_settles.py",
-                '        condition = {\n            "ConditionExpression": lease_unchanged,\n'
+                "        condition = {\n"
+                '            "ConditionExpression": place.condition(lease_unchanged),\n'
                 '            "ExpressionAttributeValues": to_item(as_read(before)),\n        }\n',
                 "        condition: dict[str, Any] = {}\n",
             ),
@@ -729,8 +731,8 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/groups/lease_acks.py",
-                "            if slot is not None and (topic, queue, slot) not in items:\n",
-                "            if slot is not None:\n",
+                "            if item not in items:\n",
+                "            if True:\n",
             ),
         ),
         tests=(
@@ -746,9 +748,9 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/groups/lease_acks.py",
-                '    "lease_id = :id AND deadline > :now"\n',
-                '    "(lease_id = :id OR lease_id <> :id)'
-                ' AND (deadline > :now OR deadline <= :now)"\n',
+                '    "{p}lease_id = :id AND {p}deadline > :now"\n',
+                '    "({p}lease_id = :id OR {p}lease_id <> :id)'
+                ' AND ({p}deadline > :now OR {p}deadline <= :now)"\n',
             ),
         ),
         tests=(
@@ -1074,9 +1076,9 @@ GUARDS: tuple[Guard, ...] = (
         (
             Edit(
                 "storage/groups/lease_acks.py",
-                '        condition, values, names = "lease_id = :id", {":id": lease_id}, {}\n',
+                '        condition, values, names = "{p}lease_id = :id", {":id": lease_id}, {}\n',
                 "        condition, values, names = (\n"
-                '            "(lease_id = :id OR attribute_exists(lease_id))",\n'
+                '            "({p}lease_id = :id OR attribute_exists({p}lease_id))",\n'
                 '            {":id": lease_id},\n'
                 "            {},\n"
                 "        )\n",
@@ -1132,6 +1134,33 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         aims=(STALE,),
+        tests=(
+            "tests/broker/services/delivery/test_stale_receive.py::"
+            "test_a_stale_receive_leaves_no_lease_of_messages_acked_meanwhile[items]",
+        ),
+        note="with leases on summaries, the harness's stale receives store their lease on "
+        "the summary (one write, nothing to reorder) unless a delivery is already out there",
+    ),
+    Guard(
+        "inline-lease-fence",
+        "a save that changes the lease stored on its summary does so only if that lease is "
+        "still as read (``inline_condition``: id and version, or that none is there): an "
+        "ack's ``ADD`` or a move landing after the read is not written over",
+        (
+            Edit(
+                "storage/groups/codec.py",
+                "def inline_condition(stored: Lease | None) -> tuple[str, dict[str, Any]]:\n",
+                "def inline_condition(stored: Lease | None) -> tuple[str, dict[str, Any]]:\n"
+                '    return "", {}\n',
+            ),
+        ),
+        aims=(RACES, EXPIRY),
+        tests=(
+            "tests/broker/storage/test_inline_lease.py::"
+            "test_a_save_that_read_the_lease_before_its_ack_removed_it_is_refused",
+            "tests/broker/storage/test_inline_lease.py::"
+            "test_an_expired_summary_lease_moves_its_message_on_once",
+        ),
     ),
     Guard(
         "group-save-fences",

@@ -603,8 +603,8 @@ def test_a_redriven_copy_whose_change_of_invisible_time_lost_its_answer_comes_ba
 
     def steps(m: ReliabilityMachine) -> None:
         copy = redriven_copy_of_m4(m)
-        m._run(0, Fault(3, "lost"), m._op_change_invisible(copy, 0))
-        assert "!answer lost after dynamodb:TransactWriteItems -> error" in m.log[-1]
+        m._run(0, Fault(2, "lost"), m._op_change_invisible(copy, 0))  # its summary's lease
+        assert "!answer lost after dynamodb:UpdateItem -> error" in m.log[-1]
         copy_back(m)
         m.check_every_step()
 

@@ -241,4 +241,5 @@ def _settings() -> Settings:
         TEMPLATE,
         receipt_secret="reliability-secret-0123456789abcdef",
         tables={"timers_table": "TimersTable", "transactions_table": "TransactionsTable"},
+        leases_on_summary=True,
     )

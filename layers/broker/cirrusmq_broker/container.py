@@ -126,7 +126,11 @@ class Broker:
 
     @functools.cached_property
     def states(self) -> GroupStateStore:
-        return GroupStateStore(self._dynamodb, self.settings.groups_table)
+        return GroupStateStore(
+            self._dynamodb,
+            self.settings.groups_table,
+            leases_on_summary=self.settings.leases_on_summary,
+        )
 
     # ------------------------------------------------------------ the one append path
     @functools.cached_property

@@ -163,8 +163,8 @@ class StorageUnavailable(BrokerError):
 
 
 class StorageContended(StorageUnavailable):
-    """A DynamoDB transaction was cancelled only because other writes held its items at
-    that moment (TransactionConflict) or it was throttled: nothing was written, and the
+    """A DynamoDB write or transaction was refused only because other writes held its items
+    at that moment (TransactionConflict) or it was throttled: nothing was written, and the
     same request may be sent again. Stores whose callers re-read and retry (appends,
     group state saves) catch it; anywhere else the caller sees 503 ``Busy``."""
 

@@ -100,6 +100,10 @@ class Settings:
     batch_storage: str = "standard"
     """Its kind: ``standard`` (general purpose bucket) or ``express`` (S3 Express One Zone
     directory bucket: retention tier in the key, unordered listings)."""
+    leases_on_summary: bool = False
+    """Whether a receive may store a lease on its queue's summary (the template's
+    ``LeasesOnSummary``; docs/deploy.md): one write per receive instead of a two-item
+    transaction. Leases stored there are read and settled either way."""
 
     def __post_init__(self) -> None:
         # express files the retention tier in the key: the message bucket's lifecycle rules
@@ -144,6 +148,7 @@ class Settings:
             max_waits_per_key=int(get("MAX_WAITS_PER_KEY", "20000")),
             batch_bucket=get("BATCH_BUCKET", ""),
             batch_storage=get("BATCH_STORAGE", "") or "standard",
+            leases_on_summary=get("LEASES_ON_SUMMARY", "off") == "on",
         )
 
 

@@ -25,7 +25,7 @@ from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.services import log_reader, offset_reset
 from cirrusmq_broker.settings import Settings
 from cirrusmq_broker.storage import group_offsets
-from cirrusmq_broker.storage.groups.keys import lease_prefix
+from cirrusmq_broker.storage.groups.keys import lease_prefix, summary_stream
 
 
 def batches(broker, topic: str, *sizes: int, clock=None, step_s: float = 10, **fields) -> list:
@@ -47,11 +47,18 @@ def bodies(messages) -> list[str]:
 
 
 def lease_items(broker, group: str, topic: str, queue: int = 0) -> list:
+    """The stored leases of the queue: its lease items, and the summary if one is on it."""
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     items = ddb.scan(TableName=broker.settings.groups_table)["Items"]
     prefix = lease_prefix(topic, queue)
     return [
-        i for i in items if i["group_name"]["S"] == group and i["stream"]["S"].startswith(prefix)
+        i
+        for i in items
+        if i["group_name"]["S"] == group
+        and (
+            i["stream"]["S"].startswith(prefix)
+            or (i["stream"]["S"] == summary_stream(topic, queue) and "l_lease_id" in i)
+        )
     ]
 
 

@@ -166,8 +166,9 @@ def test_write_units_of_a_receive_and_an_ack_do_not_grow_with_leases_in_flight(b
     assert busy_receive["wcu"] == quiet_receive["wcu"]
     assert busy_ack["wcu"] == quiet_ack["wcu"]
     assert busy_receive["largest"] < 1024 and busy_ack["largest"] < 1024
-    assert busy_receive["calls"] == quiet_receive["calls"] == ["BatchGetItem", "TransactWriteItems"]
-    assert busy_ack["calls"] == quiet_ack["calls"] == ["DeleteItem"]  # the whole lease: one delete
+    assert busy_receive["calls"] == quiet_receive["calls"] == ["BatchGetItem", "UpdateItem"]
+    # the whole lease (stored on the summary): one conditional removal
+    assert busy_ack["calls"] == quiet_ack["calls"] == ["UpdateItem"]
     print(
         f"\nreceive: {quiet_receive['wcu']} WCU with 0 in flight, {busy_receive['wcu']} with"
         f" {in_flight}; ack: {quiet_ack['wcu']} WCU with 1, {busy_ack['wcu']} with 2000;"
@@ -214,14 +215,33 @@ def test_an_ack_racing_a_redelivery_is_not_lost(broker, clock, monkeypatch):
 
 def test_a_stale_deadline_bound_costs_one_query_then_polls_are_idle(broker, clock):
     broker.admin.create_topic("t", queues=1)
-    send(broker, "t", b"x")
-    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
-    ack_statuses(broker, "g", [m.receipt_handle])
-    clock.advance(11)  # the bound says a lease may have expired: the acked one
+    send(broker, "t", b"x", b"y")
+    [x] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    [y] = broker.consume.receive("g", "t", max_messages=1, invisible_seconds=10)
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    items = ddb.scan(TableName=broker.settings.groups_table)["Items"]
+    assert sum("#L" in key_of(i)[1] for i in items) == 1  # x's lease is on the summary
+    ack_statuses(broker, "g", [x.receipt_handle, y.receipt_handle])
+    clock.advance(11)  # the bound says a lease may have expired: the acked ones
     with metered(broker) as first:
         assert broker.consume.receive("g", "t") == []
-    # the retry topic's absence read consistently, then the exact bounds stored
-    assert first["calls"] == ["BatchGetItem", "GetItem", "PutItem", "Query"]
+    # the retry topic's absence read consistently, then the exact bounds stored: y's lease
+    # was an item of its own, which an ack deletes without counting it out of the summary
+    assert first["calls"] == ["BatchGetItem", "GetItem", "Query", "UpdateItem"]
+    with metered(broker) as second:
+        assert broker.consume.receive("g", "t") == []
+    assert second["calls"] == ["BatchGetItem"]
+
+
+def test_the_ack_of_the_summarys_lease_leaves_no_bound_to_check(broker, clock):
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"x")
+    [m] = broker.consume.receive("g", "t", invisible_seconds=10)
+    ack_statuses(broker, "g", [m.receipt_handle])  # the lease stored on the summary
+    clock.advance(11)  # its deadline passed, but the ack counted it out: no lease query
+    with metered(broker) as first:
+        assert broker.consume.receive("g", "t") == []
+    assert first["calls"] == ["BatchGetItem", "GetItem", "UpdateItem"]
     with metered(broker) as second:
         assert broker.consume.receive("g", "t") == []
     assert second["calls"] == ["BatchGetItem"]
@@ -283,7 +303,7 @@ def test_a_filtered_lease_is_settled_whole_by_acking_what_it_delivered(broker, c
     assert [m.message.offset for m in received] == [0, 2]
     with metered(broker) as ack:
         assert ack_statuses(broker, "g", [m.receipt_handle for m in received]) == ["acked"] * 2
-    assert ack["calls"] == ["DeleteItem"]
+    assert ack["calls"] == ["UpdateItem"]
     assert broker.consume.receive("g", "t", filter_expression="a") == []
     [status] = statuses(broker, "g")
     assert (status.committed_offset, status.inflight) == (4, 0)
@@ -316,8 +336,8 @@ def test_an_ack_of_a_lease_with_a_moved_message_falls_back_and_settles_both(brok
     with metered(broker) as ack:
         handles = [x.receipt_handle, y.receipt_handle, z.receipt_handle]
         assert ack_statuses(broker, "g", handles) == ["acked"] * 3
-    assert ack["calls"] == ["DeleteItem", "TransactWriteItems", "UpdateItem"]  # refused fast
-    clock.advance(101)  # path, an ADD, then the settled lease and y's own deleted in one call,
+    assert ack["calls"] == ["TransactWriteItems", "UpdateItem", "UpdateItem"]  # refused fast
+    clock.advance(101)  # path, an ADD, then the settled lease and y's own removed in one call,
     # each conditional on what the ADD returned (a batch write cannot carry conditions)
     assert broker.consume.receive("g", "t") == []
     [status] = statuses(broker, "g")

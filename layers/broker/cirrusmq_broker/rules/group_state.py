@@ -6,7 +6,13 @@ bound of the open leases' deadlines and ``open_leases`` an upper bound of their 
 Each lease (offsets [start, end) handed to a consumer until ``deadline``) is stored on its
 own, with the offsets of it settled so far; an offset below the cursor that no lease holds
 unsettled, and that ``held`` does not name, is settled. So writing a summary or a lease costs
-the same whatever is in flight.
+the same whatever is in flight. One lease per queue may be stored on the summary instead
+(``inline``, marked in its id): a range lease of at most ``MAX_INLINE_SPAN`` offsets made
+while no other was there, without message groups, where the deployment allows it. A
+receive that finds the slot free then writes one item, and the ack of everything the lease
+delivered one more. Its writes are fenced on its id and version as every lease's (an ack
+or a move changes only its attributes, not the summary's version), so acks of it do not
+make receives on the queue read again.
 
 FIFO topics hold per message group: a lease records the message groups of what it delivered
 (``groups``), and while a lease holds a group unsettled (in flight, or expired and waiting to
@@ -38,15 +44,32 @@ that would hold more stops its scan there (the cursor waits)."""
 LeaseSlot = tuple[int, bool]
 """(start, moved-out single message): where a lease is stored; unique among open leases."""
 
+INLINE_MARK = "s"
+"""Ends the offset part of the id of a lease stored on its queue's summary."""
+MAX_INLINE_SPAN = 128
+"""Offsets a lease stored on the summary spans at most: its settled offsets (acked, skipped
+by a filter, moved) are stored there too, and every receive of the queue writes the summary,
+so it stays near DynamoDB's 1 KB write unit; a wider lease is an item of its own."""
 
-def new_lease_id(slot: LeaseSlot, delivered: int) -> str:
+
+def is_inline(lease_id: str) -> bool:
+    """Whether the lease ``lease_id`` is stored on its queue's summary (at most one lease
+    of a queue is: a range lease made when no other was there) rather than in an item of
+    its own."""
+    return lease_id.partition(".")[0].endswith(INLINE_MARK)
+
+
+def new_lease_id(slot: LeaseSlot, delivered: int, *, inline: bool = False) -> str:
     """A fresh id for a lease of ``slot`` whose handles are issued for ``delivered`` offsets.
 
     The count is part of the id, so it is as immutable as the id: an ack naming that many
     distinct offsets of the lease (handles are signed, so each is an offset delivered under
-    it) settles the whole lease (:func:`delivered_count`)."""
+    it) settles the whole lease (:func:`delivered_count`). ``inline``: the lease is stored
+    on its queue's summary (:func:`is_inline`), which the id says for the whole of its
+    life, so an ack finds it without reading anything."""
     start, single = slot
-    return f"{start}{'m' if single else ''}.{secrets.token_hex(6)}n{delivered}"
+    mark = "m" if single else INLINE_MARK if inline else ""
+    return f"{start}{mark}.{secrets.token_hex(6)}n{delivered}"
 
 
 def single_lease_id(parent_id: str, offset: int) -> str:
@@ -59,7 +82,7 @@ def single_lease_id(parent_id: str, offset: int) -> str:
 def delivered_count(lease_id: str) -> int | None:
     """How many offsets were delivered under ``lease_id``; None for an id without the count
     (made before it was recorded)."""
-    match = re.fullmatch(r"[0-9]{1,20}m?\.[0-9a-f]{12}n([0-9]{1,9})", lease_id)
+    match = re.fullmatch(r"[0-9]{1,20}[ms]?\.[0-9a-f]{12}n([0-9]{1,9})", lease_id)
     return int(match[1]) if match else None
 
 
@@ -67,7 +90,7 @@ def lease_slot(lease_id: str) -> LeaseSlot | None:
     """The slot a lease id names; None for an id this broker never made."""
     head, _, token = lease_id.partition(".")
     single = head.endswith("m")
-    digits = head[:-1] if single else head
+    digits = head[:-1] if single or head.endswith(INLINE_MARK) else head
     if not token or not re.fullmatch(r"[0-9]{1,20}", digits):  # ASCII only ("²".isdigit())
         return None
     return int(digits), single
@@ -100,6 +123,11 @@ class Lease:
     @property
     def slot(self) -> LeaseSlot:
         return lease_slot(self.lease_id) or (self.start, False)
+
+    @property
+    def inline(self) -> bool:
+        """Stored on its queue's summary, not in an item of its own."""
+        return is_inline(self.lease_id)
 
     def unsettled(self) -> list[int]:
         return [o for o in range(self.start, self.end) if self.holds(o)]
@@ -160,6 +188,10 @@ class GroupQueueState:
     """Milliseconds since the epoch: the lock lapses then unless renewed."""
     stored_lock: tuple[str | None, int] = (None, 0)
     """The lock as stored."""
+    stored_inline: Lease | None = None
+    """The lease stored on the summary as read (None: none was)."""
+    leases_on_summary: bool = False
+    """Whether a new lease may be stored on the summary (the deployment's choice)."""
 
     def __post_init__(self) -> None:
         if self.version == 0:
@@ -224,6 +256,10 @@ class GroupQueueState:
                 groups |= lease.groups
         return frozenset(groups)
 
+    def inline_lease(self) -> Lease | None:
+        """The open lease stored on the summary, if any (it is read with the summary)."""
+        return next((x for x in self.leases.values() if x.inline and x.unsettled()), None)
+
     def expired_leases(self, now: int) -> list[Lease]:
         """Loaded leases past their deadline with something left to deliver, oldest first."""
         expired = [
@@ -264,6 +300,8 @@ class GroupQueueState:
             del self.leases[old.lease_id]
         if lease.unsettled():
             self.leases[lease.lease_id] = lease
+        if lease.inline:
+            self.stored_inline = lease if lease.unsettled() else None
 
     def skip_to(self, offset: int) -> None:
         """Jump the cursor over offsets that no longer exist (retention expired them)."""
@@ -344,8 +382,14 @@ class GroupQueueState:
         are not its own: in its ``acked``), recorded."""
         skipped = frozenset(o for o in range(start, end) if o not in delivered)
         slot = (start, False)
+        inline = (
+            self.leases_on_summary
+            and groups is None
+            and end - start <= MAX_INLINE_SPAN
+            and self.inline_lease() is None
+        )
         lease = Lease(
-            new_lease_id(slot, len(delivered)),
+            new_lease_id(slot, len(delivered), inline=inline),
             start,
             end,
             deadline,
@@ -368,7 +412,7 @@ class GroupQueueState:
         split = pending[count - 1] + 1 if count < len(pending) else lease.end
         taken = replace(
             lease,
-            lease_id=new_lease_id(lease.slot, min(count, len(pending))),
+            lease_id=new_lease_id(lease.slot, min(count, len(pending)), inline=lease.inline),
             end=split,
             deadline=now + invisible_ms,
             attempt=lease.attempt + 1,

@@ -214,7 +214,8 @@ class OffsetResetService:
                     end,
                     previous_committed=state.committed,
                     previous_cursor=state.cursor,
-                    dropped_leases=dropped + len(keys),
+                    # and the lease stored on the summary, which the reset removed
+                    dropped_leases=dropped + len(keys) + (state.inline_lease() is not None),
                     truncated=truncated,
                 )
             return optimistic.CONFLICT  # a receive won: read again

@@ -2,12 +2,13 @@
 
 Every client translates the AWS answers a caller may simply retry into the broker's
 retriable errors, raised ``from`` the AWS error after botocore's own retries: throttling
-becomes :class:`Throttled` (429), AWS faults, transaction conflicts and connection failures
-:class:`StorageUnavailable` (503 ``Busy``), and a TransactWriteItems cancelled only because
-of concurrent writes or throttling (no condition failed) :class:`StorageContended` (503
-``Busy``), whichever store ran it. Every other ClientError (ConditionalCheckFailed, a
-transaction cancelled with a failed condition, PreconditionFailed, NoSuchKey, ...) reaches
-the stores unchanged.
+becomes :class:`Throttled` (429), AWS faults and connection failures
+:class:`StorageUnavailable` (503 ``Busy``), and a write refused because a transaction held
+its item (TransactionConflict) or a TransactWriteItems cancelled only because of concurrent
+writes or throttling (no condition failed) :class:`StorageContended` (503 ``Busy`` unless
+the store re-reads and retries), whichever store ran it. Every other ClientError
+(ConditionalCheckFailed, a transaction cancelled with a failed condition,
+PreconditionFailed, NoSuchKey, ...) reaches the stores unchanged.
 """
 
 from __future__ import annotations
@@ -180,6 +181,10 @@ def _after_call(
             parsed["Body"] = _TranslatedBody(parsed["Body"], _where(model))
         return
     code = str(context.get("error_code_override") or parsed.get("Error", {}).get("Code", ""))
+    if code == "TransactionConflictException":  # a transaction held the item: not written
+        raise StorageContended(
+            f"storage is busy ({_where(model)}: {code}); retry shortly"
+        ) from ClientError(parsed, model.name)
     if code == "TransactionCanceledException" and contended(parsed):
         reasons = ", ".join(sorted(_reason_codes(parsed) - {"None"}))
         raise StorageContended(

@@ -42,6 +42,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def write_one(client: Any, request: dict[str, Any], **extra: Any) -> None:
+    """Run one transaction item (``{"Put" | "Delete" | "Update": body}``) as a call of
+    its own, with ``extra`` arguments."""
+    kind, body = next(iter(request.items()))
+    call = {"Put": client.put_item, "Delete": client.delete_item, "Update": client.update_item}
+    call[kind](**body, **extra)
+
+
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from ..errors import StorageContended
 from .dynamo import lost_race, to_item
+from .groups.codec import INLINE_FIELDS
 from .groups.keys import lease_prefix, summary_stream
 
 LEASES_PER_TRANSACTION = 99
@@ -73,9 +74,9 @@ class GroupOffsetWriter:
         version: int,
         keys: list[dict[str, Any]],
     ) -> bool:
-        """Set cursor and committed to ``offset`` and delete ``keys`` (the queue's remaining
-        lease items, at most LEASES_PER_TRANSACTION) if the summary is still at ``version``
-        (0: absent); False if it changed."""
+        """Set cursor and committed to ``offset``, drop the lease stored on the summary and
+        delete ``keys`` (the queue's remaining lease items, at most LEASES_PER_TRANSACTION)
+        if the summary is still at ``version`` (0: absent); False if it changed."""
         expression, condition_values = _version_condition(version)
         values = {
             ":t": topic,
@@ -92,7 +93,8 @@ class GroupOffsetWriter:
                 "Key": self._summary_key(group, topic, queue),
                 "UpdateExpression": "SET #t = :t, #q = :q, committed = :o, #c = :o, "
                 "cursor_base = :b, open_leases = :zero, version = :next "
-                "REMOVE earliest_deadline, held",  # held: FIFO offsets waiting for their group
+                # held: FIFO offsets waiting for their group; then the lease stored here
+                f"REMOVE earliest_deadline, held, {INLINE_FIELDS}",
                 "ExpressionAttributeNames": {"#t": "topic", "#q": "queue", "#c": "cursor"},
                 "ExpressionAttributeValues": to_item(values),
                 "ConditionExpression": expression,

@@ -37,7 +37,7 @@ def receive_with(failing: Callable[[], None], broker, **options) -> list:
 
 @pytest.mark.parametrize("error", [Throttled, StorageUnavailable])
 @pytest.mark.parametrize(
-    "operations", [{"TransactWriteItems", "PutItem"}, {"GetObject"}], ids=["save", "object"]
+    "operations", [{"TransactWriteItems", "UpdateItem"}, {"GetObject"}], ids=["save", "object"]
 )
 def test_a_failure_on_the_other_queues_hands_out_what_the_first_leased(broker, error, operations):
     fill_queues(broker, "t", [3, 3, 3, 3])

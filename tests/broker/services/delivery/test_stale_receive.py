@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import pytest
 from broker_helpers import ack_statuses, send
 from cirrusmq_broker.rules.retries import BACKOFF_SECONDS
 from cirrusmq_broker.storage.clients import observe_calls
@@ -23,7 +24,7 @@ def pause_first_write(paused: threading.Event, resume: threading.Event) -> Calla
     thread = threading.get_ident()
 
     def observe(service: str, operation: str, params: dict) -> None:
-        writes = {"PutItem", "TransactWriteItems"}
+        writes = {"UpdateItem", "TransactWriteItems"}
         if threading.get_ident() == thread and operation in writes and not paused.is_set():
             paused.set()
             assert resume.wait(30)
@@ -31,11 +32,15 @@ def pause_first_write(paused: threading.Event, resume: threading.Event) -> Calla
     return observe_calls(observe)
 
 
-def test_a_stale_receive_leaves_no_lease_of_messages_acked_meanwhile(broker, clock):
+@pytest.mark.parametrize("first_acked", [True, False], ids=["on-summary", "items"])
+def test_a_stale_receive_leaves_no_lease_of_messages_acked_meanwhile(broker, clock, first_acked):
+    """``items``: the first delivery is still out, its lease on the summary, so the two
+    receives' leases are items of their own."""
     broker.admin.create_topic("t", queues=1)
     send(broker, "t", b"first")
     [first] = receive(broker)  # the group's summary is stored
-    assert ack_statuses(broker, "g", [first.receipt_handle]) == ["acked"]
+    if first_acked:
+        assert ack_statuses(broker, "g", [first.receipt_handle]) == ["acked"]
     send(broker, "t", b"a", b"b", b"c")
     paused, resume, answers = threading.Event(), threading.Event(), []
 
@@ -55,6 +60,8 @@ def test_a_stale_receive_leaves_no_lease_of_messages_acked_meanwhile(broker, clo
     resume.set()
     thread.join(30)
     assert answers == []
+    if not first_acked:
+        assert ack_statuses(broker, "g", [first.receipt_handle]) == ["acked"]
     for backoff in BACKOFF_SECONDS[:2]:
         clock.advance(INVISIBLE + backoff + 1)
         assert receive(broker) == []  # acked is final

@@ -43,7 +43,7 @@ from ...errors import (
     TopicNotFound,
 )
 from ...model import MessageInput, ProducerStamp, SendReceipt
-from ...rules.group_state import lease_slot
+from ...rules.group_state import delivered_count, is_inline, lease_slot
 from ...rules.transaction_state import REGISTRATION_KEEP_SECONDS
 from ...storage.appends import AlreadyRecorded, ExtraItemRejected, QueueClosed
 from ...storage.groups import GroupStateStore
@@ -142,7 +142,8 @@ class ConsumeProduceSteps:
         lease_items = []
         slots: set[tuple[str, int, object]] = set()
         for (topic, queue, lease_id), handles in by_lease.items():
-            slot = (topic, queue, lease_slot(lease_id))
+            # one item per lease, but the summary's lease, whichever it is, is one item too
+            slot = (topic, queue, None if is_inline(lease_id) else lease_slot(lease_id))
             if slot in slots:  # one item, two deliveries: only the later one is current
                 raise LeaseMovedOn(
                     "the step acks two deliveries of one lease: the earlier one moved on; "
@@ -203,7 +204,7 @@ class ConsumeProduceSteps:
             self._discard(delay_keys)
             raise
         receipts = [o.receipts({q: bases[(o.topic.name, q)] for q in o.now_part}) for o in outputs]
-        self._tidy(step.group, by_lease, lease_items)
+        self._tidy(step.group, by_lease)
         self._keep(step, now)
         for o, rs in zip(outputs, receipts, strict=True):
             record_sent(o.topic, o.messages, rs, stamp.producer_id)
@@ -353,15 +354,13 @@ class ConsumeProduceSteps:
             )
         return Busy("a delay item of the step was taken meanwhile; retry the step")
 
-    def _tidy(self, group: str, by_lease: dict, lease_items: list[dict]) -> None:
+    def _tidy(self, group: str, by_lease: dict) -> None:
         """After the commit: a lease the step acked in part is deleted if nothing of it is
         left unsettled (the plain ack's ``ADD`` again, a no-op on its set, then its
         conditional delete); a FIFO queue may serve again."""
-        for ((topic, queue, lease_id), handles), item in zip(
-            by_lease.items(), lease_items, strict=True
-        ):
-            if "Update" in item:
-                offsets = sorted({h.offset for h in handles.values()})
+        for (topic, queue, lease_id), handles in by_lease.items():
+            offsets = sorted({h.offset for h in handles.values()})
+            if delivered_count(lease_id) != len(offsets):  # acked in part
                 self._states.acks.ack(group, topic, queue, lease_id, offsets)
             if self._delivery_ended is not None:
                 self._delivery_ended(group, topic, queue)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import limits
-from ...errors import BrokerError, InvalidRequest, ReceiptHandleExpired
+from ...errors import BrokerError, InvalidRequest, ReceiptHandleExpired, StorageContended
 from ...rules.group_state import GroupQueueState, Lease, delivered_count, single_lease_id
 from ...rules.receipts import ReceiptHandle
 from ...storage.groups import GroupStateStore, LeaseAck
@@ -143,10 +143,13 @@ class Acks:
         def settle(_: int) -> dict[int, ReceiptHandle] | optimistic.Conflict:
             nonlocal pending
             offsets = sorted({h.offset for h in pending.values()})
-            done = self._states.acks.ack(
-                group, topic, queue, lease_id, offsets, before_add=before_slow_path,
-                alive_at=alive_at,
-            )  # fmt: skip
+            try:
+                done = self._states.acks.ack(
+                    group, topic, queue, lease_id, offsets, before_add=before_slow_path,
+                    alive_at=alive_at,
+                )  # fmt: skip
+            except StorageContended:  # a transaction held the item: nothing was written
+                return optimistic.CONFLICT
             if done is not None:
                 stale = done.stale | self._moved_on_alone(group, topic, queue, done)
                 for position, handle in pending.items():
@@ -162,7 +165,9 @@ class Acks:
             return optimistic.CONFLICT
 
         return optimistic.update(
-            settle, exhausted=optimistic.busy("the group state is contended; retry the ack")
+            settle,
+            exhausted=optimistic.busy("the group state is contended; retry the ack"),
+            backoff=True,
         )
 
     def _moved_on_alone(self, group: str, topic: str, queue: int, done: LeaseAck) -> set[int]:
@@ -204,7 +209,7 @@ class Acks:
         settled_below = min(state.committed, state.cursor) if state.version else 0
         looked_up = [h.offset for h in handles if settled_below <= h.offset < state.cursor]
         covering = (
-            self._states.leases_covering_each(group, topic, queue, looked_up)
+            self._states.leases_covering_each(state, looked_up)
             if state.version and looked_up
             else {}
         )

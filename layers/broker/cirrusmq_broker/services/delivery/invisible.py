@@ -136,9 +136,7 @@ class InvisibleTime:
         for lease in state.leases.values():
             if lease.holds(offset):
                 return lease
-        covering = self._states.leases_covering_each(
-            state.group, state.topic, state.queue, [offset]
-        )
+        covering = self._states.leases_covering_each(state, [offset])
         for lease in covering[offset]:
             if lease.holds(offset):
                 return state.leases.setdefault(lease.lease_id, lease)

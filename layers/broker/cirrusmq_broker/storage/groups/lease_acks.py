@@ -1,6 +1,8 @@
 """An ack of one lease's offsets: a conditional ``ADD`` to the lease item (or, when the ack
 names everything delivered under the lease, one conditional delete), then the deletes of
-what it left settled, each conditional on what the ``ADD`` returned."""
+what it left settled, each conditional on what the ``ADD`` returned. A lease stored on its
+queue's summary gets the same writes there (codec.LeasePlace): the ``ADD`` to its
+attributes, their removal for a delete."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...rules.group_state import delivered_count, lease_slot, single_lease_id
-from ..dynamo import error_code, from_item, to_item
-from .codec import as_read, delete_request, lease_of, lease_unchanged
+from ..dynamo import error_code, from_item, to_item, write_one
+from .codec import INLINE_PREFIX, LeasePlace, as_read, lease_of, lease_unchanged
 from .leases import LeaseItems
 from .move_settles import MoveSettles
 
@@ -24,8 +26,8 @@ NOT_PAST_DEADLINE = "#deadline > :now"
 DEADLINE_NAME = {"#deadline": "deadline"}
 
 still_held_by_step = (
-    "lease_id = :id AND deadline > :now"
-    " AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+    "{p}lease_id = :id AND {p}deadline > :now"
+    " AND attribute_not_exists({p}moved) AND attribute_not_exists({p}gone)"
 )
 """A lease an exactly-once step may ack: the same delivery, before its deadline, nothing of
 it moved out (change_invisible) or on (a nack, an expiry's move)."""
@@ -78,25 +80,25 @@ class LeaseAcks:
         slot = lease_slot(lease_id)
         if slot is None:
             return None
-        key = self._leases.key(group, topic, queue, slot)
+        place = LeasePlace.of(group, topic, queue, lease_id, slot)
         if offsets and delivered_count(lease_id) == len(set(offsets)):
-            settled = self._settle_whole(key, lease_id, alive_at)
+            settled = self._settle_whole(place, lease_id, alive_at)
             if settled is not None:
                 return LeaseAck() if settled else None
         if before_add is not None:
             before_add()
-        condition, values, names = "lease_id = :id", {":id": lease_id}, {}
+        condition, values, names = "{p}lease_id = :id", {":id": lease_id}, {}
         if alive_at is not None and offsets:  # each offset: its lease live, or moved out
-            moved = " AND ".join(f"contains(moved, :m{n})" for n in range(len(offsets)))
+            moved = " AND ".join(f"contains({{p}}moved, :m{n})" for n in range(len(offsets)))
             condition += f" AND ({NOT_PAST_DEADLINE} OR ({moved}))" if moved else ""
             values |= {":now": alive_at} | {f":m{n}": o for n, o in enumerate(offsets)}
-            names = DEADLINE_NAME
+            names = {k: place.name(v) for k, v in DEADLINE_NAME.items()}
         try:
             item = self._client.update_item(
                 TableName=self._table,
-                Key=key,
-                UpdateExpression="ADD acked :acked, v :one",
-                ConditionExpression=condition,
+                Key=place.key,
+                UpdateExpression=_acked(place),
+                ConditionExpression=place.condition(condition),
                 ExpressionAttributeValues=to_item({":acked": set(offsets), ":one": 1, **values}),
                 **({"ExpressionAttributeNames": names} if names else {}),
                 ReturnValues="ALL_NEW",
@@ -105,7 +107,7 @@ class LeaseAcks:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return None
             raise
-        lease = lease_of(from_item(item))
+        lease = lease_of(from_item(item), INLINE_PREFIX if place.inline else "")
         outcome = LeaseAck(stale=set(lease.gone & set(offsets)))
         singles = {
             offset: single_lease_id(lease_id, offset)
@@ -116,7 +118,7 @@ class LeaseAcks:
             for offset, single in singles.items()
         ]
         if not lease.unsettled():
-            requests.append(delete_request(self._table, key, lease_unchanged, as_read(lease)))
+            requests.append(place.request(self._table, lease_unchanged, as_read(lease), None))
             if lease.gone:  # a nack's handle acked later still finds its message moved on
                 requests.append(self._moves.mark_request(group, topic, queue, lease))
         failed = self._delete_each(requests)
@@ -139,16 +141,17 @@ class LeaseAcks:
         slot = lease_slot(lease_id)
         if slot is None:
             return None
-        key = self._leases.key(group, topic, queue, slot)
+        place = LeasePlace.of(group, topic, queue, lease_id, slot)
         values: dict[str, Any] = {":id": lease_id, ":now": now}
-        body = {"TableName": self._table, "Key": key, "ConditionExpression": still_held_by_step}
         if offsets and delivered_count(lease_id) == len(set(offsets)):
-            return {"Delete": {**body, "ExpressionAttributeValues": to_item(values)}}
+            return place.request(self._table, still_held_by_step, values, None)
         values.update({":acked": set(offsets), ":one": 1})
         return {
             "Update": {
-                **body,
-                "UpdateExpression": "ADD acked :acked, v :one",
+                "TableName": self._table,
+                "Key": place.key,
+                "ConditionExpression": place.condition(still_held_by_step),
+                "UpdateExpression": _acked(place),
                 "ExpressionAttributeValues": to_item(values),
             }
         }
@@ -157,17 +160,15 @@ class LeaseAcks:
         self, group: str, topic: str, queue: int, offset: int, single: str, alive_at: int | None
     ) -> dict[str, Any]:
         """The conditional delete of the lease of its own of ``offset`` (id ``single``)."""
-        key = self._leases.key(group, topic, queue, (offset, True))
+        place = LeasePlace(self._leases.key(group, topic, queue, (offset, True)), inline=False)
         if alive_at is None:
-            return delete_request(self._table, key, "lease_id = :id", {":id": single})
-        request = delete_request(
+            return place.request(self._table, "lease_id = :id", {":id": single}, None)
+        return place.request(
             self._table,
-            key,
             f"lease_id = :id AND {NOT_PAST_DEADLINE}",
             {":id": single, ":now": alive_at},
+            DEADLINE_NAME,
         )
-        request["Delete"]["ExpressionAttributeNames"] = DEADLINE_NAME
-        return request
 
     def _delete_each(self, requests: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         """Run the conditional deletes (and puts) ``requests``; position → the item as found
@@ -220,10 +221,8 @@ class LeaseAcks:
     def _delete_one(self, request: dict[str, Any], position: int) -> dict[int, dict[str, Any]]:
         """One conditional delete: {position: item as found (empty if absent)} if its
         condition failed, else nothing."""
-        kind, body = next(iter(request.items()))
-        call = self._client.delete_item if kind == "Delete" else self._client.put_item
         try:
-            call(**body, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            write_one(self._client, request, ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
@@ -241,37 +240,43 @@ class LeaseAcks:
         A transaction may write an item once, and two deliveries of one FIFO lease (a
         redelivery in place) share its item: only the first named of them goes in, the
         rest are left to :meth:`ack` (at most one of them is the item's current id)."""
-        keys, items = [], set()
+        keys, places, items = [], [], set()
         for topic, queue, lease_id in leases:
             slot = lease_slot(lease_id)
-            if slot is not None and (topic, queue, slot) not in items:
-                items.add((topic, queue, slot))
+            if slot is None:
+                continue
+            place = LeasePlace.of(group, topic, queue, lease_id, slot)
+            item = (topic, queue, None if place.inline else slot)  # None: the summary
+            if item not in items:
+                items.add(item)
                 keys.append((topic, queue, lease_id))
+                places.append(place)
         requests = [
-            self._whole_delete(self._leases.key(group, t, q, lease_slot(i)), i, alive_at)
-            for t, q, i in keys
+            self._whole_delete(place, lease_id, alive_at)
+            for place, (_, _, lease_id) in zip(places, keys, strict=True)
         ]
         failed = self._delete_each(requests) if requests else {}
         return {k for n, k in enumerate(keys) if n not in failed}
 
     def _whole_delete(
-        self, key: dict[str, Any], lease_id: str, alive_at: int | None
+        self, place: LeasePlace, lease_id: str, alive_at: int | None
     ) -> dict[str, Any]:
         """The conditional delete of a lease whose ack names everything delivered under it:
         it still has this id, nothing was moved out of it or on, and (``alive_at``) it is
         not past its deadline."""
-        condition = "lease_id = :id AND attribute_not_exists(moved) AND attribute_not_exists(gone)"
+        condition = (
+            "{p}lease_id = :id AND attribute_not_exists({p}moved) AND attribute_not_exists({p}gone)"
+        )
         values: dict[str, Any] = {":id": lease_id}
-        if alive_at is not None:
-            condition += f" AND {NOT_PAST_DEADLINE}"
-            values[":now"] = alive_at
-        request = delete_request(self._table, key, condition, values)
-        if alive_at is not None:
-            request["Delete"]["ExpressionAttributeNames"] = DEADLINE_NAME
-        return request
+        if alive_at is None:
+            return place.request(self._table, condition, values, None)
+        values[":now"] = alive_at
+        return place.request(
+            self._table, f"{condition} AND {NOT_PAST_DEADLINE}", values, DEADLINE_NAME
+        )
 
     def _settle_whole(
-        self, key: dict[str, Any], lease_id: str, alive_at: int | None = None
+        self, place: LeasePlace, lease_id: str, alive_at: int | None = None
     ) -> bool | None:
         """Delete the lease: one small conditional delete instead of an ``ADD`` of every
         offset and then a delete. False if the lease no longer has this id (as a failed
@@ -284,7 +289,13 @@ class LeaseAcks:
         ``alive_at``: and it is not past its deadline (else None: the ``ADD`` path sorts
         it out).
         """
-        failed = self._delete_one(self._whole_delete(key, lease_id, alive_at), 0)
+        failed = self._delete_one(self._whole_delete(place, lease_id, alive_at), 0)
         if not failed:
             return True
-        return None if failed[0].get("lease_id") == lease_id else False
+        return None if failed[0].get(place.name("lease_id")) == lease_id else False
+
+
+def _acked(place: LeasePlace) -> str:
+    """The update expression adding ``:acked`` to the lease's settled offsets and 1 to its
+    version."""
+    return f"ADD {place.name('acked')} :acked, {place.name('v')} :one"

@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...errors import BrokerError
-from ...rules.group_state import GroupQueueState, Lease, LeaseSlot, lease_slot
+from ...rules.group_state import GroupQueueState, Lease, LeaseSlot, is_inline, lease_slot
 from ..dynamo import error_code, from_item, to_item
 from .codec import as_read, lease_of, lease_unchanged
 from .keys import item_key, lease_prefix, lease_prefix_end, lease_stream
@@ -37,22 +37,28 @@ class LeaseItems:
             return
         state.leases = {
             lease.lease_id: lease
-            for lease in self._query(
-                state.group,
-                "#s BETWEEN :lo AND :hi",
-                {
-                    ":lo": lease_prefix(state.topic, state.queue),
-                    ":hi": lease_prefix_end(state.topic, state.queue),
-                },
-            )
+            for lease in [
+                *filter(None, [state.inline_lease()]),
+                *self._query(
+                    state.group,
+                    "#s BETWEEN :lo AND :hi",
+                    {
+                        ":lo": lease_prefix(state.topic, state.queue),
+                        ":hi": lease_prefix_end(state.topic, state.queue),
+                    },
+                ),
+            ]
         }
         state.complete = True
 
     def load_lease(self, state: GroupQueueState, lease_id: str) -> Lease | None:
-        """Read the lease ``lease_id`` names into ``state``; None if that lease is over."""
+        """Read the lease ``lease_id`` names into ``state``; None if that lease is over.
+        A lease stored on the summary was read with it."""
         slot = lease_slot(lease_id)
         if slot is None:
             return None
+        if is_inline(lease_id):
+            return state.leases.get(lease_id)
         item = self._client.get_item(
             TableName=self._table,
             Key=self.key(state.group, state.topic, state.queue, slot),
@@ -65,12 +71,14 @@ class LeaseItems:
         return lease if lease.lease_id == lease_id else None
 
     def leases_covering_each(
-        self, group: str, topic: str, queue: int, offsets: list[int]
+        self, state: GroupQueueState, offsets: list[int]
     ) -> dict[int, list[Lease]]:
-        """For each of ``offsets``, the open leases whose range holds it: the one it was
-        leased under, and the lease of its own if change_invisible moved it. Two queries
-        whatever their number: backwards from the lowest offset to the range lease at or
-        below it, then forwards up to the highest."""
+        """For each of ``offsets``, the open leases of the state's queue whose range holds
+        it: the one it was leased under, and the lease of its own if change_invisible moved
+        it. The lease stored on the summary (as ``state`` read it), and two queries whatever
+        their number: backwards from the lowest offset to the range lease at or below it,
+        then forwards up to the highest."""
+        group, topic, queue = state.group, state.topic, state.queue
         lo, hi = min(offsets), max(offsets)
         near: dict[LeaseSlot, Lease] = {}
         for lease in self._query(
@@ -94,6 +102,9 @@ class LeaseItems:
                 near[lease.slot] = lease
         singles = {slot[0]: lease for slot, lease in near.items() if slot[1]}
         ranges = sorted((slot[0], lease) for slot, lease in near.items() if not slot[1])
+        inline = state.inline_lease()
+        if inline is not None:  # range leases do not overlap: it goes in start order
+            bisect.insort(ranges, (inline.start, inline), key=lambda pair: pair[0])
         starts = [start for start, _ in ranges]
         found: dict[int, list[Lease]] = {}
         for offset in offsets:
@@ -109,7 +120,7 @@ class LeaseItems:
         failure only leaves them for the next lease read to remove (the save stands)."""
         try:
             for key, lease in leases:
-                self._delete_if(key, lease_unchanged, as_read(lease))
+                self._delete_if(key, lease_unchanged.format(p=""), as_read(lease))
         except (BrokerError, ClientError):
             log.warning("could not remove %d settled lease(s); they go next time", len(leases))
 

@@ -11,11 +11,19 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ...errors import StorageContended
 from ...limits import MAX_INVISIBLE_SECONDS
 from ...rules.group_state import GroupQueueState, Lease
-from ..dynamo import KeysToRead, batch_get, lost_race, to_item
-from .codec import as_read, lease_unchanged, lease_values
-from .keys import item_key, lease_stream, mark_stream
+from ..dynamo import KeysToRead, batch_get, lost_race, to_item, write_one
+from .codec import (
+    LeasePlace,
+    as_read,
+    inline_values,
+    lease_unchanged,
+    lease_values,
+    removal,
+)
+from .keys import item_key, mark_stream
 
 MOVED_MARK_SECONDS = 2 * MAX_INVISIBLE_SECONDS
 """How long after the moved lease's deadline its mark is kept (DynamoDB's TTL): past the
@@ -46,17 +54,32 @@ class MoveSettles:
 
     def settle_request(self, state: GroupQueueState, before: Lease, after: Lease) -> dict[str, Any]:
         """The lease's own item of :meth:`settle_requests`: a put of ``after``, or a delete
-        if it has nothing unsettled, conditional on the lease as read."""
+        if it has nothing unsettled, conditional on the lease as read. A lease stored on
+        the summary is set there, or removed (its attributes only)."""
+        place = LeasePlace.of(state.group, state.topic, state.queue, before.lease_id, before.slot)
         condition = {
-            "ConditionExpression": lease_unchanged,
+            "ConditionExpression": place.condition(lease_unchanged),
             "ExpressionAttributeValues": to_item(as_read(before)),
         }
+        body = {"TableName": self._table, "Key": place.key, **condition}
+        if place.inline and not after.unsettled():
+            return {"Update": removal(body)}
+        if place.inline:
+            values = inline_values(after)
+            stored = {name: value for name, value in values.items() if value is not None}
+            update = ", ".join(f"{name} = :{name}" for name in stored)
+            empty = [name for name, value in values.items() if value is None]
+            body["UpdateExpression"] = f"SET {update}" + (
+                f" REMOVE {', '.join(empty)}" if empty else ""
+            )
+            body["ExpressionAttributeValues"] = body.get("ExpressionAttributeValues", {}) | to_item(
+                {f":{name}": value for name, value in stored.items()}
+            )
+            return {"Update": body}
         if after.unsettled():
             item = to_item(lease_values(state, after))
             return {"Put": {"TableName": self._table, "Item": item, **condition}}
-        stream = lease_stream(state.topic, state.queue, before.slot)
-        key = to_item(item_key(state.group, stream))
-        return {"Delete": {"TableName": self._table, "Key": key, **condition}}
+        return {"Delete": body}
 
     def mark_request(self, group: str, topic: str, queue: int, lease: Lease) -> dict[str, Any]:
         """A transaction item storing the moved mark of ``lease`` (deleted with its
@@ -78,13 +101,13 @@ class MoveSettles:
                     TransactItems=requests, ClientRequestToken=uuid.uuid4().hex
                 )
                 return True
-            kind, body = next(iter(requests[0].items()))
-            call = self._client.delete_item if kind == "Delete" else self._client.put_item
-            call(**body)
+            write_one(self._client, requests[0])
         except ClientError as exc:
             if lost_race(exc):
                 return False
             raise
+        except StorageContended:  # a transaction held the item: read again
+            return False
         return True
 
     def moved_marks(

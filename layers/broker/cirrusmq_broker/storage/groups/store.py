@@ -4,12 +4,14 @@ an ack goes to its part directly (``store.acks.ack``).
 
 Every item is small, so a write costs the same whatever is in flight. A receive writes the
 summary (version check, optimistic concurrency) and the leases it creates or changes in one
-transaction; an ack is a conditional ``ADD`` to one lease item, which is deleted once settled
-(an ack of everything delivered under a lease: one conditional delete). A move of leased
-messages (expiry, nack) settles the lease in its append's transaction, conditional on the
-lease's id and version; a lease deleted with messages moved on leaves a moved mark. Every
-lease delete and put is conditional on the lease's id and version as read (versions restart
-at 1 in a new lease at the same slot).
+transaction, or in one update when its only lease is the one stored on the summary
+(codec.py); an ack is a conditional ``ADD`` to one lease item, which is deleted once settled
+(an ack of everything delivered under a lease: one conditional delete), or the same on the
+summary's attributes of the lease stored there. A move of leased messages (expiry, nack)
+settles the lease in its append's transaction, conditional on the lease's id and version; a
+lease deleted with messages moved on leaves a moved mark. Every lease delete and put is
+conditional on the lease's id and version as read (versions restart at 1 in a new lease at
+the same slot).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from .summaries import Summaries
 
 
 class GroupStateStore:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, *, leases_on_summary: bool = False) -> None:
         self._table = table
         self.leases = LeaseItems(client, table)
-        self.summaries = Summaries(client, table, self.leases)
+        self.summaries = Summaries(client, table, self.leases, leases_on_summary=leases_on_summary)
         self.moves = MoveSettles(client, table)
         self.acks = LeaseAcks(client, table, self.leases, self.moves)
         self.subscriptions = Subscriptions(client, table)
@@ -55,7 +57,10 @@ class GroupStateStore:
     ) -> KeysToRead:
         return self.summaries.to_read(group, topic, queues, subscription=subscription)
 
-    parse = staticmethod(Summaries.parse)
+    def parse(
+        self, group: str, topic: str, queues: list[int], items: list[dict[str, Any]]
+    ) -> tuple[dict[int, GroupQueueState], Subscription | None]:
+        return self.summaries.parse(group, topic, queues, items)
 
     def save(self, state: GroupQueueState, extra_items: list[dict[str, Any]] | None = None) -> bool:
         """Write what ``state`` changed if nobody changed it since it was read (summaries.py)."""
@@ -69,9 +74,9 @@ class GroupStateStore:
         return self.leases.load_lease(state, lease_id)
 
     def leases_covering_each(
-        self, group: str, topic: str, queue: int, offsets: list[int]
+        self, state: GroupQueueState, offsets: list[int]
     ) -> dict[int, list[Lease]]:
-        return self.leases.leases_covering_each(group, topic, queue, offsets)
+        return self.leases.leases_covering_each(state, offsets)
 
     # ------------------------------------------------------------------ moves
     def settle_requests(
