@@ -1374,8 +1374,10 @@ def print_profiles(
     *,
     s3_express: bool = False,
     front_door: str = "http-api",
+    leases_on_summary: str = "off",
 ) -> None:
-    """One table per profile: the same counted calls at the profile's prices, its goals."""
+    """One table per profile: the same counted calls at the profile's prices, its goals
+    (``leases_on_summary``: the LeasesOnSummary the calls were measured with)."""
     for profile in profiles:
         memory = profile.memory_mb or memory_mb
         ddb = (
@@ -1394,7 +1396,8 @@ def print_profiles(
         )
         storage = "S3 Express One Zone" if s3_express else "S3 Standard"
         print(
-            f"\nProfile {profile.name!r} ({profile.parameters}) measured through"
+            f"\nProfile {profile.name!r} ({profile.parameters}) measured with"
+            f" LeasesOnSummary={leases_on_summary}, through"
             f" FrontDoor={front_door}: {door}; DynamoDB {ddb};"
             f" Lambda arm64 at {memory} MB; batch objects in {storage}. $ per million"
             " messages (produce + receive + ack, acks riding on receives), goals with Lambda"
@@ -1705,6 +1708,7 @@ def summary(
         "sqs_best": SQS_BEST_PER_MILLION,
         "profiles": {
             named[door.front_door, p.name]: f"{p.parameters} FrontDoor={door.front_door}"
+            f" LeasesOnSummary={door.leases_on_summary}"
             for door in doors
             for p in profiles
         },
@@ -1728,6 +1732,7 @@ class DoorRun:
     memory_mb: int
     stored_in: str
     check: tuple[int, int, int]
+    leases_on_summary: str = "off"
 
 
 def print_front_doors(doors: list[DoorRun], profiles: list[Profile]) -> None:
@@ -1836,13 +1841,23 @@ def main(argv: list[str] | None = None) -> int:
         f" {', '.join(FRONT_DOORS)} (default http-api); the batch rounds run once per door",
     )
     parser.add_argument(
+        "--leases-on-summary",
+        choices=("off", "on"),
+        default="off",
+        help="the template's LeasesOnSummary to deploy with (default off, the template's)",
+    )
+    parser.add_argument(
         "--json", type=Path, help="also write the figures to this file as JSON (make bench-report)"
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     doors: list[DoorRun] = []
     for index, front_door in enumerate(args.front_door):
-        parameters = {**(EXPRESS_PARAMETERS if args.s3_express else {}), "FrontDoor": front_door}
+        parameters = {
+            **(EXPRESS_PARAMETERS if args.s3_express else {}),
+            "FrontDoor": front_door,
+            "LeasesOnSummary": args.leases_on_summary,
+        }
         print(f"FrontDoor={front_door}: batch rounds", file=sys.stderr)
         with (
             LocalStack(
@@ -1875,7 +1890,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"checking item sizes ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
             check = meter.check_against(stack.boto3_client("dynamodb"))
             memory = max(fn.function.memory_size for fn in stack.functions.values())
-            doors.append(DoorRun(front_door, runs, memory, batch_storage(stack), check))
+            doors.append(
+                DoorRun(
+                    front_door, runs, memory, batch_storage(stack), check, args.leases_on_summary
+                )
+            )
     for door in doors:
         print(f"\n======== FrontDoor={door.front_door}")
         print_throughput(door.runs, args.messages)
@@ -1887,6 +1906,7 @@ def main(argv: list[str] | None = None) -> int:
             door.memory_mb,
             s3_express=args.s3_express,
             front_door=door.front_door,
+            leases_on_summary=door.leases_on_summary,
         )
         print(f"  batch objects stored: {door.stored_in}")
     if len(doors) > 1:
