@@ -103,7 +103,8 @@ class Settings:
     leases_on_summary: bool = False
     """Whether a receive may store a lease on its queue's summary (the template's
     ``LeasesOnSummary``; docs/deploy.md): one write per receive instead of a two-item
-    transaction. Leases stored there are read and settled either way."""
+    transaction. Leases stored there are read and settled either way; off, a redelivery
+    in place moves one to an item."""
 
     def __post_init__(self) -> None:
         # express files the retention tier in the key: the message bucket's lifecycle rules

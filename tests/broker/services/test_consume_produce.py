@@ -14,6 +14,7 @@ import boto3
 import pytest
 from broker_helpers import (
     Crash,
+    ack_statuses,
     commit_then_crash,
     create_fifo_topic,
     object_keys,
@@ -29,6 +30,7 @@ from cirrusmq_broker.errors import (
     LeaseMovedOn,
     ProducerFenced,
     StepTooLarge,
+    StorageContended,
     StorageUnavailable,
     Throttled,
 )
@@ -514,6 +516,31 @@ def test_a_committed_step_answers_its_result_when_keeping_the_registration_fails
         remove()
 
     assert not result.duplicate and [r.offset for r in result.receipts] == [0]
+
+
+@pytest.mark.parametrize("fault", [Throttled, StorageContended], ids=["throttle", "contended"])
+def test_a_committed_step_answers_its_result_when_tidying_its_lease_fails(broker, clock, fault):
+    """A step acking part of a lease tidies it after the commit (the plain ack's ``ADD``
+    again): a refusal of that leaves it to the next read, and the step still answers."""
+    source, sink, group, got, producer = scene(broker)
+    seen: list[str] = []
+
+    def fail_after_the_commit(service: str, operation: str, _: object) -> None:
+        if "TransactWriteItems" in seen and operation == "UpdateItem":
+            raise fault("injected")
+        seen.append(operation)
+
+    remove = observe_calls(fail_after_the_commit)
+    try:
+        result = broker.consume_produce.commit(
+            step(producer, group, [got[0].receipt_handle], [(sink, [MessageInput(b"A")])])
+        )
+    finally:
+        remove()
+    assert not result.duplicate and [r.offset for r in result.receipts] == [0]
+    assert unsettled(broker, group, source) == 1
+    assert ack_statuses(broker, group, [got[1].receipt_handle]) == ["acked"]
+    assert unsettled(broker, group, source) == 0
 
 
 def test_a_key_that_may_not_publish_learns_nothing_of_which_output_topics_exist(broker, clock):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from broker_helpers import DynamoAnswer, ack_statuses, send
+from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.storage.groups.keys import summary_stream
 
 SUMMARY = summary_stream("t", 0)
@@ -97,5 +98,19 @@ def test_an_ack_meeting_a_transaction_on_the_summary(broker, clock):
     assert fired and statuses_ == ["acked"]  # sent again, not 503
     assert [m.message.body for m in broker.consume.receive("g", "t")] == []
     assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]
+    clock.advance(11)
+    assert broker.consume.receive("g", "t") == []  # acked is final
+
+
+def test_an_ack_of_two_whole_leases_meeting_a_transaction_acks_each_on_its_own(broker, clock):
+    """Two leases acked whole go in one transaction; when another write holds the summary
+    of one, each lease is acked on its own (not 503)."""
+    broker.admin.create_topic("t", queues=2)
+    broker.produce.send("t", [MessageInput(b"m", message_group=f"k{n}") for n in range(8)])
+    got = broker.consume.receive("g", "t", invisible_seconds=10, max_messages=10)
+    assert {m.message.queue for m in got} == {0, 1}  # a lease on each queue's summary
+    with summary_held_once(broker) as fired:
+        statuses_ = ack_statuses(broker, "g", [m.receipt_handle for m in got])
+    assert fired == ["TransactWriteItems"] and statuses_ == ["acked"] * 8
     clock.advance(11)
     assert broker.consume.receive("g", "t") == []  # acked is final

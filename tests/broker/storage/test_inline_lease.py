@@ -13,6 +13,7 @@ from broker_helpers import ack_statuses, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.model import MessageInput
 from cirrusmq_broker.rules.group_state import MAX_INLINE_SPAN
+from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE
 from cirrusmq_broker.storage.clients import observe_calls
 from cirrusmq_broker.storage.groups.keys import LEASE_MARK
 
@@ -173,4 +174,27 @@ def test_with_leases_on_summary_off_none_is_made_and_one_made_before_is_settled(
     [c] = off.consume.receive("g", "t", invisible_seconds=INVISIBLE)
     assert (summary_lease(off), lease_items(off)) == (None, 1)  # the slot free: still an item
     assert ack_statuses(on, "g", [c.receipt_handle]) == ["acked"]
+    never_again(off, clock)
+
+
+def test_with_leases_on_summary_off_a_redelivery_in_place_moves_the_lease_to_an_item(
+    settings, clock
+):
+    """Off makes no lease on a summary, not even by redelivering one made while on (so a
+    rollback's wait for the summaries to be empty ends)."""
+    on, off = Broker(settings, clock), Broker(replace(settings, leases_on_summary=False), clock)
+    on.admin.create_topic("t", queues=1)
+    on.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    send(on, "t", b"a", b"b")
+    first = on.consume.receive("g", "t", invisible_seconds=INVISIBLE)
+    assert summary_lease(on) is not None
+    clock.advance(INVISIBLE)
+    again = off.consume.receive("g", "t", invisible_seconds=INVISIBLE, max_messages=1)
+    assert [(m.message.offset, m.delivery_attempt) for m in again] == [(0, 2)]
+    assert (summary_lease(off), lease_items(off)) == (None, 2)  # the taken part and the rest
+    assert ack_statuses(off, "g", [first[0].receipt_handle]) == ["expired"]
+    rest = off.consume.receive("g", "t", invisible_seconds=INVISIBLE)
+    assert [(m.message.offset, m.delivery_attempt) for m in rest] == [(1, 2)]
+    assert ack_statuses(off, "g", [m.receipt_handle for m in again + rest]) == ["acked"] * 2
+    assert (summary_lease(off), lease_items(off)) == (None, 0)
     never_again(off, clock)

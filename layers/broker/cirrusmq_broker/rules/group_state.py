@@ -412,7 +412,9 @@ class GroupQueueState:
         split = pending[count - 1] + 1 if count < len(pending) else lease.end
         taken = replace(
             lease,
-            lease_id=new_lease_id(lease.slot, min(count, len(pending)), inline=lease.inline),
+            lease_id=new_lease_id(
+                lease.slot, min(count, len(pending)), inline=lease.inline and self.leases_on_summary
+            ),
             end=split,
             deadline=now + invisible_ms,
             attempt=lease.attempt + 1,

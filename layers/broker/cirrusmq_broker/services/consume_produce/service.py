@@ -25,6 +25,7 @@ expired is deleted, after which the id would register again at epoch 1.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 
@@ -357,11 +358,14 @@ class ConsumeProduceSteps:
     def _tidy(self, group: str, by_lease: dict) -> None:
         """After the commit: a lease the step acked in part is deleted if nothing of it is
         left unsettled (the plain ack's ``ADD`` again, a no-op on its set, then its
-        conditional delete); a FIFO queue may serve again."""
+        conditional delete; if storage refuses, the next read of the lease finds it settled
+        and removes it); a FIFO queue may serve again."""
         for (topic, queue, lease_id), handles in by_lease.items():
             offsets = sorted({h.offset for h in handles.values()})
             if delivered_count(lease_id) != len(offsets):  # acked in part
-                self._states.acks.ack(group, topic, queue, lease_id, offsets)
+                # the step is committed: its answer does not wait for the tidying
+                with contextlib.suppress(Throttled, StorageUnavailable):
+                    self._states.acks.ack(group, topic, queue, lease_id, offsets)
             if self._delivery_ended is not None:
                 self._delivery_ended(group, topic, queue)
 

@@ -76,11 +76,14 @@ class Acks:
         # leases acked whole (an SQS FIFO delete of many groups: one lease per group):
         # deleted together, a transaction per 100, not a call per lease
         whole = [key for key, handles in by_lease.items() if _names_all(key[2], handles)]
-        settled = (
-            self._states.acks.settle_whole(group, whole, alive_at=alive_at)
-            if len(whole) > 1
-            else set()
-        )
+        try:
+            settled = (
+                self._states.acks.settle_whole(group, whole, alive_at=alive_at)
+                if len(whole) > 1
+                else set()
+            )
+        except StorageContended:  # another write held an item: each lease on its own
+            settled = set()
         for (topic, queue, lease_id), handles in by_lease.items():
             if (topic, queue, lease_id) in settled:
                 pending = handles
@@ -148,8 +151,8 @@ class Acks:
                     group, topic, queue, lease_id, offsets, before_add=before_slow_path,
                     alive_at=alive_at,
                 )  # fmt: skip
-            except StorageContended:  # a transaction held the item: nothing was written
-                return optimistic.CONFLICT
+            except StorageContended:  # a transaction held an item: what the ack wrote
+                return optimistic.CONFLICT  # before stands, and it goes again (idempotent)
             if done is not None:
                 stale = done.stale | self._moved_on_alone(group, topic, queue, done)
                 for position, handle in pending.items():

@@ -78,6 +78,8 @@ class Summaries:
             either = after if after is not None else before
             if either is not None and either.inline:
                 continue  # stored on the summary: written with it
+            if before is not None and before.inline:  # it moves to an item of its own
+                before = None
             key = self._leases.key(state.group, state.topic, state.queue, slot)
             if after is None and before is not None and not before.unsettled():
                 cleanup.append((key, before))
