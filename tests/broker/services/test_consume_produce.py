@@ -493,13 +493,9 @@ def test_a_crash_past_the_commit_leaves_no_fifo_group_waiting_for_the_lease_dead
     assert third.message.body == b"3"
 
 
-@pytest.mark.parametrize("fault", [Throttled, StorageUnavailable], ids=["throttle", "down"])
-def test_a_committed_step_answers_its_result_when_keeping_the_registration_fails(
-    broker, clock, fault
-):
-    """Keeping the registration alive comes after the commit: its failure is no failure of
-    the step (a later step keeps it)."""
-    source, sink, group, got, producer = scene(broker)
+def commit_failing_after_it(broker, producer, group, sink, acked, fault):
+    """Commit a step acking ``acked`` with one message to ``sink``, every UpdateItem after
+    its transaction raising ``fault``; its result."""
     seen: list[str] = []
 
     def fail_after_the_commit(service: str, operation: str, _: object) -> None:
@@ -509,12 +505,21 @@ def test_a_committed_step_answers_its_result_when_keeping_the_registration_fails
 
     remove = observe_calls(fail_after_the_commit)
     try:
-        result = broker.consume_produce.commit(
-            step(producer, group, [m.receipt_handle for m in got], [(sink, [MessageInput(b"A")])])
+        return broker.consume_produce.commit(
+            step(producer, group, [m.receipt_handle for m in acked], [(sink, [MessageInput(b"A")])])
         )
     finally:
         remove()
 
+
+@pytest.mark.parametrize("fault", [Throttled, StorageUnavailable], ids=["throttle", "down"])
+def test_a_committed_step_answers_its_result_when_keeping_the_registration_fails(
+    broker, clock, fault
+):
+    """Keeping the registration alive comes after the commit: its failure is no failure of
+    the step (a later step keeps it)."""
+    source, sink, group, got, producer = scene(broker)
+    result = commit_failing_after_it(broker, producer, group, sink, got, fault)
     assert not result.duplicate and [r.offset for r in result.receipts] == [0]
 
 
@@ -523,20 +528,7 @@ def test_a_committed_step_answers_its_result_when_tidying_its_lease_fails(broker
     """A step acking part of a lease tidies it after the commit (the plain ack's ``ADD``
     again): a refusal of that leaves it to the next read, and the step still answers."""
     source, sink, group, got, producer = scene(broker)
-    seen: list[str] = []
-
-    def fail_after_the_commit(service: str, operation: str, _: object) -> None:
-        if "TransactWriteItems" in seen and operation == "UpdateItem":
-            raise fault("injected")
-        seen.append(operation)
-
-    remove = observe_calls(fail_after_the_commit)
-    try:
-        result = broker.consume_produce.commit(
-            step(producer, group, [got[0].receipt_handle], [(sink, [MessageInput(b"A")])])
-        )
-    finally:
-        remove()
+    result = commit_failing_after_it(broker, producer, group, sink, got[:1], fault)
     assert not result.duplicate and [r.offset for r in result.receipts] == [0]
     assert unsettled(broker, group, source) == 1
     assert ack_statuses(broker, group, [got[1].receipt_handle]) == ["acked"]
