@@ -1142,6 +1142,40 @@ GUARDS: tuple[Guard, ...] = (
         "the summary (one write, nothing to reorder) unless a delivery is already out there",
     ),
     Guard(
+        "ack-whole-fence",
+        "an ack naming everything delivered under a lease removes it in one write only while "
+        "it has the handle's id and nothing of it was moved out or on (``_whole_delete``)",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                '            "{p}lease_id = :id AND attribute_not_exists({p}moved)'
+                ' AND attribute_not_exists({p}gone)"\n',
+                '            "({p}lease_id = :id OR attribute_not_exists({p}lease_id)'
+                ' OR attribute_exists({p}lease_id))"\n',
+            ),
+        ),
+        aims=(RACES, SQS_STANDARD),
+    ),
+    Guard(
+        "ack-settled-removal-fence",
+        "after an ack's ``ADD``, the lease it left settled is removed only as the ``ADD`` "
+        "returned it (id and version): a change landing in between keeps it",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                "            requests.append(place.request(self._table, lease_unchanged,"
+                " as_read(lease), None))\n",
+                "            requests.append(\n"
+                "                place.request(\n"
+                '                    self._table, "{p}lease_id = :id OR {p}v <> :v",'
+                " as_read(lease), None\n"
+                "                )\n"
+                "            )\n",
+            ),
+        ),
+        aims=(RACES, EXPIRY),
+    ),
+    Guard(
         "inline-lease-fence",
         "a save that changes the lease stored on its summary does so only if that lease is "
         "still as read (``inline_condition``: id and version, or that none is there): an "
