@@ -198,3 +198,30 @@ def test_with_leases_on_summary_off_a_redelivery_in_place_moves_the_lease_to_an_
     assert ack_statuses(off, "g", [m.receipt_handle for m in again + rest]) == ["acked"] * 2
     assert (summary_lease(off), lease_items(off)) == (None, 0)
     never_again(off, clock)
+
+
+def test_a_lease_stored_while_an_ack_removes_the_settled_one_stays(broker, clock):
+    """An ack's ``ADD`` leaves the summary's lease settled; before its removal, a receive
+    finds the slot free and stores its own lease there: the removal, conditional on the
+    lease as the ``ADD`` returned it, leaves the new one alone."""
+    broker.admin.create_topic("t", queues=1)
+    send(broker, "t", b"a", b"b")
+    a, b = receive(broker)
+    assert ack_statuses(broker, "g", [a.receipt_handle]) == ["acked"]  # an ADD: it stays
+    send(broker, "t", b"c")
+    got: list = []
+
+    def receive_before_the_removal(service: str, operation: str, params: dict) -> None:
+        removal = params.get("UpdateExpression", "").startswith("REMOVE")
+        if operation == "UpdateItem" and removal and not got:
+            got.extend(receive(broker))
+
+    undo = observe_calls(receive_before_the_removal)
+    try:
+        assert ack_statuses(broker, "g", [b.receipt_handle]) == ["acked"]  # ADD, removal
+    finally:
+        undo()
+    assert [m.message.body for m in got] == [b"c"]
+    assert summary_lease(broker).start == 2  # c's lease stayed
+    [status] = broker.consume.describe_group("g").queues
+    assert (status.committed_offset, status.inflight) == (2, 1)
