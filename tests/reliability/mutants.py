@@ -1181,6 +1181,23 @@ GUARDS: tuple[Guard, ...] = (
         note="the harness's receives never land between an ack's ADD and its removal",
     ),
     Guard(
+        "ack-single-fence",
+        "an ack of a message moved to a lease of its own (change_invisible) removes that lease "
+        "only while it is the one made from this delivery (``lease_id = :id``)",
+        (
+            Edit(
+                "storage/groups/lease_acks.py",
+                '            return place.request(self._table, "lease_id = :id",'
+                ' {":id": single}, None)\n',
+                "            return place.request(\n"
+                '                self._table, "lease_id = :id OR attribute_exists(lease_id)",'
+                ' {":id": single}, None\n'
+                "            )\n",
+            ),
+        ),
+        aims=(RACES, SQS_STANDARD),
+    ),
+    Guard(
         "inline-lease-fence",
         "a save that changes the lease stored on its summary does so only if that lease is "
         "still as read (``inline_condition``: id and version, or that none is there): an "
