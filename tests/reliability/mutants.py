@@ -1196,6 +1196,10 @@ GUARDS: tuple[Guard, ...] = (
             ),
         ),
         aims=(RACES, SQS_STANDARD),
+        tests=(
+            "tests/broker/services/retries/test_immediate_redelivery.py::"
+            "test_an_old_handle_of_a_moved_out_message_redelivered_since_acks_nothing",
+        ),
     ),
     Guard(
         "inline-lease-fence",

@@ -189,3 +189,21 @@ def test_a_lease_still_running_beside_an_expired_one_stays_invisible(broker, clo
     clock.advance(1)
     [last] = broker.consume.receive("g", "t", invisible_seconds=5, max_messages=10)
     assert (last.message.message_id, last.delivery_attempt) == (late.message.message_id, 2)
+
+
+def test_an_old_handle_of_a_moved_out_message_redelivered_since_acks_nothing(broker, clock):
+    """b moved to a lease of its own (change_invisible), expired and came back in place:
+    the first delivery's handle is stale, and its ack leaves the new delivery's lease."""
+    broker.admin.create_topic("t", queues=1)
+    broker.retries.set_redelivery("g", REDELIVERY_IMMEDIATE)
+    send(broker, "t", b"a", b"b")
+    a, b = broker.consume.receive("g", "t", invisible_seconds=60, max_messages=10)
+    broker.consume.change_invisible("g", b.receipt_handle, 10)
+    clock.advance(10)
+    [again] = broker.consume.receive("g", "t", invisible_seconds=60, max_messages=10)
+    assert (again.message.offset, again.delivery_attempt) == (1, 2)
+    assert ack_statuses(broker, "g", [b.receipt_handle]) == ["expired"]
+    assert ack_statuses(broker, "g", [again.receipt_handle]) == ["acked"]
+    assert ack_statuses(broker, "g", [a.receipt_handle]) == ["acked"]
+    clock.advance(120)
+    assert broker.consume.receive("g", "t") == []
