@@ -177,14 +177,16 @@ class Profile:
 
     name: str
     parameters: str
-    """The template parameters that deploy it (documentation; the run is the same:
-    ``--leases-on-summary`` says which LeasesOnSummary the calls were counted with)."""
+    """The template parameters that deploy it (documentation; the calls are counted on a
+    stack deployed with ``leases_on_summary``, see ``--leases-on-summary``)."""
     dynamodb: str
     """``on-demand`` (per request unit) or ``provisioned`` (per capacity unit-hour)."""
     memory_mb: int | None
     """Lambda MemorySize the duration is priced at; None: the template's (as measured)."""
     goals: dict[int, float]
     """Batch size -> $ per million messages, Lambda duration counted."""
+    leases_on_summary: str = "off"
+    """The profile's LeasesOnSummary: its calls are counted on a stack deployed with it."""
 
     def provisioned(self, label: str) -> bool:
         """Whether a table's (or its index's) units are billed as provisioned capacity."""
@@ -211,6 +213,7 @@ PROFILES = {
         "provisioned",
         512,
         {100: 0.10, 1000: 0.010},
+        "on",
     ),
 }
 """The profiles priced (``--profile``): default, and the steady-load profile."""
@@ -1105,9 +1108,12 @@ def run_batches(
     *,
     piggyback: bool = True,
     warm: bool = True,
+    sqs_rates: dict[int, tuple[float, float]] | None = None,
 ) -> list[BatchRun]:
+    """Each batch size's rounds; ``sqs_rates`` (SQS's rates by batch, capped at 10) is
+    filled by the first round that needs one and reused by the others, across calls."""
     runs = []
-    sqs_rates: dict[int, tuple[float, float]] = {}  # SQS batches are capped at 10: run once
+    sqs_rates = {} if sqs_rates is None else sqs_rates
     for batch in batches:
         topic, total = f"bench-{batch}", max(messages, 2 * batch)
         client.create_topic(topic, 8)
@@ -1646,24 +1652,28 @@ def summary(
     idle: IdleCosts,
     *,
     s3_express: bool = False,
+    leases_on_summary: str = "profile",
 ) -> dict[str, Any]:
-    """The run's figures as JSON-ready data (``--json``): costs from counted calls; with
-    more than one front door measured, a profile's name carries the door (``steady
-    function-url``) and the batches' other figures are the first door's."""
+    """The run's figures as JSON-ready data (``--json``): costs from counted calls, each
+    profile's from the stack it was measured on; with more than one front door measured, a
+    profile's name carries the door (``steady function-url``) and the batches' other
+    figures are the first stack's."""
     batches = []
     runs = doors[0].runs
-    named = {
-        (door.front_door, profile.name): profile.name
-        if len(doors) == 1
-        else f"{profile.name} {door.front_door}"
-        for door in doors
+    front_doors = list(dict.fromkeys(door.front_door for door in doors))
+    by_name = {profile.name: profile for profile in profiles}
+    measured = {
+        (front_door, profile.name): run_of(doors, front_door, profile, leases_on_summary)
+        for front_door in front_doors
         for profile in profiles
     }
+    named = {key: key[1] if len(front_doors) == 1 else f"{key[1]} {key[0]}" for key in measured}
     for index, run in enumerate(runs):
         priced = {}
-        for door in doors:
-            door_run = door.runs[index]
+        for front_door in front_doors:
             for profile in profiles:
+                door = measured[front_door, profile.name]
+                door_run = door.runs[index]
                 cost = per_million_cost(
                     door_run.total(),
                     door_run.messages,
@@ -1708,10 +1718,9 @@ def summary(
         "batch_storage": "S3 Express One Zone" if s3_express else "S3 Standard",
         "sqs_best": SQS_BEST_PER_MILLION,
         "profiles": {
-            named[door.front_door, p.name]: f"{p.parameters} FrontDoor={door.front_door}"
-            f" LeasesOnSummary={door.leases_on_summary}"
-            for door in doors
-            for p in profiles
+            named[key]: f"{by_name[key[1]].parameters} FrontDoor={door.front_door}"
+            f" (measured with LeasesOnSummary={door.leases_on_summary})"
+            for key, door in measured.items()
         },
         "batches": batches,
         "idle": {
@@ -1736,13 +1745,15 @@ class DoorRun:
     leases_on_summary: str = "off"
 
 
-def print_front_doors(doors: list[DoorRun], profiles: list[Profile]) -> None:
+def print_front_doors(
+    doors: list[DoorRun], profiles: list[Profile], leases_on_summary: str
+) -> None:
     """Each profile at each batch size through each front door measured, side by side."""
     print(
         "\nFront doors compared ($ per million messages, produce + receive + ack, acks riding"
         " on receives; each door its own stack and rounds; w/o = without Lambda duration):"
     )
-    names = [door.front_door for door in doors]
+    names = list(dict.fromkeys(door.front_door for door in doors))
     print(
         f"{'batch':>5} | {'profile':>8} | "
         + " | ".join(f"{n:>12} | {'w/o':>8} | {'req/1k':>6}" for n in names)
@@ -1751,13 +1762,13 @@ def print_front_doors(doors: list[DoorRun], profiles: list[Profile]) -> None:
     for index, run in enumerate(doors[0].runs):
         for profile in profiles:
             cells = []
-            for door in doors:
-                measured = door.runs[index]
+            for name in names:
+                measured = run_of(doors, name, profile, leases_on_summary).runs[index]
                 cost = per_million_cost(
                     measured.total(),
                     measured.messages,
                     profile=profile,
-                    front_door=door.front_door,
+                    front_door=name,
                 )
                 total = sum(cost.values())
                 requests = per_1000(measured.total().requests, measured.messages)
@@ -1769,6 +1780,33 @@ def print_front_doors(doors: list[DoorRun], profiles: list[Profile]) -> None:
                 + " | ".join(cells)
                 + f" | {sqs_cost_per_million(run.batch):>8.2f}"
             )
+
+
+def deployed_settings(profiles: list[Profile], leases_on_summary: str) -> list[str]:
+    """The LeasesOnSummary values to deploy a stack with: each profile's own
+    (``profile``), or the one named for all."""
+    if leases_on_summary == "profile":
+        return sorted({p.leases_on_summary for p in profiles})
+    return [leases_on_summary]
+
+
+def priced_on(door: DoorRun, profiles: list[Profile], leases_on_summary: str) -> list[Profile]:
+    """The profiles priced from ``door``'s calls: those deployed as it was (``profile``),
+    or all of them."""
+    if leases_on_summary != "profile":
+        return profiles
+    return [p for p in profiles if p.leases_on_summary == door.leases_on_summary]
+
+
+def run_of(
+    doors: list[DoorRun], front_door: str, profile: Profile, leases_on_summary: str
+) -> DoorRun:
+    """The stack ``profile`` is priced from through ``front_door``."""
+    return next(
+        door
+        for door in doors
+        if door.front_door == front_door and priced_on(door, [profile], leases_on_summary)
+    )
 
 
 def front_doors(text: str) -> list[str]:
@@ -1843,9 +1881,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--leases-on-summary",
-        choices=("off", "on"),
-        default="off",
-        help="the template's LeasesOnSummary to deploy with (default off, the template's)",
+        choices=("profile", "off", "on"),
+        default="profile",
+        help="the template's LeasesOnSummary to deploy with: each profile's own (default:"
+        " the rounds run once per value the profiles name, default off, steady on), or one"
+        " value every profile is priced from",
     )
     parser.add_argument(
         "--json", type=Path, help="also write the figures to this file as JSON (make bench-report)"
@@ -1853,13 +1893,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     doors: list[DoorRun] = []
-    for index, front_door in enumerate(args.front_door):
+    sqs_rates: dict[int, tuple[float, float]] = {}
+    deployments = [
+        (front_door, setting)
+        for front_door in args.front_door
+        for setting in deployed_settings(args.profile, args.leases_on_summary)
+    ]
+    for index, (front_door, setting) in enumerate(deployments):
         parameters = {
             **(EXPRESS_PARAMETERS if args.s3_express else {}),
             "FrontDoor": front_door,
-            "LeasesOnSummary": args.leases_on_summary,
+            "LeasesOnSummary": setting,
         }
-        print(f"FrontDoor={front_door}: batch rounds", file=sys.stderr)
+        print(f"FrontDoor={front_door} LeasesOnSummary={setting}: batch rounds", file=sys.stderr)
         with (
             LocalStack(
                 schedules=False,
@@ -1882,6 +1928,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.batches,
                     piggyback=not args.no_piggyback,
                     warm=not args.no_warm_up,
+                    sqs_rates=sqs_rates,
                 )
                 if index == 0:
                     cases, at_limit, setup_s = run_inflight(stack, client, meter, args.inflight)
@@ -1891,27 +1938,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"checking item sizes ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
             check = meter.check_against(stack.boto3_client("dynamodb"))
             memory = max(fn.function.memory_size for fn in stack.functions.values())
-            doors.append(
-                DoorRun(
-                    front_door, runs, memory, batch_storage(stack), check, args.leases_on_summary
-                )
-            )
+            doors.append(DoorRun(front_door, runs, memory, batch_storage(stack), check, setting))
     for door in doors:
-        print(f"\n======== FrontDoor={door.front_door}")
+        print(f"\n======== FrontDoor={door.front_door} LeasesOnSummary={door.leases_on_summary}")
         print_throughput(door.runs, args.messages)
         print_calls(door.runs)
         print_costs(door.runs, s3_express=args.s3_express, front_door=door.front_door)
         print_profiles(
             door.runs,
-            args.profile,
+            priced_on(door, args.profile, args.leases_on_summary),
             door.memory_mb,
             s3_express=args.s3_express,
             front_door=door.front_door,
             leases_on_summary=door.leases_on_summary,
         )
         print(f"  batch objects stored: {door.stored_in}")
-    if len(doors) > 1:
-        print_front_doors(doors, args.profile)
+    if len(args.front_door) > 1:
+        print_front_doors(doors, args.profile, args.leases_on_summary)
     memory = doors[0].memory_mb
     print_inflight(cases, at_limit, setup_s)
     print_idle(idle, memory, doors[0].front_door)
@@ -1924,13 +1967,21 @@ def main(argv: list[str] | None = None) -> int:
     for door in doors:
         compared, differing, largest = door.check
         print(
-            f"FrontDoor={door.front_door}: Lambda MemorySize from template.yaml {door.memory_mb}"
-            f" MB (the largest). Item sizes of the shadow copies checked against moto:"
-            f" {compared} items, {differing} differ (largest difference {largest} B)."
+            f"FrontDoor={door.front_door} LeasesOnSummary={door.leases_on_summary}: Lambda"
+            f" MemorySize from template.yaml {door.memory_mb} MB (the largest). Item sizes of"
+            f" the shadow copies checked against moto: {compared} items, {differing} differ"
+            f" (largest difference {largest} B)."
         )
     print(f"Run time {time.perf_counter() - started:.0f} s.")
     if args.json:
-        data = summary(doors, args.profile, memory, idle, s3_express=args.s3_express)
+        data = summary(
+            doors,
+            args.profile,
+            memory,
+            idle,
+            s3_express=args.s3_express,
+            leases_on_summary=args.leases_on_summary,
+        )
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
