@@ -1278,8 +1278,8 @@ def print_throughput(runs: list[BatchRun], messages: int) -> None:
             f" {run.consume.rate:>14.1f} | {run.sqs_send:>14.1f} | {run.sqs_recv:>18.1f}"
         )
     print(
-        f"  SQS through the same moto server, {messages} messages of {BODY_BYTES} B, batches"
-        " capped at 10 (batches 100 and 1000 show the batch-10 round); CirrusMQ produces"
+        f"  SQS through the first stack's moto server, {messages} messages of {BODY_BYTES} B,"
+        " batches capped at 10 (batches 100 and 1000 show the batch-10 round); CirrusMQ produces"
         " with a producer id + sequence and client message ids, as the SDK's Producer does"
     )
 
@@ -1560,8 +1560,13 @@ def describe(u: Usage) -> str:
     )
 
 
-def print_inflight(cases: list[InflightCase], at_limit: Usage | None, setup_s: float) -> None:
-    print("\nGroup state with messages in flight on one (group, queue) (1-queue topic):")
+def print_inflight(
+    cases: list[InflightCase], at_limit: Usage | None, setup_s: float, leases_on_summary: str
+) -> None:
+    print(
+        "\nGroup state with messages in flight on one (group, queue) (1-queue topic;"
+        f" LeasesOnSummary={leases_on_summary}):"
+    )
     for case in cases:
         print(
             f"  {case.inflight:>5} in flight: state item {case.state_bytes:,} B"
@@ -1652,7 +1657,7 @@ def summary(
     idle: IdleCosts,
     *,
     s3_express: bool = False,
-    leases_on_summary: str = "profile",
+    leases_on_summary: str,
 ) -> dict[str, Any]:
     """The run's figures as JSON-ready data (``--json``): costs from counted calls, each
     profile's from the stack it was measured on; with more than one front door measured, a
@@ -1677,6 +1682,7 @@ def summary(
                 cost = per_million_cost(
                     door_run.total(),
                     door_run.messages,
+                    s3_express=s3_express,
                     profile=profile,
                     front_door=door.front_door,
                 )
@@ -1746,7 +1752,7 @@ class DoorRun:
 
 
 def print_front_doors(
-    doors: list[DoorRun], profiles: list[Profile], leases_on_summary: str
+    doors: list[DoorRun], profiles: list[Profile], leases_on_summary: str, *, s3_express: bool
 ) -> None:
     """Each profile at each batch size through each front door measured, side by side."""
     print(
@@ -1767,6 +1773,7 @@ def print_front_doors(
                 cost = per_million_cost(
                     measured.total(),
                     measured.messages,
+                    s3_express=s3_express,
                     profile=profile,
                     front_door=name,
                 )
@@ -1811,7 +1818,7 @@ def run_of(
 
 def front_doors(text: str) -> list[str]:
     """``--front-door``: FrontDoor values, comma-separated."""
-    doors = text.split(",")
+    doors = list(dict.fromkeys(text.split(",")))
     if not doors or any(door not in FRONT_DOORS for door in doors):
         raise argparse.ArgumentTypeError(f"one or more of {', '.join(FRONT_DOORS)}")
     return doors
@@ -1943,7 +1950,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n======== FrontDoor={door.front_door} LeasesOnSummary={door.leases_on_summary}")
         print_throughput(door.runs, args.messages)
         print_calls(door.runs)
-        print_costs(door.runs, s3_express=args.s3_express, front_door=door.front_door)
+        if PROFILES["default"] in priced_on(door, list(PROFILES.values()), args.leases_on_summary):
+            # calls at the default deployment's prices and goals: its own stack's only
+            print_costs(door.runs, s3_express=args.s3_express, front_door=door.front_door)
         print_profiles(
             door.runs,
             priced_on(door, args.profile, args.leases_on_summary),
@@ -1954,9 +1963,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  batch objects stored: {door.stored_in}")
     if len(args.front_door) > 1:
-        print_front_doors(doors, args.profile, args.leases_on_summary)
+        print_front_doors(doors, args.profile, args.leases_on_summary, s3_express=args.s3_express)
     memory = doors[0].memory_mb
-    print_inflight(cases, at_limit, setup_s)
+    print_inflight(cases, at_limit, setup_s, doors[0].leases_on_summary)
     print_idle(idle, memory, doors[0].front_door)
     print(
         f"\nPrices: {PRICES_AS_OF} — Lambda arm64 $0.0000133334/GB-s + $0.20/M requests;"
