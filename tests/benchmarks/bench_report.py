@@ -8,7 +8,7 @@ kept in ``<out>/data/`` next to the page (``README.md``) and its PNG charts. Eve
 records when it ran and the machine's cores and load average at its start and end; the page
 prints them under each figure. Costs are the benchmarks' counted calls times list prices
 (never timings); latencies and rows/s are wall times on this machine against moto.
-``--quick`` runs fewer messages and rounds (a few minutes); the full run takes ~15 minutes on
+``--quick`` runs fewer messages and rounds (a few minutes); the full run takes ~25 minutes on
 2 cores. A step that fails is reported on the page as not measured, and the exit code is 1.
 """
 

@@ -86,14 +86,16 @@ requests on top of the Lambda requests), ``function-url`` (no charge of its own:
 URL is billed as its function's requests and duration, both counted here, the router's
 in-process routing inside the measured duration).
 
-Profiles (``--profile``; default: both): the same counted calls priced as two deployments
+Profiles (``--profile``; default: both): the calls counted on a stack deployed with the
+profile's ``LeasesOnSummary`` (the batch rounds run once per front door and setting; with
+``--leases-on-summary off|on`` once, every profile priced from it), priced as the deployment
 would bill them, each with its goals (Lambda duration counted), $ per million messages:
 
 - ``default`` (the template's defaults: on-demand DynamoDB, the template's MemorySize):
   batch 100 at most $0.15, batch 1,000 at most $0.015.
-- ``steady`` (``DynamoDbCapacity=provisioned FunctionMemorySize=512``, best with
-  ``FrontDoor=function-url``): the message path's
-  tables (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
+- ``steady`` (``DynamoDbCapacity=provisioned FunctionMemorySize=512 LeasesOnSummary=on``,
+  best with ``FrontDoor=function-url``): the message path's tables
+  (``PROVISIONED_TABLES``) on provisioned capacity under auto scaling at 70 % target
   utilization ($0.00065 per WCU-hour, $0.00013 per RCU-hour, us-east-1 list prices of
   aws.amazon.com/dynamodb/pricing/provisioned as of 2026-12-02: a unit used costs the
   hour's price / 3,600 / 0.70), the other tables on-demand, the handler time priced at
