@@ -12,9 +12,10 @@ import boto3
 from broker_helpers import ack_statuses, send
 from cirrusmq_broker.container import Broker
 from cirrusmq_broker.model import MessageInput
-from cirrusmq_broker.rules.group_state import MAX_INLINE_SPAN
+from cirrusmq_broker.rules.group_state import MAX_INLINE_SPAN, Lease
 from cirrusmq_broker.rules.retries import REDELIVERY_IMMEDIATE
 from cirrusmq_broker.storage.clients import observe_calls
+from cirrusmq_broker.storage.groups.codec import LEASE_FIELDS, lease_fields
 from cirrusmq_broker.storage.groups.keys import LEASE_MARK
 
 INVISIBLE = 10
@@ -225,3 +226,10 @@ def test_a_lease_stored_while_an_ack_removes_the_settled_one_stays(broker, clock
     assert summary_lease(broker).start == 2  # c's lease stayed
     [status] = broker.consume.describe_group("g").queues
     assert (status.committed_offset, status.inflight) == (2, 1)
+
+
+def test_a_summary_save_that_frees_the_slot_removes_every_attribute_a_lease_stores() -> None:
+    lease = Lease(
+        "l1", 0, 8, 1, 1, frozenset({1}), frozenset({2}), frozenset({3}), 4, frozenset({"a"})
+    )
+    assert set(lease_fields(lease)) == set(LEASE_FIELDS)
