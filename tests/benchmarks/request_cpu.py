@@ -31,14 +31,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-from cirrusmq.testing import LocalStack
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from core_queue import (
-    CREDENTIALS,
     FRONT_DOORS,
     SIGNED,
     Client,
     background_cpu,
+    measured_stack,
     request_kind,
 )
 
@@ -136,13 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         + f" | {'collector':>9}"
     )
     with (
-        LocalStack(
-            schedules=False,
-            preload_handlers=True,
-            expire_interval=None,
-            credentials=CREDENTIALS,
-            parameters={"FrontDoor": args.front_door},
-        ) as stack,
+        measured_stack({"FrontDoor": args.front_door}) as stack,
         httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
     ):
         client = Client(api)
