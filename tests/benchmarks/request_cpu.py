@@ -7,11 +7,13 @@ For each batch size, on one local stack: ``--requests`` produces of that many 1 
 messages (stamped, with client message ids, as the SDK's producer sends), then receives of
 that many, each delivery acked in a request of its own. Each invocation's CPU time is
 taken as ``core_queue.py`` takes it (this process's, less the local stack's own threads),
-without that benchmark's bookkeeping of calls and units, so only the handlers run
-meanwhile. Prints the p50 and the mean per request kind, and the share of that CPU time
-the garbage collector's passes took in the invoking thread. The smallest batch gives the
-part of a request that does not grow with its messages; docs/deploy.md sets it against
-what batch 1,000's cost goals leave.
+without that benchmark's bookkeeping of calls and units. It includes the local runtime's
+JSON round trip of event and result, half of which Lambda does not make (the event's
+``dumps`` and the result's ``loads``: ~5-6 ms per 1,000 messages across the three, ~0 at
+batch 1). Prints the p50 and the mean per request kind, and the share of that CPU time the
+garbage collector took in the invoking thread (its passes of every generation). The
+smallest batch gives the part of a request that does not grow with its messages;
+docs/deploy.md sets it against what batch 1,000's cost goals leave.
 
 ``--freeze-after-warm-up`` moves what the process holds after each size's warm-up
 requests out of the collector's passes (``gc.freeze``), as a function could after its
@@ -92,8 +94,8 @@ def one_size(
     for _ in range(WARM_UP_REQUESTS):
         client.send(topic, batch)
         client.ack(group, client.receive(group, topic, batch, wait=1))
+    gc.collect()  # both ways start measuring right after a full pass
     if freeze:
-        gc.collect()
         gc.freeze()
     record(True)
     try:

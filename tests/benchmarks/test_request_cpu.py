@@ -16,6 +16,7 @@ def test_it_prints_a_row_per_batch_size_with_the_collectors_share() -> None:
         check=True,
         capture_output=True,
         text=True,
+        timeout=120,
     )
     rows = [line for line in done.stdout.splitlines() if line.lstrip()[:1].isdigit()]
     assert [row.split("|")[0].strip() for row in rows] == ["1", "5"]
