@@ -3,6 +3,7 @@ the correlation id is echoed; scheduled runs are logged and measured likewise.""
 
 from __future__ import annotations
 
+import gc
 import json
 import types
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from cirrusmq_api import heap
 from cirrusmq_api.app import create_app
 from cirrusmq_api.observability import (
     CORRELATION_HEADER,
@@ -272,3 +274,36 @@ def test_the_body_sizes_are_counted_in_utf8_bytes():
     [document] = metric_documents(lines)
     assert document["RequestBytes"] == [len(body.encode())]
     assert document["ResponseBytes"] == [210]
+
+
+@pytest.fixture
+def fresh_heap() -> Iterator[None]:
+    """The process as if no request had settled it yet; unfrozen again afterwards."""
+    heap._freeze_once.cache_clear()
+    yield
+    gc.unfreeze()
+    heap._freeze_once.cache_clear()
+
+
+def test_on_lambda_the_first_request_freezes_what_the_process_holds_once(
+    monkeypatch: pytest.MonkeyPatch, fresh_heap: None
+) -> None:
+    monkeypatch.setenv("AWS_EXECUTION_ENV", "AWS_Lambda_python3.11")
+    app = health_app()
+    held = [[n] for n in range(1000)]  # alive before the first request: frozen with it
+    assert app.resolve(health(), CONTEXT)["statusCode"] == 200
+    frozen = gc.get_freeze_count()
+    assert frozen >= len(held)
+    later = [[n] for n in range(1000)]  # made after it: left to the collector
+    assert app.resolve(health(), CONTEXT)["statusCode"] == 200
+    # none of them frozen (frozen objects freed by reference counting leave the count)
+    assert gc.get_freeze_count() <= frozen, len(later)
+
+
+def test_outside_lambda_nothing_is_frozen(
+    monkeypatch: pytest.MonkeyPatch, fresh_heap: None
+) -> None:
+    monkeypatch.delenv("AWS_EXECUTION_ENV", raising=False)
+    before = gc.get_freeze_count()
+    assert health_app().resolve(health(), CONTEXT)["statusCode"] == 200
+    assert gc.get_freeze_count() == before

@@ -26,6 +26,8 @@ from cirrusmq_broker.container import current_broker
 from cirrusmq_broker.services.trace import request_scope
 from cirrusmq_broker.telemetry import MetricUnit
 
+from .heap import settle_after_request
+
 NO_SNIFF = {"X-Content-Type-Options": "nosniff"}
 """On every answer of every protocol: a browser takes its body for its declared type only
 (a JSON or XML answer echoing a caller's text is never run as a script or a page)."""
@@ -198,6 +200,7 @@ def observe(
         _messages.reset(messages_token)
         _acked.reset(acked_token)
         telemetry.bind(**outer_keys)
+        settle_after_request()
 
 
 def _emit(
