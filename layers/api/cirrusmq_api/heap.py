@@ -1,5 +1,5 @@
-"""On Lambda, what a function's process holds after its first request is kept out of the
-garbage collector's passes.
+"""On Lambda, what a function's process holds after the first request of each kind is kept
+out of the garbage collector's passes.
 
 A Lambda process serves one function for its lifetime: its imports, its AWS clients with
 their service models and the broker's caches (~200k objects) live as long as it does, and
@@ -21,13 +21,14 @@ LAMBDA_EXECUTION_ENV_PREFIX = "AWS_Lambda_"
 """How the Lambda runtime names itself in ``AWS_EXECUTION_ENV`` (``AWS_Lambda_python3.11``)."""
 
 
-def settle_after_request() -> None:
-    """After a request: on Lambda, the first time in the process, collect, then freeze."""
+def settle_after_request(kind: str) -> None:
+    """After a request of ``kind``: on Lambda, the first of its kind in the process
+    collects, then freezes (a route makes its own clients and caches on first use)."""
     if os.environ.get("AWS_EXECUTION_ENV", "").startswith(LAMBDA_EXECUTION_ENV_PREFIX):
-        _freeze_once()
+        _freeze_once(kind)
 
 
 @functools.cache
-def _freeze_once() -> None:
-    gc.collect()  # the first request's own garbage is freed, not frozen
+def _freeze_once(kind: str) -> None:
+    gc.collect()  # the request's own garbage is freed, not frozen
     gc.freeze()

@@ -200,7 +200,7 @@ def observe(
         _messages.reset(messages_token)
         _acked.reset(acked_token)
         telemetry.bind(**outer_keys)
-        settle_after_request()
+        settle_after_request(kind)
 
 
 def _emit(
