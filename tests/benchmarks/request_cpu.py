@@ -16,8 +16,9 @@ smallest batch gives the part of a request that does not grow with its messages;
 docs/deploy.md sets it against what batch 1,000's cost goals leave.
 
 ``--freeze-after-warm-up`` moves what the process holds after each size's warm-up
-requests out of the collector's passes (``gc.freeze``), as a function could after its
-first requests: what the collector's full passes over long-lived objects cost.
+requests out of the collector's passes (``gc.freeze``), as a function on Lambda does after
+its first request of each kind (cirrusmq_api.heap; the local stack does not): what the
+collector's full passes over long-lived objects cost.
 """
 
 from __future__ import annotations
