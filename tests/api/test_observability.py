@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import types
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -307,3 +308,40 @@ def test_outside_lambda_nothing_is_frozen(
     before = gc.get_freeze_count()
     assert health_app().resolve(health(), CONTEXT)["statusCode"] == 200
     assert gc.get_freeze_count() == before
+
+
+class _Node:
+    """A reference cycle's member (weakly referable)."""
+
+    link: object = None
+
+
+def test_the_first_requests_own_cyclic_garbage_is_freed_not_frozen(
+    monkeypatch: pytest.MonkeyPatch, fresh_heap: None
+) -> None:
+    monkeypatch.setenv("AWS_EXECUTION_ENV", "AWS_Lambda_python3.11")
+    left: list[weakref.ref] = []
+
+    def make_a_cycle() -> None:
+        node = _Node()
+        node.link = node  # garbage once the route returns; only the collector frees it
+        left.append(weakref.ref(node))
+
+    assert health_app(make_a_cycle).resolve(health(), CONTEXT)["statusCode"] == 200
+    assert left[0]() is None
+
+
+def test_each_request_kind_freezes_after_its_own_first_request(
+    monkeypatch: pytest.MonkeyPatch, fresh_heap: None
+) -> None:
+    monkeypatch.setenv("AWS_EXECUTION_ENV", "AWS_Lambda_python3.11")
+    router = APIGatewayHttpRouter()
+    router.get("/v1/health")(lambda: {"status": "ok"})
+    router.get("/v1/topics")(lambda: {"topics": []})
+    app = create_app(router)
+    assert app.resolve(health(), CONTEXT)["statusCode"] == 200
+    after_health = gc.get_freeze_count()
+    made_since = [[n] for n in range(1000)]  # what the next kind's first use leaves behind
+    topics = event("GET", "/v1/topics", "/v1/topics")
+    answer = app.resolve(topics, CONTEXT)
+    assert gc.get_freeze_count() >= after_health + len(made_since), answer

@@ -178,6 +178,7 @@ def observe(
             response = resolve()
         return response
     finally:
+        settle_after_request(kind)  # its one-off cost counts in the request's duration
         status = int((response or {}).get("statusCode") or 500)
         code = _error_code(response) if status >= 400 else None
         if response is not None:
@@ -200,7 +201,6 @@ def observe(
         _messages.reset(messages_token)
         _acked.reset(acked_token)
         telemetry.bind(**outer_keys)
-        settle_after_request(kind)
 
 
 def _emit(
