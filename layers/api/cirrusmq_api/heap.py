@@ -3,7 +3,7 @@ out of the garbage collector's passes.
 
 A Lambda process serves one function for its lifetime: its imports, its AWS clients with
 their service models and the broker's caches (~200k objects) live as long as it does, and
-the cyclic collector walked them again in each full pass: ~24 % of the handlers' CPU time
+the cyclic collector walked them again in each full pass: ~25 % of the handlers' CPU time
 at batch 1,000, ~6 % with them frozen (``gc.freeze``; docs/deploy.md, lever 8). Reference
 counting still frees a frozen object; only cycles among frozen objects stay. The local
 stack runs every function in one process and unloads their code with each stack, so
