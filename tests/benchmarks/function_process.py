@@ -8,7 +8,7 @@ it each event and gets the result back, the rest of the stack stays as it is. Th
 looks like a Lambda process to the handler (``AWS_EXECUTION_ENV=AWS_Lambda_python3.11``;
 ``--not-lambda`` leaves it unset), so what the API does only there (keeping what it holds
 after its first request out of the garbage collector's passes: cirrusmq_api.heap) runs
-too. After three warm-up rounds, ``--requests`` produces of ``--batch`` 1 KiB messages,
+too. After request_cpu.py's warm-up, ``--requests`` produces of ``--batch`` 1 KiB messages,
 then as many receives, each acked in a request of its own. The worker times each
 invocation's CPU (its JSON of event and result included, as the Lambda runtime's) and the
 collector's passes; prints the p50 and mean per request kind, the collector's share and
@@ -34,9 +34,9 @@ from typing import Any
 import httpx
 from cirrusmq_local.lambda_runtime import FunctionRuntime
 from core_queue import SIGNED, Client, measured_stack, request_kind
+from request_cpu import one_size
 
 KINDS = ("produce", "receive", "ack")
-WARM_UP_ROUNDS = 3
 LAMBDA_EXECUTION_ENV = "AWS_Lambda_python3.11"
 
 
@@ -156,16 +156,13 @@ def main(argv: list[str] | None = None) -> int:
             measured_stack({"FrontDoor": "function-url"}) as stack,
             httpx.Client(base_url=stack.endpoint, timeout=120, auth=SIGNED) as api,
         ):
-            client, topic, group = Client(api), "function-process", "cpu"
-            client.create_topic(topic, 8)
-            for _ in range(WARM_UP_ROUNDS):
-                client.send(topic, args.batch)
-                client.ack(group, client.receive(group, topic, args.batch, wait=1))
-            held_before = worker.ask("record")
-            for _ in range(args.requests):
-                client.send(topic, args.batch)
-            for _ in range(args.requests):
-                client.ack(group, client.receive(group, topic, args.batch, wait=1))
+            held: list[int] = []  # objects the worker tracks when its timing starts
+
+            def record(on: bool) -> None:
+                if on:
+                    held.append(worker.ask("record"))
+
+            one_size(Client(api), args.batch, args.requests, record, freeze=False)
             spent, collector_s, held_after, frozen = worker.ask("stats")
     finally:
         worker.stop()
@@ -179,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {kind:<8} p50 {median:6.1f} ms  mean {mean:6.1f} ms  ({len(times)} requests)")
     means = sum(1000 * statistics.mean(times) for times in by_kind.values())
     print(f"  the three, mean {means:.1f} ms; collector {collector_s / total:.1%} of it")
-    print(f"  objects the collector tracks {held_before} -> {held_after}; frozen {frozen}")
+    print(f"  objects the collector tracks {held[0]} -> {held_after}; frozen {frozen}")
     return 0
 
 
